@@ -1,0 +1,75 @@
+"""The `meanfield` command line (also `python -m meanfield`).
+
+    meanfield info                       versions and devices
+    meanfield study NAME [options]       run a study (see `meanfield study --help`)
+
+Bad input gets one line on stderr naming the argument and exit code 2.
+"""
+
+import argparse
+import platform
+import sys
+from importlib import metadata
+
+from .studies import STUDIES, StudyInputError, add_common_arguments
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are a single line (and exit code 2)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def info() -> str:
+    """Versions of meanfield and its dependencies, and the devices JAX sees."""
+    import jax
+
+    lines = [f"meanfield {_version('meanfield')} (python {platform.python_version()})"]
+    for pkg in ("jax", "jaxlib", "diffrax", "equinox", "optax", "lineax", "matplotlib"):
+        lines.append(f"  {pkg:<11}{_version(pkg)}")
+    lines.append(f"  backend    {jax.default_backend()}")
+    lines.append(f"  x64        {jax.config.jax_enable_x64}")
+    for dev in jax.devices():
+        lines.append(f"  device     {dev.platform}:{dev.id} {dev.device_kind}")
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="meanfield",
+        description="Deep ResNets and their large-depth limits: studies and utilities.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    sub.add_parser("info", help="print versions and the devices JAX sees")
+    study = sub.add_parser("study", help="run a study; writes DIR/results.json and figures")
+    studies = study.add_subparsers(dest="study", metavar="NAME")
+    studies.required = True
+    for name, module in STUDIES.items():
+        p = studies.add_parser(name, help=module.HELP, description=module.HELP)
+        add_common_arguments(p, name)
+        module.add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "info":
+        print(info())
+        return 0
+    module = STUDIES[args.study]
+    try:
+        module.run(args)
+    except StudyInputError as err:
+        print(f"meanfield study {args.study}: error: {err}", file=sys.stderr)
+        return 2
+    return 0

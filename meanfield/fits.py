@@ -1,0 +1,197 @@
+"""Error summaries and rate fits (errors → fit).
+
+* `summarize`: mean, standard deviation and count over seeds, with exploded
+  draws (non-finite or above a threshold) counted and excluded, never averaged.
+* `fit_loglog`: the log-log slope of error against a size, with a 95% bootstrap
+  interval over seeds and a regression (t) interval for misfit.
+* `fit_rate_sum`: a joint least-squares fit of `a/L + b/sqrt(LM)`.
+
+Fits never return a NaN: too few usable points give `slope = None` and a reason.
+"""
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+EXPLOSION_THRESHOLD = 1e6
+
+# two-sided 95% Student-t quantiles for 1..30 degrees of freedom
+_T975 = [
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+]  # fmt: skip
+
+
+def _t975(dof: int) -> float:
+    return _T975[dof - 1] if dof <= len(_T975) else 1.96
+
+
+def split_exploded(values, threshold: float = EXPLOSION_THRESHOLD) -> tuple[np.ndarray, int]:
+    """The usable values (finite, |v| <= threshold) and the number of exploded ones."""
+    v = np.asarray(values, dtype=float).ravel()
+    bad = ~np.isfinite(v) | (np.abs(v) > threshold)
+    return v[~bad], int(bad.sum())
+
+
+def summarize(values, *, threshold: float = EXPLOSION_THRESHOLD, keep_values: bool = True) -> dict:
+    """Mean, std (ddof=1), count of usable values, and count of exploded ones."""
+    good, exploded = split_exploded(values, threshold)
+    out = {
+        "mean": float(good.mean()) if good.size else None,
+        "std": float(good.std(ddof=1)) if good.size > 1 else (0.0 if good.size else None),
+        "count": int(good.size),
+        "exploded": exploded,
+    }
+    if keep_values:
+        v = np.asarray(values, dtype=float).ravel()
+        out["values"] = [float(x) if math.isfinite(x) else None for x in v]
+    return out
+
+
+def _slope(logx: np.ndarray, logy: np.ndarray) -> tuple[float, float]:
+    A = np.stack([logx, np.ones_like(logx)], axis=1)
+    coef, *_ = np.linalg.lstsq(A, logy, rcond=None)
+    return float(coef[0]), float(coef[1])
+
+
+def fit_loglog(
+    x: Sequence[float],
+    samples: Sequence[Sequence[float]],
+    *,
+    quantity: str,
+    against: str,
+    fixed: dict | None = None,
+    theory: float | None = None,
+    n_boot: int = 2000,
+    seed: int = 0,
+    threshold: float = EXPLOSION_THRESHOLD,
+) -> dict:
+    """Fit `log(mean error) = slope · log(x) + c` over grid points.
+
+    **Arguments:**
+
+    - `x`: the abscissa of each point (L or M), positive.
+    - `samples`: per point, the error of every seed (exploded ones are excluded
+      and counted in `excluded`).
+    - `quantity`, `against`, `fixed`, `theory`: labels stored in the result.
+    - `n_boot`, `seed`: bootstrap over seeds (resampled within each point).
+
+    **Returns:** a dict with `quantity, against, fixed, slope, intercept, ci95`
+    (bootstrap over seeds), `ci95_fit` (regression t-interval, which also sees
+    misfit), `theory`, `n_points`, `excluded`, and `reason` when no slope is fitted.
+    """
+    result = {
+        "quantity": quantity,
+        "against": against,
+        "fixed": dict(fixed or {}),
+        "theory": theory,
+        "slope": None,
+        "intercept": None,
+        "ci95": None,
+        "ci95_fit": None,
+        "n_points": 0,
+        "excluded": 0,
+    }
+    xs, goods = [], []
+    for xi, s in zip(x, samples, strict=True):
+        good, bad = split_exploded(s, threshold)
+        result["excluded"] += bad
+        good = good[good > 0]
+        if good.size:
+            xs.append(float(xi))
+            goods.append(good)
+    result["n_points"] = len(xs)
+    if len(xs) < 2 or len(set(xs)) < 2:
+        result["reason"] = f"only {len(xs)} usable point(s); a slope needs two distinct sizes"
+        return result
+    logx = np.log(np.asarray(xs))
+    logy = np.log(np.array([g.mean() for g in goods]))
+    slope, intercept = _slope(logx, logy)
+    result["slope"], result["intercept"] = slope, intercept
+    rng = np.random.default_rng(seed)
+    boots = np.empty((n_boot, len(xs)))
+    for i, g in enumerate(goods):
+        idx = rng.integers(0, g.size, size=(n_boot, g.size))
+        boots[:, i] = g[idx].mean(axis=1)
+    logb = np.log(boots)
+    xc = logx - logx.mean()
+    bslopes = (logb - logb.mean(axis=1, keepdims=True)) @ xc / (xc @ xc)
+    result["ci95"] = [float(np.percentile(bslopes, 2.5)), float(np.percentile(bslopes, 97.5))]
+    dof = len(xs) - 2
+    if dof >= 1:
+        resid = logy - (slope * logx + intercept)
+        se = math.sqrt(float(resid @ resid) / dof / float(xc @ xc))
+        result["ci95_fit"] = [slope - _t975(dof) * se, slope + _t975(dof) * se]
+    return result
+
+
+def _rate_sum_coefficients(L, M, means):
+    # relative least squares: minimise Σ ((a/L + b/sqrt(LM)) / m - 1)^2 with a, b >= 0
+    A = np.stack([1.0 / L, 1.0 / np.sqrt(L * M)], axis=1) / means[:, None]
+    target = np.ones_like(means)
+    coef, *_ = np.linalg.lstsq(A, target, rcond=None)
+    if coef[0] < 0 or coef[1] < 0:
+        best = None
+        for j in (0, 1):
+            c = np.zeros(2)
+            c[j] = max(float(A[:, j] @ target / (A[:, j] @ A[:, j])), 0.0)
+            r = float(np.sum((A @ c - target) ** 2))
+            if best is None or r < best[0]:
+                best = (r, c)
+        coef = best[1]
+    return coef
+
+
+def fit_rate_sum(
+    L: Sequence[int],
+    M: Sequence[int],
+    samples: Sequence[Sequence[float]],
+    *,
+    quantity: str,
+    n_boot: int = 1000,
+    seed: int = 0,
+    threshold: float = EXPLOSION_THRESHOLD,
+) -> dict:
+    """Joint fit `error ≈ a/L + b/sqrt(LM)` over every usable grid point.
+
+    Relative (log-like) least squares with a, b >= 0; bootstrap over seeds for
+    95% intervals; `rel_rms` is the root-mean-square relative residual.
+    """
+    Ls, Ms, goods, excluded = [], [], [], 0
+    for li, mi, s in zip(L, M, samples, strict=True):
+        good, bad = split_exploded(s, threshold)
+        excluded += bad
+        good = good[good > 0]
+        if good.size:
+            Ls.append(float(li))
+            Ms.append(float(mi))
+            goods.append(good)
+    result = {
+        "quantity": quantity,
+        "model": "a/L + b/sqrt(LM)",
+        "a": None,
+        "b": None,
+        "a_ci95": None,
+        "b_ci95": None,
+        "rel_rms": None,
+        "n_points": len(Ls),
+        "excluded": excluded,
+    }
+    if len(Ls) < 3:
+        result["reason"] = f"only {len(Ls)} usable point(s); the joint fit needs three"
+        return result
+    Ls, Ms = np.asarray(Ls), np.asarray(Ms)
+    means = np.array([g.mean() for g in goods])
+    a, b = _rate_sum_coefficients(Ls, Ms, means)
+    pred = a / Ls + b / np.sqrt(Ls * Ms)
+    result.update(a=float(a), b=float(b), rel_rms=float(np.sqrt(np.mean((pred / means - 1) ** 2))))
+    rng = np.random.default_rng(seed)
+    coefs = np.empty((n_boot, 2))
+    for k in range(n_boot):
+        m = np.array([g[rng.integers(0, g.size, g.size)].mean() for g in goods])
+        coefs[k] = _rate_sum_coefficients(Ls, Ms, m)
+    result["a_ci95"] = [float(np.percentile(coefs[:, 0], 2.5)), float(np.percentile(coefs[:, 0], 97.5))]
+    result["b_ci95"] = [float(np.percentile(coefs[:, 1], 2.5)), float(np.percentile(coefs[:, 1], 97.5))]
+    return result

@@ -1,0 +1,163 @@
+"""Initial laws μ_0: how one unit's (or one layer's) parameters are drawn.
+
+A law is a module with one method, `sample(key) -> z`. `ResNet.sample` stacks
+independent draws with `jax.vmap` over split keys.
+"""
+
+import abc
+import math
+from collections.abc import Callable
+
+import equinox as eqx
+import jax.numpy as jnp
+import jax.random as jr
+from jaxtyping import PRNGKeyArray, PyTree
+
+from .layer_blocks import DenseParams, PerceptronParams
+from .two_layer import TwoLayerParams
+
+
+def _check_positive_int(value, name):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _check_positive(value, name, *, allow_zero=False):
+    ok = isinstance(value, int | float) and math.isfinite(value)
+    ok = ok and (value >= 0 if allow_zero else value > 0)
+    if not ok:
+        bound = "non-negative" if allow_zero else "positive"
+        raise ValueError(f"{name} must be a finite {bound} number, got {value!r}")
+
+
+class AbstractLaw(eqx.Module):
+    """A law μ_0 on the parameters of one unit (or one layer)."""
+
+    @abc.abstractmethod
+    def sample(self, key: PRNGKeyArray) -> PyTree:
+        """One draw z ~ μ_0."""
+
+
+class TwoLayerGaussianLaw(AbstractLaw):
+    """Centred 2LP law: `u ~ N(0, σ_u² I_d)`, `v ~ N(0, σ_v² I_d)` independent.
+
+    With it E[φ(h, Z_0)] = 0, so the k = 0 mean-ODE limit is the identity.
+    """
+
+    d: int = eqx.field(static=True)
+    sigma_u: float = eqx.field(static=True, default=1.0)
+    sigma_v: float = eqx.field(static=True, default=1.0)
+
+    def __check_init__(self):
+        _check_positive_int(self.d, "d")
+        _check_positive(self.sigma_u, "sigma_u")
+        _check_positive(self.sigma_v, "sigma_v")
+
+    def sample(self, key):
+        ku, kv = jr.split(key)
+        return TwoLayerParams(
+            u=self.sigma_u * jr.normal(ku, (self.d,)),
+            v=self.sigma_v * jr.normal(kv, (self.d,)),
+        )
+
+
+class TwoLayerNonCentredLaw(AbstractLaw):
+    """Non-centred 2LP law: `u ~ N(0, σ_u² I_d)`, `v = u + ξ`, `ξ ~ N(0, σ_ξ² I_d)`.
+
+    Then E[v ρ(uᵀh)] = E[u ρ(uᵀh)] = σ_u² E[ρ'(uᵀh)] h (Stein's lemma), which is
+    non-zero for relu, tanh, gelu, ..., so the mean-ODE limit moves already at
+    initialisation.
+    """
+
+    d: int = eqx.field(static=True)
+    sigma_u: float = eqx.field(static=True, default=1.0)
+    sigma_xi: float = eqx.field(static=True, default=1.0)
+
+    def __check_init__(self):
+        _check_positive_int(self.d, "d")
+        _check_positive(self.sigma_u, "sigma_u")
+        _check_positive(self.sigma_xi, "sigma_xi", allow_zero=True)
+
+    def sample(self, key):
+        ku, kx = jr.split(key)
+        u = self.sigma_u * jr.normal(ku, (self.d,))
+        return TwoLayerParams(u=u, v=u + self.sigma_xi * jr.normal(kx, (self.d,)))
+
+
+class SamplerLaw(AbstractLaw):
+    """Any user sampler `fn(key) -> z` (z any pytree of arrays)."""
+
+    fn: Callable = eqx.field(static=True)
+
+    def __check_init__(self):
+        if not callable(self.fn):
+            raise ValueError(f"fn must be callable (key -> z), got {type(self.fn).__name__}")
+
+    def sample(self, key):
+        return self.fn(key)
+
+
+class MatrixGaussianLaw(AbstractLaw):
+    """A d×d matrix with i.i.d. `N(0, std²)` entries (default std = 1/sqrt(d))."""
+
+    d: int = eqx.field(static=True)
+    std: float | None = eqx.field(static=True, default=None)
+
+    def __check_init__(self):
+        _check_positive_int(self.d, "d")
+        if self.std is not None:
+            _check_positive(self.std, "std")
+
+    def sample(self, key):
+        std = 1.0 / math.sqrt(self.d) if self.std is None else self.std
+        return std * jr.normal(key, (self.d, self.d))
+
+
+class PerceptronGaussianLaw(AbstractLaw):
+    """`(V, W)` with i.i.d. Gaussian entries, V of shape (d, m), W of shape (m, d).
+
+    Defaults: m = d, entries of variance 1/d (SPEC §4 phases).
+    """
+
+    d: int = eqx.field(static=True)
+    m: int | None = eqx.field(static=True, default=None)
+    std_v: float | None = eqx.field(static=True, default=None)
+    std_w: float | None = eqx.field(static=True, default=None)
+
+    def __check_init__(self):
+        _check_positive_int(self.d, "d")
+        if self.m is not None:
+            _check_positive_int(self.m, "m")
+        for name in ("std_v", "std_w"):
+            if getattr(self, name) is not None:
+                _check_positive(getattr(self, name), name)
+
+    def sample(self, key):
+        m = self.d if self.m is None else self.m
+        default = 1.0 / math.sqrt(self.d)
+        std_v = default if self.std_v is None else self.std_v
+        std_w = default if self.std_w is None else self.std_w
+        kv, kw = jr.split(key)
+        return PerceptronParams(
+            V=std_v * jr.normal(kv, (self.d, m)), W=std_w * jr.normal(kw, (m, self.d))
+        )
+
+
+class DenseGaussianLaw(AbstractLaw):
+    """`(W, b)` with `W_ij ~ N(0, σ_w²/N)`, `b_i ~ N(0, σ_b²)` (SPEC §5.2)."""
+
+    N: int = eqx.field(static=True)
+    sigma_w2: float = eqx.field(static=True, default=1.0)
+    sigma_b2: float = eqx.field(static=True, default=0.0)
+
+    def __check_init__(self):
+        _check_positive_int(self.N, "N")
+        _check_positive(self.sigma_w2, "sigma_w2", allow_zero=True)
+        _check_positive(self.sigma_b2, "sigma_b2", allow_zero=True)
+
+    def sample(self, key):
+        kw, kb = jr.split(key)
+        return DenseParams(
+            W=jnp.sqrt(self.sigma_w2 / self.N) * jr.normal(kw, (self.N, self.N)),
+            b=jnp.sqrt(self.sigma_b2) * jr.normal(kb, (self.N,)),
+        )

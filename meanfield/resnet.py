@@ -1,0 +1,187 @@
+"""The finite ResNet h^l = h^{l-1} + α · layer(h^{l-1}, θ_l) (SPEC §1)."""
+
+import math
+
+import equinox as eqx
+import jax
+import jax.lax as lax
+import jax.numpy as jnp
+import jax.random as jr
+from jaxtyping import Array, Float, PRNGKeyArray, PyTree
+
+from .blocks import AbstractBlock, AbstractUnitBlock
+from .laws import AbstractLaw
+from .scaling import AbstractScaling, resolve_alpha
+
+
+def _depth_and_width(block: AbstractBlock, params: PyTree) -> tuple[int, int]:
+    leaves = jax.tree.leaves(params)
+    if not leaves:
+        raise ValueError("params must contain at least one array")
+    lead = 2 if isinstance(block, AbstractUnitBlock) else 1
+    axes = "(L, M, ...)" if lead == 2 else "(L, ...)"
+    shapes = [jnp.shape(leaf) for leaf in leaves]
+    if any(len(s) < lead for s in shapes) or len({s[:lead] for s in shapes}) != 1:
+        raise ValueError(
+            f"params must be stacked with leading axes {axes} shared by every leaf, "
+            f"got leaf shapes {shapes}"
+        )
+    L = shapes[0][0]
+    M = shapes[0][1] if lead == 2 else 1
+    if L < 1 or M < 1:
+        raise ValueError(f"params must have L >= 1 and M >= 1, got L={L}, M={M}")
+    return L, M
+
+
+class ResNet(eqx.Module):
+    """A finite residual network (SPEC §1).
+
+    `h^0 = x` (or `W_in x` with an embedding), `h^l = h^{l-1} + α layer(h^{l-1}, θ_l)`
+    for `l = 1..L`, output `h^L` (or `W_outᵀ h^L / D` with a readout).
+
+    **Arguments:**
+
+    - `block`: an `AbstractUnitBlock` (units summed over M) or an
+      `AbstractLayerBlock`.
+    - `params`: a pytree stacked along depth: leaves of shape `(L, M, ...)` for a
+      unit block, `(L, ...)` for a layer block.
+    - `alpha`: the residual scaling α (a positive Python number).
+    - `embedding`: optional `(D, d_in)` matrix W_in, `h^0 = W_in x`.
+    - `readout`: optional `(D, d_out)` matrix W_out, output `W_outᵀ h^L / D`.
+
+    Use `ResNet.sample` to draw the parameters from a law μ_0. The forward pass
+    is a `lax.scan` over layers; batch over inputs with `jax.vmap(net)`.
+    """
+
+    block: AbstractBlock
+    params: PyTree
+    embedding: Float[Array, "D d_in"] | None
+    readout: Float[Array, "D d_out"] | None
+    alpha: float = eqx.field(static=True)
+    L: int = eqx.field(static=True)
+    M: int = eqx.field(static=True)
+
+    def __init__(
+        self,
+        block: AbstractBlock,
+        params: PyTree,
+        alpha: float,
+        *,
+        embedding: Float[Array, "D d_in"] | None = None,
+        readout: Float[Array, "D d_out"] | None = None,
+    ):
+        if not isinstance(block, AbstractBlock):
+            raise ValueError(
+                "block must be an AbstractUnitBlock or AbstractLayerBlock, "
+                f"got {type(block).__name__}"
+            )
+        self.L, self.M = _depth_and_width(block, params)
+        try:
+            alpha = float(alpha)
+        except (TypeError, ValueError, jax.errors.ConcretizationTypeError):
+            raise ValueError(f"alpha must be a Python number, got {alpha!r}") from None
+        if not (math.isfinite(alpha) and alpha > 0):
+            raise ValueError(f"alpha must be finite and > 0, got {alpha!r}")
+        for name, mat in (("embedding", embedding), ("readout", readout)):
+            if mat is not None and jnp.ndim(mat) != 2:
+                raise ValueError(f"{name} must be a 2-D matrix, got shape {jnp.shape(mat)}")
+        if embedding is not None and readout is not None:
+            if jnp.shape(embedding)[0] != jnp.shape(readout)[0]:
+                raise ValueError(
+                    f"embedding (shape {jnp.shape(embedding)}) and readout "
+                    f"(shape {jnp.shape(readout)}) must share their first dimension D"
+                )
+        self.block = block
+        self.params = params
+        self.alpha = alpha
+        self.embedding = embedding
+        self.readout = readout
+
+    @classmethod
+    def sample(
+        cls,
+        block: AbstractBlock,
+        law: AbstractLaw,
+        *,
+        L: int,
+        M: int | None = None,
+        scaling: AbstractScaling | float,
+        key: PRNGKeyArray,
+        embedding: Float[Array, "D d_in"] | None = None,
+        readout: Float[Array, "D d_out"] | None = None,
+    ) -> "ResNet":
+        """Draw the parameters i.i.d. from `law`, one draw per unit (or per layer).
+
+        **Arguments:**
+
+        - `block`, `embedding`, `readout`: as in `ResNet`.
+        - `law`: the initial law μ_0 of one unit's (or one layer's) parameters.
+        - `L`: depth (>= 1). `M`: units per layer (>= 1), for unit blocks only.
+        - `scaling`: an `AbstractScaling` evaluated at `(L, M)`, or a number.
+        - `key`: a `jax.random` key.
+        """
+        if isinstance(L, bool) or not isinstance(L, int) or L < 1:
+            raise ValueError(f"L must be an integer >= 1, got {L!r}")
+        unit = isinstance(block, AbstractUnitBlock)
+        if unit:
+            if M is None or isinstance(M, bool) or not isinstance(M, int) or M < 1:
+                raise ValueError(f"M must be an integer >= 1 for a unit block, got {M!r}")
+        elif M not in (None, 1):
+            raise ValueError(f"M must be None (or 1) for a layer block, got {M!r}")
+        M = M if unit else 1
+        if not isinstance(law, AbstractLaw):
+            raise ValueError(f"law must be an AbstractLaw, got {type(law).__name__}")
+        alpha = resolve_alpha(scaling, L, M)
+        if unit:
+            keys = jr.split(key, (L, M))
+            params = jax.vmap(jax.vmap(law.sample))(keys)
+        else:
+            params = jax.vmap(law.sample)(jr.split(key, L))
+        return cls(block, params, alpha, embedding=embedding, readout=readout)
+
+    def _check_input(self, x):
+        if jnp.ndim(x) != 1:
+            raise ValueError(
+                f"x must be a single input of shape (d,), got shape {jnp.shape(x)}; "
+                "batch over inputs with jax.vmap"
+            )
+        if self.embedding is not None and jnp.shape(x)[0] != jnp.shape(self.embedding)[1]:
+            raise ValueError(
+                f"x has dimension {jnp.shape(x)[0]} but the embedding expects "
+                f"{jnp.shape(self.embedding)[1]}"
+            )
+
+    def embed(self, x: Float[Array, " d_in"]) -> Float[Array, " d"]:
+        """h^0: `x`, or `W_in x` with an embedding."""
+        self._check_input(x)
+        return x if self.embedding is None else self.embedding @ x
+
+    def output(self, h: Float[Array, " d"]) -> Float[Array, " d_out"]:
+        """The network output from h^L: `h^L`, or `W_outᵀ h^L / D` with a readout."""
+        if self.readout is None:
+            return h
+        return self.readout.T @ h / self.readout.shape[0]
+
+    def hidden(self, x: Float[Array, " d_in"], *, return_all: bool = False) -> Array:
+        """The hidden state h^L, or every h^l stacked as `(L + 1, d)` if `return_all`."""
+        h0 = self.embed(x)
+        first = jax.tree.map(lambda p: p[0], self.params)
+        out = jax.eval_shape(self.block.layer, h0, first)
+        if out.shape != h0.shape:
+            raise ValueError(
+                f"block.layer maps a state of shape {h0.shape} to shape {out.shape}; "
+                "the residual increment must have the shape of the state (check x and params)"
+            )
+
+        def step(h, theta):
+            h = h + self.alpha * self.block.layer(h, theta)
+            return h, (h if return_all else None)
+
+        hL, hs = lax.scan(step, h0, self.params)
+        if return_all:
+            return jnp.concatenate([h0[None], hs], axis=0)
+        return hL
+
+    def __call__(self, x: Float[Array, " d_in"]) -> Float[Array, " d_out"]:
+        """The network output for one input x."""
+        return self.output(self.hidden(x))

@@ -1,0 +1,76 @@
+"""Residual scalings α(L, M)."""
+
+import abc
+import math
+from collections.abc import Callable
+
+import equinox as eqx
+
+
+class AbstractScaling(eqx.Module):
+    """A residual multiplier α as a function of depth L and width M."""
+
+    @abc.abstractmethod
+    def __call__(self, L: int, M: int) -> float:
+        """α(L, M)."""
+
+
+class MeanODEScaling(AbstractScaling):
+    """α = 1/(LM): the mean-ODE regime (SPEC §3)."""
+
+    def __call__(self, L, M):
+        return 1.0 / (L * M)
+
+
+class CriticalScaling(AbstractScaling):
+    """α = 1/sqrt(LM): the critical scale at i.i.d. initialisation (SPEC §5.1)."""
+
+    def __call__(self, L, M):
+        return 1.0 / math.sqrt(L * M)
+
+
+class DepthPowerScaling(AbstractScaling):
+    """α = L^(-β) (SPEC §4)."""
+
+    beta: float = eqx.field(static=True)
+
+    def __check_init__(self):
+        if not (isinstance(self.beta, int | float) and math.isfinite(self.beta)):
+            raise ValueError(f"beta must be a finite number, got {self.beta!r}")
+
+    def __call__(self, L, M):
+        return float(L) ** (-self.beta)
+
+
+class ConstantScaling(AbstractScaling):
+    """α constant, independent of L and M (SPEC §5.2)."""
+
+    alpha: float = eqx.field(static=True)
+
+    def __call__(self, L, M):
+        return self.alpha
+
+
+class FunctionScaling(AbstractScaling):
+    """α = fn(L, M) for a user function."""
+
+    fn: Callable = eqx.field(static=True)
+
+    def __check_init__(self):
+        if not callable(self.fn):
+            raise ValueError(f"fn must be callable (L, M) -> alpha, got {type(self.fn).__name__}")
+
+    def __call__(self, L, M):
+        return self.fn(L, M)
+
+
+def resolve_alpha(scaling: "AbstractScaling | float", L: int, M: int) -> float:
+    """Evaluate a scaling (or take a number) and check that α is finite and positive."""
+    alpha = scaling(L, M) if isinstance(scaling, AbstractScaling) else scaling
+    try:
+        alpha = float(alpha)
+    except (TypeError, ValueError):
+        raise ValueError(f"scaling must give a number, got {alpha!r}") from None
+    if not (math.isfinite(alpha) and alpha > 0):
+        raise ValueError(f"scaling gives alpha={alpha!r} at L={L}, M={M}; it must be finite and > 0")
+    return alpha

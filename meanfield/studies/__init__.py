@@ -1,0 +1,62 @@
+"""Studies: grids of finite networks compared with their limits.
+
+Each study is a module with `HELP`, `add_arguments(parser)` and `run(args)`,
+registered in `STUDIES` under its command-line name (`meanfield study NAME`).
+Every study uses `StudyRunner` (atomic per-point files, resume, progress) and
+writes `DIR/results.json` with the top-level keys `study`, `config`, `points`,
+`fits`, `reference`, `timing` (and `warnings`).
+"""
+
+import argparse
+import importlib
+
+from .runner import StudyInputError as StudyInputError
+from .runner import StudyRunner as StudyRunner
+
+# command-line name -> module (imported lazily so `meanfield info` stays fast)
+_MODULES: dict[str, str] = {}
+
+
+class _Lazy:
+    def __init__(self, module: str):
+        self._name = module
+        self._module = None
+
+    def __getattr__(self, attr):
+        if self._module is None:
+            self._module = importlib.import_module(self._name)
+        return getattr(self._module, attr)
+
+
+STUDIES = {name: _Lazy(mod) for name, mod in _MODULES.items()}
+
+
+def add_common_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    """Options shared by every study."""
+    module = STUDIES[name]
+    presets = getattr(module, "PRESETS", None)
+    if presets:
+        parser.add_argument(
+            "--preset",
+            choices=list(presets),
+            default=next(iter(presets)),
+            help="problem size (default: %(default)s)",
+        )
+    parser.add_argument(
+        "--out", default=f"results/{name}", help="output folder (default: %(default)s)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="master random seed (default: 0)")
+    parser.add_argument(
+        "--x64",
+        action=argparse.BooleanOptionalAction,
+        default=getattr(module, "DEFAULT_X64", False),
+        help="compute in float64 (default: %(default)s for this study)",
+    )
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--resume", action="store_true", help="continue a study in --out, skipping finished points"
+    )
+    group.add_argument(
+        "--overwrite", action="store_true", help="discard a study already in --out and start again"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="do not show a progress bar")

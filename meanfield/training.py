@@ -1,0 +1,102 @@
+"""Full-batch gradient descent on the finite ResNet (SPEC §2).
+
+Every optimiser is an `optax.GradientTransformation`:
+
+* `mean_ode_sgd(η, L=L, M=M)`: the mean-ODE convention, the raw gradient step
+  multiplied by L·M, so the limit moves at rate Θ(1) when α = 1/(LM);
+* `plain_sgd(η)`: plain gradient descent;
+* any other optax optimiser (`optax.adam(1e-3)`, ...).
+
+Gradients come from the explicit backward recursion (`loss_and_gradients`).
+"""
+
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.lax as lax
+import jax.numpy as jnp
+import optax
+from jaxtyping import Array, Float, PyTree
+
+from .backward import loss_and_gradients, squared_loss
+from .resnet import ResNet
+
+
+def mean_ode_sgd(learning_rate: float, *, L: int, M: int) -> optax.GradientTransformation:
+    """GD in the mean-ODE convention: `Z ← Z − η · L · M · ∇_Z 𝓛` (SPEC §2)."""
+    return optax.sgd(learning_rate * L * M)
+
+
+def plain_sgd(learning_rate: float) -> optax.GradientTransformation:
+    """Plain gradient descent `θ ← θ − η ∇𝓛`."""
+    return optax.sgd(learning_rate)
+
+
+class TrainResult(eqx.Module):
+    """The outcome of `train`.
+
+    - `net`: the network after the last step.
+    - `params`: the params history, every leaf with a leading axis of length
+      `steps + 1` (index k holds the parameters after k steps).
+    - `losses`: `(steps + 1,)`, the loss before each step and after the last.
+    """
+
+    net: ResNet
+    params: PyTree
+    losses: Float[Array, " steps+1"]
+
+
+def _trainable(net: ResNet, train_embedding: bool):
+    if train_embedding:
+        return (net.params, net.embedding, net.readout)
+    return (net.params,)
+
+
+def _with_trainable(net: ResNet, values, train_embedding: bool) -> ResNet:
+    if train_embedding:
+        params, embedding, readout = values
+        return ResNet(net.block, params, net.alpha, embedding=embedding, readout=readout)
+    return ResNet(net.block, values[0], net.alpha, embedding=net.embedding, readout=net.readout)
+
+
+def train(
+    net: ResNet,
+    xs: Float[Array, "n d_in"],
+    ys: Float[Array, "n d_out"],
+    *,
+    optimizer: optax.GradientTransformation,
+    steps: int,
+    loss: Callable = squared_loss,
+    train_embedding: bool = False,
+) -> TrainResult:
+    """Run `steps` full-batch optimiser steps on `(1/n) Σ_i loss(y_i, net(x_i))`.
+
+    The loop over steps is a `lax.scan`; wrap the call in `eqx.filter_jit` (or
+    `jax.jit` with the network as an argument) to compile it. The embedding and
+    readout, if any, are trained only when `train_embedding` is true.
+    """
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
+    if not isinstance(optimizer, optax.GradientTransformation):
+        raise ValueError(
+            f"optimizer must be an optax.GradientTransformation, got {type(optimizer).__name__}"
+        )
+    theta0 = _trainable(net, train_embedding)
+    state0 = optimizer.init(theta0)
+
+    def step(carry, _):
+        theta, state = carry
+        current = _with_trainable(net, theta, train_embedding)
+        g = loss_and_gradients(current, xs, ys, loss)
+        updates, state = optimizer.update(_trainable(g.grads, train_embedding), state, theta)
+        theta = optax.apply_updates(theta, updates)
+        return (theta, state), (current.params, g.loss)
+
+    (theta, _), (history, losses) = lax.scan(step, (theta0, state0), None, length=steps)
+    final = _with_trainable(net, theta, train_embedding)
+    final_loss = loss_and_gradients(final, xs, ys, loss).loss
+    params = jax.tree.map(
+        lambda hist, last: jnp.concatenate([hist, last[None]], axis=0), history, final.params
+    )
+    return TrainResult(net=final, params=params, losses=jnp.append(losses, final_loss))
