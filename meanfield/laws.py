@@ -13,21 +13,9 @@ import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import PRNGKeyArray, PyTree
 
+from ._validation import as_number, check_number, check_positive_int
 from .layer_blocks import DenseParams, PerceptronParams
 from .two_layer import TwoLayerParams
-
-
-def _check_positive_int(value, name):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
-def _check_positive(value, name, *, allow_zero=False):
-    ok = isinstance(value, int | float) and math.isfinite(value)
-    ok = ok and (value >= 0 if allow_zero else value > 0)
-    if not ok:
-        bound = "non-negative" if allow_zero else "positive"
-        raise ValueError(f"{name} must be a finite {bound} number, got {value!r}")
 
 
 class AbstractLaw(eqx.Module):
@@ -44,14 +32,14 @@ class TwoLayerGaussianLaw(AbstractLaw):
     With it E[φ(h, Z_0)] = 0, so the k = 0 mean-ODE limit is the identity.
     """
 
-    d: int = eqx.field(static=True)
-    sigma_u: float = eqx.field(static=True, default=1.0)
-    sigma_v: float = eqx.field(static=True, default=1.0)
+    d: int = eqx.field(static=True, converter=as_number)
+    sigma_u: float = eqx.field(static=True, converter=as_number, default=1.0)
+    sigma_v: float = eqx.field(static=True, converter=as_number, default=1.0)
 
     def __check_init__(self):
-        _check_positive_int(self.d, "d")
-        _check_positive(self.sigma_u, "sigma_u")
-        _check_positive(self.sigma_v, "sigma_v")
+        check_positive_int(self.d, "d")
+        check_number(self.sigma_u, "sigma_u", positive=True)
+        check_number(self.sigma_v, "sigma_v", positive=True)
 
     def sample(self, key):
         ku, kv = jr.split(key)
@@ -69,14 +57,14 @@ class TwoLayerNonCentredLaw(AbstractLaw):
     initialisation.
     """
 
-    d: int = eqx.field(static=True)
-    sigma_u: float = eqx.field(static=True, default=1.0)
-    sigma_xi: float = eqx.field(static=True, default=1.0)
+    d: int = eqx.field(static=True, converter=as_number)
+    sigma_u: float = eqx.field(static=True, converter=as_number, default=1.0)
+    sigma_xi: float = eqx.field(static=True, converter=as_number, default=1.0)
 
     def __check_init__(self):
-        _check_positive_int(self.d, "d")
-        _check_positive(self.sigma_u, "sigma_u")
-        _check_positive(self.sigma_xi, "sigma_xi", allow_zero=True)
+        check_positive_int(self.d, "d")
+        check_number(self.sigma_u, "sigma_u", positive=True)
+        check_number(self.sigma_xi, "sigma_xi", non_negative=True)
 
     def sample(self, key):
         ku, kx = jr.split(key)
@@ -100,13 +88,13 @@ class SamplerLaw(AbstractLaw):
 class MatrixGaussianLaw(AbstractLaw):
     """A d×d matrix with i.i.d. `N(0, std²)` entries (default std = 1/sqrt(d))."""
 
-    d: int = eqx.field(static=True)
-    std: float | None = eqx.field(static=True, default=None)
+    d: int = eqx.field(static=True, converter=as_number)
+    std: float | None = eqx.field(static=True, converter=as_number, default=None)
 
     def __check_init__(self):
-        _check_positive_int(self.d, "d")
+        check_positive_int(self.d, "d")
         if self.std is not None:
-            _check_positive(self.std, "std")
+            check_number(self.std, "std", positive=True)
 
     def sample(self, key):
         std = 1.0 / math.sqrt(self.d) if self.std is None else self.std
@@ -119,18 +107,18 @@ class PerceptronGaussianLaw(AbstractLaw):
     Defaults: m = d, entries of variance 1/d (SPEC §4 phases).
     """
 
-    d: int = eqx.field(static=True)
-    m: int | None = eqx.field(static=True, default=None)
-    std_v: float | None = eqx.field(static=True, default=None)
-    std_w: float | None = eqx.field(static=True, default=None)
+    d: int = eqx.field(static=True, converter=as_number)
+    m: int | None = eqx.field(static=True, converter=as_number, default=None)
+    std_v: float | None = eqx.field(static=True, converter=as_number, default=None)
+    std_w: float | None = eqx.field(static=True, converter=as_number, default=None)
 
     def __check_init__(self):
-        _check_positive_int(self.d, "d")
+        check_positive_int(self.d, "d")
         if self.m is not None:
-            _check_positive_int(self.m, "m")
+            check_positive_int(self.m, "m")
         for name in ("std_v", "std_w"):
             if getattr(self, name) is not None:
-                _check_positive(getattr(self, name), name)
+                check_number(getattr(self, name), name, positive=True)
 
     def sample(self, key):
         m = self.d if self.m is None else self.m
@@ -146,14 +134,14 @@ class PerceptronGaussianLaw(AbstractLaw):
 class DenseGaussianLaw(AbstractLaw):
     """`(W, b)` with `W_ij ~ N(0, σ_w²/N)`, `b_i ~ N(0, σ_b²)` (SPEC §5.2)."""
 
-    N: int = eqx.field(static=True)
-    sigma_w2: float = eqx.field(static=True, default=1.0)
-    sigma_b2: float = eqx.field(static=True, default=0.0)
+    N: int = eqx.field(static=True, converter=as_number)
+    sigma_w2: float = eqx.field(static=True, converter=as_number, default=1.0)
+    sigma_b2: float = eqx.field(static=True, converter=as_number, default=0.0)
 
     def __check_init__(self):
-        _check_positive_int(self.N, "N")
-        _check_positive(self.sigma_w2, "sigma_w2", allow_zero=True)
-        _check_positive(self.sigma_b2, "sigma_b2", allow_zero=True)
+        check_positive_int(self.N, "N")
+        check_number(self.sigma_w2, "sigma_w2", non_negative=True)
+        check_number(self.sigma_b2, "sigma_b2", non_negative=True)
 
     def sample(self, key):
         kw, kb = jr.split(key)

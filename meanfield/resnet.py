@@ -166,7 +166,13 @@ class ResNet(eqx.Module):
         """The hidden state h^L, or every h^l stacked as `(L + 1, d)` if `return_all`."""
         h0 = self.embed(x)
         first = jax.tree.map(lambda p: p[0], self.params)
-        out = jax.eval_shape(self.block.layer, h0, first)
+        try:
+            out = jax.eval_shape(self.block.layer, h0, first)
+        except (TypeError, ValueError) as err:
+            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise ValueError(
+                f"x (state shape {h0.shape}) does not fit the block and params: {reason}"
+            ) from None
         if out.shape != h0.shape:
             raise ValueError(
                 f"block.layer maps a state of shape {h0.shape} to shape {out.shape}; "

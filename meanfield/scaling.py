@@ -6,6 +6,8 @@ from collections.abc import Callable
 
 import equinox as eqx
 
+from ._validation import as_number, check_number
+
 
 class AbstractScaling(eqx.Module):
     """A residual multiplier α as a function of depth L and width M."""
@@ -32,11 +34,10 @@ class CriticalScaling(AbstractScaling):
 class DepthPowerScaling(AbstractScaling):
     """α = L^(-β) (SPEC §4)."""
 
-    beta: float = eqx.field(static=True)
+    beta: float = eqx.field(static=True, converter=as_number)
 
     def __check_init__(self):
-        if not (isinstance(self.beta, int | float) and math.isfinite(self.beta)):
-            raise ValueError(f"beta must be a finite number, got {self.beta!r}")
+        check_number(self.beta, "beta")
 
     def __call__(self, L, M):
         return float(L) ** (-self.beta)
@@ -45,7 +46,10 @@ class DepthPowerScaling(AbstractScaling):
 class ConstantScaling(AbstractScaling):
     """α constant, independent of L and M (SPEC §5.2)."""
 
-    alpha: float = eqx.field(static=True)
+    alpha: float = eqx.field(static=True, converter=as_number)
+
+    def __check_init__(self):
+        check_number(self.alpha, "alpha", positive=True)
 
     def __call__(self, L, M):
         return self.alpha

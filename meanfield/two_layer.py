@@ -5,6 +5,7 @@ from collections.abc import Callable
 import equinox as eqx
 from jaxtyping import Array, Float
 
+from ._validation import as_number, check_number
 from .activations import resolve_activation
 from .blocks import AbstractUnitBlock
 
@@ -28,12 +29,11 @@ class TwoLayerBlock(AbstractUnitBlock):
     """
 
     activation: str | Callable = eqx.field(static=True, default="relu")
-    inner_scale: float = eqx.field(static=True, default=1.0)
+    inner_scale: float = eqx.field(static=True, converter=as_number, default=1.0)
 
     def __check_init__(self):
         resolve_activation(self.activation)
-        if not (isinstance(self.inner_scale, int | float) and self.inner_scale > 0):
-            raise ValueError(f"inner_scale must be a positive number, got {self.inner_scale!r}")
+        check_number(self.inner_scale, "inner_scale", positive=True)
 
     def __call__(self, h: Float[Array, " d"], z: TwoLayerParams) -> Float[Array, " d"]:
         rho = resolve_activation(self.activation)

@@ -1,0 +1,38 @@
+"""The command line: help, info, one-line errors with exit code 2, python -m."""
+
+import subprocess
+import sys
+
+import pytest
+
+from meanfield.cli import main
+
+
+def test_info_prints_versions_and_devices(capsys):
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    for word in ("jax", "diffrax", "equinox", "optax", "lineax", "device"):
+        assert word in out
+
+
+def test_help_lists_commands(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "info" in out and "study" in out
+
+
+def test_unknown_command_is_one_line_exit_2(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["frobnicate"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "frobnicate" in err and "info" in err
+
+
+def test_python_dash_m_runs():
+    proc = subprocess.run([sys.executable, "-m", "meanfield", "info"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "meanfield" in proc.stdout

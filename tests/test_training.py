@@ -1,0 +1,83 @@
+"""Gradient descent conventions, optax optimisers, and the training loop."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import optax
+
+import meanfield as mf
+
+
+def _problem(key, d=3, n=8, L=6, M=4):
+    k1, k2, k3 = jr.split(key, 3)
+    net = mf.ResNet.sample(mf.TwoLayerBlock("tanh"), mf.TwoLayerNonCentredLaw(d, sigma_u=0.8),
+                           L=L, M=M, scaling=mf.MeanODEScaling(), key=k1)
+    xs = jr.normal(k2, (n, d))
+    ys = jnp.sin(xs) + 0.1 * jr.normal(k3, (n, d))
+    return net, xs, ys
+
+
+def test_mean_ode_step_is_raw_gradient_times_LM(key):
+    net, xs, ys = _problem(key)
+    lr = 0.05
+    res = mf.train(net, xs, ys, optimizer=mf.mean_ode_sgd(lr, L=net.L, M=net.M), steps=1)
+    raw = eqx.filter_grad(
+        lambda n: jnp.mean(jax.vmap(lambda x, y: mf.squared_loss(y, n(x)))(xs, ys))
+    )(net)
+    expected = jax.tree.map(lambda p, g: p - lr * net.L * net.M * g, net.params, raw.params)
+    for a, b in zip(jax.tree.leaves(res.net.params), jax.tree.leaves(expected), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-13)
+    # plain GD takes the raw step
+    plain = mf.train(net, xs, ys, optimizer=mf.plain_sgd(lr), steps=1)
+    expected = jax.tree.map(lambda p, g: p - lr * g, net.params, raw.params)
+    for a, b in zip(jax.tree.leaves(plain.net.params), jax.tree.leaves(expected), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-13)
+
+
+def test_history_matches_repeated_single_steps(key):
+    net, xs, ys = _problem(key)
+    opt = mf.mean_ode_sgd(0.1, L=net.L, M=net.M)
+    res = mf.train(net, xs, ys, optimizer=opt, steps=3)
+    assert res.losses.shape == (4,)
+    assert jax.tree.leaves(res.params)[0].shape[0] == 4
+    current = net
+    for k in range(4):
+        for a, b in zip(jax.tree.leaves(jax.tree.map(lambda p: p[k], res.params)),
+                        jax.tree.leaves(current.params), strict=True):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-13)
+        loss = jnp.mean(jax.vmap(lambda x, y: mf.squared_loss(y, current(x)))(xs, ys))
+        np.testing.assert_allclose(float(res.losses[k]), float(loss), rtol=1e-12)
+        current = mf.train(current, xs, ys, optimizer=opt, steps=1).net
+
+
+def test_loss_decreases_over_20_steps(key):
+    net, xs, ys = _problem(key)
+    res = eqx.filter_jit(
+        lambda n: mf.train(n, xs, ys, optimizer=mf.mean_ode_sgd(0.2, L=n.L, M=n.M), steps=20)
+    )(net)
+    losses = np.asarray(res.losses)
+    assert np.all(np.diff(losses) < 0), losses
+    assert losses[-1] < 0.8 * losses[0]
+
+
+def test_optax_optimiser_under_jit(key):
+    net, xs, ys = _problem(key)
+    opt = optax.adam(1e-2)
+    run = eqx.filter_jit(lambda n: mf.train(n, xs, ys, optimizer=opt, steps=15))
+    res = run(net)
+    assert bool(jnp.all(jnp.isfinite(res.losses)))
+    assert float(res.losses[-1]) < float(res.losses[0])
+
+
+def test_train_embedding_flag(key):
+    d_in, D = 2, 4
+    k = jr.split(key, 4)
+    net = mf.ResNet.sample(mf.TwoLayerBlock("tanh"), mf.TwoLayerGaussianLaw(D), L=3, M=2,
+                           scaling=0.3, key=k[0], embedding=jr.normal(k[1], (D, d_in)))
+    xs, ys = jr.normal(k[2], (5, d_in)), jr.normal(k[3], (5, D))
+    frozen = mf.train(net, xs, ys, optimizer=mf.plain_sgd(0.1), steps=2)
+    assert np.array_equal(np.asarray(frozen.net.embedding), np.asarray(net.embedding))
+    trained = mf.train(net, xs, ys, optimizer=mf.plain_sgd(0.1), steps=2, train_embedding=True)
+    assert not np.allclose(np.asarray(trained.net.embedding), np.asarray(net.embedding))

@@ -1,0 +1,37 @@
+"""SPEC §5.1 (Chizat, Prop. 2.1): E‖h^l − x‖² = ((1 + cα²M)^l − 1)‖x‖², c = (d/2)σ_u²σ_v²."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+
+import meanfield as mf
+
+
+@pytest.mark.parametrize(
+    "d, M, L, alpha, sigma_u, sigma_v",
+    [
+        (4, 8, 16, None, 0.5, 1.0),  # α = 1/sqrt(LM), the critical scale
+        (3, 2, 10, 0.4, 1.0, 0.7),
+        (6, 16, 32, None, 1 / np.sqrt(6), 1.5),
+    ],
+)
+def test_variance_law_monte_carlo(d, M, L, alpha, sigma_u, sigma_v, key):
+    alpha = 1 / np.sqrt(L * M) if alpha is None else alpha
+    c = d / 2 * sigma_u**2 * sigma_v**2
+    x = jnp.linspace(-1.0, 1.5, d)
+    law = mf.TwoLayerGaussianLaw(d, sigma_u=sigma_u, sigma_v=sigma_v)
+
+    def sq_dev(k):
+        net = mf.ResNet.sample(mf.TwoLayerBlock("relu"), law, L=L, M=M, scaling=alpha, key=k)
+        hs = net.hidden(x, return_all=True)
+        return jnp.sum((hs - x[None]) ** 2, axis=1)
+
+    R = 20000
+    dev = np.asarray(eqx.filter_jit(jax.vmap(sq_dev))(jr.split(key, R)))
+    mean, se = dev.mean(axis=0), dev.std(axis=0, ddof=1) / np.sqrt(R)
+    theory = ((1 + c * alpha**2 * M) ** np.arange(L + 1) - 1) * float(x @ x)
+    for l in (1, L // 2, L):
+        assert abs(mean[l] - theory[l]) < 4 * se[l], (l, mean[l], theory[l], se[l])
