@@ -16,6 +16,7 @@ from .blocks import AbstractBlock as AbstractBlock
 from .blocks import AbstractLayerBlock as AbstractLayerBlock
 from .blocks import AbstractUnitBlock as AbstractUnitBlock
 from .blocks import FunctionBlock as FunctionBlock
+from .laws import AbstractGaussianLaw as AbstractGaussianLaw
 from .laws import AbstractLaw as AbstractLaw
 from .laws import DenseGaussianLaw as DenseGaussianLaw
 from .laws import MatrixGaussianLaw as MatrixGaussianLaw

@@ -87,11 +87,16 @@ def check_data(net: ResNet, xs: Array, ys: Array) -> None:
         )
     out = jax.eval_shape(net, xs[0])
     if out.shape != jnp.shape(ys)[1:]:
-        raise ValueError(f"ys rows must have the network's output shape {out.shape}, got {jnp.shape(ys)[1:]}")
+        raise ValueError(
+            f"ys rows must have the network's output shape {out.shape}, got {jnp.shape(ys)[1:]}"
+        )
 
 
 def loss_and_gradients(
-    net: ResNet, xs: Float[Array, "n d_in"], ys: Float[Array, "n d_out"], loss: Callable = squared_loss
+    net: ResNet,
+    xs: Float[Array, "n d_in"],
+    ys: Float[Array, "n d_out"],
+    loss: Callable = squared_loss,
 ) -> Gradients:
     """Mean loss over the data set and its gradients via the explicit recursion (B).
 

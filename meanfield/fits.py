@@ -192,6 +192,12 @@ def fit_rate_sum(
     for k in range(n_boot):
         m = np.array([g[rng.integers(0, g.size, g.size)].mean() for g in goods])
         coefs[k] = _rate_sum_coefficients(Ls, Ms, m)
-    result["a_ci95"] = [float(np.percentile(coefs[:, 0], 2.5)), float(np.percentile(coefs[:, 0], 97.5))]
-    result["b_ci95"] = [float(np.percentile(coefs[:, 1], 2.5)), float(np.percentile(coefs[:, 1], 97.5))]
+    result["a_ci95"] = [
+        float(np.percentile(coefs[:, 0], 2.5)),
+        float(np.percentile(coefs[:, 0], 97.5)),
+    ]
+    result["b_ci95"] = [
+        float(np.percentile(coefs[:, 1], 2.5)),
+        float(np.percentile(coefs[:, 1], 97.5)),
+    ]
     return result

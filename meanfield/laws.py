@@ -11,7 +11,7 @@ from collections.abc import Callable
 import equinox as eqx
 import jax.numpy as jnp
 import jax.random as jr
-from jaxtyping import PRNGKeyArray, PyTree
+from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
 from ._validation import as_number, check_number, check_positive_int
 from .layer_blocks import DenseParams, PerceptronParams
@@ -26,7 +26,28 @@ class AbstractLaw(eqx.Module):
         """One draw z ~ μ_0."""
 
 
-class TwoLayerGaussianLaw(AbstractLaw):
+class AbstractGaussianLaw(AbstractLaw):
+    """A law that is the image of a standard Gaussian: `z = transform(g)`, `g ~ N(0, I_p)`.
+
+    Such a law allows Gauss–Hermite quadrature of expectations
+    (`meanfield.gauss_hermite_particles`), not only Monte Carlo. Subclasses implement
+    `gaussian_dim` (p) and `transform`; `sample` follows.
+    """
+
+    @property
+    @abc.abstractmethod
+    def gaussian_dim(self) -> int:
+        """p, the number of independent standard normal coordinates."""
+
+    @abc.abstractmethod
+    def transform(self, g: Float[Array, " p"]) -> PyTree:
+        """The parameters z for standard normal coordinates `g`."""
+
+    def sample(self, key: PRNGKeyArray) -> PyTree:
+        return self.transform(jr.normal(key, (self.gaussian_dim,)))
+
+
+class TwoLayerGaussianLaw(AbstractGaussianLaw):
     """Centred 2LP law: `u ~ N(0, σ_u² I_d)`, `v ~ N(0, σ_v² I_d)` independent.
 
     With it E[φ(h, Z_0)] = 0, so the k = 0 mean-ODE limit is the identity.
@@ -41,20 +62,20 @@ class TwoLayerGaussianLaw(AbstractLaw):
         check_number(self.sigma_u, "sigma_u", positive=True)
         check_number(self.sigma_v, "sigma_v", positive=True)
 
-    def sample(self, key):
-        ku, kv = jr.split(key)
-        return TwoLayerParams(
-            u=self.sigma_u * jr.normal(ku, (self.d,)),
-            v=self.sigma_v * jr.normal(kv, (self.d,)),
-        )
+    @property
+    def gaussian_dim(self):
+        return 2 * self.d
+
+    def transform(self, g):
+        return TwoLayerParams(u=self.sigma_u * g[: self.d], v=self.sigma_v * g[self.d :])
 
 
-class TwoLayerNonCentredLaw(AbstractLaw):
+class TwoLayerNonCentredLaw(AbstractGaussianLaw):
     """Non-centred 2LP law: `u ~ N(0, σ_u² I_d)`, `v = u + ξ`, `ξ ~ N(0, σ_ξ² I_d)`.
 
     Then E[v ρ(uᵀh)] = E[u ρ(uᵀh)] = σ_u² E[ρ'(uᵀh)] h (Stein's lemma), which is
     non-zero for relu, tanh, gelu, ..., so the mean-ODE limit moves already at
-    initialisation.
+    initialisation. `sigma_xi = 0` (v = u) is allowed.
     """
 
     d: int = eqx.field(static=True, converter=as_number)
@@ -66,10 +87,15 @@ class TwoLayerNonCentredLaw(AbstractLaw):
         check_number(self.sigma_u, "sigma_u", positive=True)
         check_number(self.sigma_xi, "sigma_xi", non_negative=True)
 
-    def sample(self, key):
-        ku, kx = jr.split(key)
-        u = self.sigma_u * jr.normal(ku, (self.d,))
-        return TwoLayerParams(u=u, v=u + self.sigma_xi * jr.normal(kx, (self.d,)))
+    @property
+    def gaussian_dim(self):
+        # with σ_ξ = 0 the law lives on d coordinates (v = u), which keeps quadrature cheap
+        return 2 * self.d if self.sigma_xi > 0 else self.d
+
+    def transform(self, g):
+        u = self.sigma_u * g[: self.d]
+        v = u + self.sigma_xi * g[self.d :] if self.sigma_xi > 0 else u
+        return TwoLayerParams(u=u, v=v)
 
 
 class SamplerLaw(AbstractLaw):

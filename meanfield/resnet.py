@@ -10,7 +10,7 @@ import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
 from .blocks import AbstractBlock, AbstractUnitBlock
-from .laws import AbstractLaw
+from .laws import AbstractGaussianLaw, AbstractLaw
 from .scaling import AbstractScaling, resolve_alpha
 
 
@@ -132,11 +132,16 @@ class ResNet(eqx.Module):
         if not isinstance(law, AbstractLaw):
             raise ValueError(f"law must be an AbstractLaw, got {type(law).__name__}")
         alpha = resolve_alpha(scaling, L, M)
-        if unit:
-            keys = jr.split(key, (L, M))
-            params = jax.vmap(jax.vmap(law.sample))(keys)
+        shape = (L, M) if unit else (L,)
+        if isinstance(law, AbstractGaussianLaw):
+            # one draw of every Gaussian coordinate: the same law as one key per unit, and
+            # far cheaper to compile than splitting L·M keys
+            g = jr.normal(key, shape + (law.gaussian_dim,))
+            transform = jax.vmap(law.transform)
+            params = jax.vmap(transform)(g) if unit else transform(g)
         else:
-            params = jax.vmap(law.sample)(jr.split(key, L))
+            keys = jr.split(key, shape)
+            params = jax.vmap(jax.vmap(law.sample))(keys) if unit else jax.vmap(law.sample)(keys)
         return cls(block, params, alpha, embedding=embedding, readout=readout)
 
     def _check_input(self, x):

@@ -76,5 +76,7 @@ def resolve_alpha(scaling: "AbstractScaling | float", L: int, M: int) -> float:
     except (TypeError, ValueError):
         raise ValueError(f"scaling must give a number, got {alpha!r}") from None
     if not (math.isfinite(alpha) and alpha > 0):
-        raise ValueError(f"scaling gives alpha={alpha!r} at L={L}, M={M}; it must be finite and > 0")
+        raise ValueError(
+            f"scaling gives alpha={alpha!r} at L={L}, M={M}; it must be finite and > 0"
+        )
     return alpha

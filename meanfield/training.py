@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Float, PyTree
 
-from .backward import loss_and_gradients, squared_loss
+from .backward import Adjoint, loss_and_gradients, squared_loss
 from .resnet import ResNet
 
 
@@ -40,11 +40,15 @@ class TrainResult(eqx.Module):
     - `params`: the params history, every leaf with a leading axis of length
       `steps + 1` (index k holds the parameters after k steps).
     - `losses`: `(steps + 1,)`, the loss before each step and after the last.
+    - `adjoint`: with `return_adjoint=True`, the `Adjoint` (forward states h, backward
+      states b, gradients) of every input at every step, leaves with leading axes
+      `(steps + 1, n)`; otherwise `None`.
     """
 
     net: ResNet
     params: PyTree
     losses: Float[Array, " steps+1"]
+    adjoint: Adjoint | None = None
 
 
 def _trainable(net: ResNet, train_embedding: bool):
@@ -69,12 +73,15 @@ def train(
     steps: int,
     loss: Callable = squared_loss,
     train_embedding: bool = False,
+    return_adjoint: bool = False,
 ) -> TrainResult:
     """Run `steps` full-batch optimiser steps on `(1/n) Σ_i loss(y_i, net(x_i))`.
 
     The loop over steps is a `lax.scan`; wrap the call in `eqx.filter_jit` (or
     `jax.jit` with the network as an argument) to compile it. The embedding and
-    readout, if any, are trained only when `train_embedding` is true.
+    readout, if any, are trained only when `train_embedding` is true. With
+    `return_adjoint`, the forward and backward states computed at every step are kept
+    (they cost nothing extra: the gradients need them).
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
@@ -91,12 +98,18 @@ def train(
         g = loss_and_gradients(current, xs, ys, loss)
         updates, state = optimizer.update(_trainable(g.grads, train_embedding), state, theta)
         theta = optax.apply_updates(theta, updates)
-        return (theta, state), (current.params, g.loss)
+        kept = g.adjoint if return_adjoint else None
+        return (theta, state), (current.params, g.loss, kept)
 
-    (theta, _), (history, losses) = lax.scan(step, (theta0, state0), None, length=steps)
+    (theta, _), (history, losses, adjoints) = lax.scan(step, (theta0, state0), None, length=steps)
     final = _with_trainable(net, theta, train_embedding)
-    final_loss = loss_and_gradients(final, xs, ys, loss).loss
-    params = jax.tree.map(
-        lambda hist, last: jnp.concatenate([hist, last[None]], axis=0), history, final.params
+    last = loss_and_gradients(final, xs, ys, loss)
+    append = lambda hist, new: jax.tree.map(
+        lambda a, b: jnp.concatenate([a, b[None]], axis=0), hist, new
     )
-    return TrainResult(net=final, params=params, losses=jnp.append(losses, final_loss))
+    return TrainResult(
+        net=final,
+        params=append(history, final.params),
+        losses=jnp.append(losses, last.loss),
+        adjoint=append(adjoints, last.adjoint) if return_adjoint else None,
+    )

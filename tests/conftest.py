@@ -25,4 +25,3 @@ def key(request):
 
 def pytest_report_header(config):
     return f"meanfield test seed: {SEED} (set MEANFIELD_TEST_SEED to change)"
-

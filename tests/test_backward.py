@@ -6,9 +6,9 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 import pytest
+from test_resnet import SineBlock, sine_law
 
 import meanfield as mf
-from test_resnet import SineBlock, sine_law
 
 
 def _rel(a, b):
@@ -18,13 +18,20 @@ def _rel(a, b):
 
 def _nets(key, d=4, L=6, M=3):
     nets = {
-        act: mf.ResNet.sample(mf.TwoLayerBlock(act), mf.TwoLayerNonCentredLaw(d, sigma_u=0.7),
-                              L=L, M=M, scaling=mf.CriticalScaling(), key=key)
+        act: mf.ResNet.sample(
+            mf.TwoLayerBlock(act),
+            mf.TwoLayerNonCentredLaw(d, sigma_u=0.7),
+            L=L,
+            M=M,
+            scaling=mf.CriticalScaling(),
+            key=key,
+        )
         for act in ("tanh", "gelu", "softplus", "erf")
     }
     nets["sine"] = mf.ResNet.sample(SineBlock(), sine_law(d), L=L, M=M, scaling=0.2, key=key)
-    nets["dense"] = mf.ResNet.sample(mf.DenseBlock("erf"), mf.DenseGaussianLaw(d, 1.25, 0.05),
-                                     L=L, scaling=0.3, key=key)
+    nets["dense"] = mf.ResNet.sample(
+        mf.DenseBlock("erf"), mf.DenseGaussianLaw(d, 1.25, 0.05), L=L, scaling=0.3, key=key
+    )
     return nets
 
 
@@ -54,9 +61,16 @@ def test_backward_recursion_matches_jax_grad(name, key):
 def test_loss_and_gradients_matches_jax_grad_with_embedding_and_readout(key):
     d_in, D, d_out, n = 3, 5, 2, 7
     k = jr.split(key, 5)
-    net = mf.ResNet.sample(mf.TwoLayerBlock("tanh", inner_scale=1 / D), mf.TwoLayerGaussianLaw(D),
-                           L=4, M=3, scaling=mf.MeanODEScaling(), key=k[0],
-                           embedding=jr.normal(k[1], (D, d_in)), readout=jr.normal(k[2], (D, d_out)))
+    net = mf.ResNet.sample(
+        mf.TwoLayerBlock("tanh", inner_scale=1 / D),
+        mf.TwoLayerGaussianLaw(D),
+        L=4,
+        M=3,
+        scaling=mf.MeanODEScaling(),
+        key=k[0],
+        embedding=jr.normal(k[1], (D, d_in)),
+        readout=jr.normal(k[2], (D, d_out)),
+    )
     xs, ys = jr.normal(k[3], (n, d_in)), jr.normal(k[4], (n, d_out))
 
     def huber(y, p):
@@ -80,8 +94,14 @@ def test_loss_and_gradients_matches_jax_grad_with_embedding_and_readout(key):
 def test_per_unit_gradient_formula_for_two_layer(key):
     """∇_{z^{j,l}} = α D_2φ(h^{l-1}, z)ᵀ b^l, written out for the 2LP unit by hand."""
     d, L, M = 3, 5, 4
-    net = mf.ResNet.sample(mf.TwoLayerBlock("tanh"), mf.TwoLayerNonCentredLaw(d), L=L, M=M,
-                           scaling=mf.MeanODEScaling(), key=key)
+    net = mf.ResNet.sample(
+        mf.TwoLayerBlock("tanh"),
+        mf.TwoLayerNonCentredLaw(d),
+        L=L,
+        M=M,
+        scaling=mf.MeanODEScaling(),
+        key=key,
+    )
     x, w = jnp.array([0.3, -0.2, 1.0]), jnp.array([1.0, 2.0, -1.0])
     adj = mf.backward(net, x, w)
     U, V = np.asarray(net.params.u), np.asarray(net.params.v)

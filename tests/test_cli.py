@@ -32,7 +32,8 @@ def test_unknown_command_is_one_line_exit_2(capsys):
 
 
 def test_python_dash_m_runs():
-    proc = subprocess.run([sys.executable, "-m", "meanfield", "info"], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "meanfield", "info"], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert "meanfield" in proc.stdout

@@ -22,12 +22,20 @@ CASES = [
     ("L", lambda: mf.ResNet.sample(BLOCK, LAW, L=2.5, M=2, scaling=0.1, key=KEY)),
     ("M", lambda: mf.ResNet.sample(BLOCK, LAW, L=3, M=0, scaling=0.1, key=KEY)),
     ("M", lambda: mf.ResNet.sample(BLOCK, LAW, L=3, scaling=0.1, key=KEY)),
-    ("M", lambda: mf.ResNet.sample(mf.MatrixBlock(), mf.MatrixGaussianLaw(3), L=3, M=4,
-                                   scaling=0.1, key=KEY)),
+    (
+        "M",
+        lambda: mf.ResNet.sample(
+            mf.MatrixBlock(), mf.MatrixGaussianLaw(3), L=3, M=4, scaling=0.1, key=KEY
+        ),
+    ),
     ("alpha", lambda: mf.ResNet.sample(BLOCK, LAW, L=3, M=2, scaling=float("nan"), key=KEY)),
     ("alpha", lambda: mf.ResNet.sample(BLOCK, LAW, L=3, M=2, scaling=-1.0, key=KEY)),
-    ("alpha", lambda: mf.ResNet.sample(BLOCK, LAW, L=3, M=2,
-                                       scaling=mf.FunctionScaling(lambda L, M: 0.0), key=KEY)),
+    (
+        "alpha",
+        lambda: mf.ResNet.sample(
+            BLOCK, LAW, L=3, M=2, scaling=mf.FunctionScaling(lambda L, M: 0.0), key=KEY
+        ),
+    ),
     ("alpha", lambda: mf.ResNet(BLOCK, _net().params, float("inf"))),
     ("alpha", lambda: mf.ConstantScaling(0.0)),
     ("beta", lambda: mf.DepthPowerScaling(float("nan"))),
@@ -45,8 +53,12 @@ CASES = [
     ("block", lambda: mf.ResNet(lambda h, z: h, _net().params, 0.1)),
     ("law", lambda: mf.ResNet.sample(BLOCK, lambda k: 0, L=2, M=2, scaling=0.1, key=KEY)),
     ("embedding", lambda: mf.ResNet(BLOCK, _net().params, 0.1, embedding=jnp.ones(3))),
-    ("readout", lambda: mf.ResNet(BLOCK, _net().params, 0.1, embedding=jnp.ones((3, 2)),
-                                  readout=jnp.ones((4, 2)))),
+    (
+        "readout",
+        lambda: mf.ResNet(
+            BLOCK, _net().params, 0.1, embedding=jnp.ones((3, 2)), readout=jnp.ones((4, 2))
+        ),
+    ),
     ("x", lambda: _net()(jnp.ones((2, 3)))),
     ("x", lambda: _net()(jnp.ones(5))),
     ("w", lambda: mf.backward(_net(), jnp.ones(3), jnp.ones(4))),
@@ -54,10 +66,16 @@ CASES = [
     ("ys", lambda: mf.loss_and_gradients(_net(), jnp.ones((2, 3)), jnp.ones(3))),
     ("xs and ys", lambda: mf.loss_and_gradients(_net(), jnp.ones((2, 3)), jnp.ones((3, 3)))),
     ("ys", lambda: mf.loss_and_gradients(_net(), jnp.ones((2, 3)), jnp.ones((2, 4)))),
-    ("steps", lambda: mf.train(_net(), jnp.ones((2, 3)), jnp.ones((2, 3)),
-                               optimizer=optax.sgd(0.1), steps=-1)),
-    ("optimizer", lambda: mf.train(_net(), jnp.ones((2, 3)), jnp.ones((2, 3)),
-                                   optimizer=0.1, steps=1)),
+    (
+        "steps",
+        lambda: mf.train(
+            _net(), jnp.ones((2, 3)), jnp.ones((2, 3)), optimizer=optax.sgd(0.1), steps=-1
+        ),
+    ),
+    (
+        "optimizer",
+        lambda: mf.train(_net(), jnp.ones((2, 3)), jnp.ones((2, 3)), optimizer=0.1, steps=1),
+    ),
 ]
 
 

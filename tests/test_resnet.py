@@ -46,14 +46,22 @@ ACTS = {"relu": lambda t: np.maximum(t, 0.0), "tanh": np.tanh, "identity": lambd
 def test_two_layer_forward_matches_loop(act, key):
     d, L, M = 4, 7, 5
     net = mf.ResNet.sample(
-        mf.TwoLayerBlock(act), mf.TwoLayerGaussianLaw(d), L=L, M=M,
-        scaling=mf.CriticalScaling(), key=key,
+        mf.TwoLayerBlock(act),
+        mf.TwoLayerGaussianLaw(d),
+        L=L,
+        M=M,
+        scaling=mf.CriticalScaling(),
+        key=key,
     )
     x = jr.normal(jr.fold_in(key, 1), (d,))
     U, V = np.asarray(net.params.u), np.asarray(net.params.v)
     rho = ACTS[act]
-    ref = loop_forward({"shape": (L, M)}, 1 / np.sqrt(L * M), np.asarray(x),
-                       lambda h, l, j: V[l, j] * rho(U[l, j] @ h))
+    ref = loop_forward(
+        {"shape": (L, M)},
+        1 / np.sqrt(L * M),
+        np.asarray(x),
+        lambda h, l, j: V[l, j] * rho(U[l, j] @ h),
+    )
     hs = net.hidden(x, return_all=True)
     assert hs.shape == (L + 1, d)
     np.testing.assert_allclose(np.asarray(hs), ref, rtol=0, atol=1e-12)
@@ -65,8 +73,9 @@ def test_user_block_forward_matches_loop(key):
     net = mf.ResNet.sample(SineBlock(), sine_law(d), L=L, M=M, scaling=0.3, key=key)
     A, W = np.asarray(net.params["a"]), np.asarray(net.params["w"])
     x = jr.normal(jr.fold_in(key, 2), (d,))
-    ref = loop_forward({"shape": (L, M)}, 0.3, np.asarray(x),
-                       lambda h, l, j: A[l, j] * np.sin(W[l, j] @ h))
+    ref = loop_forward(
+        {"shape": (L, M)}, 0.3, np.asarray(x), lambda h, l, j: A[l, j] * np.sin(W[l, j] @ h)
+    )
     np.testing.assert_allclose(np.asarray(net.hidden(x, return_all=True)), ref, atol=1e-12)
 
 
@@ -74,8 +83,14 @@ def test_function_block_equals_subclass(key):
     d = 3
     law = sine_law(d)
     a = mf.ResNet.sample(SineBlock(), law, L=4, M=3, scaling=0.5, key=key)
-    b = mf.ResNet.sample(mf.FunctionBlock(lambda h, z: z["a"] * jnp.sin(z["w"] @ h)), law,
-                         L=4, M=3, scaling=0.5, key=key)
+    b = mf.ResNet.sample(
+        mf.FunctionBlock(lambda h, z: z["a"] * jnp.sin(z["w"] @ h)),
+        law,
+        L=4,
+        M=3,
+        scaling=0.5,
+        key=key,
+    )
     x = jnp.arange(d, dtype=float)
     np.testing.assert_array_equal(np.asarray(a(x)), np.asarray(b(x)))
 
@@ -83,8 +98,13 @@ def test_function_block_equals_subclass(key):
 def test_layer_blocks_forward_match_loop(key):
     d, L = 5, 6
     x = jr.normal(key, (d,))
-    matrix = mf.ResNet.sample(mf.MatrixBlock("tanh"), mf.MatrixGaussianLaw(d), L=L,
-                              scaling=mf.DepthPowerScaling(0.5), key=key)
+    matrix = mf.ResNet.sample(
+        mf.MatrixBlock("tanh"),
+        mf.MatrixGaussianLaw(d),
+        L=L,
+        scaling=mf.DepthPowerScaling(0.5),
+        key=key,
+    )
     Vs = np.asarray(matrix.params)
     assert Vs.shape == (L, d, d)
     h = np.asarray(x)
@@ -92,8 +112,9 @@ def test_layer_blocks_forward_match_loop(key):
         h = h + L**-0.5 * Vs[l] @ np.tanh(h)
     np.testing.assert_allclose(np.asarray(matrix(x)), h, atol=1e-12)
 
-    dense = mf.ResNet.sample(mf.DenseBlock("erf"), mf.DenseGaussianLaw(d, 1.25, 0.05), L=L,
-                             scaling=0.2, key=key)
+    dense = mf.ResNet.sample(
+        mf.DenseBlock("erf"), mf.DenseGaussianLaw(d, 1.25, 0.05), L=L, scaling=0.2, key=key
+    )
     W, b = np.asarray(dense.params.W), np.asarray(dense.params.b)
     from scipy.special import erf
 
@@ -102,8 +123,9 @@ def test_layer_blocks_forward_match_loop(key):
         h = h + 0.2 * (W[l] @ erf(h) + b[l])
     np.testing.assert_allclose(np.asarray(dense(x)), h, atol=1e-12)
 
-    perc = mf.ResNet.sample(mf.PerceptronBlock("relu"), mf.PerceptronGaussianLaw(d, m=3), L=L,
-                            scaling=0.3, key=key)
+    perc = mf.ResNet.sample(
+        mf.PerceptronBlock("relu"), mf.PerceptronGaussianLaw(d, m=3), L=L, scaling=0.3, key=key
+    )
     Vp, Wp = np.asarray(perc.params.V), np.asarray(perc.params.W)
     h = np.asarray(x)
     for l in range(L):
@@ -116,9 +138,16 @@ def test_embedding_and_readout(key):
     k1, k2, k3 = jr.split(key, 3)
     emb = jr.normal(k1, (D, d_in))
     read = jr.normal(k2, (D, d_out))
-    net = mf.ResNet.sample(mf.TwoLayerBlock("tanh", inner_scale=1 / D), mf.TwoLayerGaussianLaw(D),
-                           L=L, M=M, scaling=mf.MeanODEScaling(), key=k3,
-                           embedding=emb, readout=read)
+    net = mf.ResNet.sample(
+        mf.TwoLayerBlock("tanh", inner_scale=1 / D),
+        mf.TwoLayerGaussianLaw(D),
+        L=L,
+        M=M,
+        scaling=mf.MeanODEScaling(),
+        key=k3,
+        embedding=emb,
+        readout=read,
+    )
     x = jnp.array([0.5, -1.0, 2.0])
     U, V = np.asarray(net.params.u), np.asarray(net.params.v)
     h = np.asarray(emb) @ np.asarray(x)
@@ -129,23 +158,49 @@ def test_embedding_and_readout(key):
 
 # ---- one checklist for every built-in block (finite, shape, dtype, jit, vmap, grad) ----
 
+
 def _nets(key, d=4):
     return {
-        "2lp-relu": mf.ResNet.sample(mf.TwoLayerBlock("relu"), mf.TwoLayerGaussianLaw(d), L=5, M=3,
-                                     scaling=mf.MeanODEScaling(), key=key),
-        "2lp-gelu": mf.ResNet.sample(mf.TwoLayerBlock("gelu"), mf.TwoLayerNonCentredLaw(d), L=5,
-                                     M=3, scaling=mf.CriticalScaling(), key=key),
-        "2lp-softplus": mf.ResNet.sample(mf.TwoLayerBlock("softplus"), mf.TwoLayerGaussianLaw(d),
-                                         L=5, M=3, scaling=0.1, key=key),
-        "2lp-callable": mf.ResNet.sample(mf.TwoLayerBlock(jnp.sin), mf.TwoLayerGaussianLaw(d), L=5,
-                                         M=3, scaling=0.1, key=key),
+        "2lp-relu": mf.ResNet.sample(
+            mf.TwoLayerBlock("relu"),
+            mf.TwoLayerGaussianLaw(d),
+            L=5,
+            M=3,
+            scaling=mf.MeanODEScaling(),
+            key=key,
+        ),
+        "2lp-gelu": mf.ResNet.sample(
+            mf.TwoLayerBlock("gelu"),
+            mf.TwoLayerNonCentredLaw(d),
+            L=5,
+            M=3,
+            scaling=mf.CriticalScaling(),
+            key=key,
+        ),
+        "2lp-softplus": mf.ResNet.sample(
+            mf.TwoLayerBlock("softplus"), mf.TwoLayerGaussianLaw(d), L=5, M=3, scaling=0.1, key=key
+        ),
+        "2lp-callable": mf.ResNet.sample(
+            mf.TwoLayerBlock(jnp.sin), mf.TwoLayerGaussianLaw(d), L=5, M=3, scaling=0.1, key=key
+        ),
         "sine": mf.ResNet.sample(SineBlock(), sine_law(d), L=5, M=3, scaling=0.1, key=key),
-        "matrix": mf.ResNet.sample(mf.MatrixBlock("tanh"), mf.MatrixGaussianLaw(d), L=5,
-                                   scaling=mf.DepthPowerScaling(1.0), key=key),
-        "perceptron": mf.ResNet.sample(mf.PerceptronBlock(), mf.PerceptronGaussianLaw(d), L=5,
-                                       scaling=mf.DepthPowerScaling(0.5), key=key),
-        "dense": mf.ResNet.sample(mf.DenseBlock(), mf.DenseGaussianLaw(d, 1.25, 0.05), L=5,
-                                  scaling=0.3, key=key),
+        "matrix": mf.ResNet.sample(
+            mf.MatrixBlock("tanh"),
+            mf.MatrixGaussianLaw(d),
+            L=5,
+            scaling=mf.DepthPowerScaling(1.0),
+            key=key,
+        ),
+        "perceptron": mf.ResNet.sample(
+            mf.PerceptronBlock(),
+            mf.PerceptronGaussianLaw(d),
+            L=5,
+            scaling=mf.DepthPowerScaling(0.5),
+            key=key,
+        ),
+        "dense": mf.ResNet.sample(
+            mf.DenseBlock(), mf.DenseGaussianLaw(d, 1.25, 0.05), L=5, scaling=0.3, key=key
+        ),
     }
 
 
@@ -168,19 +223,30 @@ def test_block_checklist(name, dtype, key):
 
 def test_vmap_over_seeds_matches_individual_draws(key):
     d, L, M = 3, 4, 2
-    make = lambda k: mf.ResNet.sample(mf.TwoLayerBlock("tanh"), mf.TwoLayerGaussianLaw(d), L=L,
-                                      M=M, scaling=mf.MeanODEScaling(), key=k)
+    make = lambda k: mf.ResNet.sample(
+        mf.TwoLayerBlock("tanh"),
+        mf.TwoLayerGaussianLaw(d),
+        L=L,
+        M=M,
+        scaling=mf.MeanODEScaling(),
+        key=k,
+    )
     keys = jr.split(key, 5)
     x = jnp.ones(d)
     batched = eqx.filter_vmap(lambda k: make(k)(x))(keys)
     for i in range(5):
-        np.testing.assert_allclose(np.asarray(batched[i]), np.asarray(make(keys[i])(x)),
-                                   atol=1e-14)
+        np.testing.assert_allclose(np.asarray(batched[i]), np.asarray(make(keys[i])(x)), atol=1e-14)
 
 
 def test_sample_builds_distinct_iid_units(key):
-    net = mf.ResNet.sample(mf.TwoLayerBlock(), mf.TwoLayerGaussianLaw(2, sigma_u=2.0, sigma_v=0.5),
-                           L=200, M=50, scaling=mf.MeanODEScaling(), key=key)
+    net = mf.ResNet.sample(
+        mf.TwoLayerBlock(),
+        mf.TwoLayerGaussianLaw(2, sigma_u=2.0, sigma_v=0.5),
+        L=200,
+        M=50,
+        scaling=mf.MeanODEScaling(),
+        key=key,
+    )
     u = np.asarray(net.params.u).reshape(-1, 2)
     v = np.asarray(net.params.v).reshape(-1, 2)
     n = u.shape[0]

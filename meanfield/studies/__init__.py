@@ -14,7 +14,9 @@ from .runner import StudyInputError as StudyInputError
 from .runner import StudyRunner as StudyRunner
 
 # command-line name -> module (imported lazily so `meanfield info` stays fast)
-_MODULES: dict[str, str] = {}
+_MODULES: dict[str, str] = {
+    "mean-ode": "meanfield.studies.mean_ode",
+}
 
 
 class _Lazy:

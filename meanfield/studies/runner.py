@@ -179,6 +179,12 @@ class StudyRunner:
         self._opened = True
         return self
 
+    def pending(self, specs: Sequence[dict]) -> list[dict]:
+        """The specs whose results are not on disk yet (all of them unless resuming)."""
+        if not self.resume:
+            return list(specs)
+        return [s for s in specs if not (self.points_dir / f"{point_name(s)}.json").exists()]
+
     def run_points(
         self,
         specs: Sequence[dict],

@@ -1,0 +1,198 @@
+"""Coupling a finite ResNet with its mean-ODE limit, particle by particle (SPEC §3).
+
+Finite unit (j, l) starts at the same draw as its limit copy, `Z_0^{j,l}(s) ≡ Ẑ_0^{j,l}`.
+The finite network is trained by GD in the mean-ODE convention; the limit copy is
+evolved by the *limit* update with the limit mean fields. After k steps:
+
+    Δ_k^h = max_{l, i} ‖h_k(l/L; x_i) − ĥ_k^l(x_i)‖        (l = 0..L)
+    Δ_k^b = max_{l, i} ‖b_k(l/L; x_i) − b̂_k^l(x_i)‖        (l = 0..L)
+    Δ_k^Z = max_{j, l} ‖Z_k^{j,l}(l/L) − Ẑ_k^{j,l}‖         (l = 1..L)
+
+The depth point of unit layer l is s_l = l/L, for the three errors (the SPEC's
+definition); the norm of Z is the Euclidean norm over all its leaves.
+
+The limit enters only through its mean fields on the grid s = l/L
+(`LimitOnGrid`), so one reference serves every (L, M) and every seed.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PyTree
+
+from .backward import loss_and_gradients
+from .blocks import AbstractUnitBlock
+from .meanode import MeanODESolution, particle_step
+from .resnet import ResNet
+from .training import mean_ode_sgd, train
+
+
+class LimitOnGrid(eqx.Module):
+    """The limit's mean fields at s = l/L, l = 0..L, for steps 0..k.
+
+    - `h`, `b`: `(k + 1, L + 1, n, d)`.
+    """
+
+    h: Float[Array, "k+1 L+1 n d"]
+    b: Float[Array, "k+1 L+1 n d"]
+
+    @property
+    def L(self) -> int:
+        return self.h.shape[1] - 1
+
+    @property
+    def steps(self) -> int:
+        return self.h.shape[0] - 1
+
+
+def limit_on_grid(solution: MeanODESolution, L: int) -> LimitOnGrid:
+    """Evaluate a solved limit at s = l/L for every step."""
+    s = jnp.arange(L + 1) / L
+    h = jnp.stack([solution.h(k, s) for k in range(solution.steps + 1)])
+    b = jnp.stack([solution.b(k, s) for k in range(solution.steps + 1)])
+    return LimitOnGrid(h=h, b=b)
+
+
+def _tree_norm(tree: PyTree, lead: int) -> Array:
+    """Euclidean norm over all trailing axes and leaves, keeping `lead` leading axes."""
+    sq = [
+        jnp.sum(jnp.reshape(x, x.shape[:lead] + (-1,)) ** 2, axis=-1) for x in jax.tree.leaves(tree)
+    ]
+    return jnp.sqrt(sum(sq))
+
+
+def limit_copies(
+    block: AbstractUnitBlock, z0: PyTree, grid: LimitOnGrid, learning_rate: float
+) -> PyTree:
+    """`Z_k^{j,l}(l/L)` for k = 0..steps from the draws `z0` (leaves `(L, M, ...)`).
+
+    Returns the history with a leading step axis, like `TrainResult.params`.
+    """
+    out = [z0]
+    z = z0
+    for k in range(grid.steps):
+        hs, bs = grid.h[k, 1:], grid.b[k, 1:]  # layer l uses s = l/L, l = 1..L
+
+        def layer(zl, h, b):
+            return jax.vmap(lambda zj: particle_step(block, zj, h, b, learning_rate))(zl)
+
+        z = jax.vmap(layer)(z, hs, bs)
+        out.append(z)
+    return jax.tree.map(lambda *zs: jnp.stack(zs), *out)
+
+
+class CoupledErrors(eqx.Module):
+    """Δ^h, Δ^b, Δ^Z for steps 0..k (each `(k + 1,)`), and the finite losses."""
+
+    delta_h: Float[Array, " k+1"]
+    delta_b: Float[Array, " k+1"]
+    delta_z: Float[Array, " k+1"]
+    loss: Float[Array, " k+1"]
+
+
+def _state_errors(adjoint, grid: LimitOnGrid):
+    """Δ^h, Δ^b per step from forward/backward states with leaves `(k+1, n, L+1, d)`."""
+    hs, bs = jnp.swapaxes(adjoint.h, 1, 2), jnp.swapaxes(adjoint.b, 1, 2)  # (k+1, L+1, n, d)
+    dh = jnp.max(jnp.linalg.norm(hs - grid.h, axis=-1), axis=(1, 2))
+    db = jnp.max(jnp.linalg.norm(bs - grid.b, axis=-1), axis=(1, 2))
+    return dh, db
+
+
+def coupled_errors(
+    net: ResNet,
+    xs: Float[Array, "n d"],
+    ys: Float[Array, "n d"],
+    grid: LimitOnGrid,
+    *,
+    learning_rate: float,
+    loss=None,
+) -> CoupledErrors:
+    """Train the finite network for `grid.steps` GD steps (mean-ODE convention) and
+    measure its distance to the limit and to the limit copies of its own units.
+    """
+    if net.L != grid.L:
+        raise ValueError(f"the network has L={net.L} but the limit grid has L={grid.L}")
+    from .backward import squared_loss
+
+    loss = squared_loss if loss is None else loss
+    result = train(
+        net,
+        xs,
+        ys,
+        optimizer=mean_ode_sgd(learning_rate, L=net.L, M=net.M),
+        steps=grid.steps,
+        loss=loss,
+        return_adjoint=True,
+    )
+    dh, db = _state_errors(result.adjoint, grid)
+    copies = limit_copies(net.block, net.params, grid, learning_rate)
+    dz = jnp.max(_tree_norm(jax.tree.map(jnp.subtract, copies, result.params), 3), axis=(1, 2))
+    return CoupledErrors(delta_h=dh, delta_b=db, delta_z=dz, loss=result.losses)
+
+
+class WeightedUnits(AbstractUnitBlock):
+    """`φ_w(h, (z, w)) = w φ(h, z)`: a layer whose units are weighted particles.
+
+    With the particles of the limit at every layer and α = 1/L, the finite recursion
+    is exactly the explicit Euler scheme of the limit's own (particle) ODE, so its
+    distance to the limit is the pure depth-discretisation error.
+    """
+
+    block: AbstractUnitBlock
+
+    def __call__(self, h, z):
+        zz, w = z
+        return w * self.block(h, zz)
+
+
+def euler_errors(
+    block: AbstractUnitBlock,
+    particles,
+    xs: Float[Array, "n d"],
+    ys: Float[Array, "n d"],
+    grid: LimitOnGrid,
+    *,
+    learning_rate: float,
+    probes: PyTree,
+    loss=None,
+) -> CoupledErrors:
+    """The discretisation part of the error: the finite recursion run with the limit's
+    own particles at every layer (depth-constant units, α = 1/L, GD per particle in the
+    mean-ODE convention) against the limit solved with the same particles.
+
+    `probes` (leaves with a leading axis P) are extra units of weight zero: they do not
+    move the network, they are trained like every unit, and Δ^Z is measured on them
+    (the quadrature nodes themselves reach far into the tails, where the max over
+    units would say nothing about typical units).
+    """
+    from .backward import squared_loss
+
+    loss = squared_loss if loss is None else loss
+    L = grid.L
+    n_probe = jax.tree.leaves(probes)[0].shape[0]
+    tile = lambda a: jnp.broadcast_to(a, (L,) + a.shape)
+    z0 = jax.tree.map(lambda a, b: tile(jnp.concatenate([a, b])), particles.z, probes)
+    w = tile(jnp.concatenate([particles.weights, jnp.zeros(n_probe)]))
+    wblock = WeightedUnits(block)
+
+    def gd(z, _):
+        net = ResNet(wblock, (z, w), 1.0 / L)
+        g = loss_and_gradients(net, xs, ys, loss)
+        h, b = g.adjoint.h, g.adjoint.b  # (n, L+1, d)
+
+        def layer(zl, hl, bl):
+            return jax.vmap(lambda zp: particle_step(block, zp, hl, bl, learning_rate))(zl)
+
+        znew = jax.vmap(layer)(z, jnp.swapaxes(h[:, :-1], 0, 1), jnp.swapaxes(b[:, 1:], 0, 1))
+        return znew, (z, g.adjoint, g.loss)
+
+    zlast, (history, adjoints, losses) = jax.lax.scan(gd, z0, None, length=grid.steps)
+    last = loss_and_gradients(ResNet(wblock, (zlast, w), 1.0 / L), xs, ys, loss)
+    append = lambda hist, new: jax.tree.map(lambda a, b: jnp.concatenate([a, b[None]]), hist, new)
+    history, adjoints = append(history, zlast), append(adjoints, last.adjoint)
+    losses = jnp.append(losses, last.loss)
+    dh, db = _state_errors(adjoints, grid)
+    probe_hist = jax.tree.map(lambda a: a[:, :, -n_probe:], history)
+    copies = limit_copies(block, jax.tree.map(lambda a: a[0], probe_hist), grid, learning_rate)
+    dz = jnp.max(_tree_norm(jax.tree.map(jnp.subtract, copies, probe_hist), 3), axis=(1, 2))
+    return CoupledErrors(delta_h=dh, delta_b=db, delta_z=dz, loss=losses)

@@ -1,0 +1,228 @@
+"""The neural mean-ODE limit and gradient descent in L² (SPEC §3).
+
+With α = 1/(LM) and L, M → ∞, depth becomes s ∈ [0, 1] and the units of a layer
+become the law of a random parameter Z_k(s):
+
+    ∂_s h_k(s) =  E[φ(h_k(s), Z_k(s))],                h_k(0) = x
+    ∂_s b_k(s) = −E[D_1φ(h_k(s), Z_k(s))ᵀ b_k(s)],      b_k(1) = ∇loss(y, h_k(1))
+    Z_{k+1}(s) = Z_k(s) − η (1/n) Σ_i D_2φ(h_k(s; x_i), Z_k(s))ᵀ b_k(s; x_i)
+    Z_0(s) ≡ Z_0 ~ μ_0.
+
+The expectation is carried by weighted particles shared by every depth
+(`meanfield.particles`). `Z_k(s)` is a function of the initial draw and the
+stored dense mean fields of steps 0..k-1, evaluated on demand; D_1φ and D_2φ are
+vector-Jacobian products from JAX.
+"""
+
+import math
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PyTree
+
+from solvers import DenseSolution, evaluate_many, solve_dense
+
+from .backward import squared_loss
+from .blocks import AbstractUnitBlock
+from .particles import Particles
+
+
+def particle_step(
+    block: AbstractUnitBlock,
+    z: PyTree,
+    hs: Float[Array, "n d"],
+    bs: Float[Array, "n d"],
+    learning_rate: float,
+) -> PyTree:
+    """One GD step of one unit: `z − η (1/n) Σ_i D_2φ(h_i, z)ᵀ b_i`.
+
+    This is both the limit update (with the mean fields h_k(s), b_k(s)) and the
+    finite update in the mean-ODE convention (with ĥ^{l-1}, b̂^l).
+    """
+
+    def d2(h, b):
+        _, vjp = jax.vjp(lambda zz: block(h, zz), z)
+        return vjp(b)[0]
+
+    grads = jax.vmap(d2)(hs, bs)
+    return jax.tree.map(lambda zz, g: zz - learning_rate * jnp.mean(g, axis=0), z, grads)
+
+
+class MeanODE(eqx.Module):
+    """The mean-ODE limit of a unit-block ResNet on a data set, trained by GD in L².
+
+    **Arguments:**
+
+    - `block`: the unit block φ.
+    - `particles`: the expectation over μ_0 (Monte Carlo or quadrature).
+    - `xs`, `ys`: the data set, `(n, d)` each (the state is the output; no readout).
+    - `learning_rate`: η in the mean-ODE convention (SPEC §2).
+    - `loss`: `loss(y, prediction)`, default `½‖prediction − y‖²`.
+    """
+
+    block: AbstractUnitBlock
+    particles: Particles
+    xs: Float[Array, "n d"]
+    ys: Float[Array, "n d"]
+    learning_rate: float = eqx.field(static=True)
+    loss: Callable = eqx.field(static=True, default=squared_loss)
+
+    def __check_init__(self):
+        if not isinstance(self.block, AbstractUnitBlock):
+            raise ValueError(f"block must be an AbstractUnitBlock, got {type(self.block).__name__}")
+        if jnp.ndim(self.xs) != 2 or jnp.shape(self.ys) != jnp.shape(self.xs):
+            raise ValueError(
+                f"xs and ys must both have shape (n, d), got {jnp.shape(self.xs)} and "
+                f"{jnp.shape(self.ys)}"
+            )
+        lr = self.learning_rate
+        if not (isinstance(lr, int | float) and math.isfinite(lr) and lr >= 0):
+            raise ValueError(f"learning_rate must be a finite number >= 0, got {lr!r}")
+
+    def velocity(self, h: Float[Array, "n d"], z: PyTree) -> Float[Array, "n d"]:
+        """`E[φ(h_i, Z)]` for every input i, with Z the (evolved) particles `z`."""
+        w = self.particles.weights
+
+        def one(hi):
+            values = jax.vmap(lambda zp: self.block(hi, zp))(z)
+            return jnp.tensordot(w, values, axes=1)
+
+        return jax.vmap(one)(h)
+
+    def adjoint_velocity(self, h: Float[Array, "n d"], b: Float[Array, "n d"], z: PyTree):
+        """`−E[D_1φ(h_i, Z)ᵀ b_i]` for every input i."""
+        w = self.particles.weights
+
+        def one(hi, bi):
+            _, vjp = jax.vjp(
+                lambda hh: jnp.tensordot(w, jax.vmap(lambda zp: self.block(hh, zp))(z), axes=1), hi
+            )
+            return -vjp(bi)[0]
+
+        return jax.vmap(one)(h, b)
+
+    def terminal_adjoint(self, h1: Float[Array, "n d"]) -> Float[Array, "n d"]:
+        """`b(1) = ∇loss(y_i, h_i(1))` for every input."""
+        return jax.vmap(jax.grad(lambda h, y: self.loss(y, h)))(h1, self.ys)
+
+    def loss_value(self, h1: Float[Array, "n d"]) -> Float[Array, ""]:
+        """The data loss `(1/n) Σ_i loss(y_i, h_i(1))`."""
+        return jnp.mean(jax.vmap(lambda h, y: self.loss(y, h))(h1, self.ys))
+
+    def evolve(self, z0: PyTree, s, history) -> PyTree:
+        """`Z_k(s)` of particles `z0` (leading axis) given the mean fields of steps < k.
+
+        `history` is a tuple of `(forward, backward)` dense solutions, one per step.
+        """
+        step = jax.vmap(particle_step, in_axes=(None, 0, None, None, None))
+        z = z0
+        for fwd, bwd in history:
+            z = step(self.block, z, fwd.evaluate(s), bwd.evaluate(s), self.learning_rate)
+        return z
+
+
+def _forward_field(s, h, args):
+    model, history = args
+    return model.velocity(h, model.evolve(model.particles.z, s, history))
+
+
+def _backward_field(s, b, args):
+    model, history, forward = args
+    z = model.evolve(model.particles.z, s, history)
+    return model.adjoint_velocity(forward.evaluate(s), b, z)
+
+
+@eqx.filter_jit
+def _solve_step(model: MeanODE, history, rtol, atol, solver):
+    forward = solve_dense(
+        _forward_field,
+        model.xs,
+        t0=0.0,
+        t1=1.0,
+        args=(model, history),
+        rtol=rtol,
+        atol=atol,
+        solver=solver,
+    )
+    b1 = model.terminal_adjoint(forward.evaluate(1.0))
+    backward = solve_dense(
+        _backward_field,
+        b1,
+        t0=1.0,
+        t1=0.0,
+        args=(model, history, forward),
+        rtol=rtol,
+        atol=atol,
+        solver=solver,
+    )
+    return forward, backward
+
+
+class MeanODESolution(eqx.Module):
+    """The mean fields of k GD steps in L²: dense forward and adjoint solutions per step.
+
+    - `h(step, s)`, `b(step, s)`: `(n, d)` at depth s (s may be an array: leading axis).
+    - `params(z0, step, s)`: `Z_step(s)` for initial draws `z0` (leading axis).
+    - `ok`: every solve succeeded; `num_steps`: accepted solver steps per solve.
+    """
+
+    model: MeanODE
+    forward: tuple[DenseSolution, ...]
+    backward: tuple[DenseSolution, ...]
+
+    @property
+    def steps(self) -> int:
+        return len(self.forward) - 1
+
+    @property
+    def ok(self) -> bool:
+        return bool(all(bool(s.ok) for s in self.forward + self.backward))
+
+    @property
+    def num_steps(self) -> list[int]:
+        return [int(s.num_steps) for s in self.forward + self.backward]
+
+    def _at(self, sols, step, s):
+        s = jnp.asarray(s)
+        if s.ndim == 0:
+            return sols[step].evaluate(s)
+        return evaluate_many(sols[step], s)
+
+    def h(self, step: int, s) -> Array:
+        return self._at(self.forward, step, s)
+
+    def b(self, step: int, s) -> Array:
+        return self._at(self.backward, step, s)
+
+    def params(self, z0: PyTree, step: int, s) -> PyTree:
+        history = tuple(zip(self.forward[:step], self.backward[:step], strict=True))
+        return self.model.evolve(z0, s, history)
+
+    def loss(self, step: int) -> Array:
+        return self.model.loss_value(self.h(step, 1.0))
+
+
+def solve_mean_ode(
+    model: MeanODE,
+    steps: int,
+    *,
+    rtol: float = 1e-10,
+    atol: float = 1e-10,
+    solver: str = "dopri8",
+) -> MeanODESolution:
+    """Solve the forward and adjoint mean ODEs for GD steps 0..`steps` (SPEC §3).
+
+    Each step is an adaptive Diffrax solve forward in s (0 → 1) and backward (1 → 0)
+    with dense output, so that later steps evaluate h_k(s), b_k(s) anywhere.
+    """
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
+    forward, backward = [], []
+    for _ in range(steps + 1):
+        history = tuple(zip(forward, backward, strict=True))
+        f, b = _solve_step(model, history, rtol, atol, solver)
+        forward.append(f)
+        backward.append(b)
+    return MeanODESolution(model=model, forward=tuple(forward), backward=tuple(backward))

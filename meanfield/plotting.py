@@ -1,0 +1,59 @@
+"""Log-log convergence plots with fitted and theoretical slopes (fit → plot)."""
+
+import math
+
+import numpy as np
+
+
+def use_agg() -> None:
+    """Select matplotlib's file backend (no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+
+
+def loglog_series(
+    ax, x, mean, std=None, *, fit=None, theory=None, label="", color=None, marker="o", linestyle="-"
+):
+    """Plot mean ± std against x on log-log axes, with the fitted slope (dashed) and a
+    theory slope (dotted, through the geometric centre of the data)."""
+    x = np.asarray(x, dtype=float)
+    mean = np.array([np.nan if m is None else m for m in mean], dtype=float)
+    ok = np.isfinite(mean) & (mean > 0)
+    if not ok.any():
+        return
+    x, mean = x[ok], mean[ok]
+    text = label
+    if fit is not None and fit.get("slope") is not None:
+        text = f"{label}: slope {fit['slope']:.2f}"
+        if fit.get("ci95"):
+            text += f" [{fit['ci95'][0]:.2f}, {fit['ci95'][1]:.2f}]"
+    if std is not None:
+        s = np.array([0.0 if v is None else v for v in std], dtype=float)[ok]
+        lower = np.minimum(s, mean * 0.999)
+        line = ax.errorbar(
+            x,
+            mean,
+            yerr=[lower, s],
+            marker=marker,
+            linestyle=linestyle,
+            color=color,
+            label=text,
+            capsize=2,
+            markersize=4,
+        )
+        color = line[0].get_color()
+    else:
+        (line,) = ax.plot(
+            x, mean, marker=marker, linestyle=linestyle, color=color, label=text, markersize=4
+        )
+        color = line.get_color()
+    if fit is not None and fit.get("slope") is not None:
+        xs = np.geomspace(x.min(), x.max(), 20)
+        ax.plot(xs, np.exp(fit["intercept"]) * xs ** fit["slope"], "--", color=color, lw=1)
+    if theory is not None:
+        xs = np.geomspace(x.min(), x.max(), 20)
+        xc, yc = math.exp(np.log(x).mean()), math.exp(np.log(mean).mean())
+        ax.plot(xs, yc * (xs / xc) ** theory, ":", color="gray", lw=1.5)
+    ax.set_xscale("log")
+    ax.set_yscale("log")

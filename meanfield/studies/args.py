@@ -1,0 +1,59 @@
+"""argparse value types shared by the studies: errors name the bad value in one line."""
+
+import argparse
+import math
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _list(text: str, convert, what: str) -> list:
+    parts = [p.strip() for p in text.split(",")]
+    if not text.strip() or any(not p for p in parts):
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of {what}, got {text!r}")
+    try:
+        values = [convert(p) for p in parts]
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated list of {what}, got {text!r}"
+        ) from None
+    if any(b <= a for a, b in zip(values, values[1:], strict=False)):
+        raise argparse.ArgumentTypeError(f"values must be strictly increasing, got {text!r}")
+    return values
+
+
+def int_list(text: str) -> list[int]:
+    """`4,8,16`: positive integers, strictly increasing."""
+    return _list(text, positive_int, "positive integers")
+
+
+def float_list(text: str) -> list[float]:
+    """`0.25,0.5,1`: finite numbers, strictly increasing."""
+
+    def number(p):
+        try:
+            v = float(p)
+        except ValueError:
+            raise argparse.ArgumentTypeError(p) from None
+        if not math.isfinite(v):
+            raise argparse.ArgumentTypeError(p)
+        return v
+
+    return _list(text, number, "numbers")

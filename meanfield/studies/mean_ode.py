@@ -1,0 +1,581 @@
+"""`meanfield study mean-ode`: finite ResNets against the neural mean-ODE limit.
+
+The headline study (SPEC §3, §7). A grid over depth L and width M; at every point,
+many seeds of a finite 2LP ResNet with α = 1/(LM), trained for k GD steps in the
+mean-ODE convention, each coupled unit by unit to its limit copy. Reported per
+point and per step: Δ^h, Δ^b, Δ^Z (mean, std, count, exploded). Fitted: the log-log
+slope against L at the largest M (theory −1, or −1/2 when the limit is trivial), against
+M at a fixed L (theory −1/2), and the joint `a/L + b/sqrt(LM)`, each with a 95%
+bootstrap interval over seeds. Decomposition: the same recursion run with the limit's
+own particles at every layer isolates the Euler (1/L) part of the error.
+
+The reference limit is a Gauss–Hermite (or Monte-Carlo) particle ODE solved with
+Diffrax (Dopri8, dense output) in float64; its own error is measured (order q against
+q/2, tolerance halved) and every fitted point must lie 10× above it.
+"""
+
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+
+from ..activations import ACTIVATIONS
+from ..blocks import AbstractUnitBlock
+from ..coupling import coupled_errors, euler_errors, limit_on_grid
+from ..fits import fit_loglog, fit_rate_sum, summarize
+from ..laws import TwoLayerGaussianLaw, TwoLayerNonCentredLaw
+from ..meanode import MeanODE, solve_mean_ode
+from ..particles import (
+    MAX_QUADRATURE_NODES,
+    gauss_hermite_particles,
+    monte_carlo_particles,
+)
+from ..resnet import ResNet
+from ..scaling import MeanODEScaling
+from ..two_layer import TwoLayerBlock
+from .args import int_list, positive_float, positive_int
+from .runner import StudyInputError, StudyRunner
+from .runner import point_name as runner_name
+
+HELP = "finite ResNets vs the neural mean-ODE limit: the 1/L + 1/sqrt(LM) study (SPEC §3)"
+DEFAULT_X64 = True
+
+PRESETS = {
+    "quick": {
+        "L": [8, 16, 32, 64, 128],
+        "M": [1, 4, 16, 64, 512, 16384],
+        "L_for_M": 1024,
+        "fit_M_max": 64,
+        "seeds": 10,
+        "steps": 1,
+    },
+    "paper": {
+        "L": [8, 16, 32, 64, 128, 256, 512],
+        "M": [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144],
+        "L_for_M": 16384,
+        "fit_M_max": 256,
+        "seeds": 64,
+        "steps": 2,
+    },
+}
+DEFAULTS = {
+    "d": 2,
+    "inputs": 3,
+    "activation": "gelu",
+    "init": "non-centred",
+    "sigma_u": 1.25,
+    "sigma_v": 1.0,
+    "sigma_xi": 0.0,
+    "lr": 0.25,
+    "reference": "quadrature",
+    "order": None,  # Gauss-Hermite order per coordinate; None: QUADRATURE_NODES in all
+    "particles": 2**16,
+    "rtol": 1e-10,
+    "probes": 1024,
+}
+QUANTITIES = ("delta_h", "delta_b", "delta_z")
+# seeds of one grid point run together as long as L·M·seeds stays below this
+UNITS_PER_BATCH = 2**20
+# default quadrature budget: order 256 for 2 Gaussian coordinates, 16 for 4
+QUADRATURE_NODES = 2**16
+
+
+def add_arguments(parser):
+    parser.add_argument("--L", type=int_list, help="depths, increasing (e.g. 4,8,16)")
+    parser.add_argument("--M", type=int_list, help="widths, increasing (e.g. 1,16,256)")
+    parser.add_argument("--seeds", type=positive_int, help="finite networks per grid point")
+    parser.add_argument("--steps", type=int, help="GD steps k (>= 0)")
+    parser.add_argument("--activation", help=f"one of {', '.join(ACTIVATIONS)}")
+    parser.add_argument("--init", choices=["centred", "non-centred"], help="initial law μ_0")
+    parser.add_argument("--d", type=positive_int, help="state dimension (default 2)")
+    parser.add_argument("--inputs", type=positive_int, help="training inputs n (default 3)")
+    parser.add_argument("--sigma-u", type=positive_float, help="std of u (default 1.25)")
+    parser.add_argument("--sigma-v", type=positive_float, help="std of v, centred init (default 1)")
+    parser.add_argument("--sigma-xi", type=float, help="std of ξ in v = u + ξ (default 0)")
+    parser.add_argument("--lr", type=float, help="learning rate η, mean-ODE convention")
+    parser.add_argument(
+        "--reference",
+        choices=["quadrature", "monte-carlo"],
+        help="how the limit's expectation is computed (default quadrature)",
+    )
+    parser.add_argument(
+        "--order",
+        type=positive_int,
+        help="Gauss-Hermite order per coordinate (default: 2^16 nodes in all)",
+    )
+    parser.add_argument("--particles", type=positive_int, help="Monte-Carlo reference particles")
+    parser.add_argument(
+        "--L-for-M",
+        type=positive_int,
+        help="the depth of the line of widths used for the fit against M",
+    )
+    parser.add_argument(
+        "--fit-M-max",
+        type=positive_int,
+        help="largest M in the fit against M (the Monte-Carlo-dominated range)",
+    )
+    parser.add_argument(
+        "--compile-workers",
+        type=positive_int,
+        default=2,
+        help="programs compiled ahead in parallel threads (default 2)",
+    )
+
+
+def resolve_config(args) -> dict:
+    """Preset, then command-line overrides; every value checked (StudyInputError)."""
+    cfg = {
+        **DEFAULTS,
+        **PRESETS[args.preset],
+        "preset": args.preset,
+        "seed": args.seed,
+        "x64": args.x64,
+    }
+    for name in (
+        "L",
+        "M",
+        "seeds",
+        "steps",
+        "activation",
+        "init",
+        "d",
+        "inputs",
+        "sigma_u",
+        "sigma_v",
+        "sigma_xi",
+        "lr",
+        "reference",
+        "order",
+        "particles",
+        "fit_M_max",
+        "L_for_M",
+    ):
+        value = getattr(args, name, None)
+        if value is not None:
+            cfg[name] = value
+    if cfg["activation"] not in ACTIVATIONS:
+        raise StudyInputError(
+            f"--activation: unknown {cfg['activation']!r}; use one of {', '.join(ACTIVATIONS)}"
+        )
+    if cfg["steps"] < 0:
+        raise StudyInputError(f"--steps: must be >= 0, got {cfg['steps']}")
+    if cfg["seeds"] < 2:
+        raise StudyInputError(f"--seeds: need at least 2 seeds for spreads, got {cfg['seeds']}")
+    if not (math.isfinite(cfg["lr"]) and cfg["lr"] >= 0):
+        raise StudyInputError(f"--lr: must be a finite number >= 0, got {cfg['lr']}")
+    if not (math.isfinite(cfg["sigma_xi"]) and cfg["sigma_xi"] >= 0):
+        raise StudyInputError(f"--sigma-xi: must be a finite number >= 0, got {cfg['sigma_xi']}")
+    if len(cfg["L"]) < 2 or len(cfg["M"]) < 2:
+        raise StudyInputError("--L/--M: need at least two depths and two widths for slopes")
+    return cfg
+
+
+def grid_specs(cfg) -> list[dict]:
+    """The rectangular grid L × M, plus the line of widths M <= fit_M_max at depth
+    L_for_M where the Monte-Carlo term dominates (the fit against M)."""
+    specs = [{"L": L, "M": M} for L in cfg["L"] for M in cfg["M"]]
+    if cfg["L_for_M"] not in cfg["L"]:
+        specs += [{"L": cfg["L_for_M"], "M": M} for M in cfg["M"] if M <= cfg["fit_M_max"]]
+    return specs
+
+
+def all_depths(cfg) -> list[int]:
+    return sorted(set(cfg["L"]) | {cfg["L_for_M"]})
+
+
+def make_law(cfg):
+    if cfg["init"] == "centred":
+        return TwoLayerGaussianLaw(cfg["d"], sigma_u=cfg["sigma_u"], sigma_v=cfg["sigma_v"])
+    return TwoLayerNonCentredLaw(cfg["d"], sigma_u=cfg["sigma_u"], sigma_xi=cfg["sigma_xi"])
+
+
+def make_data(cfg):
+    """A fixed, seed-independent data set of n unit-norm inputs and unit-norm targets.
+
+    `x_{i,j} = sqrt(2/d) cos(θ_i − jπ/d)` with `θ_i = π(i + ½)/n` (points on a great
+    half-circle; for d = 2 the unit circle), and `y_i` the inputs with their coordinates
+    shifted by one, `y_{i,j} = x_{i,(j+1) mod d}`. Keeping data fixed and of unit scale
+    keeps the limit (and the meaning of the errors) the same for every seed.
+    """
+    n, d = cfg["inputs"], cfg["d"]
+    theta = jnp.pi * (jnp.arange(n) + 0.5) / n
+    xs = jnp.sqrt(2.0 / d) * jnp.cos(theta[:, None] - jnp.pi * jnp.arange(d)[None, :] / d)
+    if d == 1:
+        xs = jnp.ones((n, 1)) * jnp.cos(theta)[:, None]
+    return xs, jnp.roll(xs, -1, axis=1)
+
+
+def trivial_limit(cfg, step: int) -> bool:
+    """With a centred law the k = 0 limit is the identity: only the 1/sqrt(LM) term exists."""
+    return cfg["init"] == "centred" and step == 0
+
+
+def _quadrature_order(law, order):
+    """The requested order, or the largest order within the default node budget."""
+    p = law.gaussian_dim
+    if order is None:
+        return max(2, int(math.floor(QUADRATURE_NODES ** (1.0 / p) + 1e-9)))
+    cap = int(math.floor(MAX_QUADRATURE_NODES ** (1.0 / p) + 1e-9))
+    if order > cap:
+        raise StudyInputError(
+            f"--order: {order} nodes in each of {p} Gaussian coordinates is more than "
+            f"{MAX_QUADRATURE_NODES} in all; use at most {cap}"
+        )
+    return order
+
+
+def _particle_sets(cfg, law):
+    """The reference particles and the coarser check set (order q/2, or N/4 draws)."""
+    if cfg["reference"] == "quadrature":
+        q = _quadrature_order(law, cfg["order"])
+        q_check = max(q // 2, 2)
+        return (
+            gauss_hermite_particles(law, q),
+            gauss_hermite_particles(law, q_check),
+            {"method": "gauss-hermite", "order": q, "check_order": q_check},
+        )
+    key = jr.fold_in(jr.key(cfg["seed"]), 4)
+    n = cfg["particles"]
+    return (
+        monte_carlo_particles(law, n, key=key),
+        monte_carlo_particles(law, max(n // 4, 1), key=jr.fold_in(key, 1)),
+        {"method": "monte-carlo", "particles": n, "check_particles": max(n // 4, 1)},
+    )
+
+
+def compute_reference(cfg, block, law, xs, ys, main, check, workers=2):
+    """Solve the limit; return its mean fields on every grid and its error estimate."""
+    t0 = time.perf_counter()
+    sol = solve_mean_ode(
+        MeanODE(block, main, xs, ys, cfg["lr"]), cfg["steps"], rtol=cfg["rtol"], atol=cfg["rtol"]
+    )
+    sol_q = solve_mean_ode(
+        MeanODE(block, check, xs, ys, cfg["lr"]), cfg["steps"], rtol=cfg["rtol"], atol=cfg["rtol"]
+    )
+    sol_t = solve_mean_ode(
+        MeanODE(block, main, xs, ys, cfg["lr"]),
+        cfg["steps"],
+        rtol=cfg["rtol"] / 2,
+        atol=cfg["rtol"] / 2,
+    )
+    out = {}
+    fine = jnp.arange(1025) / 1024
+    errs = {"quadrature": [0.0, 0.0], "tolerance": [0.0, 0.0]}
+    for name, other in (("quadrature", sol_q), ("tolerance", sol_t)):
+        for k in range(cfg["steps"] + 1):
+            dh = jnp.max(jnp.linalg.norm(sol.h(k, fine) - other.h(k, fine), axis=-1))
+            db = jnp.max(jnp.linalg.norm(sol.b(k, fine) - other.b(k, fine), axis=-1))
+            errs[name] = [max(errs[name][0], float(dh)), max(errs[name][1], float(db))]
+    for L in all_depths(cfg):
+        grid = limit_on_grid(sol, L)
+        out[f"h_L{L}"], out[f"b_L{L}"] = grid.h, grid.b
+    # the limit copies' error: Z_k(s) of probe draws under both references
+    probes = jax.vmap(law.sample)(jr.split(jr.fold_in(jr.key(cfg["seed"]), 3), cfg["probes"]))
+    dz = 0.0
+    for k in range(1, cfg["steps"] + 1):
+        for s in (0.0, 0.5, 1.0):
+            for other in (sol_q, sol_t):
+                a, b = sol.params(probes, k, s), other.params(probes, k, s)
+                diff = jax.tree.map(
+                    lambda x, y: jnp.sum((x - y).reshape(x.shape[0], -1) ** 2, 1), a, b
+                )
+                dz = max(dz, float(jnp.sqrt(jnp.max(sum(jax.tree.leaves(diff))))))
+    out.update(
+        err_quadrature=np.array(errs["quadrature"]),
+        err_tolerance=np.array(errs["tolerance"]),
+        err_z=np.array(dz),
+        ok=np.array(sol.ok and sol_q.ok and sol_t.ok),
+        num_steps=np.array(sol.num_steps),
+        losses=np.array([float(sol.loss(k)) for k in range(cfg["steps"] + 1)]),
+        particles=np.array(main.count),
+        seconds=np.array(time.perf_counter() - t0),
+    )
+    return out
+
+
+def _seed_program(block: AbstractUnitBlock, law, xs, ys, lr, L, M, seeds):
+    batch = max(1, min(seeds, UNITS_PER_BATCH // (L * M)))
+
+    def one(key, h, b):
+        from ..coupling import LimitOnGrid
+
+        net = ResNet.sample(block, law, L=L, M=M, scaling=MeanODEScaling(), key=key)
+        return coupled_errors(net, xs, ys, LimitOnGrid(h=h, b=b), learning_rate=lr)
+
+    def run(keys, h, b):
+        return jax.lax.map(lambda k: one(k, h, b), keys, batch_size=batch)
+
+    return jax.jit(run)
+
+
+@eqx.filter_jit
+def _euler_program(block, particles, xs, ys, grid, lr, probes):
+    # every array is an argument (not a closure constant XLA would try to fold)
+    return euler_errors(block, particles, xs, ys, grid, learning_rate=lr, probes=probes)
+
+
+def _errors_dict(values_by_name, steps):
+    """Per step, summaries of each error over seeds."""
+    per_step = []
+    for k in range(steps + 1):
+        per_step.append(
+            {name: summarize(np.asarray(v)[:, k]) for name, v in values_by_name.items()}
+        )
+    return per_step
+
+
+def run(args):
+    cfg = resolve_config(args)
+    jax.config.update("jax_enable_x64", bool(cfg["x64"]))
+    runner = StudyRunner(
+        args.study,
+        args.out,
+        cfg,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        progress=not args.no_progress,
+    )
+    runner.open()
+    block = TwoLayerBlock(cfg["activation"])
+    law = make_law(cfg)
+    xs, ys = make_data(cfg)
+    lr, steps = cfg["lr"], cfg["steps"]
+
+    main, check, ref_info = _particle_sets(cfg, law)
+    t_ref = time.perf_counter()
+    ref = runner.artifact(
+        "reference",
+        lambda: compute_reference(cfg, block, law, xs, ys, main, check, args.compile_workers),
+    )
+    ref_seconds = time.perf_counter() - t_ref
+    error_estimate = float(ref["err_quadrature"].max() + ref["err_tolerance"].max())
+    error_estimate_z = float(ref["err_z"])
+    if not bool(ref["ok"]):
+        runner.warn("the reference ODE solve did not succeed (max_steps reached?)")
+
+    compile_seconds = {}
+    finite_seconds = {}
+    master = jr.key(cfg["seed"])
+    specs = grid_specs(cfg)
+
+    def point_inputs(spec):
+        L, M = spec["L"], spec["M"]
+        keys = jr.split(jr.fold_in(jr.fold_in(jr.fold_in(master, 2), L), M), cfg["seeds"])
+        return keys, jnp.asarray(ref[f"h_L{L}"]), jnp.asarray(ref[f"b_L{L}"])
+
+    def compile_point(spec):
+        t0 = time.perf_counter()
+        program = _seed_program(block, law, xs, ys, lr, spec["L"], spec["M"], cfg["seeds"])
+        compiled = program.lower(*point_inputs(spec)).compile()
+        return compiled, time.perf_counter() - t0
+
+    # compile ahead in threads (XLA compiles release the GIL): one program per (L, M)
+    pool = ThreadPoolExecutor(max_workers=args.compile_workers)
+    ahead = {runner_name(s): pool.submit(compile_point, s) for s in runner.pending(specs)}
+
+    def finite_point(spec):
+        compiled, seconds = ahead.pop(runner_name(spec)).result()
+        t1 = time.perf_counter()
+        out = jax.block_until_ready(compiled(*point_inputs(spec)))
+        name = f"L{spec['L']}_M{spec['M']}"
+        compile_seconds[name], finite_seconds[name] = seconds, time.perf_counter() - t1
+        values = {
+            "delta_h": out.delta_h,
+            "delta_b": out.delta_b,
+            "delta_z": out.delta_z,
+            "loss": out.loss,
+        }
+        return {"steps": _errors_dict(values, steps)}
+
+    try:
+        raw = runner.run_points(specs, finite_point, describe=lambda s: f"L={s['L']} M={s['M']}")
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+    def euler_point(spec):
+        L = spec["L"]
+        from ..coupling import LimitOnGrid
+
+        grid = LimitOnGrid(h=jnp.asarray(ref[f"h_L{L}"]), b=jnp.asarray(ref[f"b_L{L}"]))
+        probes = jax.vmap(law.sample)(jr.split(jr.fold_in(master, 5), cfg["probes"]))
+        e = _euler_program(block, main, xs, ys, grid, lr, probes)
+        return {
+            "steps": [
+                {
+                    "delta_h_euler": float(e.delta_h[k]),
+                    "delta_b_euler": float(e.delta_b[k]),
+                    "delta_z_euler": float(e.delta_z[k]),
+                }
+                for k in range(steps + 1)
+            ]
+        }
+
+    euler_raw = runner.run_points(
+        [{"L": L, "units": "limit-particles"} for L in cfg["L"]],
+        euler_point,
+        describe=lambda s: f"Euler part, L={s['L']}",
+    )
+
+    t_fit = time.perf_counter()
+    points = [
+        {"L": p["L"], "M": p["M"], "steps": k, **p["steps"][k]}
+        for p in raw
+        for k in range(steps + 1)
+    ]
+    decomposition = [
+        {"L": p["L"], "steps": k, **p["steps"][k]} for p in euler_raw for k in range(steps + 1)
+    ]
+    fits, excluded = make_fits(cfg, points, decomposition, error_estimate, error_estimate_z)
+    smallest = min(
+        (
+            pt[q]["mean"]
+            for pt in points
+            for q in QUANTITIES
+            if pt[q]["mean"] is not None
+            and pt[q]["mean"] > 0
+            and not (q == "delta_z" and pt["steps"] == 0)
+        ),
+        default=None,
+    )
+    if excluded:
+        runner.warn(
+            f"{excluded} grid point(s) lie less than 10x above the reference's error estimate "
+            f"({error_estimate:.2e}; Z: {error_estimate_z:.2e}) and were left out of the fits; "
+            "raise --order/--particles or use larger errors"
+        )
+    for f in fits:
+        if f.get("excluded"):
+            runner.warn(f"{f['excluded']} exploded draw(s) of {f['quantity']} excluded from a fit")
+    fit_seconds = time.perf_counter() - t_fit
+    reference_entry = {
+        **ref_info,
+        "particles": int(ref["particles"]),
+        "solver": "diffrax Dopri8, PID controller, dense output",
+        "rtol": cfg["rtol"],
+        "atol": cfg["rtol"],
+        "error_estimate": error_estimate,
+        "error_estimate_z": error_estimate_z,
+        "error_parts": {
+            "quadrature_h_b": ref["err_quadrature"].tolist(),
+            "tolerance_h_b": ref["err_tolerance"].tolist(),
+        },
+        "smallest_finite_error": smallest,
+        "ratio_smallest_to_reference": (
+            smallest / error_estimate if smallest and error_estimate > 0 else None
+        ),
+        "solver_steps": ref["num_steps"].tolist(),
+        "ok": bool(ref["ok"]),
+        "limit_loss": ref["losses"].tolist(),
+        "depth_point": "s_l = l/L for h^l, b^l and the units of layer l",
+        "float64": bool(cfg["x64"]),
+    }
+    t_plot = time.perf_counter()
+    from .mean_ode_plot import plot_convergence
+
+    plot_convergence(args.out, cfg, points, decomposition, fits)
+    runner.finish(
+        {
+            "points": points,
+            "fits": fits,
+            "reference": reference_entry,
+            "decomposition": decomposition,
+        },
+        timing={
+            "reference_seconds": ref_seconds,
+            "compile_seconds": sum(compile_seconds.values()),
+            "finite_seconds": sum(finite_seconds.values()),
+            "fit_seconds": fit_seconds,
+            "plot_seconds": time.perf_counter() - t_plot,
+        },
+    )
+
+
+def make_fits(cfg, points, decomposition, error_estimate, error_estimate_z):
+    """Slopes against L and M and the joint fit, for every error and step."""
+    fits = []
+    excluded_points = 0
+    M_min, M_max = min(cfg["M"]), max(cfg["M"])
+    seed = cfg["seed"]
+
+    def usable(pt, q):
+        limit = error_estimate_z if q == "delta_z" else error_estimate
+        mean = pt[q]["mean"]
+        return mean is not None and mean >= 10 * limit
+
+    for k in range(cfg["steps"] + 1):
+        at_k = [p for p in points if p["steps"] == k]
+        for q in QUANTITIES:
+            if q == "delta_z" and k == 0:
+                continue  # Z_0 equals its limit copy by construction
+            bad = [p for p in at_k if p[q]["mean"] is not None and not usable(p, q)]
+            excluded_points += len(bad)
+            good = [p for p in at_k if usable(p, q)]
+            trivial = trivial_limit(cfg, k)
+            M_line = M_min if trivial else M_max
+            line = sorted(
+                (p for p in good if p["M"] == M_line and p["L"] in cfg["L"]), key=lambda p: p["L"]
+            )
+            fits.append(
+                fit_loglog(
+                    [p["L"] for p in line],
+                    [_vals(p[q]) for p in line],
+                    quantity=q,
+                    against="L",
+                    fixed={"M": M_line, "steps": k},
+                    theory=-0.5 if trivial else -1.0,
+                    seed=seed,
+                )
+            )
+            L_M = cfg["L_for_M"]
+            col = sorted(
+                (p for p in good if p["L"] == L_M and p["M"] <= cfg["fit_M_max"]),
+                key=lambda p: p["M"],
+            )
+            fits.append(
+                fit_loglog(
+                    [p["M"] for p in col],
+                    [_vals(p[q]) for p in col],
+                    quantity=q,
+                    against="M",
+                    fixed={"L": L_M, "steps": k},
+                    theory=-0.5,
+                    seed=seed,
+                )
+            )
+            joint = fit_rate_sum(
+                [p["L"] for p in good],
+                [p["M"] for p in good],
+                [_vals(p[q]) for p in good],
+                quantity=q,
+                seed=seed,
+            )
+            joint["fixed"] = {"steps": k}
+            fits.append(joint)
+        for q in ("delta_h_euler", "delta_b_euler", "delta_z_euler"):
+            if q == "delta_z_euler" and k == 0:
+                continue
+            rows = sorted((r for r in decomposition if r["steps"] == k), key=lambda r: r["L"])
+            limit = error_estimate_z if q == "delta_z_euler" else error_estimate
+            rows = [r for r in rows if r[q] is not None and r[q] >= 10 * limit]
+            fit = fit_loglog(
+                [r["L"] for r in rows],
+                [[r[q]] for r in rows],
+                quantity=q,
+                against="L",
+                fixed={"units": "limit-particles", "steps": k},
+                theory=-1.0,
+                seed=seed,
+            )
+            fit["ci95"] = None  # one deterministic value per depth: no seeds to resample
+            fits.append(fit)
+    return fits, excluded_points
+
+
+def _vals(summary):
+    """Per-seed values with non-finite ones as inf (counted as exploded by the fits)."""
+    return [math.inf if v is None else v for v in summary["values"]]

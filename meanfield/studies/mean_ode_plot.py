@@ -1,0 +1,106 @@
+"""The figure of the mean-ODE study: error against L and against M, with slopes."""
+
+from pathlib import Path
+
+from ..plotting import loglog_series, use_agg
+
+LABELS = {"delta_h": r"$\Delta^h$", "delta_b": r"$\Delta^b$", "delta_z": r"$\Delta^Z$"}
+
+
+def _find(fits, quantity, against, steps):
+    for f in fits:
+        if f.get("quantity") == quantity and f.get("against") == against:
+            if f.get("fixed", {}).get("steps") == steps:
+                return f
+    return None
+
+
+def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None):
+    """Write `out/convergence.png`: one column per error (at step `steps`, default the
+    last), top row against L (finite networks at the fit's fixed M, and the Euler part),
+    bottom row against M at the largest L; dashed: fitted slope, dotted: theory."""
+    use_agg()
+    import matplotlib.pyplot as plt
+
+    k = cfg["steps"] if steps is None else steps
+    quantities = ["delta_h", "delta_b"] + (["delta_z"] if k > 0 else [])
+    fig, axes = plt.subplots(2, len(quantities), figsize=(4.2 * len(quantities), 7), squeeze=False)
+    L_M = cfg["L_for_M"]
+    for col, q in enumerate(quantities):
+        ax = axes[0, col]
+        fit = _find(fits, q, "L", k)
+        M_line = fit["fixed"]["M"] if fit else max(cfg["M"])
+        row = sorted(
+            (p for p in points if p["steps"] == k and p["M"] == M_line and p["L"] in cfg["L"]),
+            key=lambda p: p["L"],
+        )
+        for M in sorted(set(cfg["M"]) - {M_line}):
+            faint = sorted(
+                (p for p in points if p["steps"] == k and p["M"] == M and p["L"] in cfg["L"]),
+                key=lambda p: p["L"],
+            )
+            loglog_series(
+                ax,
+                [p["L"] for p in faint],
+                [p[q]["mean"] for p in faint],
+                color="0.75",
+                marker=".",
+                label="",
+            )
+        loglog_series(
+            ax,
+            [p["L"] for p in row],
+            [p[q]["mean"] for p in row],
+            [p[q]["std"] for p in row],
+            fit=fit,
+            theory=fit["theory"] if fit else None,
+            label=f"M={M_line}",
+        )
+        eq = q + "_euler"
+        rows = sorted(
+            (r for r in decomposition if r["steps"] == k and r["L"] in cfg["L"]),
+            key=lambda r: r["L"],
+        )
+        if rows:
+            loglog_series(
+                ax,
+                [r["L"] for r in rows],
+                [r[eq] for r in rows],
+                fit=_find(fits, eq, "L", k),
+                label="Euler part",
+                marker="s",
+                linestyle="-",
+            )
+        ax.set_xlabel("depth L (gray: the other widths M)")
+        ax.set_title(f"{LABELS[q]} after k={k} GD step(s)")
+        ax.legend(fontsize=7)
+        ax = axes[1, col]
+        fit = _find(fits, q, "M", k)
+        colm = sorted(
+            (p for p in points if p["steps"] == k and p["L"] == L_M), key=lambda p: p["M"]
+        )
+        loglog_series(
+            ax,
+            [p["M"] for p in colm],
+            [p[q]["mean"] for p in colm],
+            [p[q]["std"] for p in colm],
+            fit=fit,
+            theory=-0.5,
+            label=f"L={L_M}",
+        )
+        if max(p["M"] for p in colm) > cfg["fit_M_max"]:
+            ax.axvspan(cfg["fit_M_max"] * 1.4, max(cfg["M"]) * 1.5, color="0.93", zorder=0)
+        ax.set_xlabel("units per layer M")
+        ax.legend(fontsize=7)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("error (mean ± std over seeds)")
+    fig.suptitle(
+        f"finite ResNet vs mean-ODE limit: {cfg['activation']} 2LP, {cfg['init']} init, "
+        f"d={cfg['d']}, n={cfg['inputs']}, {cfg['seeds']} seeds; dotted: theory slope",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    path = Path(out) / "convergence.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,103 @@
+"""`meanfield study mean-ode` end to end at a tiny size, and its input errors."""
+
+import json
+
+import pytest
+
+from meanfield.cli import main
+
+TINY = [
+    "--L",
+    "4,8",
+    "--M",
+    "1,4",
+    "--L-for-M",
+    "16",
+    "--fit-M-max",
+    "4",
+    "--seeds",
+    "3",
+    "--order",
+    "12",
+    "--no-progress",
+    "--compile-workers",
+    "1",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("mean_ode") / "run"
+    assert main(["study", "mean-ode", *TINY, "--out", str(out)]) == 0
+    return out
+
+
+def test_results_json_has_the_schema(tiny_run):
+    r = json.loads((tiny_run / "results.json").read_text())
+    for key in ("study", "config", "points", "fits", "reference", "timing", "decomposition"):
+        assert key in r
+    assert r["study"] == "mean-ode"
+    assert r["config"]["L"] == [4, 8] and r["config"]["seeds"] == 3
+    # (L, M) grid plus the line at L_for_M, for steps 0 and 1
+    pairs = {(p["L"], p["M"], p["steps"]) for p in r["points"]}
+    assert pairs == {(L, M, k) for L in (4, 8, 16) for M in (1, 4) for k in (0, 1)}
+    for p in r["points"]:
+        for q in ("delta_h", "delta_b", "delta_z"):
+            assert set(p[q]) >= {"mean", "std", "count", "exploded"}
+            assert p[q]["count"] + p[q]["exploded"] == 3
+        if p["steps"] == 0:
+            assert p["delta_z"]["mean"] == 0.0  # coupled copies start equal
+    for f in r["fits"]:
+        if "slope" in f:
+            assert {"quantity", "against", "fixed", "slope", "ci95", "theory"} <= set(f)
+    assert any(f.get("against") == "L" and f["theory"] == -1.0 for f in r["fits"])
+    assert any(f.get("against") == "M" and f["theory"] == -0.5 for f in r["fits"])
+    assert any(f.get("model") == "a/L + b/sqrt(LM)" for f in r["fits"])
+    assert r["reference"]["error_estimate"] >= 0
+    assert {"total_seconds", "device"} <= set(r["timing"])
+    assert (tiny_run / "convergence.png").stat().st_size > 10_000
+
+
+def test_resume_with_a_different_configuration_is_refused(tiny_run, capsys):
+    code = main(["study", "mean-ode", *TINY, "--seeds", "4", "--out", str(tiny_run), "--resume"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--resume" in err and "seeds" in err and len(err.strip().splitlines()) == 1
+
+
+def test_existing_study_needs_resume_or_overwrite(tiny_run, capsys):
+    assert main(["study", "mean-ode", *TINY, "--out", str(tiny_run)]) == 2
+    assert "--resume" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--L", "8,4"], "--L"),
+        (["--L", ""], "--L"),
+        (["--M", "0,4"], "--M"),
+        (["--seeds", "-2"], "--seeds"),
+        (["--activation", "swishy"], "--activation"),
+        (["--preset", "huge"], "--preset"),
+        (["--init", "uniform"], "--init"),
+        (["--steps", "-1"], "--steps"),
+        (["--lr", "nan"], "--lr"),
+    ],
+)
+def test_bad_input_exits_2_naming_the_argument(args, needle, tmp_path, capsys):
+    out = tmp_path / "never"
+    with pytest.raises(SystemExit) as exit_:
+        code = main(["study", "mean-ode", "--out", str(out), *args])
+        raise SystemExit(code)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1, err
+    assert not out.exists()
+
+
+def test_output_folder_that_is_a_file(tmp_path, capsys):
+    target = tmp_path / "file.txt"
+    target.write_text("not a folder")
+    assert main(["study", "mean-ode", *TINY, "--out", str(target)]) == 2
+    assert "--out" in capsys.readouterr().err
+    assert target.read_text() == "not a folder"
