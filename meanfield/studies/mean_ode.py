@@ -557,8 +557,8 @@ def make_fits(cfg, points, decomposition, error_estimate, error_estimate_z):
             joint["fixed"] = {"steps": k}
             fits.append(joint)
         for q in ("delta_h_euler", "delta_b_euler", "delta_z_euler"):
-            if q == "delta_z_euler" and k == 0:
-                continue
+            if (q == "delta_z_euler" and k == 0) or trivial_limit(cfg, k):
+                continue  # no Euler term: the limit is the identity (or Z_0 is exact)
             rows = sorted((r for r in decomposition if r["steps"] == k), key=lambda r: r["L"])
             limit = error_estimate_z if q == "delta_z_euler" else error_estimate
             rows = [r for r in rows if r[q] is not None and r[q] >= 10 * limit]
