@@ -1,0 +1,132 @@
+"""The study runner: atomic points, resume after SIGKILL, reproducibility, refusals."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from meanfield.studies.runner import StudyInputError, StudyRunner, point_name
+
+TINY = ["study", "mean-ode", "--L", "4,8", "--M", "1,4", "--L-for-M", "16", "--fit-M-max", "4",
+        "--seeds", "3", "--order", "12", "--no-progress", "--compile-workers", "1"]
+
+
+def _cli(out, *extra):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return [sys.executable, "-m", "meanfield", *TINY, "--out", str(out), *extra], env
+
+
+def _without_timing(path: Path) -> dict:
+    body = json.loads(path.read_text())
+    body.pop("timing")
+    return body
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runner") / "whole"
+    cmd, env = _cli(out)
+    subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=900)
+    return out
+
+
+def test_same_seed_same_results(uninterrupted, tmp_path):
+    cmd, env = _cli(tmp_path / "again")
+    subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=900)
+    assert _without_timing(tmp_path / "again" / "results.json") == _without_timing(
+        uninterrupted / "results.json"
+    )
+
+
+def test_sigkill_then_resume_loses_and_recomputes_nothing(uninterrupted, tmp_path):
+    out = tmp_path / "killed"
+    cmd, env = _cli(out)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    points = out / "points"
+    deadline = time.time() + 600
+    try:
+        while time.time() < deadline:
+            done = list(points.glob("L*_M*.json")) if points.exists() else []
+            if len(done) >= 2:
+                break
+            if proc.poll() is not None:
+                pytest.fail("the study finished before it could be killed")
+            time.sleep(0.2)
+        else:
+            pytest.fail("no grid point was written in time")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not (out / "results.json").exists()
+    finished = {p.name: p.stat().st_mtime_ns for p in points.glob("*.json")}
+    finished_names = {p[: -len(".json")] for p in finished}
+    assert len(finished) >= 2
+
+    resume, env = _cli(out, "--resume")
+    subprocess.run(resume, env=env, check=True, capture_output=True, timeout=900)
+    for name, mtime in finished.items():
+        assert (points / name).stat().st_mtime_ns == mtime, f"{name} was rewritten"
+    result = json.loads((out / "results.json").read_text())
+    assert finished_names <= set(result["timing"]["loaded"])
+    assert not finished_names & set(result["timing"]["computed"])
+    assert _without_timing(out / "results.json") == _without_timing(
+        uninterrupted / "results.json"
+    )
+
+
+def test_runner_writes_atomically_and_resumes(tmp_path):
+    calls = []
+
+    def compute(spec):
+        calls.append(spec["L"])
+        return {"value": spec["L"] * 2.0}
+
+    specs = [{"L": 4}, {"L": 8}]
+    runner = StudyRunner("toy", tmp_path / "out", {"a": 1}, progress=False)
+    assert not (tmp_path / "out").exists()  # nothing written before open()
+    points = runner.run_points(specs, compute)
+    assert points == [{"L": 4, "value": 8.0}, {"L": 8, "value": 16.0}]
+    assert sorted(p.name for p in (tmp_path / "out" / "points").iterdir()) == [
+        "L4.json", "L8.json"
+    ]
+    (tmp_path / "out" / "points" / "L8.json").unlink()
+    again = StudyRunner("toy", tmp_path / "out", {"a": 1}, resume=True, progress=False)
+    assert again.run_points(specs, compute) == points
+    assert calls == [4, 8, 8]
+    assert again.loaded == ["L4"] and again.computed == ["L8"]
+    path = again.finish({"points": points, "fits": [], "reference": {}})
+    body = json.loads(path.read_text())
+    assert body["study"] == "toy" and body["config"] == {"a": 1} and "timing" in body
+    assert not list((tmp_path / "out").glob(".*tmp"))
+
+
+def test_runner_refusals(tmp_path):
+    StudyRunner("toy", tmp_path / "out", {"a": 1}, progress=False).open()
+    with pytest.raises(StudyInputError, match="--resume"):
+        StudyRunner("toy", tmp_path / "out", {"a": 2}, resume=True, progress=False).open()
+    with pytest.raises(StudyInputError, match="already holds"):
+        StudyRunner("toy", tmp_path / "out", {"a": 1}, progress=False).open()
+    StudyRunner("toy", tmp_path / "out", {"a": 2}, overwrite=True, progress=False).open()
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(StudyInputError, match="--out"):
+        StudyRunner("toy", blocker, {}, progress=False)
+    with pytest.raises(StudyInputError, match="--out"):
+        StudyRunner("toy", blocker / "below", {}, progress=False)
+    if os.geteuid() != 0:  # root can write anywhere
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        locked.chmod(0o500)
+        with pytest.raises(StudyInputError, match="not writable"):
+            StudyRunner("toy", locked / "x", {}, progress=False)
+
+
+def test_point_names_are_file_safe():
+    assert point_name({"L": 64, "M": 16, "beta": 0.5, "w": "fbm/x"}) == "L64_M16_beta0.5_wfbm-x"
