@@ -44,4 +44,23 @@ from .training import train as train
 from .two_layer import TwoLayerBlock as TwoLayerBlock
 from .two_layer import TwoLayerParams as TwoLayerParams
 
+
+# the neural mean-ODE limit (SPEC §3)
+from .coupling import CoupledErrors as CoupledErrors
+from .coupling import LimitOnGrid as LimitOnGrid
+from .coupling import coupled_errors as coupled_errors
+from .coupling import euler_errors as euler_errors
+from .coupling import limit_copies as limit_copies
+from .coupling import limit_on_grid as limit_on_grid
+from .fits import fit_loglog as fit_loglog
+from .fits import fit_rate_sum as fit_rate_sum
+from .fits import summarize as summarize
+from .meanode import MeanODE as MeanODE
+from .meanode import MeanODESolution as MeanODESolution
+from .meanode import particle_step as particle_step
+from .meanode import solve_mean_ode as solve_mean_ode
+from .particles import Particles as Particles
+from .particles import gauss_hermite_particles as gauss_hermite_particles
+from .particles import monte_carlo_particles as monte_carlo_particles
+
 __version__ = "0.1.0"
