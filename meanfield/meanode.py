@@ -219,6 +219,10 @@ def solve_mean_ode(
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
+    if not (rtol > 0 and atol > 0):
+        raise ValueError(f"rtol and atol must be > 0, got rtol={rtol}, atol={atol}")
+    # tolerances are traced values: solves that differ only in them share one program
+    rtol, atol = jnp.asarray(rtol, dtype=float), jnp.asarray(atol, dtype=float)
     forward, backward = [], []
     for _ in range(steps + 1):
         history = tuple(zip(forward, backward, strict=True))

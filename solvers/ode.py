@@ -46,7 +46,7 @@ def solve_dense(
     """
     if solver not in SOLVERS:
         raise ValueError(f"solver={solver!r} is not known; use one of {', '.join(SOLVERS)}")
-    if not (rtol > 0 and atol > 0):
+    if isinstance(rtol, int | float) and isinstance(atol, int | float) and not (rtol > 0 < atol):
         raise ValueError(f"rtol and atol must be > 0, got rtol={rtol}, atol={atol}")
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(vector_field),
