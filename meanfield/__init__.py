@@ -1,3 +1,4 @@
+# ruff: noqa: I001  (imports are grouped by topic, not sorted)
 """meanfield: deep residual networks and their large-depth limits in JAX.
 
 The public API, in the order data flows through it:
