@@ -10,6 +10,8 @@
   relu's kink.
 """
 
+import math
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -52,15 +54,23 @@ def hermite_rule(order: int) -> tuple[np.ndarray, np.ndarray]:
     """Nodes and weights of the Gauss–Hermite rule for the standard normal law.
 
     Golub–Welsch: the nodes are the eigenvalues of the Jacobi matrix of the
-    probabilists' Hermite polynomials (off-diagonal sqrt(k)), the weights the squared
-    first components of its eigenvectors. Stable for any order (numpy's `hermegauss`
-    overflows beyond a few hundred nodes); weights that underflow to 0 are dropped.
+    probabilists' Hermite polynomials (off-diagonal sqrt(k)); the weights are the
+    Christoffel numbers `1 / Σ_k p_k(x_i)²` of the orthonormal polynomials (equal to the
+    squared first eigenvector components, without computing eigenvectors). Stable for
+    any order (numpy's `hermegauss` overflows beyond a few hundred nodes); weights that
+    underflow to 0 are dropped.
     """
     check_positive_int(order, "order")
     off = np.sqrt(np.arange(1, order, dtype=np.float64))
-    nodes, vectors = np.linalg.eigh(np.diag(off, 1) + np.diag(off, -1))
-    weights = vectors[0] ** 2
-    keep = weights > 0
+    nodes = np.linalg.eigvalsh(np.diag(off, 1) + np.diag(off, -1))
+    total = np.zeros_like(nodes)
+    p_prev, p = np.zeros_like(nodes), np.ones_like(nodes)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for k in range(order):
+            total += p * p
+            p_prev, p = p, (nodes * p - math.sqrt(k) * p_prev) / math.sqrt(k + 1)
+        weights = 1.0 / total
+    keep = np.isfinite(weights) & (weights > 0)
     return nodes[keep], weights[keep] / weights[keep].sum()
 
 

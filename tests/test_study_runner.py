@@ -12,8 +12,25 @@ import pytest
 
 from meanfield.studies.runner import StudyInputError, StudyRunner, point_name
 
-TINY = ["study", "mean-ode", "--L", "4,8", "--M", "1,4", "--L-for-M", "16", "--fit-M-max", "4",
-        "--seeds", "3", "--order", "12", "--no-progress", "--compile-workers", "1"]
+TINY = [
+    "study",
+    "mean-ode",
+    "--L",
+    "4,8",
+    "--M",
+    "1,4",
+    "--L-for-M",
+    "16",
+    "--fit-M-max",
+    "4",
+    "--seeds",
+    "3",
+    "--order",
+    "12",
+    "--no-progress",
+    "--compile-workers",
+    "1",
+]
 
 
 def _cli(out, *extra):
@@ -76,9 +93,7 @@ def test_sigkill_then_resume_loses_and_recomputes_nothing(uninterrupted, tmp_pat
     result = json.loads((out / "results.json").read_text())
     assert finished_names <= set(result["timing"]["loaded"])
     assert not finished_names & set(result["timing"]["computed"])
-    assert _without_timing(out / "results.json") == _without_timing(
-        uninterrupted / "results.json"
-    )
+    assert _without_timing(out / "results.json") == _without_timing(uninterrupted / "results.json")
 
 
 def test_runner_writes_atomically_and_resumes(tmp_path):
@@ -93,9 +108,7 @@ def test_runner_writes_atomically_and_resumes(tmp_path):
     assert not (tmp_path / "out").exists()  # nothing written before open()
     points = runner.run_points(specs, compute)
     assert points == [{"L": 4, "value": 8.0}, {"L": 8, "value": 16.0}]
-    assert sorted(p.name for p in (tmp_path / "out" / "points").iterdir()) == [
-        "L4.json", "L8.json"
-    ]
+    assert sorted(p.name for p in (tmp_path / "out" / "points").iterdir()) == ["L4.json", "L8.json"]
     (tmp_path / "out" / "points" / "L8.json").unlink()
     again = StudyRunner("toy", tmp_path / "out", {"a": 1}, resume=True, progress=False)
     assert again.run_points(specs, compute) == points

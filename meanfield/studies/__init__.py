@@ -16,6 +16,9 @@ from .runner import StudyRunner as StudyRunner
 # command-line name -> module (imported lazily so `meanfield info` stays fast)
 _MODULES: dict[str, str] = {
     "mean-ode": "meanfield.studies.mean_ode",
+    "response": "meanfield.studies.response",
+    "variance": "meanfield.studies.variance",
+    "tangent-kernel": "meanfield.studies.tangent_kernel",
 }
 
 

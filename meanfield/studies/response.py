@@ -1,0 +1,441 @@
+"""`meanfield study response`: response function and optimal residual scaling (SPEC §5.2).
+
+Reproduces Fischer, Dahmen & Helias: the infinite-width kernels and responses of ResNets
+and feed-forward nets (their Figure 2), the output response χ^out against α for several
+depths, the optimal scaling α* = argmax χ^out against the saturation formula and its
+large-L form (Figure 4), and the collapse of χ^out in the rescaled α σ_w (Figure 5). A
+finite-width Monte Carlo (N = 500, many initialisations) is compared with the theory
+layer by layer, in standard errors, and gives a simulated α* with a bootstrap interval.
+"""
+
+import math
+import time
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+
+from ..activations import ACTIVATIONS
+from ..fits import fit_loglog
+from ..signal_propagation import METHODS, simulate_response
+from ..theory.alpha_star import optimal_scaling, saturation_asymptotic, saturation_formula
+from ..theory.gaussian import DEFAULT_ORDER, K_ACCURATE
+from ..theory.response import output_response_curve, response
+from .args import float_list, int_list, positive_float, positive_int
+from .runner import StudyInputError, StudyRunner
+
+HELP = "response function and optimal residual scaling α* at initialisation (SPEC §5.2)"
+DEFAULT_X64 = True
+PRESETS = {
+    "quick": {"inits": 1000, "alpha_star_inits": 300},
+    "paper": {"inits": 1000, "alpha_star_inits": 1000},
+}
+FIG2 = {"sigma_w2": 1.2, "sigma_b2": 0.2, "alpha": 1.0}  # the paper's Figure 2 setting
+FIG5_SIGMA_W2 = [1.0, 1.25, 1.5, 1.75, 2.0]
+FIG5_SIGMA_B2 = [0.05, 0.06, 0.07, 0.08, 0.09, 0.1]
+ALPHA_GRID = np.geomspace(0.01, 1.5, 400)
+
+
+def add_arguments(parser):
+    parser.add_argument("--sigma-w2", type=positive_float, default=1.25, help="σ_w² (1.25)")
+    parser.add_argument("--sigma-b2", type=float, default=0.05, help="σ_b² (0.05)")
+    parser.add_argument("--K0", type=positive_float, default=0.05, help="input kernel K^0 (0.05)")
+    parser.add_argument(
+        "--depths",
+        type=int_list,
+        default=[2, 5, 10, 20, 30],
+        help="depths L, increasing (2,5,10,20,30)",
+    )
+    parser.add_argument("--width", type=positive_int, default=500, help="simulated width N (500)")
+    parser.add_argument("--d-out", type=positive_int, default=100, help="outputs d_out (100)")
+    parser.add_argument("--inits", type=positive_int, help="initialisations per simulated α")
+    parser.add_argument(
+        "--alpha-star-inits", type=positive_int, help="initialisations per α when simulating α*"
+    )
+    parser.add_argument(
+        "--alphas",
+        type=float_list,
+        help="α values simulated layer by layer (default: 0.1, α*(L_max), 0.5)",
+    )
+    parser.add_argument("--activation", default="erf", help="φ (erf)")
+    parser.add_argument(
+        "--method",
+        choices=list(METHODS),
+        default="gaussian-identity",
+        help="finite-width sampler (default gaussian-identity; 'full' draws every weight matrix)",
+    )
+    parser.add_argument("--no-simulate", action="store_true", help="theory only")
+
+
+def resolve_config(args) -> dict:
+    cfg = {
+        "sigma_w2": args.sigma_w2,
+        "sigma_b2": args.sigma_b2,
+        "K0": args.K0,
+        "depths": args.depths,
+        "width": args.width,
+        "d_out": args.d_out,
+        "inits": args.inits or PRESETS[args.preset]["inits"],
+        "alpha_star_inits": args.alpha_star_inits or PRESETS[args.preset]["alpha_star_inits"],
+        "alphas": args.alphas,
+        "activation": args.activation,
+        "method": args.method,
+        "simulate": not args.no_simulate,
+        "preset": args.preset,
+        "seed": args.seed,
+        "x64": args.x64,
+        "quadrature_order": DEFAULT_ORDER,
+    }
+    if cfg["activation"] not in ACTIVATIONS:
+        raise StudyInputError(
+            f"--activation: unknown {cfg['activation']!r}; use one of {', '.join(ACTIVATIONS)}"
+        )
+    if not (math.isfinite(cfg["sigma_b2"]) and cfg["sigma_b2"] >= 0):
+        raise StudyInputError(f"--sigma-b2: must be a finite number >= 0, got {cfg['sigma_b2']}")
+    if cfg["alphas"] is not None and any(a <= 0 for a in cfg["alphas"]):
+        raise StudyInputError(f"--alphas: values must be > 0, got {cfg['alphas']}")
+    if cfg["inits"] < 2 or cfg["alpha_star_inits"] < 2:
+        raise StudyInputError("--inits/--alpha-star-inits: need at least 2 initialisations")
+    return cfg
+
+
+def _theory_kwargs(cfg, **over):
+    kw = dict(
+        K0=cfg["K0"],
+        sigma_w2=cfg["sigma_w2"],
+        sigma_b2=cfg["sigma_b2"],
+        activation=cfg["activation"],
+    )
+    kw.update(over)
+    return kw
+
+
+def _summary(values, theory):
+    """Mean and standard error over initialisations, the theory, z-scores, and how many
+    layers lie beyond 3 standard errors against how many noise alone would put there."""
+    v = np.asarray(values, dtype=float)
+    mean, se = v.mean(axis=0), v.std(axis=0, ddof=1) / np.sqrt(v.shape[0])
+    z = (mean - np.asarray(theory)) / np.where(se > 0, se, np.inf)
+    z_flat = np.atleast_1d(z)
+    return {
+        "sim_mean": mean,
+        "sim_se": se,
+        "theory": np.asarray(theory),
+        "z": z,
+        "beyond_3se": int(np.sum(np.abs(z_flat) > 3)),
+        "expected_beyond_3se": float(0.0027 * z_flat.size),
+        "chi2_over_layers": float(np.sum(z_flat**2)),
+        "layers": int(z_flat.size),
+    }
+
+
+def theory_part(cfg):
+    """Every theory curve of the figures, in one go (fast)."""
+    depths = cfg["depths"]
+    L_max = max(depths)
+    out = {"alpha_grid": ALPHA_GRID}
+    for L in depths:
+        out[f"chi_out_L{L}"] = output_response_curve(ALPHA_GRID, L=L, **_theory_kwargs(cfg))
+    stars = []
+    for L in depths:
+        a, chi = optimal_scaling(L=L, **_theory_kwargs(cfg))
+        stars.append(
+            {
+                "L": L,
+                "numeric": float(a),
+                "chi_out_max": float(chi),
+                "formula": float(
+                    saturation_formula(
+                        L, K0=cfg["K0"], sigma_w2=cfg["sigma_w2"], sigma_b2=cfg["sigma_b2"]
+                    )
+                ),
+                "asymptotic": float(
+                    saturation_asymptotic(
+                        L, K0=cfg["K0"], sigma_w2=cfg["sigma_w2"], sigma_b2=cfg["sigma_b2"]
+                    )
+                ),
+            }
+        )
+    # α* against L on a fine range (the formula curve of Fig. 4b) and against K^0 (Fig. 4c)
+    Ls = np.arange(2, 2 * L_max + 1)
+    out["formula_L"] = Ls
+    out["formula_curve"] = np.array(
+        [
+            float(
+                saturation_formula(
+                    int(L), K0=cfg["K0"], sigma_w2=cfg["sigma_w2"], sigma_b2=cfg["sigma_b2"]
+                )
+            )
+            for L in Ls
+        ]
+    )
+    K0s = np.geomspace(0.01, 0.2, 16)
+    out["K0_grid"] = K0s
+    out["alpha_star_K0"] = np.array(
+        [float(optimal_scaling(L=L_max, **_theory_kwargs(cfg, K0=float(k)))[0]) for k in K0s]
+    )
+    out["formula_K0"] = np.array(
+        [
+            float(
+                saturation_formula(
+                    L_max, K0=float(k), sigma_w2=cfg["sigma_w2"], sigma_b2=cfg["sigma_b2"]
+                )
+            )
+            for k in K0s
+        ]
+    )
+    # Figure 5: σ_w² and σ_b² sweeps at L_max (σ_{w,out}² = σ_w²)
+    for s in FIG5_SIGMA_W2:
+        out[f"fig5_w{s}"] = output_response_curve(
+            ALPHA_GRID, L=L_max, **_theory_kwargs(cfg, sigma_w2=s)
+        )
+        out[f"fig5_w{s}_star"] = float(
+            optimal_scaling(L=L_max, **_theory_kwargs(cfg, sigma_w2=s))[0]
+        )
+    for s in FIG5_SIGMA_B2:
+        out[f"fig5_b{s}"] = output_response_curve(
+            ALPHA_GRID, L=L_max, **_theory_kwargs(cfg, sigma_w2=1.75, sigma_b2=s)
+        )
+        out[f"fig5_b{s}_star"] = float(
+            optimal_scaling(L=L_max, **_theory_kwargs(cfg, sigma_w2=1.75, sigma_b2=s))[0]
+        )
+    # Figure 2: ResNet against feed-forward, the paper's setting
+    for name, residual in (("resnet", True), ("ffnet", False)):
+        r = response(
+            FIG2["alpha"],
+            L=L_max,
+            K0=cfg["K0"],
+            sigma_w2=FIG2["sigma_w2"],
+            sigma_b2=FIG2["sigma_b2"],
+            activation=cfg["activation"],
+            residual=residual,
+        )
+        out[f"fig2_{name}_C"], out[f"fig2_{name}_eta"] = r.C, r.eta
+    # the quadrature's own error: order 2048 against 1024 on every depth's curve, relative
+    # to the curve's peak (the tail α -> 1.5 has huge kernels but a vanishing response)
+    err = 0.0
+    for L in depths:
+        fine = out[f"chi_out_L{L}"]
+        coarse = output_response_curve(
+            ALPHA_GRID, L=L, order=DEFAULT_ORDER // 2, **_theory_kwargs(cfg)
+        )
+        err = max(err, float(jnp.max(jnp.abs(fine - coarse)) / jnp.max(jnp.abs(fine))))
+    out["quadrature_error"] = err
+    # the largest kernel met at α <= α*(L) · 2 (the part of the curves that matters)
+    K_max = max(
+        float(response(2 * s["numeric"], L=s["L"], **_theory_kwargs(cfg)).K[-1]) for s in stars
+    )
+    out["K_max"] = K_max
+    return {k: np.asarray(v) for k, v in out.items()}, stars
+
+
+def _vertex(x, y):
+    """The abscissa of the maximum of y(x): a parabola through the 5 points around the
+    largest value (the same estimator is applied to the theory curve)."""
+    i = int(np.argmax(y))
+    lo, hi = max(i - 2, 0), min(i + 3, len(x))
+    c = np.polyfit(x[lo:hi], y[lo:hi], 2)
+    if c[0] >= 0:
+        return float(x[i])
+    return float(np.clip(-c[1] / (2 * c[0]), x[0], x[-1]))
+
+
+def simulated_alpha_star(cfg, L, alpha_theory, key):
+    """α* of the simulated χ̂^out on 15 values of α within ±30% (log-spaced) of the theory's
+    α*, all with the same initialisations: the vertex of a parabola in log α through the
+    5 points around the largest mean, with a bootstrap over initialisations for its
+    interval. The same estimator on the theory curve is reported beside it."""
+    alphas = alpha_theory * np.exp(np.linspace(-0.3, 0.3, 15))
+    sim = simulate_response(
+        alphas,
+        L=L,
+        K0=cfg["K0"],
+        sigma_w2=cfg["sigma_w2"],
+        sigma_b2=cfg["sigma_b2"],
+        activation=cfg["activation"],
+        width=cfg["width"],
+        d_out=cfg["d_out"],
+        inits=cfg["alpha_star_inits"],
+        method="gaussian-identity",
+        key=key,
+    )
+    chis = np.asarray(sim.chi_out, dtype=float).T  # (inits, alphas)
+    x = np.log(alphas)
+    value = float(np.exp(_vertex(x, chis.mean(axis=0))))
+    theory_curve = np.asarray(output_response_curve(alphas, L=L, **_theory_kwargs(cfg)))
+    rng = np.random.default_rng(cfg["seed"] + L)
+    boots = [
+        np.exp(_vertex(x, chis[rng.integers(0, len(chis), len(chis))].mean(axis=0)))
+        for _ in range(400)
+    ]
+    return {
+        "L": L,
+        "value": value,
+        "ci95": [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))],
+        "se": float(np.std(boots, ddof=1)),
+        "inits": cfg["alpha_star_inits"],
+        "theory_same_estimator": float(np.exp(_vertex(x, theory_curve))),
+        "alphas": alphas,
+        "chi_out_mean": chis.mean(axis=0),
+        "chi_out_se": chis.std(axis=0, ddof=1) / np.sqrt(len(chis)),
+        "chi_out_theory": theory_curve,
+    }
+
+
+def run(args):
+    cfg = resolve_config(args)
+    jax.config.update("jax_enable_x64", bool(cfg["x64"]))
+    runner = StudyRunner(
+        args.study,
+        args.out,
+        cfg,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        progress=not args.no_progress,
+    )
+    runner.open()
+    master = jr.key(cfg["seed"])
+    t0 = time.perf_counter()
+    theory, stars = theory_part(cfg)
+    theory_seconds = time.perf_counter() - t0
+    L_max = max(cfg["depths"])
+    star_by_L = {s["L"]: s for s in stars}
+    alphas = cfg["alphas"] or sorted({0.1, round(star_by_L[L_max]["numeric"], 4), 0.5})
+
+    def simulate_point(spec):
+        kind = spec["part"]
+        tag = {"layers": 1, "fig2": 2, "alpha_star": 3}[kind]
+        key = jr.fold_in(jr.fold_in(master, tag), int(1e4 * spec.get("alpha", 0)))
+        if kind == "fig2":
+            key = jr.fold_in(key, spec["net"] == "resnet")
+        if kind == "layers":
+            a = spec["alpha"]
+            th = response(a, L=L_max, **_theory_kwargs(cfg))
+            sim = simulate_response(
+                a,
+                L=L_max,
+                K0=cfg["K0"],
+                sigma_w2=cfg["sigma_w2"],
+                sigma_b2=cfg["sigma_b2"],
+                activation=cfg["activation"],
+                width=cfg["width"],
+                d_out=cfg["d_out"],
+                inits=cfg["inits"],
+                method=cfg["method"],
+                key=key,
+            )
+            out = {q: _summary(getattr(sim, q), getattr(th, q)) for q in ("K", "C", "chi", "eta")}
+            for q in ("K_out", "chi_out"):
+                out[q] = _summary(getattr(sim, q), getattr(th, q))
+            out["max_abs_z"] = {q: float(np.max(np.abs(out[q]["z"]))) for q in out}
+            return {"L": L_max, **out}
+        if kind == "fig2":
+            residual = spec["net"] == "resnet"
+            sim = simulate_response(
+                FIG2["alpha"],
+                L=L_max,
+                K0=cfg["K0"],
+                sigma_w2=FIG2["sigma_w2"],
+                sigma_b2=FIG2["sigma_b2"],
+                activation=cfg["activation"],
+                width=cfg["width"],
+                d_out=cfg["d_out"],
+                inits=cfg["inits"],
+                residual=residual,
+                method=cfg["method"],
+                key=key,
+            )
+            return {
+                "C": _summary(sim.C, theory[f"fig2_{spec['net']}_C"]),
+                "eta": _summary(sim.eta, theory[f"fig2_{spec['net']}_eta"]),
+            }
+        L = spec["L"]
+        return simulated_alpha_star(cfg, L, star_by_L[L]["numeric"], jr.fold_in(key, L))
+
+    specs = []
+    if cfg["simulate"]:
+        specs += [{"part": "layers", "alpha": float(a)} for a in alphas]
+        specs += [{"part": "fig2", "net": n} for n in ("resnet", "ffnet")]
+        specs += [{"part": "alpha_star", "L": L} for L in cfg["depths"]]
+    sims = runner.run_points(specs, simulate_point, describe=lambda s: str(s))
+    by_part = {}
+    for spec, res in zip(specs, sims, strict=True):
+        by_part.setdefault(spec["part"], []).append(res)
+    for s in stars:
+        for res in by_part.get("alpha_star", []):
+            if res["L"] == s["L"]:
+                s["simulated"] = {
+                    k: res[k] for k in ("value", "ci95", "se", "inits", "theory_same_estimator")
+                }
+    points = by_part.get("layers", [])
+    agreement = None
+    if points:
+        z = np.concatenate(
+            [np.atleast_1d(np.asarray(p[q]["z"], float)) for p in points for q in ("C", "chi")]
+        )
+        agreement = {
+            "quantities": ["C", "chi"],
+            "alphas": [p["alpha"] for p in points],
+            "comparisons": int(z.size),
+            "max_abs_z": float(np.max(np.abs(z))),
+            "beyond_3se": int(np.sum(np.abs(z) > 3)),
+            "expected_beyond_3se_by_noise": float(0.0027 * z.size),
+        }
+        # noise alone puts ~0.27% of comparisons beyond 3 SE; flag what it cannot explain
+        if agreement["beyond_3se"] >= 3 or agreement["max_abs_z"] > 4.2:
+            runner.warn(
+                f"simulation vs theory: {agreement['beyond_3se']} of {z.size} layer "
+                f"comparisons beyond 3 SE (noise alone: "
+                f"{agreement['expected_beyond_3se_by_noise']:.1f}), max |z| "
+                f"{agreement['max_abs_z']:.1f}"
+            )
+    deep = [s for s in stars if s["L"] >= 10]
+    fits = [
+        fit_loglog(
+            [s["L"] for s in deep],
+            [[s["numeric"]] for s in deep],
+            quantity="alpha_star",
+            against="L",
+            theory=-0.5,
+            seed=cfg["seed"],
+        )
+    ]
+    fits[0]["ci95"] = None  # deterministic values: the regression interval is in ci95_fit
+    for s in stars:
+        s["formula_rel_error"] = s["formula"] / s["numeric"] - 1
+    from .response_plot import make_figures
+
+    make_figures(args.out, cfg, theory, stars, points, by_part)
+    runner.finish(
+        {
+            "points": points,
+            "fits": fits,
+            "alpha_star": stars,
+            "simulation_agreement": agreement,
+            "figure2_simulation": {
+                spec["net"]: res
+                for spec, res in zip(
+                    [s for s in specs if s["part"] == "fig2"], by_part.get("fig2", []), strict=True
+                )
+            },
+            "reference": {
+                "method": "infinite-width recursion with Gauss-Hermite quadrature",
+                "quadrature_order": DEFAULT_ORDER,
+                "error_estimate": float(theory["quadrature_error"]),
+                "error_meaning": "max change of chi_out(alpha), every depth, order 2048 vs "
+                "1024, relative to the peak of the curve",
+                "K_max_meaning": "largest K^L for alpha <= 2 alpha*(L)",
+                "K_max": float(theory["K_max"]),
+                "K_accurate": K_ACCURATE,
+                "argmax": "log grid of 256 alphas in [1e-3, 3] + 80 golden-section steps",
+                "simulation": {
+                    "method": cfg["method"],
+                    "dtype": "float32",
+                    "width": cfg["width"],
+                    "inits": cfg["inits"],
+                },
+            },
+        },
+        timing={"theory_seconds": theory_seconds},
+    )

@@ -1,0 +1,187 @@
+"""`meanfield study variance`: the variance of the first forward pass (SPEC §5.1).
+
+Monte-Carlo estimate of c in `E‖φ(h, Z_0)‖² = c‖h‖²`, then `E‖h^L − x‖²` over many random
+networks against `((1 + cα²M)^L − 1)‖x‖²`, for α = L^{-γ}/sqrt(M) with γ below, at and
+above 1/2 as L grows: explosion (γ < 1/2), a finite limit e^c − 1 (γ = 1/2), and the
+identity (γ > 1/2, where Δ_L² ~ c L^{1−2γ}).
+"""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+
+from ..activations import ACTIVATIONS
+from ..fits import fit_loglog
+from ..laws import TwoLayerGaussianLaw
+from ..plotting import use_agg
+from ..theory.variance import estimate_c, sampled_deviation, variance_law
+from ..two_layer import TwoLayerBlock
+from .args import float_list, int_list, positive_float, positive_int
+from .runner import StudyInputError, StudyRunner
+
+HELP = "variance of the first forward pass: Chizat's Prop. 2.1 and its three regimes (SPEC §5.1)"
+DEFAULT_X64 = True
+PRESETS = {"quick": {"nets": 4000}, "paper": {"nets": 100_000}}
+
+
+def add_arguments(parser):
+    parser.add_argument("--L", type=int_list, default=[4, 16, 64, 256], help="depths")
+    parser.add_argument("--M", type=positive_int, default=4, help="units per layer (4)")
+    parser.add_argument(
+        "--gammas",
+        type=float_list,
+        default=[0.25, 0.5, 0.75],
+        help="α = L^-γ / sqrt(M) for each γ (0.25,0.5,0.75)",
+    )
+    parser.add_argument("--d", type=positive_int, default=4, help="dimension (4)")
+    parser.add_argument("--activation", default="relu", help="ρ of the 2LP unit (relu)")
+    parser.add_argument("--sigma-v", type=positive_float, default=1.0, help="σ_v (1); σ_u=1/√d")
+    parser.add_argument("--nets", type=positive_int, help="random networks per point")
+    parser.add_argument(
+        "--c-samples",
+        type=positive_int,
+        default=200_000,
+        help="Monte-Carlo draws per direction for c (200000)",
+    )
+
+
+def run(args):
+    if args.activation not in ACTIVATIONS:
+        raise StudyInputError(
+            f"--activation: unknown {args.activation!r}; use one of {', '.join(ACTIVATIONS)}"
+        )
+    if any(g <= 0 for g in args.gammas):
+        raise StudyInputError(f"--gammas: values must be > 0, got {args.gammas}")
+    cfg = {
+        "L": args.L,
+        "M": args.M,
+        "gammas": args.gammas,
+        "d": args.d,
+        "activation": args.activation,
+        "sigma_u": 1 / math.sqrt(args.d),
+        "sigma_v": args.sigma_v,
+        "nets": args.nets or PRESETS[args.preset]["nets"],
+        "c_samples": args.c_samples,
+        "seed": args.seed,
+        "x64": args.x64,
+        "preset": args.preset,
+    }
+    jax.config.update("jax_enable_x64", bool(cfg["x64"]))
+    runner = StudyRunner(
+        args.study,
+        args.out,
+        cfg,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        progress=not args.no_progress,
+    ).open()
+    block = TwoLayerBlock(cfg["activation"])
+    law = TwoLayerGaussianLaw(cfg["d"], sigma_u=cfg["sigma_u"], sigma_v=cfg["sigma_v"])
+    master = jr.key(cfg["seed"])
+    c_ref = runner.artifact(
+        "c",
+        lambda: dict(
+            zip(
+                ("c", "se", "per_direction"),
+                estimate_c(
+                    block, law, cfg["d"], key=jr.fold_in(master, 1), samples=cfg["c_samples"]
+                ),
+                strict=True,
+            )
+        ),
+    )
+    c = float(c_ref["c"])
+    x = jnp.ones(cfg["d"]) / math.sqrt(cfg["d"])  # ‖x‖ = 1
+
+    def point(spec):
+        L, g, M = spec["L"], spec["gamma"], cfg["M"]
+        alpha = L ** (-g) / math.sqrt(M)
+        dev = np.asarray(
+            sampled_deviation(
+                block,
+                law,
+                L=L,
+                M=M,
+                alpha=alpha,
+                x=x,
+                key=jr.fold_in(jr.fold_in(master, 2), L * 1000 + int(1000 * g)),
+                nets=cfg["nets"],
+            )
+        )[:, -1]
+        mean, se = float(dev.mean()), float(dev.std(ddof=1) / math.sqrt(len(dev)))
+        theory = float(variance_law(c, alpha, M, L, 1.0))
+        return {
+            "alpha": alpha,
+            "MLalpha2": M * L * alpha**2,
+            "mean": mean,
+            "se": se,
+            "theory": theory,
+            "z": (mean - theory) / se if se > 0 else None,
+            "regime": "explosion" if g < 0.5 else "critical" if g == 0.5 else "identity",
+        }
+
+    specs = [{"L": L, "gamma": g} for g in cfg["gammas"] for L in cfg["L"]]
+    points = runner.run_points(specs, point, describe=lambda s: f"L={s['L']} γ={s['gamma']}")
+    fits = []
+    for g in cfg["gammas"]:
+        rows = [p for p in points if p["gamma"] == g]
+        if g > 0.5:  # Δ_L² ≈ c L^{1−2γ}
+            fit = fit_loglog(
+                [p["L"] for p in rows],
+                [[p["mean"]] for p in rows],
+                quantity="delta_L^2",
+                against="L",
+                fixed={"gamma": g},
+                theory=1 - 2 * g,
+            )
+            fit["ci95"] = None
+            fits.append(fit)
+    closed = {"relu": cfg["d"] / 2 * cfg["sigma_u"] ** 2 * cfg["sigma_v"] ** 2}
+    reference = {
+        "c": c,
+        "c_se": float(c_ref["se"]),
+        "c_per_direction": np.asarray(c_ref["per_direction"]).tolist(),
+        "c_closed_form": closed.get(cfg["activation"]),
+        "error_estimate": float(c_ref["se"]),
+        "critical_limit": math.exp(c) - 1,
+    }
+    _figure(args.out, cfg, points, c)
+    runner.finish({"points": points, "fits": fits, "reference": reference})
+
+
+def _figure(out, cfg, points, c):
+    use_agg()
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for g, color in zip(cfg["gammas"], plt.cm.tab10(np.arange(len(cfg["gammas"]))), strict=False):
+        rows = sorted((p for p in points if p["gamma"] == g), key=lambda p: p["L"])
+        Ls = np.array([p["L"] for p in rows])
+        ax.errorbar(
+            Ls,
+            [p["mean"] for p in rows],
+            [2 * p["se"] for p in rows],
+            fmt="o",
+            color=color,
+            label=f"γ={g} ({rows[0]['regime']})",
+        )
+        fine = np.geomspace(Ls.min(), Ls.max(), 50)
+        a = fine ** (-g) / math.sqrt(cfg["M"])
+        ax.plot(fine, (1 + c * a**2 * cfg["M"]) ** fine - 1, "-", color=color, lw=1)
+    ax.axhline(math.exp(c) - 1, color="gray", ls=":", label="e^c − 1")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="depth L",
+        ylabel="E‖h^L − x‖² / ‖x‖²",
+        title=f"α = L^-γ/√M, M={cfg['M']}, {cfg['activation']} 2LP, c={c:.3f}",
+    )
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    from pathlib import Path
+
+    fig.savefig(Path(out) / "variance_law.png", dpi=120)
+    plt.close(fig)

@@ -1,0 +1,88 @@
+"""Gaussian expectations `⟨f(h)⟩_{h ~ N(0, K)}` by Gauss–Hermite quadrature.
+
+`⟨f(h)⟩ ≈ Σ_i w_i f(sqrt(K) x_i)` with the probabilists' Gauss–Hermite rule of
+`DEFAULT_ORDER` = 2048 nodes (Golub–Welsch, `meanfield.particles.hermite_rule`; nodes
+whose weight underflows are dropped). The rule is exact for polynomials of degree
+< 2·order and for relu's even moments (by symmetry). Its weak point is a wide Gaussian:
+for large K the activation's transition (width ~1 in h) falls between nodes spaced
+~sqrt(K)·π/sqrt(2·order). Measured against the erf closed forms (float64):
+
+| order | K = 5 | K = 20 | K = 50 | K = 100 |
+|---|---|---|---|---|
+| 96   | 3e-6  | 7e-3  | 4e-2  | 5e-2 |
+| 1024 | 1e-16 | 6e-14 | 4e-7  | 9e-5 |
+| 2048 | 2e-16 | 1e-16 | 6e-12 | 2e-7 |
+
+(the gain `G`, relative: 4e-15 at K = 20, 3e-9 at K = 50, 8e-5 at K = 100), so the
+default is accurate to 1e-10 for K <= `K_ACCURATE` = 50 (G: for K <= 20, and 3e-9 up to
+50), which covers the kernels of every setting in the studies (they record the largest
+K they meet). Everything is a JAX function of K: it jits, vmaps, and differentiates, so
+`G(K) = d/dK ⟨φ(h)²⟩ = ⟨φ'(h)² + φ''(h)φ(h)⟩` (Price's theorem) comes from autodiff
+for any activation.
+
+Closed forms (used as test oracles and available to users):
+
+* erf: `⟨erf(h)²⟩ = (2/π) arcsin(2K/(1 + 2K))`, `G(K) = 4/(π (1 + 2K) sqrt(1 + 4K))`;
+* relu: `⟨relu(h)²⟩ = K/2`, `G(K) = 1/2`, `⟨relu(h)⟩ = sqrt(K/(2π))`.
+"""
+
+import functools
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..activations import resolve_activation
+from ..particles import hermite_rule
+
+DEFAULT_ORDER = 2048
+K_ACCURATE = 50.0
+
+
+@functools.lru_cache(maxsize=8)
+def _numpy_rule(order: int):
+    return hermite_rule(order)
+
+
+def _rule(order: int):
+    x, w = _numpy_rule(order)
+    return jnp.asarray(x), jnp.asarray(w)
+
+
+def gaussian_expectation(f: Callable, K, *, order: int = DEFAULT_ORDER):
+    """`⟨f(h)⟩` for `h ~ N(0, K)` (K >= 0, a scalar; vmap for arrays)."""
+    x, w = _rule(order)
+    return jnp.sum(w * f(jnp.sqrt(K) * x))
+
+
+def second_moment(activation: str | Callable, K, *, order: int = DEFAULT_ORDER):
+    """`⟨φ(h)²⟩` for `h ~ N(0, K)`."""
+    phi = resolve_activation(activation)
+    return gaussian_expectation(lambda h: phi(h) ** 2, K, order=order)
+
+
+def gain(activation: str | Callable, K, *, order: int = DEFAULT_ORDER):
+    """`G(K) = d/dK ⟨φ(h)²⟩ = ⟨φ'(h)² + φ''(h)φ(h)⟩`, by autodiff of the quadrature."""
+    K = jnp.asarray(K, dtype=float)
+    return jax.grad(lambda k: second_moment(activation, k, order=order))(K)
+
+
+def erf_second_moment(K):
+    """Closed form `⟨erf(h)²⟩ = (2/π) arcsin(2K/(1 + 2K))`."""
+    return 2.0 / np.pi * jnp.arcsin(2.0 * K / (1.0 + 2.0 * K))
+
+
+def erf_gain(K):
+    """Closed form `G(K) = 4/(π (1 + 2K) sqrt(1 + 4K))` for erf."""
+    return 4.0 / (np.pi * (1.0 + 2.0 * K) * jnp.sqrt(1.0 + 4.0 * K))
+
+
+def relu_second_moment(K):
+    """Closed form `⟨relu(h)²⟩ = K/2`."""
+    return 0.5 * K
+
+
+def relu_mean(K):
+    """Closed form `⟨relu(h)⟩ = sqrt(K/(2π))`."""
+    return jnp.sqrt(K / (2.0 * np.pi))

@@ -1,0 +1,160 @@
+"""Kernel and response recursions at infinite width (SPEC §5.2; Fischer, Dahmen, Helias).
+
+ResNet `h^l = h^{l-1} + α (W^l φ(h^{l-1}) + b^l)`, `W^l_ij ~ N(0, σ_w²/N)`,
+`b^l_i ~ N(0, σ_b²)`, read-out `y = W_out φ(h^L) + b_out`:
+
+    C^l = α² σ_w² ⟨φ(h)²⟩_{K^{l-1}} + α² σ_b²,   K^l = K^{l-1} + C^l       (C^0 = K^0)
+    η^0 = 1,   η^l = α² σ_w² G(K^{l-1}) Σ_{k<l} η^k,   χ^l = Σ_{k<=l} η^k = ∂K^l/∂K^0
+    K^out = σ_{w,out}² ⟨φ²⟩_{K^L} + σ_{b,out}²,   χ^out = σ_{w,out}² G(K^L) χ^L
+
+Feed-forward comparison (no skip): `K^l = σ_w² ⟨φ²⟩_{K^{l-1}} + σ_b²`; the "residual
+kernel" of a layer is then the layer's kernel, `C^l = K^l`, and its response
+`η^l = ∂C^l/∂K^0 = χ^l = σ_w² G(K^{l-1}) χ^{l-1}`.
+
+One `lax.scan` over layers; every argument but the depth and the activation is a
+traced number, so `jax.vmap` over α (or σ_w², σ_b², K^0) gives a whole curve in one call.
+"""
+
+import functools
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.lax as lax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from .gaussian import DEFAULT_ORDER, gain, second_moment
+
+
+class ResponseCurves(eqx.Module):
+    """Per layer l = 0..L: kernels `K`, residual kernels `C` (C^0 = K^0), response
+    increments `eta` and responses `chi`; and the output kernel and response."""
+
+    K: Float[Array, " L+1"]
+    C: Float[Array, " L+1"]
+    eta: Float[Array, " L+1"]
+    chi: Float[Array, " L+1"]
+    K_out: Float[Array, ""]
+    chi_out: Float[Array, ""]
+
+
+def response(
+    alpha,
+    *,
+    L: int,
+    K0,
+    sigma_w2,
+    sigma_b2,
+    sigma_w2_out=None,
+    sigma_b2_out=None,
+    activation: str | Callable = "erf",
+    residual: bool = True,
+    order: int = DEFAULT_ORDER,
+) -> ResponseCurves:
+    """The infinite-width kernels and responses of a depth-`L` network.
+
+    **Arguments:**
+
+    - `alpha`: residual scaling (ignored when `residual=False`).
+    - `L`: depth (a Python int >= 1).
+    - `K0`: input kernel `σ_{w,in}² xᵀx/d_in + σ_{b,in}²`.
+    - `sigma_w2`, `sigma_b2`: hidden weight and bias variances.
+    - `sigma_w2_out`, `sigma_b2_out`: read-out variances (default: the hidden ones).
+    - `activation`: φ (default erf); `order`: Gauss–Hermite order.
+    - `residual`: ResNet (True) or feed-forward network (False).
+    """
+    if isinstance(L, bool) or not isinstance(L, int) or L < 1:
+        raise ValueError(f"L must be an integer >= 1, got {L!r}")
+    f = lambda v: jnp.asarray(v, dtype=float)
+    return _response(
+        f(alpha),
+        f(K0),
+        f(sigma_w2),
+        f(sigma_b2),
+        f(sigma_w2 if sigma_w2_out is None else sigma_w2_out),
+        f(sigma_b2 if sigma_b2_out is None else sigma_b2_out),
+        L=L,
+        activation=activation,
+        residual=residual,
+        order=order,
+    )
+
+
+@functools.partial(jax.jit, static_argnames=("L", "activation", "residual", "order"))
+def _response(
+    alpha, K0, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out, *, L, activation, residual, order
+):
+    a2 = alpha**2 if residual else 1.0
+
+    def step(carry, _):
+        K, chi = carry
+        m, g = second_moment(activation, K, order=order), gain(activation, K, order=order)
+        C = a2 * (sigma_w2 * m + sigma_b2)
+        if residual:
+            K_new, chi_new = K + C, chi + a2 * sigma_w2 * g * chi
+        else:
+            K_new, chi_new = C, sigma_w2 * g * chi
+        return (K_new, chi_new), (K_new, C, chi_new)
+
+    (KL, chiL), (Ks, Cs, chis) = lax.scan(step, (K0, jnp.ones_like(K0)), None, length=L)
+    K = jnp.concatenate([K0[None], Ks])
+    C = jnp.concatenate([K0[None], Cs])
+    chi = jnp.concatenate([jnp.ones_like(K0)[None], chis])
+    # η^l = ∂C^l/∂K^0: the increments of χ for a ResNet; for a feed-forward net C^l = K^l
+    eta = jnp.concatenate([chi[:1], jnp.diff(chi)]) if residual else chi
+    K_out = sigma_w2_out * second_moment(activation, KL, order=order) + sigma_b2_out
+    chi_out = sigma_w2_out * gain(activation, KL, order=order) * chiL
+    return ResponseCurves(K=K, C=C, eta=eta, chi=chi, K_out=K_out, chi_out=chi_out)
+
+
+@functools.partial(jax.jit, static_argnames=("L", "activation", "residual", "order"))
+def _curve(
+    alphas, K0, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out, *, L, activation, residual, order
+):
+    return jax.vmap(
+        lambda a: (
+            response(
+                a,
+                L=L,
+                K0=K0,
+                sigma_w2=sigma_w2,
+                sigma_b2=sigma_b2,
+                sigma_w2_out=sigma_w2_out,
+                sigma_b2_out=sigma_b2_out,
+                activation=activation,
+                residual=residual,
+                order=order,
+            ).chi_out
+        )
+    )(alphas)
+
+
+def output_response_curve(
+    alphas,
+    *,
+    L: int,
+    K0,
+    sigma_w2,
+    sigma_b2,
+    sigma_w2_out=None,
+    sigma_b2_out=None,
+    activation="erf",
+    residual: bool = True,
+    order: int = DEFAULT_ORDER,
+) -> Array:
+    """`χ^out` for every α in `alphas`: one compiled, vmapped call (one program per depth;
+    the variances are traced, so sweeping them does not recompile)."""
+    f = lambda v: jnp.asarray(v, dtype=float)
+    return _curve(
+        f(alphas),
+        f(K0),
+        f(sigma_w2),
+        f(sigma_b2),
+        f(sigma_w2 if sigma_w2_out is None else sigma_w2_out),
+        f(sigma_b2 if sigma_b2_out is None else sigma_b2_out),
+        L=L,
+        activation=activation,
+        residual=residual,
+        order=order,
+    )

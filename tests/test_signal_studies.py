@@ -1,0 +1,77 @@
+"""Tiny end-to-end runs of `meanfield study response|variance|tangent-kernel`."""
+
+import json
+
+import pytest
+
+from meanfield.cli import main
+
+
+def _run(name, out, *extra):
+    assert main(["study", name, "--out", str(out), "--no-progress", *extra]) == 0
+    return json.loads((out / "results.json").read_text())
+
+
+def test_response_study(tmp_path):
+    r = _run(
+        "response",
+        tmp_path / "r",
+        "--depths",
+        "2,10",
+        "--inits",
+        "20",
+        "--alpha-star-inits",
+        "10",
+        "--width",
+        "50",
+        "--d-out",
+        "10",
+        "--alphas",
+        "0.3",
+    )
+    for key in ("study", "config", "points", "fits", "reference", "timing", "alpha_star"):
+        assert key in r
+    assert [s["L"] for s in r["alpha_star"]] == [2, 10]
+    for s in r["alpha_star"]:
+        assert {"numeric", "formula", "asymptotic", "simulated"} <= set(s)
+        assert {"value", "ci95"} <= set(s["simulated"])
+    assert r["points"][0]["alpha"] == 0.3
+    for fig in (
+        "figure2_resnet_vs_ffnet",
+        "figure4_optimal_scaling",
+        "figure5_universality",
+        "simulation_vs_theory",
+    ):
+        assert (tmp_path / "r" / f"{fig}.png").stat().st_size > 10_000
+
+
+def test_variance_and_tangent_kernel_studies(tmp_path):
+    r = _run("variance", tmp_path / "v", "--L", "2,4", "--nets", "64", "--c-samples", "20000")
+    assert {p["regime"] for p in r["points"]} == {"explosion", "critical", "identity"}
+    assert abs(r["reference"]["c"] - r["reference"]["c_closed_form"]) < 5 * r["reference"]["c_se"]
+    r = _run("tangent-kernel", tmp_path / "t", "--L", "2,4", "--nets", "2", "--gammas", "0.5,1")
+    assert len(r["points"]) == 4 and len(r["fits"]) == 2
+    assert (tmp_path / "t" / "tangent_kernel.png").exists()
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["response", "--depths", "10,2"], "--depths"),
+        (["response", "--K0", "-1"], "--K0"),
+        (["response", "--activation", "swishy"], "--activation"),
+        (["response", "--alphas", "0.1,-0.2"], "--alphas"),
+        (["variance", "--gammas", "0,0.5"], "--gammas"),
+        (["tangent-kernel", "--L", "0"], "--L"),
+    ],
+)
+def test_bad_input(args, needle, tmp_path, capsys):
+    out = tmp_path / "never"
+    try:
+        code = main(["study", args[0], "--out", str(out), *args[1:]])
+    except SystemExit as exit_:
+        code = exit_.code
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1, err
+    assert not out.exists()

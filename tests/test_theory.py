@@ -1,0 +1,242 @@
+"""Signal propagation theory (SPEC §5): quadrature, recursions, α*, simulation, variance
+law, tangent kernel."""
+
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+import meanfield as mf
+from meanfield.signal_propagation import simulate_response
+from meanfield.theory.alpha_star import optimal_scaling, saturation_asymptotic, saturation_formula
+from meanfield.theory.gaussian import (
+    erf_gain,
+    erf_second_moment,
+    gain,
+    gaussian_expectation,
+    relu_mean,
+    relu_second_moment,
+    second_moment,
+)
+from meanfield.theory.response import output_response_curve, response
+from meanfield.theory.tangent import relative_difference, shallow_tangent_kernel, tangent_kernel
+from meanfield.theory.variance import estimate_c, sampled_deviation, variance_law
+
+KS = [1e-3, 0.05, 0.3, 1.0, 5.0, 20.0, 45.0]
+
+
+@pytest.mark.parametrize("K", KS)
+def test_gauss_hermite_matches_closed_forms(K):
+    assert abs(float(second_moment("erf", K)) - float(erf_second_moment(K))) < 1e-10
+    assert abs(float(gain("erf", K)) / float(erf_gain(K)) - 1) < (1e-10 if K <= 20 else 1e-8)
+    assert abs(float(second_moment("relu", K)) - float(relu_second_moment(K))) < 1e-10 * max(K, 1)
+    assert abs(float(gain("relu", K)) - 0.5) < 1e-10
+
+
+def test_quadrature_against_scipy_for_other_activations():
+    """tanh and gelu: ⟨φ²⟩ and G = ⟨φ'² + φ''φ⟩ by scipy with derivatives written by hand."""
+    from scipy.special import erf
+
+    pdf0 = lambda h: math.exp(-h * h / 2) / math.sqrt(2 * math.pi)
+    th = lambda h: math.tanh(h)
+    gelu = lambda h: 0.5 * h * (1 + erf(h / math.sqrt(2)))
+    acts = {
+        "tanh": (th, lambda h: 1 - th(h) ** 2, lambda h: -2 * th(h) * (1 - th(h) ** 2)),
+        "gelu": (
+            gelu,
+            lambda h: 0.5 * (1 + erf(h / math.sqrt(2))) + h * pdf0(h),
+            lambda h: 2 * pdf0(h) - h * h * pdf0(h),
+        ),
+    }
+    for name, (f, d1, d2) in acts.items():
+        for K in (0.2, 3.0):
+            pdf = lambda h, K=K: math.exp(-h * h / (2 * K)) / math.sqrt(2 * math.pi * K)
+            ref = integrate.quad(
+                lambda h, f=f, pdf=pdf: f(h) ** 2 * pdf(h), -np.inf, np.inf, epsabs=1e-13
+            )[0]
+            assert abs(float(second_moment(name, K)) - ref) < 1e-10
+            g = lambda h, f=f, d1=d1, d2=d2, pdf=pdf: (d1(h) ** 2 + d2(h) * f(h)) * pdf(h)
+            ref_g = integrate.quad(g, -np.inf, np.inf, epsabs=1e-13)[0]
+            assert abs(float(gain(name, K)) - ref_g) < 1e-9
+
+
+def test_relu_mean_is_only_algebraically_accurate():
+    """GH is not exact for relu's kink in odd moments: documented, and still close."""
+    err = abs(float(gaussian_expectation(jax.nn.relu, 1.0)) - float(relu_mean(1.0)))
+    assert 0 < err < 1e-2
+
+
+def _loop_response(alpha, L, K0, sw, sb, residual=True):
+    """A plain Python loop over layers with scipy quadrature (independent of the library)."""
+    from scipy.special import erf
+
+    def m(K):
+        f = lambda h: erf(h) ** 2 * math.exp(-h * h / (2 * K)) / math.sqrt(2 * math.pi * K)
+        return integrate.quad(f, -np.inf, np.inf, epsabs=1e-14)[0]
+
+    G = lambda K: 4 / (math.pi * (1 + 2 * K) * math.sqrt(1 + 4 * K))
+    K, chi, Ks, Cs, chis = K0, 1.0, [K0], [K0], [1.0]
+    for _ in range(L):
+        if residual:
+            C = alpha**2 * (sw * m(K) + sb)
+            K, chi = K + C, chi + alpha**2 * sw * G(K) * chi
+        else:
+            C = sw * m(K) + sb
+            K, chi = C, sw * G(K) * chi
+        Ks.append(K)
+        Cs.append(C)
+        chis.append(chi)
+    return np.array(Ks), np.array(Cs), np.array(chis), sw * G(K) * chi
+
+
+@pytest.mark.parametrize("residual", [True, False])
+def test_response_recursion_matches_a_plain_loop(residual):
+    L, alpha, K0, sw, sb = 12, 0.4, 0.05, 1.25, 0.05
+    r = response(alpha, L=L, K0=K0, sigma_w2=sw, sigma_b2=sb, residual=residual)
+    K, C, chi, chi_out = _loop_response(alpha, L, K0, sw, sb, residual)
+    np.testing.assert_allclose(np.asarray(r.K), K, rtol=1e-10)
+    np.testing.assert_allclose(np.asarray(r.chi), chi, rtol=1e-10)
+    np.testing.assert_allclose(float(r.chi_out), chi_out, rtol=1e-10)
+    if residual:
+        np.testing.assert_allclose(np.asarray(r.C), C, rtol=1e-10)
+        np.testing.assert_allclose(np.cumsum(np.asarray(r.eta)), chi, rtol=1e-10)
+    else:
+        np.testing.assert_allclose(np.asarray(r.eta), chi, rtol=1e-10)
+    # χ^l = ∂K^l/∂K^0, checked by autodiff of the kernel recursion itself
+    dK = jax.grad(
+        lambda k: response(alpha, L=L, K0=k, sigma_w2=sw, sigma_b2=sb, residual=residual).K[-1]
+    )(K0)
+    np.testing.assert_allclose(float(dK), chi[-1], rtol=1e-8)
+
+
+def test_response_curve_is_vmapped_over_alpha():
+    alphas = jnp.array([0.05, 0.2, 0.7])
+    curve = output_response_curve(alphas, L=6, K0=0.1, sigma_w2=1.5, sigma_b2=0.1)
+    for a, c in zip(alphas, curve, strict=True):
+        r = response(float(a), L=6, K0=0.1, sigma_w2=1.5, sigma_b2=0.1)
+        assert abs(float(c) - float(r.chi_out)) < 1e-12
+
+
+def test_optimal_scaling_published_setting():
+    kw = dict(K0=0.05, sigma_w2=1.25, sigma_b2=0.05)
+    grid = np.geomspace(0.05, 2.0, 4001)
+    for L in (5, 10, 30):
+        a, chi = optimal_scaling(L=L, **kw)
+        brute = grid[np.argmax(np.asarray(output_response_curve(grid, L=L, **kw)))]
+        assert abs(float(a) / brute - 1) < 2e-3  # the grid's own resolution
+        assert float(chi) >= float(output_response_curve(jnp.array([brute]), L=L, **kw)[0]) - 1e-12
+        if L >= 10:
+            assert abs(float(saturation_formula(L, **kw)) / float(a) - 1) < 0.10
+    a30 = float(optimal_scaling(L=30, **kw)[0])
+    assert 0.1 <= a30 <= 0.3
+    # the large-L form approaches the formula
+    gaps = [
+        abs(float(saturation_asymptotic(L, **kw)) / float(saturation_formula(L, **kw)) - 1)
+        for L in (10, 100, 1000)
+    ]
+    assert gaps[0] > gaps[1] > gaps[2]
+
+
+def test_finite_width_simulation_agrees_with_theory():
+    """N = 500, 400 initialisations: every layer of C and χ within 3.5 standard errors
+    (31 layers × 2 quantities: 3.5 keeps the chance failure rate below 3%)."""
+    kw = dict(L=12, K0=0.05, sigma_w2=1.25, sigma_b2=0.05)
+    for alpha in (0.2, 0.6):
+        th = response(alpha, **kw)
+        sim = simulate_response(alpha, inits=400, key=jr.key(3), **kw)
+        for q in ("K", "C", "chi", "eta"):
+            v = np.asarray(getattr(sim, q), float)
+            z = (v.mean(0) - np.asarray(getattr(th, q))) / (v.std(0, ddof=1) / np.sqrt(len(v)))
+            assert np.max(np.abs(z)) < 3.5, (alpha, q, z)
+
+
+@pytest.mark.parametrize("residual", [True, False])
+def test_gaussian_identity_sampler_has_the_law_of_full_matrices(residual):
+    """The O(N) sampler against networks with every weight matrix drawn (KS tests)."""
+    kw = dict(
+        L=4, K0=0.3, sigma_w2=1.2, sigma_b2=0.2, width=24, d_out=6, inits=3000, residual=residual
+    )
+    full = simulate_response(0.7, method="full", key=jr.key(1), **kw)
+    fast = simulate_response(0.7, method="gaussian-identity", key=jr.key(2), **kw)
+    for q in ("K", "C", "chi", "eta"):
+        a, b = np.asarray(getattr(full, q))[:, -1], np.asarray(getattr(fast, q))[:, -1]
+        assert stats.ks_2samp(a, b).pvalue > 1e-3, q
+    for q in ("K_out", "chi_out"):
+        a, b = np.asarray(getattr(full, q)), np.asarray(getattr(fast, q))
+        assert stats.ks_2samp(a, b).pvalue > 1e-3, q
+
+
+def test_variance_law_estimate_and_prediction(key):
+    d = 4
+    block, law = mf.TwoLayerBlock("relu"), mf.TwoLayerGaussianLaw(d, sigma_u=0.6, sigma_v=1.3)
+    c, se, _ = estimate_c(block, law, d, key=key, samples=50_000)
+    closed = d / 2 * 0.36 * 1.69
+    assert abs(float(c) - closed) < 4 * float(se)
+    L, M = 32, 4
+    alpha = 1 / math.sqrt(L * M)
+    x = jnp.array([0.5, -0.5, 0.5, 0.5])
+    dev = np.asarray(
+        sampled_deviation(block, law, L=L, M=M, alpha=alpha, x=x, key=jr.fold_in(key, 1), nets=4000)
+    )
+    for l in (1, 8, 32):
+        mean, s = dev[:, l].mean(), dev[:, l].std(ddof=1) / math.sqrt(len(dev))
+        assert abs(mean - float(variance_law(closed, alpha, M, l, 1.0))) < 4 * s
+
+
+def test_tangent_kernel_matches_jacrev_and_shallow_limit(key):
+    d = 3
+    net = mf.ResNet.sample(
+        mf.TwoLayerBlock("tanh"), mf.TwoLayerGaussianLaw(d), L=5, M=4, scaling=0.2, key=key
+    )
+    x, x2 = jnp.array([1.0, 0.5, -0.2]), jnp.array([0.1, -1.0, 0.3])
+
+    def jac(xx):
+        return jax.jacrev(lambda p: eqx.tree_at(lambda n: n.params, net, p).hidden(xx))(net.params)
+
+    ref = sum(
+        jnp.einsum("a...,b...->ab", a, b)
+        for a, b in zip(jax.tree.leaves(jac(x)), jax.tree.leaves(jac(x2)), strict=True)
+    )
+    np.testing.assert_allclose(np.asarray(tangent_kernel(net, x, x2)), np.asarray(ref), atol=1e-13)
+    # the shallow kernel, written out for the 2LP unit by hand
+    U, V = np.asarray(net.params.u).reshape(-1, d), np.asarray(net.params.v).reshape(-1, d)
+    S = np.zeros((d, d))
+    for u, v in zip(U, V, strict=True):
+        a, b = np.tanh(u @ np.asarray(x)), np.tanh(u @ np.asarray(x2))
+        da, db = 1 - a**2, 1 - b**2
+        S += a * b * np.eye(d) + da * db * (np.asarray(x) @ np.asarray(x2)) * np.outer(v, v)
+    np.testing.assert_allclose(np.asarray(shallow_tangent_kernel(net, x, x2)), 0.04 * S, atol=1e-13)
+    # relative difference shrinks with M L α² (α = 1/(2L), M = 4: M L α² = 1/L)
+    x2 = jnp.array([1.0, 1.0, 0.0]) / math.sqrt(2)
+    rel = []
+    for L in (2, 32):
+
+        def one(k, L=L):
+            n = mf.ResNet.sample(
+                mf.TwoLayerBlock("tanh"),
+                mf.TwoLayerGaussianLaw(d),
+                L=L,
+                M=4,
+                scaling=1 / (2 * L),
+                key=k,
+            )
+            return relative_difference(n, jnp.eye(d)[0], x2)
+
+        rel.append(float(jnp.mean(jax.jit(jax.vmap(one))(jr.split(jr.fold_in(key, L), 16)))))
+    assert rel[1] < 0.5 * rel[0]
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="L"):
+        response(0.1, L=0, K0=0.1, sigma_w2=1.0, sigma_b2=0.0)
+    with pytest.raises(ValueError, match="method"):
+        simulate_response(0.1, L=2, K0=0.1, sigma_w2=1, sigma_b2=0, method="fast", key=jr.key(0))
+    with pytest.raises(ValueError, match="width"):
+        simulate_response(0.1, L=2, K0=0.1, sigma_w2=1, sigma_b2=0, width=0, key=jr.key(0))
+    with pytest.raises(ValueError, match="activation"):
+        second_moment("nope", 1.0)
