@@ -64,4 +64,16 @@ from .particles import Particles as Particles
 from .particles import gauss_hermite_particles as gauss_hermite_particles
 from .particles import monte_carlo_particles as monte_carlo_particles
 
+# running fast: fused depth loop, seeds over devices, compilation cache
+from .compilation import CompileCounter as CompileCounter
+from .compilation import enable_compilation_cache as enable_compilation_cache
+from .depth_loop import BatchAdjoint as BatchAdjoint
+from .depth_loop import PallasOptions as PallasOptions
+from .depth_loop import adjoint_batch as adjoint_batch
+from .depth_loop import choose_method as choose_method
+from .depth_loop import forward_batch as forward_batch
+from .depth_loop import pallas_supported as pallas_supported
+from .sharding import seed_mesh as seed_mesh
+from .sharding import shard_seeds as shard_seeds
+
 __version__ = "0.1.0"

@@ -47,6 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="meanfield",
         description="Deep ResNets and their large-depth limits: studies and utilities.",
     )
+    parser.add_argument(
+        "--compile-cache",
+        metavar="DIR",
+        help="persistent JAX compilation cache folder, or 'off' "
+        "(default: $MEANFIELD_COMPILE_CACHE, else ~/.cache/meanfield/jax)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     sub.add_parser("info", help="print versions and the devices JAX sees")
@@ -67,6 +73,12 @@ def main(argv: list[str] | None = None) -> int:
         print(info())
         return 0
     module = STUDIES[args.study]
+    from .compilation import enable_compilation_cache
+
+    try:
+        enable_compilation_cache(args.compile_cache)
+    except ValueError as err:
+        parser.error(f"--compile-cache: {err}")
     try:
         module.run(args)
     except StudyInputError as err:

@@ -5,6 +5,9 @@ import os
 import jax
 import pytest
 
+# tests write nothing outside their tmp folders: no persistent compilation cache from the CLI
+os.environ.setdefault("MEANFIELD_COMPILE_CACHE", "off")
+
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
 

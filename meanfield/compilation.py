@@ -1,0 +1,110 @@
+"""Compilation: JAX's persistent compilation cache, and counting compiled programs.
+
+A study compiles one program per (L, M) shape; across runs the persistent cache turns
+those compilations into disk reads. The command line enables it
+(`meanfield --compile-cache DIR|off ...`, or the environment variable
+`MEANFIELD_COMPILE_CACHE`); library users call `enable_compilation_cache()`.
+"""
+
+import os
+from pathlib import Path
+
+import jax
+import jax.monitoring
+
+DEFAULT_CACHE_DIR = "~/.cache/meanfield/jax"
+ENV_VAR = "MEANFIELD_COMPILE_CACHE"
+_OFF = ("off", "none", "0", "false", "")
+
+_BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
+_CACHE_HITS = "/jax/compilation_cache/cache_hits"
+_CACHE_MISSES = "/jax/compilation_cache/cache_misses"
+
+
+def enable_compilation_cache(
+    path: str | os.PathLike | None = None, *, min_compile_seconds: float = 0.0
+) -> Path | None:
+    """Turn on JAX's persistent compilation cache.
+
+    **Arguments:**
+
+    - `path`: the cache folder. `None`: the environment variable
+      `MEANFIELD_COMPILE_CACHE` if set, else `~/.cache/meanfield/jax`. `"off"` (or the
+      variable set to `off`) leaves the cache disabled.
+    - `min_compile_seconds`: programs that compiled faster than this are not stored
+      (JAX's default is 1 s; 0 stores every program, which is what makes a second
+      run of a study start at once).
+
+    **Returns:** the cache folder, or `None` when disabled.
+    """
+    if path is None:
+        path = os.environ.get(ENV_VAR, DEFAULT_CACHE_DIR)
+    if str(path).strip().lower() in _OFF:
+        return None
+    folder = Path(path).expanduser()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"compile cache folder {folder} cannot be created: {err}") from None
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_seconds))
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    _reset()
+    return folder
+
+
+def disable_compilation_cache() -> None:
+    """Turn the persistent compilation cache off again."""
+    jax.config.update("jax_compilation_cache_dir", None)
+    _reset()
+
+
+def _reset() -> None:
+    # JAX decides once per process whether the cache is used (at the first compilation);
+    # resetting makes a folder set after some compilation take effect all the same
+    try:
+        from jax._src import compilation_cache
+    except ImportError:  # pragma: no cover - private module moved
+        return
+    compilation_cache.reset_cache()
+
+
+class CompileCounter:
+    """Count XLA compilations inside a `with` block.
+
+    `compiles` counts programs handed to the backend (each new shape or function),
+    `cache_hits` / `cache_misses` those found / not found in the persistent cache.
+    A program already in the in-memory jit cache is not compiled again and counts 0.
+
+    ```python
+    with meanfield.CompileCounter() as counter:
+        run_study()
+    print(counter.compiles)
+    ```
+    """
+
+    def __init__(self):
+        self.compiles = 0
+        self.cache_hits = 0
+        self.cache_misses = 0
+        self.compile_seconds = 0.0
+
+    def _duration(self, event: str, duration: float, **kwargs) -> None:
+        if event == _BACKEND_COMPILE:
+            self.compiles += 1
+            self.compile_seconds += duration
+
+    def _event(self, event: str, **kwargs) -> None:
+        if event == _CACHE_HITS:
+            self.cache_hits += 1
+        elif event == _CACHE_MISSES:
+            self.cache_misses += 1
+
+    def __enter__(self) -> "CompileCounter":
+        jax.monitoring.register_event_duration_secs_listener(self._duration)
+        jax.monitoring.register_event_listener(self._event)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        jax.monitoring.unregister_event_duration_listener(self._duration)
+        jax.monitoring.unregister_event_listener(self._event)

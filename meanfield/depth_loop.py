@@ -1,0 +1,263 @@
+"""The depth loop of a finite ResNet over a batch of inputs, by the fastest method.
+
+Every method computes the same recursion (R) of SPEC §1 for a batch of inputs:
+
+* `"scan"`: the foundation's own path, `jax.vmap(net)` (a `lax.scan` over layers,
+  one step per layer). The oracle every other method is tested against, and the CPU
+  path (on a CPU a loop step costs about as much as a kernel call, and no fusion wins).
+* `"unroll"`: one batched `lax.scan` whose body runs `unroll` layers, so the loop
+  overhead is paid once per `unroll` layers. Works for every block.
+* `"pallas"`: the fused kernels of `meanfield.fused_two_layer` (2LP blocks only):
+  one kernel runs all L layers with h on chip, and a second the backward pass.
+  On a CPU it runs in Pallas interpret mode (for tests; slow).
+* `"auto"`: `"scan"` on CPU; on GPU/TPU `"pallas"` for a 2LP block whose layer fits
+  one kernel tile and whose kernels compile on this device (checked once per
+  configuration by compiling a tiny instance), else `"unroll"`.
+
+Seeds are batched by `jax.vmap` over networks (the kernels gain a grid axis), so all
+seeds and inputs of a grid point run as one program.
+"""
+
+import functools
+import warnings
+from typing import NamedTuple
+
+import jax
+import jax.lax as lax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PyTree
+
+from . import fused_two_layer as fused
+from .backward import backward
+from .resnet import ResNet
+from .two_layer import TwoLayerBlock, TwoLayerParams
+
+METHODS = ("auto", "scan", "unroll", "pallas")
+DEFAULT_UNROLL = 8
+
+
+class PallasOptions(NamedTuple):
+    """Tiling of the fused kernels (all optional; see `meanfield.fused_two_layer`).
+
+    - `block_batch`: inputs per kernel program (a power of two; default: the largest
+      tile within `fused_two_layer.MAX_TILE` elements).
+    - `layers_per_step`: layers unrolled in one step of the kernel loop (default 8).
+    - `num_warps`, `num_stages`: Triton settings on GPU.
+    - `interpret`: Pallas interpret mode; default: on exactly when running on CPU.
+    """
+
+    block_batch: int | None = None
+    layers_per_step: int = 8
+    num_warps: int | None = None
+    num_stages: int | None = None
+    interpret: bool | None = None
+
+
+class BatchAdjoint(NamedTuple):
+    """Forward states, backward states and input-summed gradients of a batch (SPEC §2).
+
+    - `h`: `(n, L + 1, d)`, h^0..h^L of every input.
+    - `b`: `(n, L + 1, d)`, b^0..b^L with b^L = w.
+    - `grads`: the params pytree, each leaf `Σ_i α D_2φ(h_i^{l-1}, z^{j,l})ᵀ b_i^l`.
+    """
+
+    h: Array
+    b: Array
+    grads: PyTree
+
+
+def _is_two_layer(net: ResNet) -> bool:
+    if not isinstance(net.block, TwoLayerBlock) or not isinstance(net.params, TwoLayerParams):
+        return False
+    u, v = net.params.u, net.params.v
+    return u.ndim == 3 and u.shape == v.shape and jnp.issubdtype(u.dtype, jnp.floating)
+
+
+def _kernel_config(net: ResNet, n: int, options: PallasOptions) -> fused.KernelConfig:
+    L, M, d = net.params.u.shape
+    interpret = options.interpret
+    if interpret is None:
+        interpret = jax.default_backend() == "cpu"
+    block_batch = options.block_batch or fused.default_block_batch(n, M, d)
+    if block_batch < 1 or block_batch & (block_batch - 1):
+        raise ValueError(f"block_batch must be a power of two, got {block_batch}")
+    if options.layers_per_step < 1:
+        raise ValueError(f"layers_per_step must be >= 1, got {options.layers_per_step}")
+    return fused.KernelConfig(
+        alpha=net.alpha,
+        activation=net.block.activation,
+        inner_scale=float(net.block.inner_scale),
+        block_batch=block_batch,
+        layers_per_step=options.layers_per_step,
+        interpret=bool(interpret),
+        num_warps=options.num_warps,
+        num_stages=options.num_stages,
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _compiles(cfg: fused.KernelConfig, M: int, d: int, dtype: str) -> str | None:
+    """Compile a tiny instance of both kernels; None if they compile, else the reason."""
+    K, n = cfg.layers_per_step, cfg.block_batch
+    h0 = jax.ShapeDtypeStruct((n, d), dtype)
+    w = jax.ShapeDtypeStruct((2 * K, M, d), dtype)
+
+    def loss(h0, u, v):
+        return jnp.sum(fused.fused_hidden(h0, u, v, cfg))
+
+    try:
+        jax.jit(jax.grad(loss, argnums=(0, 1, 2))).lower(h0, w, w).compile()
+    except Exception as err:  # any lowering/compile failure means: do not use the kernel
+        return f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+    return None
+
+
+def pallas_supported(net: ResNet, n: int, options: PallasOptions | None = None) -> tuple[bool, str]:
+    """Whether the fused kernels apply to `net` for a batch of `n` inputs, and why not.
+
+    Checks the block (2LP), the tile size, and that both kernels compile on the
+    default device (once per configuration; the answer is cached).
+    """
+    options = options or PallasOptions()
+    if not _is_two_layer(net):
+        return False, "not a 2LP network (TwoLayerBlock with TwoLayerParams)"
+    L, M, d = net.params.u.shape
+    if not fused.eligible(M, d):
+        return False, f"one layer (M={M}, d={d}) exceeds a kernel tile ({fused.MAX_TILE})"
+    cfg = _kernel_config(net, n, options)._replace(alpha=1.0)  # α does not affect compiling
+    reason = _compiles(cfg, M, d, jnp.dtype(net.params.u.dtype).name)
+    return reason is None, reason or "ok"
+
+
+def choose_method(
+    net: ResNet, n: int, method: str = "auto", options: PallasOptions | None = None
+) -> str:
+    """Resolve `method` (one of `METHODS`) to the method actually run."""
+    options = options or PallasOptions()
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if method == "pallas" and not _is_two_layer(net):
+        raise ValueError("method='pallas' needs a 2LP network (TwoLayerBlock, TwoLayerParams)")
+    if method != "auto":
+        return method
+    if jax.default_backend() == "cpu":
+        return "scan"
+    ok, reason = pallas_supported(net, n, options)
+    if not ok and _is_two_layer(net):
+        _warn_once(f"fused Pallas depth loop not used ({reason}); using the unrolled scan")
+    return "pallas" if ok else "unroll"
+
+
+@functools.lru_cache(maxsize=64)
+def _warn_once(message: str) -> None:
+    warnings.warn(message, stacklevel=3)
+
+
+def _check_batch(xs) -> int:
+    if jnp.ndim(xs) != 2:
+        raise ValueError(f"xs must have shape (n, d_in), got {jnp.shape(xs)}")
+    return jnp.shape(xs)[0]
+
+
+def _unrolled(net: ResNet, h0, unroll: int, return_all: bool):
+    """One batched scan over layers, `unroll` layers per loop step."""
+    layer = jax.vmap(net.block.layer, in_axes=(0, None))
+
+    def step(h, theta):
+        h = h + net.alpha * layer(h, theta)
+        return h, (h if return_all else None)
+
+    hL, hs = lax.scan(step, h0, net.params, unroll=min(unroll, net.L))
+    if return_all:
+        return jnp.concatenate([h0[:, None], jnp.swapaxes(hs, 0, 1)], axis=1)
+    return hL
+
+
+def forward_batch(
+    net: ResNet,
+    xs: Float[Array, "n d_in"],
+    *,
+    method: str = "auto",
+    return_all: bool = False,
+    unroll: int = DEFAULT_UNROLL,
+    options: PallasOptions | None = None,
+) -> Array:
+    """The network on a batch of inputs, by one of the `METHODS`.
+
+    **Arguments:**
+
+    - `net`: a `ResNet` (vmap over networks to batch seeds).
+    - `xs`: `(n, d_in)` inputs.
+    - `method`: `"auto"` (default), `"scan"`, `"unroll"` or `"pallas"` (module docstring).
+    - `return_all`: return the hidden states h^0..h^L as `(n, L + 1, d)` instead of
+      the outputs. Differentiable for `"scan"` and `"unroll"`; for the kernels use
+      `adjoint_batch` to get backward states.
+    - `unroll`: layers per loop step of `"unroll"`.
+    - `options`: `PallasOptions` for `"pallas"`.
+
+    **Returns:** `(n, d_out)` outputs (or the states with `return_all`).
+    Differentiable (`jax.grad`): the fused kernels carry their own backward kernel.
+    """
+    n = _check_batch(xs)
+    options = options or PallasOptions()
+    chosen = choose_method(net, n, method, options)
+    if chosen == "scan":
+        if return_all:
+            return jax.vmap(lambda x: net.hidden(x, return_all=True))(xs)
+        return jax.vmap(net)(xs)
+    h0 = jax.vmap(net.embed)(xs)
+    if chosen == "unroll":
+        out = _unrolled(net, h0, unroll, return_all)
+    else:
+        cfg = _kernel_config(net, n, options)
+        u, v = net.params.u, net.params.v
+        if return_all:
+            return fused.fused_forward_states(h0, u, v, cfg)
+        out = fused.fused_hidden(h0, u, v, cfg)
+    return out if return_all else jax.vmap(net.output)(out)
+
+
+def adjoint_batch(
+    net: ResNet,
+    xs: Float[Array, "n d_in"],
+    ws: Float[Array, "n d"],
+    *,
+    method: str = "auto",
+    unroll: int = DEFAULT_UNROLL,
+    options: PallasOptions | None = None,
+) -> BatchAdjoint:
+    """Forward pass and the explicit adjoint recursion (B) for a batch, `b^L = w_i`.
+
+    The gradients are summed over the inputs (divide by n for a mean loss); the
+    states are kept for every input (what the coupling with a limit needs).
+    `"scan"` runs the foundation's `backward` per input; `"unroll"` one batched
+    reverse scan; `"pallas"` the fused kernels.
+    """
+    n = _check_batch(xs)
+    if jnp.shape(ws)[0] != n:
+        raise ValueError(f"ws must have one row per input ({n}), got shape {jnp.shape(ws)}")
+    options = options or PallasOptions()
+    chosen = choose_method(net, n, method, options)
+    if chosen == "scan":
+        adj = jax.vmap(lambda x, w: backward(net, x, w))(xs, ws)
+        return BatchAdjoint(adj.h, adj.b, jax.tree.map(lambda g: jnp.sum(g, axis=0), adj.grads))
+    if chosen == "pallas":
+        h0 = jax.vmap(net.embed)(xs)
+        st = fused.fused_states(h0, net.params.u, net.params.v, ws, _kernel_config(net, n, options))
+        return BatchAdjoint(st.h, st.b, TwoLayerParams(u=st.u, v=st.v))
+    hs = forward_batch(net, xs, method="unroll", return_all=True, unroll=unroll)
+    layer = jax.vmap(net.block.layer, in_axes=(0, None))
+
+    def step(b, inputs):
+        h_prev, theta = inputs
+        _, vjp = jax.vjp(layer, h_prev, theta)
+        gh, gtheta = vjp(b)
+        b = b + net.alpha * gh
+        return b, (b, jax.tree.map(lambda g: net.alpha * g, gtheta))
+
+    h_prev = jnp.swapaxes(hs[:, :-1], 0, 1)
+    _, (bs, grads) = lax.scan(
+        step, ws, (h_prev, net.params), reverse=True, unroll=min(unroll, net.L)
+    )
+    b = jnp.concatenate([jnp.swapaxes(bs, 0, 1), ws[:, None]], axis=1)
+    return BatchAdjoint(hs, b, grads)

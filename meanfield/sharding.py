@@ -1,0 +1,132 @@
+"""Seeds spread over all devices: one per-seed computation mapped over a seed axis.
+
+A study computes the same thing for many seeds (and for every grid point of one shape).
+`shard_seeds(fn)` turns `fn(seed_inputs...) -> outputs` into a function of arrays with a
+leading seed axis that
+
+* splits the seeds over the devices of a one-axis mesh (`jax.shard_map` with
+  `NamedSharding`-style `PartitionSpec("seeds")`), padding the seed axis to a multiple
+  of the device count by repeating the last seed (padded results are dropped);
+* on each device runs its seeds in chunks of `batch_size` (`lax.map`; `None` runs all
+  of them at once, i.e. `vmap`);
+* returns the outputs with the seed axis in the original order.
+
+Each seed's result depends only on its own inputs, so the answer is the one of a
+single device (tested with 4 forced host devices on CPU). With several processes
+(`jax.distributed.initialize()` before anything else, see benchmarks/README.md) the
+mesh spans the devices of every process and the outputs are gathered on each.
+"""
+
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.lax as lax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, PartitionSpec
+
+SEED_AXIS = "seeds"
+
+
+def _shard_map(f, mesh, in_specs, out_specs):
+    # replication checks off: shared (replicated) inputs may meet per-seed values in a
+    # user's scan carry, which the varying-axes check would reject
+    if hasattr(jax, "shard_map"):
+        return jax.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
+    from jax.experimental.shard_map import shard_map  # jax < 0.7
+
+    return shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_rep=False)
+
+
+def seed_mesh(devices: Sequence | None = None) -> Mesh:
+    """A one-axis mesh named `"seeds"` over `devices` (default: every device)."""
+    devices = list(jax.devices() if devices is None else devices)
+    if not devices:
+        raise ValueError("devices must hold at least one device")
+    return Mesh(np.array(devices), (SEED_AXIS,))
+
+
+def _axes(in_axes, args) -> tuple:
+    axes = (in_axes,) * len(args) if not isinstance(in_axes, tuple | list) else tuple(in_axes)
+    if len(axes) != len(args):
+        raise ValueError(f"in_axes has {len(axes)} entries for {len(args)} arguments")
+    if any(a not in (0, None) for a in axes):
+        raise ValueError(f"in_axes entries must be 0 (per seed) or None (shared), got {in_axes}")
+    if not any(a == 0 for a in axes):
+        raise ValueError("at least one argument must be mapped over seeds (in_axes 0)")
+    return axes
+
+
+def _seed_count(args, axes) -> int:
+    sizes = {
+        jnp.shape(leaf)[0] if jnp.ndim(leaf) else None
+        for a, ax in zip(args, axes, strict=True)
+        if ax == 0
+        for leaf in jax.tree.leaves(a)
+    }
+    if len(sizes) != 1 or None in sizes:
+        raise ValueError(f"mapped arguments must share one leading seed axis, got sizes {sizes}")
+    return sizes.pop()
+
+
+def shard_seeds(
+    fn: Callable,
+    in_axes: int | None | tuple = 0,
+    *,
+    batch_size: int | None = None,
+    devices: Sequence | None = None,
+) -> Callable:
+    """Map `fn` over a leading seed axis, seeds split over devices.
+
+    **Arguments:**
+
+    - `fn`: the computation for one seed, `fn(*args) -> pytree of arrays`.
+    - `in_axes`: like `jax.vmap`: `0` for arguments with a leading seed axis, `None`
+      for arguments shared by every seed (one entry per argument, or one for all).
+    - `batch_size`: seeds computed at once on a device (`lax.map`); `None`: all of the
+      device's seeds at once.
+    - `devices`: the devices to use (default: `jax.devices()`, every process's).
+
+    **Returns:** a jitted function of the same arguments returning `fn`'s outputs
+    stacked along a leading seed axis, in seed order (one compiled program per
+    argument shape).
+    """
+    mesh = seed_mesh(devices)
+    count = mesh.devices.size
+
+    def run(*args):
+        axes = _axes(in_axes, args)
+        seeds = _seed_count(args, axes)
+        per_device = -(-seeds // count)
+        index = jnp.minimum(jnp.arange(per_device * count), seeds - 1)  # repeat the last seed
+        padded = tuple(
+            jax.tree.map(lambda x: x[index], a) if ax == 0 else a
+            for a, ax in zip(args, axes, strict=True)
+        )
+
+        def local(*local_args):
+            mapped = tuple(a for a, ax in zip(local_args, axes, strict=True) if ax == 0)
+
+            def one(per_seed):
+                it = iter(per_seed)
+                full = [next(it) if ax == 0 else a for a, ax in zip(local_args, axes, strict=True)]
+                return fn(*full)
+
+            return lax.map(one, mapped, batch_size=batch_size or per_device)
+
+        specs = tuple(PartitionSpec(SEED_AXIS) if ax == 0 else PartitionSpec() for ax in axes)
+        out = _shard_map(local, mesh, specs, PartitionSpec(SEED_AXIS))(*padded)
+        return jax.tree.map(lambda o: o[:seeds], out)
+
+    jitted = jax.jit(run)
+
+    def call(*args):
+        out = jitted(*args)
+        if jax.process_count() > 1:
+            from jax.experimental import multihost_utils
+
+            out = multihost_utils.process_allgather(out, tiled=True)
+        return out
+
+    call.jitted = jitted  # for `.lower(...)` and compile counting
+    return call

@@ -1,0 +1,57 @@
+"""Persistent compilation cache and compile counting."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import meanfield as mf
+from meanfield.cli import main
+from meanfield.compilation import disable_compilation_cache
+
+
+def test_persistent_cache_round_trip(tmp_path, monkeypatch):
+    """A program compiled once is read back from the cache folder after the in-memory
+    caches are cleared: one miss, then one hit."""
+    monkeypatch.delenv("MEANFIELD_COMPILE_CACHE", raising=False)
+    folder = tmp_path / "cache"
+    try:
+        assert mf.enable_compilation_cache(folder) == folder
+        f = lambda x: jnp.sin(x) * 3.25 + jnp.cos(x) ** 2  # a program no other test compiles
+        x = jnp.arange(17.0)
+        with mf.CompileCounter() as first:
+            expected = jax.jit(f)(x)
+        assert first.compiles == 1 and first.cache_misses == 1 and first.cache_hits == 0
+        assert any(folder.iterdir())
+        jax.clear_caches()
+        with mf.CompileCounter() as second:
+            again = jax.jit(f)(x)
+        assert second.cache_hits == 1 and second.cache_misses == 0
+        assert jnp.array_equal(again, expected)
+    finally:
+        disable_compilation_cache()
+
+
+def test_cache_switches(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEANFIELD_COMPILE_CACHE", "off")
+    assert mf.enable_compilation_cache() is None
+    assert mf.enable_compilation_cache("off") is None
+    monkeypatch.setenv("MEANFIELD_COMPILE_CACHE", str(tmp_path / "env"))
+    try:
+        assert mf.enable_compilation_cache() == tmp_path / "env"
+        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "env")
+    finally:
+        disable_compilation_cache()
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(ValueError, match="cannot be created"):
+        mf.enable_compilation_cache(blocker / "sub")
+
+
+def test_cli_rejects_bad_cache_folder(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(SystemExit) as exc:
+        main(["--compile-cache", str(blocker / "x"), "study", "mean-ode", "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    assert "--compile-cache" in capsys.readouterr().err
+    assert jax.config.jax_compilation_cache_dir is None

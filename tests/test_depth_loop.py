@@ -1,0 +1,197 @@
+"""The fused depth loop against the plain scan (the oracle), on CPU in float64.
+
+The Pallas kernels run in interpret mode; every shape below needs padding in every
+axis (n, d, M not powers of two, L not a multiple of the layers per step).
+"""
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+
+import meanfield as mf
+from meanfield import fused_two_layer as fused
+
+SMALL = mf.PallasOptions(block_batch=4, layers_per_step=4)
+
+
+def _net(key, *, L=13, M=5, d=3, activation="tanh", inner_scale=1.0, **kw):
+    block = mf.TwoLayerBlock(activation, inner_scale=inner_scale)
+    law = mf.TwoLayerNonCentredLaw(d, sigma_u=1.0, sigma_xi=0.7)
+    return mf.ResNet.sample(block, law, L=L, M=M, scaling=mf.CriticalScaling(), key=key, **kw)
+
+
+def _inputs(key, n=7, d=3):
+    return jr.normal(jr.fold_in(key, 99), (n, d))
+
+
+def _close(a, b, rtol=1e-12):
+    a, b = np.asarray(a), np.asarray(b)
+    scale = max(np.max(np.abs(b)), 1e-300)
+    assert a.shape == b.shape
+    assert np.max(np.abs(a - b)) <= rtol * scale, np.max(np.abs(a - b)) / scale
+
+
+def _forward(net, xs, **kw):
+    return jax.jit(lambda net, xs: mf.forward_batch(net, xs, **kw))(net, xs)
+
+
+def _backward(net, xs, ws):
+    return jax.jit(jax.vmap(lambda x, w: mf.backward(net, x, w)))(xs, ws)
+
+
+def _adjoint(net, xs, ws, **kw):
+    return jax.jit(lambda net, xs, ws: mf.adjoint_batch(net, xs, ws, **kw))(net, xs, ws)
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_methods_match_scan_forward(key, activation):
+    net = _net(key, activation=activation, inner_scale=0.8)
+    xs = _inputs(key)
+    ref = _forward(net, xs, method="scan")
+    # a plain Python loop over layers, independent of every method under test
+    h = xs
+    rho = mf.resolve_activation(activation)
+    for l in range(net.L):
+        u, v = net.params.u[l], net.params.v[l]
+        h = h + net.alpha * rho(0.8 * h @ u.T) @ v
+    _close(ref, h)
+    for method in ("unroll", "pallas"):
+        _close(_forward(net, xs, method=method, unroll=3, options=SMALL), ref)
+
+
+def test_methods_match_scan_all_states_and_readout(key):
+    d_in, D = 2, 3
+    emb = jr.normal(jr.fold_in(key, 1), (D, d_in))
+    read = jr.normal(jr.fold_in(key, 2), (D, 2))
+    net = _net(key, d=D, embedding=emb, readout=read)
+    xs = _inputs(key, d=d_in)
+    ref_out = _forward(net, xs, method="scan")
+    ref_all = _forward(net, xs, method="scan", return_all=True)
+    for method in ("unroll", "pallas"):
+        _close(_forward(net, xs, method=method, unroll=3, options=SMALL), ref_out)
+        states = _forward(net, xs, method=method, unroll=3, return_all=True, options=SMALL)
+        _close(states, ref_all)
+
+
+def test_seeds_batched_by_vmap(key):
+    """All seeds of a grid point in one program: vmap over networks (the kernel's grid
+    gains an axis) equals running each seed alone with the plain scan."""
+    block = mf.TwoLayerBlock("tanh")
+    law = mf.TwoLayerGaussianLaw(3)
+    keys = jr.split(key, 3)
+    params = jax.vmap(
+        lambda k: mf.ResNet.sample(block, law, L=9, M=6, scaling=mf.MeanODEScaling(), key=k).params
+    )(keys)
+    alpha = 1.0 / (9 * 6)
+    xs = _inputs(key, n=5)
+
+    def run(method):
+        f = lambda p: mf.forward_batch(
+            mf.ResNet(block, p, alpha), xs, method=method, unroll=3, options=SMALL
+        )
+        return jax.jit(jax.vmap(f))(params)
+
+    one_seed = jax.jit(lambda p: jax.vmap(mf.ResNet(block, p, alpha))(xs))
+    ref = np.stack([one_seed(jax.tree.map(lambda a, s=s: a[s], params)) for s in range(3)])
+    for method in ("unroll", "pallas"):
+        _close(run(method), ref)
+
+
+@pytest.mark.parametrize("method", ["unroll", "pallas"])
+def test_gradients_match_jax_grad_of_scan(key, method):
+    net = _net(key, activation="gelu")
+    xs = _inputs(key)
+    ys = jnp.roll(xs, 1, axis=1)
+
+    def loss(params, xs, how):
+        out = mf.forward_batch(
+            mf.ResNet(net.block, params, net.alpha), xs, method=how, options=SMALL
+        )
+        return 0.5 * jnp.mean(jnp.sum((out - ys) ** 2, axis=-1))
+
+    ref = jax.jit(jax.grad(loss, argnums=(0, 1)), static_argnums=2)(net.params, xs, "scan")
+    got = jax.jit(jax.grad(loss, argnums=(0, 1)), static_argnums=2)(net.params, xs, method)
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(ref), strict=True):
+        _close(a, b)
+
+
+@pytest.mark.parametrize("method", ["unroll", "pallas"])
+def test_adjoint_batch_matches_backward(key, method):
+    net = _net(key, activation="softplus")
+    xs = _inputs(key)
+    ws = jr.normal(jr.fold_in(key, 3), xs.shape)
+    adj = _backward(net, xs, ws)
+    got = _adjoint(net, xs, ws, method=method, unroll=3, options=SMALL)
+    _close(got.h, adj.h)
+    _close(got.b, adj.b)
+    for a, b in zip(jax.tree.leaves(got.grads), jax.tree.leaves(adj.grads), strict=True):
+        _close(a, jnp.sum(b, axis=0))
+
+
+def test_backward_kernel_accumulates_tiles(key, monkeypatch):
+    """More input tiles than gradient partials: one program loops over several tiles."""
+    monkeypatch.setattr(fused, "MAX_PARTIALS", 2)
+    net = _net(key, L=6, M=3)
+    xs = _inputs(key, n=11)
+    ws = jr.normal(jr.fold_in(key, 4), xs.shape)
+    opts = mf.PallasOptions(block_batch=2, layers_per_step=2)
+    shape = fused._padded(11, 6, 3, 3, fused.KernelConfig(1.0, "tanh", 1.0, 2, 2))
+    assert fused._groups(shape) == (2, 3)  # 6 tiles of 2 inputs: 2 programs of 3 tiles
+    got = _adjoint(net, xs, ws, method="pallas", options=opts)
+    adj = _backward(net, xs, ws)
+    _close(got.b, adj.b)
+    for a, b in zip(jax.tree.leaves(got.grads), jax.tree.leaves(adj.grads), strict=True):
+        _close(a, jnp.sum(b, axis=0))
+
+
+def test_float32_kernel(key):
+    net = _net(key)
+    net32 = mf.ResNet(
+        net.block, jax.tree.map(lambda a: a.astype(jnp.float32), net.params), net.alpha
+    )
+    xs = _inputs(key).astype(jnp.float32)
+    out = _forward(net32, xs, method="pallas", options=SMALL)
+    assert out.dtype == jnp.float32
+    _close(out, _forward(net, xs.astype(jnp.float64), method="scan"), rtol=1e-5)
+
+
+def test_method_choice_and_errors(key):
+    net = _net(key)
+    assert mf.choose_method(net, 7) == "scan"  # CPU
+    # compiled (non-interpret) kernels do not lower on CPU: the probe says so
+    ok, reason = mf.pallas_supported(net, 7, mf.PallasOptions(interpret=False))
+    assert not ok and "interpret" in reason
+    assert not mf.pallas_supported(_net(key, M=4096, d=8), 7)[0]
+    matrix = mf.ResNet.sample(
+        mf.MatrixBlock("tanh"), mf.MatrixGaussianLaw(3), L=4, scaling=0.5, key=key
+    )
+    assert mf.choose_method(matrix, 7, "unroll") == "unroll"
+    xs = _inputs(key)
+    _close(_forward(matrix, xs, method="unroll", unroll=3), _forward(matrix, xs, method="scan"))
+    with pytest.raises(ValueError, match="method must be one of"):
+        mf.choose_method(net, 7, "fast")
+    with pytest.raises(ValueError, match="needs a 2LP network"):
+        mf.forward_batch(matrix, _inputs(key), method="pallas")
+    with pytest.raises(ValueError, match="block_batch must be a power of two"):
+        mf.forward_batch(
+            net, _inputs(key), method="pallas", options=mf.PallasOptions(block_batch=3)
+        )
+    with pytest.raises(ValueError, match="xs must have shape"):
+        mf.forward_batch(net, jnp.ones(3))
+    with pytest.raises(ValueError, match="ws must have one row per input"):
+        mf.adjoint_batch(net, _inputs(key), jnp.ones((2, 3)))
+
+
+@pytest.mark.parametrize("method", ["scan", "pallas"])
+def test_one_program_per_shape(key, method):
+    """Networks of one (L, M) shape share one compiled program whatever their weights
+    (and α, a static value of the same float); a new L compiles once more."""
+    xs = _inputs(key)
+    nets = [_net(jr.fold_in(key, s), L=8) for s in range(3)] + [_net(key, L=12)]
+    f = jax.jit(lambda net, xs: mf.forward_batch(net, xs, method=method, options=SMALL))
+    with mf.CompileCounter() as counter:
+        for net in nets:
+            jax.block_until_ready(f(net, xs))
+    assert counter.compiles == 2
