@@ -16,6 +16,8 @@ from .runner import StudyRunner as StudyRunner
 # command-line name -> module (imported lazily so `meanfield info` stays fast)
 _MODULES: dict[str, str] = {
     "mean-ode": "meanfield.studies.mean_ode",
+    "sde": "meanfield.studies.sde",
+    "phases": "meanfield.studies.phases",
     "response": "meanfield.studies.response",
     "variance": "meanfield.studies.variance",
     "tangent-kernel": "meanfield.studies.tangent_kernel",

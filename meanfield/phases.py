@@ -1,0 +1,232 @@
+"""Phases at initialisation: identity, stability, explosion (SPEC §4, Marion et al. 2022).
+
+For `h_k = h_{k−1} + L^{-β} V_k ReLU(W_k h_{k−1})` at initialisation, the forward
+ratio `‖h_L − h_0‖/‖h_0‖` and the gradient ratio `‖p_0 − p_L‖/‖p_L‖`
+(`p_k = ∂𝓛/∂h_k`, from the explicit backward recursion of `meanfield.backward`)
+go to 0 (identity) for β above a critical β_c, to ∞ (explosion) below it, and stay
+of order one at β_c: β_c = 1/2 for i.i.d. weights, 1 for smooth weights, and a
+continuum in between for fBm increments.
+
+**The critical-β estimator.** For each β the ratio behaves like a power of L near
+β_c (`r ≈ c L^{β_c − β}` when r is small: a sum of L terms of size L^{-β}, with
+i.i.d. or smoothly correlated signs), and grows faster than any power for β < β_c.
+So the log-log slope
+
+    s(β) = slope of log median_seeds r(L) against log L
+
+is positive below β_c, negative above, and crosses 0 at β_c (where the network
+converges to a non-degenerate limit). The estimate is the zero crossing of s,
+linearly interpolated between the two grid values of β that bracket it, after
+making s non-increasing in β (running minimum from small β; s is decreasing in
+theory, the envelope only removes noise). The median, not the mean, is used
+because exploding draws are heavy-tailed (and a draw that overflows counts as
++∞ without breaking the median). The 95% interval is a percentile bootstrap over
+draws (the same resampled draws for every β and L, which share their weights);
+it covers sampling noise, not the finite-L bias of s at β_c nor the β-grid
+resolution, which are reported beside it (`grid_spacing`).
+
+Classification of one β: `explosion` if s > tol or more than half the draws at
+the largest L exploded, `identity` if s < −tol, else `stability` (tol = 0.05 by
+default).
+"""
+
+import math
+from collections.abc import Callable, Sequence
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from .activations import resolve_activation
+from .backward import backward
+from .blocks import AbstractLayerBlock
+from .resnet import ResNet
+
+# E[‖p_0 − p_L‖²/‖p_L‖²] at β = 1/2 with i.i.d. weights (SPEC §4)
+GRADIENT_BOUNDS = (math.exp(0.5) - 1.0, math.exp(4.0) - 1.0)
+SLOPE_TOL = 0.05
+PHASES = ("identity", "stability", "explosion")
+
+
+def forward_bounds(d: int, delta: float) -> tuple[float, float]:
+    """The β = 1/2 i.i.d. bounds on `‖h_L − h_0‖²/‖h_0‖²`, holding with probability ≥ 1 − δ:
+    `(exp(3/8 − sqrt(22/(dδ))) − 1, exp(1 + sqrt(10/(dδ))) + 1)`."""
+    if not (0.0 < delta < 1.0):
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    return (
+        math.exp(3.0 / 8.0 - math.sqrt(22.0 / (d * delta))) - 1.0,
+        math.exp(1.0 + math.sqrt(10.0 / (d * delta))) + 1.0,
+    )
+
+
+class ScaledPerceptronParams(eqx.Module):
+    """Parameters `(V, W, scale)` of a `ScaledPerceptronBlock` (stacked `(L, ...)`)."""
+
+    V: Float[Array, "... d m"]
+    W: Float[Array, "... m d"]
+    scale: Float[Array, "..."]
+
+
+class ScaledPerceptronBlock(AbstractLayerBlock):
+    """`F(h, (V, W, a)) = a V σ(W h)`: a `PerceptronBlock` with a per-layer scale as data.
+
+    With `a = α` in every layer and `ResNet(..., alpha=1)` this is the network
+    `h_k = h_{k−1} + α V_k σ(W_k h_{k−1})`, with α a traced value: one compiled program
+    serves every β (α = L^{-β}) and vmapping over β multiplies inside the layer, so no
+    copy of the weights is made per β (tested against `PerceptronBlock` with
+    `DepthPowerScaling`).
+
+    **Arguments:**
+
+    - `activation`: σ, a name or a callable (default `relu`).
+    """
+
+    activation: str | Callable = eqx.field(static=True, default="relu")
+
+    def __check_init__(self):
+        resolve_activation(self.activation)
+
+    def __call__(self, h: Float[Array, " d"], theta: ScaledPerceptronParams) -> Float[Array, " d"]:
+        return theta.scale * (theta.V @ resolve_activation(self.activation)(theta.W @ h))
+
+
+def perceptron_resnet(
+    V: Float[Array, "L d d"], W: Float[Array, "L d d"], alpha, activation: str = "relu"
+) -> ResNet:
+    """`h_k = h_{k−1} + α V_k σ(W_k h_{k−1})` as a `ResNet` whose α may be traced.
+
+    A `ScaledPerceptronBlock` with `scale = α` in every layer and `alpha=1`: the same
+    map and the same backward states b^k as `ResNet(PerceptronBlock, (V, W), alpha=α)`.
+    """
+    scale = jnp.broadcast_to(jnp.asarray(alpha, V.dtype), V.shape[:1])
+    params = ScaledPerceptronParams(V=V, W=W, scale=scale)
+    return ResNet(ScaledPerceptronBlock(activation), params, 1.0)
+
+
+class DepthRatios(eqx.Module):
+    """`forward = ‖h_L − h_0‖/‖h_0‖` and `gradient = ‖p_0 − p_L‖/‖p_L‖` of one network."""
+
+    forward: Array
+    gradient: Array
+
+
+def depth_ratios(net: ResNet, x: Float[Array, " d"], y: Float[Array, " d"]) -> DepthRatios:
+    """The forward and gradient ratios for the loss `½‖h_L − y‖²` at input x.
+
+    The gradients `p_k = ∂𝓛/∂h_k` are the backward states `b^k` of the explicit
+    recursion (B) (`meanfield.backward`), started from `p_L = h_L − y`.
+    """
+    hL = net.hidden(x)
+    adj = backward(net, x, hL - y)
+    h0, p0, pL = adj.h[0], adj.b[0], adj.b[-1]
+    return DepthRatios(
+        forward=jnp.linalg.norm(adj.h[-1] - h0) / jnp.linalg.norm(h0),
+        gradient=jnp.linalg.norm(p0 - pL) / jnp.linalg.norm(pL),
+    )
+
+
+def _as_array(values) -> np.ndarray:
+    """Per-draw values with None / NaN as +inf (an overflowed draw is an explosion)."""
+    v = np.array([math.inf if x is None else float(x) for x in values], dtype=float)
+    v[np.isnan(v)] = math.inf
+    return v
+
+
+def median_log_slope(Ls: Sequence[int], samples: np.ndarray) -> float:
+    """Least-squares slope of `log median(r)` against `log L`; `samples` is `(n_L, draws)`.
+
+    +∞ if a median is infinite (more than half the draws exploded at some depth).
+    """
+    with np.errstate(invalid="ignore"):  # inf − inf when the middle draws both overflowed
+        med = np.median(samples, axis=-1)
+    if not np.all(np.isfinite(med)) or np.any(med <= 0):
+        return math.inf
+    x = np.log(np.asarray(Ls, dtype=float))
+    xc = x - x.mean()
+    return float(np.log(med) @ xc / (xc @ xc))
+
+
+def zero_crossing(betas: Sequence[float], slopes: Sequence[float]) -> float | None:
+    """The β where the running-minimum envelope of `slopes` crosses 0 (linear
+    interpolation), or None if it does not cross inside the grid."""
+    b = np.asarray(betas, dtype=float)
+    s = np.minimum.accumulate(np.asarray(slopes, dtype=float))
+    for i in range(len(b) - 1):
+        if s[i] > 0 >= s[i + 1]:
+            if not math.isfinite(s[i]):
+                return float(0.5 * (b[i] + b[i + 1]))  # exploded at b[i]: no slope to use
+            return float(b[i] + (b[i + 1] - b[i]) * s[i] / (s[i] - s[i + 1]))
+    return None
+
+
+def classify(slope: float, exploded_fraction: float, tol: float = SLOPE_TOL) -> str:
+    """`explosion`, `identity` or `stability` from the slope s(β) (see the module docstring)."""
+    if slope > tol or exploded_fraction > 0.5:
+        return "explosion"
+    if slope < -tol:
+        return "identity"
+    return "stability"
+
+
+def critical_beta(
+    betas: Sequence[float],
+    Ls: Sequence[int],
+    samples: np.ndarray,
+    *,
+    theory: float | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    tol: float = SLOPE_TOL,
+) -> dict:
+    """Estimate β_c from ratios `samples[β, L, draw]` (see the module docstring).
+
+    **Returns:** a dict with `estimate`, `ci95` (bootstrap over draws), `theory`,
+    `slopes` (s(β) per β), `slopes_ci95`, `phases`, `grid_spacing`, `bootstrap_failures`
+    (replicates without a crossing), and `reason` when there is no estimate.
+    """
+    samples = np.asarray(samples, dtype=float)
+    samples = np.where(np.isnan(samples), np.inf, samples)
+    n_beta, n_L, n_draw = samples.shape
+    if n_beta != len(betas) or n_L != len(Ls):
+        raise ValueError(
+            f"samples must have shape (len(betas), len(Ls), draws), got {samples.shape}"
+        )
+    slopes = [median_log_slope(Ls, samples[i]) for i in range(n_beta)]
+    exploded = [float(np.mean(~np.isfinite(samples[i, -1]))) for i in range(n_beta)]
+    rng = np.random.default_rng(seed)
+    boot_slopes = np.empty((n_boot, n_beta))
+    boot_est = []
+    for k in range(n_boot):
+        idx = rng.integers(0, n_draw, n_draw)
+        sl = [median_log_slope(Ls, samples[i][:, idx]) for i in range(n_beta)]
+        boot_slopes[k] = sl
+        c = zero_crossing(betas, sl)
+        if c is not None:
+            boot_est.append(c)
+
+    def ci(v):
+        v = np.asarray(v, dtype=float)
+        if v.size == 0:
+            return None
+        lo, hi = np.percentile(v, [2.5, 97.5])
+        return [float(lo), float(hi)]
+
+    estimate = zero_crossing(betas, slopes)
+    result = {
+        "estimate": estimate,
+        "ci95": ci(boot_est) if estimate is not None else None,
+        "theory": theory,
+        "betas": [float(b) for b in betas],
+        "slopes": slopes,
+        "slopes_ci95": [ci(boot_slopes[:, i]) for i in range(n_beta)],
+        "phases": [classify(s, e, tol) for s, e in zip(slopes, exploded, strict=True)],
+        "exploded_fraction_at_largest_L": exploded,
+        "grid_spacing": float(np.min(np.diff(betas))) if n_beta > 1 else None,
+        "bootstrap_failures": n_boot - len(boot_est),
+        "method": "zero crossing of the log-log slope of the median ratio against L",
+    }
+    if estimate is None:
+        where = "below" if all(s <= 0 for s in slopes) else "above"
+        result["reason"] = f"the slope does not change sign on the β grid: β_c is {where} it"
+    return result

@@ -1,0 +1,460 @@
+"""`meanfield study phases`: identity / stability / explosion at initialisation (SPEC §4).
+
+The network `h_k = h_{k−1} + L^{-β} V_k ReLU(W_k h_{k−1})`, `h_0 = x ~ N(0, I_d)`, with
+V and W drawn independently from one depth law (`--weights`): i.i.d. Gaussian,
+smooth Gaussian process in depth, or fractional-Brownian increments with Hurst
+index H. For every depth L and every β of the grid, and many draws, the study
+records the forward ratio `‖h_L − h_0‖/‖h_0‖` and the gradient ratio
+`‖p_0 − p_L‖/‖p_L‖` (`p_k = ∂𝓛/∂h_k` for `𝓛 = ½‖h_L − y‖²`, `y ~ N(0, I_d)`, from the
+explicit backward recursion).
+
+Outputs (`DIR/results.json` and figures):
+
+* per (β, L): both ratios summarised over draws;
+* per β: the log-log slope of the median ratio against L with a 95% bootstrap
+  interval and the phase (identity / stability / explosion);
+* `critical_beta`: the zero crossing of that slope in β (the estimator is
+  described in `meanfield.phases`), with a bootstrap 95% interval and the theory
+  (1/2 i.i.d., 1 smooth, max(H, 1/2) for fBm: see below);
+* for fBm, a Hurst × β heatmap of the slope with β_c(H) over it (`heatmap.png`);
+* for i.i.d. weights at β = 1/2: the fraction of draws inside the SPEC §4 bounds
+  on `‖h_L − h_0‖²/‖h_0‖²` for several δ (against the guarantee 1 − δ), and the
+  mean squared gradient ratio against `[e^{1/2} − 1, e^4 − 1]`.
+
+fBm theory: the first-order term of `h_L − h_0` is `L^{H−β}` times a sum of
+increments that telescopes, and the second-order term of `‖h_L‖²` is a sum of
+`L` squared increments of size `L^{-2β}`, i.e. `L^{1−2β}`; so β_c = H for H ≥ 1/2
+(the SPEC's "expected H") but β_c = 1/2 for H < 1/2. `theory = max(H, 1/2)`.
+
+All β share one compiled program per law (α = L^{-β} enters as data, see
+`meanfield.phases.perceptron_resnet`); the draws of one law share their weights
+across β, and (for the path laws) across depths.
+"""
+
+import math
+import time
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+
+from ..depth import FractionalBrownianLaw, IIDGaussianLaw, SmoothGPLaw
+from ..depth.base import AbstractPathLaw
+from ..fits import summarize
+from ..phases import (
+    GRADIENT_BOUNDS,
+    SLOPE_TOL,
+    critical_beta,
+    depth_ratios,
+    forward_bounds,
+    perceptron_resnet,
+)
+from .args import float_list, int_list, positive_float, positive_int
+from .runner import StudyInputError, StudyRunner
+
+HELP = "identity / stability / explosion of ResNets at initialisation vs β; critical β (SPEC §4)"
+DEFAULT_X64 = True
+WEIGHTS = ("iid", "smooth", "fbm")
+BETAS = [0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.125, 1.25, 1.5]
+
+PRESETS = {
+    "quick": {
+        "L": [16, 32, 64, 128, 256, 512],
+        "beta": BETAS,
+        "seeds": 64,
+        "d": 32,
+        "heatmap_hurst": [0.3, 0.5, 0.7, 0.9],
+    },
+    "paper": {
+        "L": [16, 32, 64, 128, 256, 512, 1024, 2048],
+        "beta": [0.25 + 0.0625 * i for i in range(21)],
+        "seeds": 512,
+        "d": 64,
+        "heatmap_hurst": [0.1, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95],
+    },
+}
+DEFAULTS = {
+    "hurst": None,
+    "length_scale": 0.2,
+    "activation": "relu",
+    "slope_tol": SLOPE_TOL,
+    "batch": 16,
+    "bootstrap": 500,
+    "deltas": [0.05, 0.1, 0.25, 0.5],
+}
+
+
+def add_arguments(parser):
+    parser.add_argument("--weights", choices=WEIGHTS, default="iid", help="depth law of V and W")
+    parser.add_argument("--hurst", type=float, help="Hurst index H ∈ (0, 1) for --weights fbm")
+    parser.add_argument("--beta", type=float_list, help="scaling exponents β, increasing")
+    parser.add_argument("--L", type=int_list, help="depths, increasing (e.g. 16,32,64)")
+    parser.add_argument("--seeds", type=positive_int, help="draws per (β, L)")
+    parser.add_argument("--d", type=positive_int, help="state dimension (V, W are d×d)")
+    parser.add_argument(
+        "--length-scale", type=positive_float, help="ℓ of the smooth weights (default 0.2)"
+    )
+    parser.add_argument(
+        "--heatmap-hurst",
+        type=float_list,
+        help="Hurst indices of the Hurst × β heatmap (--weights fbm)",
+    )
+    parser.add_argument("--no-heatmap", action="store_true", help="skip the fBm heatmap")
+    parser.add_argument(
+        "--slope-tol", type=positive_float, help="|slope| below which a β is 'stability'"
+    )
+    parser.add_argument("--batch", type=positive_int, help="draws per vectorised batch")
+    parser.add_argument("--bootstrap", type=positive_int, help="bootstrap replicates")
+
+
+def _check_hurst(value, flag):
+    if not (math.isfinite(value) and 0.0 < value < 1.0):
+        raise StudyInputError(f"{flag}: Hurst indices must lie in (0, 1), got {value}")
+
+
+def resolve_config(args) -> dict:
+    """Preset, then command-line overrides; every value checked (StudyInputError)."""
+    cfg = {
+        **DEFAULTS,
+        **PRESETS[args.preset],
+        "weights": args.weights,
+        "preset": args.preset,
+        "seed": args.seed,
+        "x64": args.x64,
+    }
+    for name in (
+        "hurst",
+        "beta",
+        "L",
+        "seeds",
+        "d",
+        "length_scale",
+        "heatmap_hurst",
+        "slope_tol",
+        "batch",
+        "bootstrap",
+    ):
+        value = getattr(args, name, None)
+        if value is not None:
+            cfg[name] = value
+    w = cfg["weights"]
+    if w == "fbm":
+        if cfg["hurst"] is None:
+            cfg["hurst"] = 0.75
+        _check_hurst(cfg["hurst"], "--hurst")
+        if args.no_heatmap:
+            cfg["heatmap_hurst"] = []
+        for h in cfg["heatmap_hurst"]:
+            _check_hurst(h, "--heatmap-hurst")
+    else:
+        if args.hurst is not None or args.heatmap_hurst is not None:
+            flag = "--hurst" if args.hurst is not None else "--heatmap-hurst"
+            raise StudyInputError(f"{flag}: only used with --weights fbm, not --weights {w}")
+        cfg["heatmap_hurst"] = []
+    if len(cfg["L"]) < 2:
+        raise StudyInputError(f"--L: need at least two depths for a slope, got {cfg['L']}")
+    if len(cfg["beta"]) < 2:
+        raise StudyInputError(f"--beta: need at least two values to locate β_c, got {cfg['beta']}")
+    if any(not (b > 0) for b in cfg["beta"]):
+        raise StudyInputError(f"--beta: values must be > 0, got {cfg['beta']}")
+    if cfg["seeds"] < 4:
+        raise StudyInputError(f"--seeds: need at least 4 draws for medians, got {cfg['seeds']}")
+    if w == "fbm":
+        top = max(cfg["L"])
+        bad = [L for L in cfg["L"] if top % L]
+        if bad:
+            raise StudyInputError(
+                f"--L: with --weights fbm every depth must divide the largest ({top}), "
+                f"since all are read off one path on its grid; {bad} do not"
+            )
+    return cfg
+
+
+def theory_beta(weights: str, hurst: float | None) -> float:
+    """1/2 (i.i.d.), 1 (smooth), max(H, 1/2) (fBm; see the module docstring)."""
+    if weights == "iid":
+        return 0.5
+    if weights == "smooth":
+        return 1.0
+    return max(hurst, 0.5)
+
+
+def make_law(cfg, hurst=None):
+    d = cfg["d"]
+    if cfg["weights"] == "iid":
+        return IIDGaussianLaw(d)
+    if cfg["weights"] == "smooth":
+        return SmoothGPLaw(d, cfg["length_scale"])
+    return FractionalBrownianLaw(d, hurst, max(cfg["L"]))
+
+
+def seed_keys(cfg, hurst, start, stop):
+    """Keys of draws `start..stop−1`, independent of chunking and of the number of draws."""
+    master = jr.fold_in(jr.key(cfg["seed"]), 7)
+    if hurst is not None:
+        master = jr.fold_in(master, int(round(hurst * 1e6)))
+    return jax.vmap(lambda i: jr.fold_in(master, i))(jnp.arange(start, stop))
+
+
+def chunk_program(cfg, law):
+    """Per draw: V and W for every depth, x, y; both ratios for every (L, β).
+
+    **Returns:** `keys -> (forward, gradient)`, each `(draws, n_L, n_β)`.
+    """
+    betas = jnp.asarray(cfg["beta"])
+    d = cfg["d"]
+
+    def one(key):
+        kv, kw, kx, ky = (jr.fold_in(key, i) for i in range(4))
+        x, y = jr.normal(kx, (d,)), jr.normal(ky, (d,))
+        if isinstance(law, AbstractPathLaw):
+            pv, pw = law.path(kv), law.path(kw)
+            draw = lambda L: (law.weights_from_path(pv, L), law.weights_from_path(pw, L))
+        else:
+            draw = lambda L: (law.weights(kv, L), law.weights(kw, L))
+        fwd, grad = [], []
+        for L in cfg["L"]:  # a handful of static depths, each a lax.scan over its layers
+            V, W = draw(L)
+
+            def at(beta, V=V, W=W, L=L):
+                r = depth_ratios(perceptron_resnet(V, W, float(L) ** -beta), x, y)
+                return r.forward, r.gradient
+
+            f, g = jax.vmap(at)(betas)
+            fwd.append(f)
+            grad.append(g)
+        return jnp.stack(fwd), jnp.stack(grad)
+
+    return jax.jit(jax.vmap(one))
+
+
+def _samples(raw_by_chunk, name, seeds):
+    """`(n_β, n_L, draws)` from the chunks' `(draws, n_L, n_β)` lists; a non-finite value
+    (stored as None) is an overflow, i.e. an explosion: +inf."""
+    arr = np.concatenate([np.array(r[name], dtype=object) for r in raw_by_chunk])[:seeds]
+    arr = np.vectorize(lambda v: math.inf if v is None else float(v), otypes=[float])(arr)
+    return np.transpose(arr, (2, 1, 0))
+
+
+def run(args):
+    cfg = resolve_config(args)
+    jax.config.update("jax_enable_x64", bool(cfg["x64"]))
+    runner = StudyRunner(
+        args.study,
+        args.out,
+        cfg,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        progress=not args.no_progress,
+    )
+    runner.open()
+    chunk = cfg["batch"]
+    n_chunks = -(-cfg["seeds"] // chunk)
+    hursts = [None]
+    if cfg["weights"] == "fbm":
+        hursts = [cfg["hurst"]] + [h for h in cfg["heatmap_hurst"] if h != cfg["hurst"]]
+
+    specs = []
+    for h in hursts:
+        specs += [({"hurst": h} if h is not None else {}) | {"chunk": i} for i in range(n_chunks)]
+    programs = {}
+
+    def compute(spec):
+        h = spec.get("hurst")
+        if h not in programs:
+            programs[h] = chunk_program(cfg, make_law(cfg, h))
+        start = spec["chunk"] * chunk
+        fwd, grad = jax.block_until_ready(programs[h](seed_keys(cfg, h, start, start + chunk)))
+        return {"forward": np.asarray(fwd), "gradient": np.asarray(grad)}
+
+    raw = runner.run_points(
+        specs, compute, describe=lambda s: ", ".join(f"{k}={v}" for k, v in s.items())
+    )
+
+    t_fit = time.perf_counter()
+    Ls, betas, seeds = cfg["L"], cfg["beta"], cfg["seeds"]
+    per_hurst = {}
+    for h in hursts:
+        chunks = [r for r in raw if r.get("hurst") == h]
+        per_hurst[h] = {q: _samples(chunks, q, seeds) for q in ("forward", "gradient")}
+
+    main = per_hurst[hursts[0]]
+    theory = theory_beta(cfg["weights"], cfg["hurst"])
+    points = []
+    for i, beta in enumerate(betas):
+        for j, L in enumerate(Ls):
+            pt = {"L": L, "beta": beta}
+            if cfg["weights"] == "fbm":
+                pt["hurst"] = cfg["hurst"]
+            pt["forward"] = summarize(main["forward"][i, j])
+            pt["gradient"] = summarize(main["gradient"][i, j])
+            points.append(pt)
+
+    estimates = {}
+    for h in hursts:
+        for q in ("forward", "gradient"):
+            estimates[(h, q)] = critical_beta(
+                betas,
+                Ls,
+                per_hurst[h][q],
+                theory=theory_beta(cfg["weights"], h),
+                n_boot=cfg["bootstrap"],
+                seed=cfg["seed"],
+                tol=cfg["slope_tol"],
+            )
+    main_fwd, main_grad = estimates[(hursts[0], "forward")], estimates[(hursts[0], "gradient")]
+    fits = []
+    for q, est in (("forward_ratio", main_fwd), ("gradient_ratio", main_grad)):
+        for i, beta in enumerate(betas):
+            fixed = {"beta": beta, "weights": cfg["weights"]}
+            if cfg["weights"] == "fbm":
+                fixed["hurst"] = cfg["hurst"]
+            fits.append(
+                {
+                    "quantity": q,
+                    "against": "L",
+                    "fixed": fixed,
+                    "statistic": "median over draws",
+                    "slope": est["slopes"][i] if math.isfinite(est["slopes"][i]) else None,
+                    "ci95": est["slopes_ci95"][i],
+                    "theory": theory - beta if beta > theory else None,
+                    "phase": est["phases"][i],
+                }
+            )
+            if not math.isfinite(est["slopes"][i]):
+                fits[-1]["reason"] = "more than half the draws exploded at some depth"
+    for q in ("forward", "gradient"):
+        n_bad = int(np.sum(~np.isfinite(main[q])))
+        if n_bad:
+            runner.warn(
+                f"{n_bad} {q} ratio(s) overflowed (explosion); counted as +inf in the medians"
+            )
+    critical = {
+        **_brief(main_fwd),
+        "quantity": "forward ratio |h_L - h_0|/|h_0|",
+        "hurst": cfg["hurst"],
+        "from_gradient": {**_brief(main_grad), "quantity": "gradient ratio |p_0 - p_L|/|p_L|"},
+        "slopes": main_fwd["slopes"],
+        "slopes_ci95": main_fwd["slopes_ci95"],
+        "betas": betas,
+        "phases": main_fwd["phases"],
+        "grid_spacing": main_fwd["grid_spacing"],
+        "bootstrap_failures": main_fwd["bootstrap_failures"],
+        "method": main_fwd["method"],
+        "theory_note": {
+            "iid": "Marion et al.: beta_c = 1/2 for i.i.d. weights",
+            "smooth": "Marion et al.: beta_c = 1 for smooth (Lipschitz) weights",
+            "fbm": "beta_c = max(H, 1/2): H from the telescoping first-order term, "
+            "1/2 from the L^(1-2beta) second-order term of |h|^2 (SPEC: 'expected H')",
+        }[cfg["weights"]],
+    }
+    if "reason" in main_fwd:
+        critical["reason"] = main_fwd["reason"]
+    results = {"points": points, "fits": fits, "critical_beta": critical}
+    heat = None
+    if cfg["weights"] == "fbm" and len(cfg["heatmap_hurst"]) >= 2:
+        hs = sorted(cfg["heatmap_hurst"])
+        heat = {
+            "hurst": hs,
+            "beta": betas,
+            "slope_forward": [estimates[(h, "forward")]["slopes"] for h in hs],
+            "slope_gradient": [estimates[(h, "gradient")]["slopes"] for h in hs],
+            "critical_beta": [{"hurst": h, **_brief(estimates[(h, "forward")])} for h in hs],
+            "critical_beta_gradient": [
+                {"hurst": h, **_brief(estimates[(h, "gradient")])} for h in hs
+            ],
+        }
+        # rising: never falling by more than one β-grid step from one H to the next, and
+        # higher at the largest H than at the smallest
+        ests = [c["estimate"] for c in heat["critical_beta"]]
+        step = min(b - a for a, b in zip(betas, betas[1:], strict=False))
+        heat["rising_with_hurst"] = (
+            all(e is not None for e in ests)
+            and all(b >= a - step for a, b in zip(ests, ests[1:], strict=False))
+            and ests[-1] > ests[0]
+        )
+        results["heatmap"] = _finite(heat)
+    stability = None
+    if cfg["weights"] == "iid" and 0.5 in betas:
+        stability = stability_check(cfg, main, betas.index(0.5))
+        results["stability_bounds"] = stability
+    results["reference"] = {
+        "kind": "theory",
+        "critical_beta_theory": theory,
+        "note": "no numerical limit is solved in this study; the reference is the theory",
+    }
+    fit_seconds = time.perf_counter() - t_fit
+    t_plot = time.perf_counter()
+    from .phases_plot import plot_phases
+
+    plot_phases(args.out, cfg, points, critical, heat, stability, main)
+    runner.finish(
+        _finite(results),
+        timing={"fit_seconds": fit_seconds, "plot_seconds": time.perf_counter() - t_plot},
+    )
+
+
+def _brief(est: dict) -> dict:
+    out = {k: est[k] for k in ("estimate", "ci95", "theory")}
+    if "reason" in est:
+        out["reason"] = est["reason"]
+    return out
+
+
+def _finite(obj):
+    """Replace ±inf slopes by None (JSON has no infinity) recursively."""
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def stability_check(cfg, samples, i_half) -> dict:
+    """At β = 1/2 (i.i.d.): fractions of draws inside the forward bounds, per L and δ, and
+    the mean squared gradient ratio (with its standard error) against its bounds."""
+    d = cfg["d"]
+    rows = []
+    for j, L in enumerate(cfg["L"]):
+        r2 = samples["forward"][i_half, j] ** 2
+        g2 = samples["gradient"][i_half, j] ** 2
+        forward = []
+        for delta in cfg["deltas"]:
+            lo, hi = forward_bounds(d, delta)
+            inside = float(np.mean((r2 > lo) & (r2 < hi)))
+            forward.append(
+                {
+                    "delta": delta,
+                    "lower": lo,
+                    "upper": hi,
+                    "lower_vacuous": lo <= 0,
+                    "fraction_inside": inside,
+                    "guarantee": 1.0 - delta,
+                    "holds": inside >= 1.0 - delta,
+                }
+            )
+        finite = g2[np.isfinite(g2)]
+        mean = float(finite.mean()) if finite.size else None
+        se = float(finite.std(ddof=1) / math.sqrt(finite.size)) if finite.size > 1 else None
+        rows.append(
+            {
+                "L": L,
+                "forward_sq": forward,
+                "gradient_sq_mean": mean,
+                "gradient_sq_se": se,
+                "gradient_inside_bounds": (
+                    mean is not None and GRADIENT_BOUNDS[0] <= mean <= GRADIENT_BOUNDS[1]
+                ),
+            }
+        )
+    return {
+        "beta": 0.5,
+        "d": d,
+        "forward_bounds": "exp(3/8 - sqrt(22/(d delta))) - 1 < |h_L-h_0|^2/|h_0|^2 < "
+        "exp(1 + sqrt(10/(d delta))) + 1 with probability >= 1 - delta",
+        "gradient_bounds": list(GRADIENT_BOUNDS),
+        "per_L": rows,
+    }

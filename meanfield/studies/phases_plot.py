@@ -1,0 +1,177 @@
+"""Figures of the phases study: ratios against depth per β, the slope against β with the
+critical β, the Hurst × β heatmap (fBm) and the β = 1/2 distributions (i.i.d.)."""
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ..plotting import use_agg
+
+PHASE_COLOURS = {"identity": "tab:blue", "stability": "tab:green", "explosion": "tab:red"}
+TITLES = {
+    "iid": "i.i.d. weights",
+    "smooth": "smooth GP weights (ℓ = {length_scale})",
+    "fbm": "fBm weights (H = {hurst})",
+}
+
+
+def _finite_median(v):
+    med = float(np.median(v))
+    return med if math.isfinite(med) else np.nan
+
+
+def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Path]:
+    """Write `phases.png`, `critical_beta.png` and, when present, `heatmap.png` and
+    `stability.png` into `out`."""
+    use_agg()
+    import matplotlib.pyplot as plt
+
+    out = Path(out)
+    written = []
+    betas, Ls = cfg["beta"], cfg["L"]
+    title = TITLES[cfg["weights"]].format(**cfg)
+    phases = critical["phases"]
+    grad_phases = critical.get("from_gradient_phases") or phases
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.3))
+    for ax, q, label in (
+        (axes[0], "forward", r"$\|h_L - h_0\| / \|h_0\|$"),
+        (axes[1], "gradient", r"$\|p_0 - p_L\| / \|p_L\|$"),
+    ):
+        cmap = plt.get_cmap("viridis")
+        for i, beta in enumerate(betas):
+            med = [_finite_median(samples[q][i, j]) for j in range(len(Ls))]
+            lo = [np.percentile(samples[q][i, j], 25) for j in range(len(Ls))]
+            hi = [np.percentile(samples[q][i, j], 75) for j in range(len(Ls))]
+            colour = cmap(i / max(len(betas) - 1, 1))
+            phase = phases[i] if q == "forward" else grad_phases[i]
+            ax.plot(Ls, med, "o-", color=colour, ms=3, label=f"β={beta:g} ({phase})")
+            ax.fill_between(Ls, lo, hi, color=colour, alpha=0.12, lw=0)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("depth L")
+        ax.set_ylabel(label + " (median, quartiles)")
+        ax.legend(fontsize=6, ncol=2)
+    fig.suptitle(
+        f"{title}: h_k = h_(k-1) + L^-β V_k ReLU(W_k h_(k-1)), d={cfg['d']}, {cfg['seeds']} draws",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    written.append(out / "phases.png")
+    fig.savefig(written[-1], dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(5.6, 4.2))
+    for est, name, marker in (
+        (critical, "forward", "o"),
+        (critical["from_gradient"], "gradient", "s"),
+    ):
+        slopes = est.get("slopes", critical["slopes"] if name == "forward" else None)
+        if slopes is None:
+            continue
+        ys = [s if s is not None and math.isfinite(s) else np.nan for s in slopes]
+        ax.plot(betas, ys, marker + "-", ms=4, label=f"{name} ratio")
+        if est.get("estimate") is not None:
+            text = f"β_c ≈ {est['estimate']:.3f}"
+            if est.get("ci95"):
+                text += f" [{est['ci95'][0]:.3f}, {est['ci95'][1]:.3f}]"
+            ax.axvline(est["estimate"], ls="--", lw=1, color=ax.lines[-1].get_color(), label=text)
+    if critical.get("ci95"):
+        ax.axvspan(*critical["ci95"], color="tab:blue", alpha=0.12)
+    ax.axhline(0.0, color="0.4", lw=0.8)
+    if critical.get("theory") is not None:
+        ax.axvline(
+            critical["theory"], color="k", ls=":", lw=1.2, label=f"theory {critical['theory']:g}"
+        )
+    ax.set_xlabel("β")
+    ax.set_ylabel("slope of log median ratio vs log L")
+    ax.set_title(f"critical β, {title}", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    written.append(out / "critical_beta.png")
+    fig.savefig(written[-1], dpi=120)
+    plt.close(fig)
+
+    if heat is not None:
+        fig, ax = plt.subplots(figsize=(6.2, 4.4))
+        z = np.array([[np.nan if v is None else v for v in row] for row in heat["slope_forward"]])
+        z = np.clip(np.nan_to_num(z, nan=1.0), -1.0, 1.0)
+        hs = np.asarray(heat["hurst"])
+        im = ax.imshow(
+            z.T,
+            origin="lower",
+            aspect="auto",
+            cmap="RdBu_r",
+            vmin=-1,
+            vmax=1,
+            extent=_extent(hs, np.asarray(betas)),
+        )
+        fig.colorbar(im, ax=ax, label="slope of log median forward ratio vs log L (clipped)")
+        est = [c["estimate"] for c in heat["critical_beta"]]
+        ci = [c["ci95"] for c in heat["critical_beta"]]
+        ok = [e is not None for e in est]
+        if any(ok):
+            h_ok = hs[ok]
+            e_ok = np.array([e for e in est if e is not None])
+            pairs = [(e, c) for e, c in zip(est, ci, strict=True) if e is not None]
+            err = np.array([[e - c[0], c[1] - e] if c else [0, 0] for e, c in pairs]).T
+            ax.errorbar(h_ok, e_ok, yerr=err, fmt="ko", ms=4, capsize=3, label="estimated β_c")
+        grid = np.linspace(hs.min(), hs.max(), 100)
+        ax.plot(grid, np.maximum(grid, 0.5), "k:", lw=1.5, label="max(H, 1/2)")
+        ax.set_xlabel("Hurst index H")
+        ax.set_ylabel("β")
+        ax.set_title("fBm weights: identity (blue) / explosion (red)", fontsize=9)
+        ax.legend(fontsize=7, loc="upper left")
+        fig.tight_layout()
+        written.append(out / "heatmap.png")
+        fig.savefig(written[-1], dpi=120)
+        plt.close(fig)
+
+    if stability is not None:
+        i = betas.index(0.5)
+        L = Ls[-1]
+        row = stability["per_L"][-1]
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+        r2 = samples["forward"][i, -1] ** 2
+        g2 = samples["gradient"][i, -1] ** 2
+        axes[0].hist(r2[np.isfinite(r2)], bins=40, color="tab:green", alpha=0.7)
+        for b in row["forward_sq"]:
+            if b["delta"] == 0.1:
+                if b["lower"] > 0:
+                    axes[0].axvline(b["lower"], color="k", ls="--")
+                axes[0].axvline(
+                    b["upper"],
+                    color="k",
+                    ls="--",
+                    label=f"bounds, δ=0.1: {b['fraction_inside']:.0%} inside (≥ 90% promised)",
+                )
+        axes[0].set_xlabel(r"$\|h_L - h_0\|^2 / \|h_0\|^2$")
+        axes[0].legend(fontsize=7)
+        axes[1].hist(g2[np.isfinite(g2)], bins=40, color="tab:purple", alpha=0.7)
+        for b in stability["gradient_bounds"]:
+            axes[1].axvline(b, color="k", ls="--")
+        if row["gradient_sq_mean"] is not None:
+            axes[1].axvline(
+                row["gradient_sq_mean"],
+                color="tab:red",
+                label=f"mean {row['gradient_sq_mean']:.2f}",
+            )
+        axes[1].set_xlabel(r"$\|p_0 - p_L\|^2 / \|p_L\|^2$ (bounds on the mean: e^{1/2}-1, e^4-1)")
+        axes[1].set_xscale("log")
+        axes[1].legend(fontsize=7)
+        fig.suptitle(f"i.i.d. weights, β = 1/2, L = {L}, d = {cfg['d']}: stability", fontsize=9)
+        fig.tight_layout()
+        written.append(out / "stability.png")
+        fig.savefig(written[-1], dpi=120)
+        plt.close(fig)
+    return written
+
+
+def _extent(xs, ys):
+    def edges(v):
+        if v.size == 1:
+            return v[0] - 0.05, v[0] + 0.05
+        return v[0] - (v[1] - v[0]) / 2, v[-1] + (v[-1] - v[-2]) / 2
+
+    return (*edges(xs), *edges(ys))

@@ -1,0 +1,371 @@
+"""`meanfield study sde`: strong error of finite ResNets against their depth limit (SPEC §4).
+
+For one law of the layer weights along depth, at the critical scaling:
+
+* `--weights brownian`, β = 1/2: the network is Euler–Maruyama for the Itô SDE
+  `dH = d^{-1/2} dB σ(H)`; theory: strong error `C/sqrt(L)` (slope −1/2, and not
+  better: the matrix noise does not commute);
+* `--weights fbm --hurst H` (H > 1/2), β = H: Euler for the Young equation
+  `dH = d^{-1/2} dB^H σ(H)`; expected slope −(2H − 1) (measured, not a theorem here);
+* `--weights smooth`, β = 1: `V_k = 𝒱(k/L)`, Euler for `dH = 𝒱(t) σ(H) dt`; slope −1.
+
+Every seed draws one path on the fine grid (or one smooth function); every depth L
+reads its weights off that path, and the limit is solved with Diffrax on the same
+path, so `E‖H_1 − h_L‖` and `E max_k ‖H_{k/L} − h_k‖` are strong (pathwise) errors.
+Slopes against L come with a 95% bootstrap interval over seeds.
+
+The reference's own error is measured, not assumed: for Brownian and fBm paths,
+the reference on the fine grid (n steps) against the same solver on half that
+grid (n/2 steps); for smooth weights, Dopri8 at the study tolerance against a
+tolerance 100 times smaller. Points whose mean error is not 10 times above the
+reference's error are left out of the fits (with a warning).
+"""
+
+import math
+import time
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+
+from ..activations import ACTIVATIONS
+from ..depth import BrownianLaw, FractionalBrownianLaw, SmoothGPLaw
+from ..fits import fit_loglog, summarize
+from ..neural_sde import NeuralODE, NeuralSDE, matrix_resnet
+from .args import int_list, positive_float, positive_int
+from .runner import StudyInputError, StudyRunner
+
+HELP = "strong error of ResNets with Brownian, fBm or smooth weights vs their SDE/Young/ODE limit"
+DEFAULT_X64 = True
+WEIGHTS = ("brownian", "fbm", "smooth")
+
+PRESETS = {
+    "quick": {"L": [8, 16, 32, 64, 128, 256], "seeds": 128, "n_fine": 2**15},
+    "paper": {"L": [8, 16, 32, 64, 128, 256, 512, 1024], "seeds": 1024, "n_fine": 2**18},
+}
+DEFAULTS = {
+    "d": 4,
+    "activation": "tanh",
+    "hurst": None,
+    "length_scale": 0.2,
+    "rtol": 1e-10,
+    "young_solver": "heun",
+    "batch": 16,
+}
+QUANTITIES = ("error_final", "error_sup")
+# how far above the reference's own error a point must lie to enter a fit
+REFERENCE_MARGIN = 10.0
+
+
+def add_arguments(parser):
+    parser.add_argument("--weights", choices=WEIGHTS, default="brownian", help="depth law")
+    parser.add_argument("--hurst", type=float, help="Hurst index H for --weights fbm (1/2 < H < 1)")
+    parser.add_argument("--L", type=int_list, help="depths, increasing (e.g. 8,16,32)")
+    parser.add_argument("--seeds", type=positive_int, help="paths (finite networks per depth)")
+    parser.add_argument("--d", type=positive_int, help="state dimension (default 4)")
+    parser.add_argument("--n-fine", type=positive_int, help="steps of the fine grid of the path")
+    parser.add_argument("--activation", help=f"σ, one of {', '.join(ACTIVATIONS)} (default tanh)")
+    parser.add_argument(
+        "--length-scale", type=positive_float, help="ℓ of the smooth weights (default 0.2)"
+    )
+    parser.add_argument("--rtol", type=positive_float, help="ODE reference tolerance (smooth)")
+    parser.add_argument(
+        "--young-solver",
+        choices=["heun", "midpoint", "euler"],
+        help="fBm reference solver on the fine grid (default heun)",
+    )
+    parser.add_argument("--batch", type=positive_int, help="seeds per vectorised batch")
+
+
+def resolve_config(args) -> dict:
+    """Preset, then command-line overrides; every value checked (StudyInputError)."""
+    cfg = {
+        **DEFAULTS,
+        **PRESETS[args.preset],
+        "weights": args.weights,
+        "preset": args.preset,
+        "seed": args.seed,
+        "x64": args.x64,
+    }
+    for name in (
+        "hurst",
+        "L",
+        "seeds",
+        "d",
+        "n_fine",
+        "activation",
+        "length_scale",
+        "rtol",
+        "young_solver",
+        "batch",
+    ):
+        value = getattr(args, name, None)
+        if value is not None:
+            cfg[name] = value
+    w = cfg["weights"]
+    if w == "fbm":
+        if cfg["hurst"] is None:
+            cfg["hurst"] = 0.75
+        h = cfg["hurst"]
+        if not (math.isfinite(h) and 0.5 < h < 1.0):
+            raise StudyInputError(
+                f"--hurst: the Young limit needs 1/2 < H < 1, got {h} (H = 1/2 is "
+                "--weights brownian; for H < 1/2 the Euler scheme has no pathwise limit)"
+            )
+    elif args.hurst is not None:
+        raise StudyInputError(f"--hurst: only used with --weights fbm, not --weights {w}")
+    if cfg["activation"] not in ACTIVATIONS:
+        raise StudyInputError(
+            f"--activation: unknown {cfg['activation']!r}; use one of {', '.join(ACTIVATIONS)}"
+        )
+    if len(cfg["L"]) < 2:
+        raise StudyInputError(f"--L: need at least two depths for a slope, got {cfg['L']}")
+    if cfg["seeds"] < 2:
+        raise StudyInputError(f"--seeds: need at least 2 seeds for spreads, got {cfg['seeds']}")
+    if w != "smooth":
+        n = cfg["n_fine"]
+        bad = [L for L in cfg["L"] if n % (2 * L)]
+        if bad:
+            raise StudyInputError(
+                f"--n-fine: every depth must divide half the fine grid (the reference is "
+                f"checked on n/2 steps); {n}/2 is not a multiple of {bad}"
+            )
+    if not cfg["rtol"] < 1e-3:
+        raise StudyInputError(f"--rtol: must be below 1e-3 for a reference, got {cfg['rtol']}")
+    return cfg
+
+
+def make_law(cfg):
+    if cfg["weights"] == "brownian":
+        return BrownianLaw(cfg["d"], cfg["n_fine"])
+    if cfg["weights"] == "fbm":
+        return FractionalBrownianLaw(cfg["d"], cfg["hurst"], cfg["n_fine"])
+    return SmoothGPLaw(cfg["d"], cfg["length_scale"])
+
+
+def critical_beta(cfg) -> float:
+    return {"brownian": 0.5, "fbm": cfg["hurst"], "smooth": 1.0}[cfg["weights"]]
+
+
+def theory_slope(cfg) -> float:
+    """−1/2 (Euler–Maruyama, non-commuting noise), −(2H − 1) (Euler on Young), −1 (ODE)."""
+    if cfg["weights"] == "fbm":
+        return -(2.0 * cfg["hurst"] - 1.0)
+    return {"brownian": -0.5, "smooth": -1.0}[cfg["weights"]]
+
+
+def make_input(d: int):
+    """A fixed, seed-independent input `h_0 = x`: `x_j = 1/2 + (2j/(d−1) − 1)`, j = 0..d−1."""
+    return 0.5 + jnp.linspace(-1.0, 1.0, d) if d > 1 else jnp.full((1,), 0.5)
+
+
+def seed_keys(cfg, start: int, stop: int):
+    """The keys of seeds `start..stop−1`: `fold_in(key(seed), i)`, independent of how many
+    seeds the study has and of how they are chunked."""
+    master = jr.fold_in(jr.key(cfg["seed"]), 1)
+    return jax.vmap(lambda i: jr.fold_in(master, i))(jnp.arange(start, stop))
+
+
+def chunk_program(cfg, law, x):
+    """One compiled program for a chunk of seeds: per seed, one path, the limit solved on
+    it (and the check solve), and every depth's network on it with its errors.
+
+    **Returns:** a function `keys -> dict` of per-seed arrays: `final`, `sup` of shape
+    `(seeds, n_L)`, `check_final`, `check_sup`, `ok`, `solver_steps`.
+    """
+    save = max(cfg["L"])
+    beta = critical_beta(cfg)
+    if cfg["weights"] == "smooth":
+        model = NeuralODE(cfg["activation"])
+        rtol = cfg["rtol"]
+
+        def limit(path):
+            ys, ok, steps = model.solve(path, x, save=save, rtol=rtol, atol=rtol)
+            yc, okc, _ = model.solve(path, x, save=save, rtol=rtol / 100, atol=rtol / 100)
+            return ys, yc, ok & okc, steps
+
+    else:
+        model = NeuralSDE(cfg["activation"])
+        solver = "euler" if cfg["weights"] == "brownian" else cfg["young_solver"]
+        n = cfg["n_fine"]
+
+        def limit(path):
+            ref = model.solve(path, x, steps=n, save=save, solver=solver)
+            check = model.solve(path, x, steps=n // 2, save=save, solver=solver)
+            return ref.ys, check.ys, ref.ok & check.ok, jnp.asarray(n)
+
+    def one(key):
+        path = law.path(key)
+        ys, yc, ok, steps = limit(path)
+        finals, sups = [], []
+        for L in cfg["L"]:  # a handful of static depths, each a lax.scan over its layers
+            net = matrix_resnet(law.weights_from_path(path, L), beta, cfg["activation"])
+            err = jnp.linalg.norm(net.hidden(x, return_all=True) - ys[:: save // L], axis=-1)
+            finals.append(err[-1])
+            sups.append(jnp.max(err))
+        diff = jnp.linalg.norm(ys - yc, axis=-1)
+        return {
+            "final": jnp.stack(finals),
+            "sup": jnp.stack(sups),
+            "check_final": diff[-1],
+            "check_sup": jnp.max(diff),
+            "ok": ok,
+            "solver_steps": steps,
+        }
+
+    return jax.jit(jax.vmap(one))
+
+
+def reference_description(cfg, law) -> dict:
+    if cfg["weights"] == "smooth":
+        return {
+            "method": "diffrax Dopri8, PID controller, dense output",
+            "rtol": cfg["rtol"],
+            "atol": cfg["rtol"],
+            "check": "the same solve at rtol/100, atol/100",
+            "features": law.n_features,
+            "kernel_error": law.kernel_error(),
+        }
+    solver = "Euler-Maruyama (Ito)" if cfg["weights"] == "brownian" else cfg["young_solver"]
+    return {
+        "method": f"diffrax {solver} with fixed steps on the fine grid of the path",
+        "n_fine": cfg["n_fine"],
+        "check": "the same solver on n_fine/2 steps of the same path",
+    }
+
+
+def run(args):
+    cfg = resolve_config(args)
+    jax.config.update("jax_enable_x64", bool(cfg["x64"]))
+    runner = StudyRunner(
+        args.study,
+        args.out,
+        cfg,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        progress=not args.no_progress,
+    )
+    runner.open()
+    law = make_law(cfg)
+    x = make_input(cfg["d"])
+    program = chunk_program(cfg, law, x)
+    chunk = cfg["batch"]
+    n_chunks = -(-cfg["seeds"] // chunk)
+
+    def compute(spec):
+        start = spec["chunk"] * chunk
+        out = jax.block_until_ready(program(seed_keys(cfg, start, start + chunk)))
+        stop = min(chunk, cfg["seeds"] - start)  # the last chunk is padded, then cut
+        return {k: np.asarray(v)[:stop] for k, v in out.items()}
+
+    raw = runner.run_points(
+        [{"chunk": i} for i in range(n_chunks)],
+        compute,
+        describe=lambda s: (
+            f"seeds {s['chunk'] * chunk}..{min((s['chunk'] + 1) * chunk, cfg['seeds']) - 1}"
+        ),
+    )
+    seeds = {
+        k: np.concatenate([np.asarray(r[k], dtype=float) for r in raw])
+        for k in raw[0]
+        if k != "chunk"
+    }
+    ok = seeds["ok"].astype(bool)
+    if not ok.all():
+        runner.warn(
+            f"the reference solve failed for {int((~ok).sum())} seed(s); counted as exploded"
+        )
+    est_final = float(np.mean(seeds["check_final"][ok])) if ok.any() else math.inf
+    est_sup = float(np.mean(seeds["check_sup"][ok])) if ok.any() else math.inf
+    points = []
+    for i, L in enumerate(cfg["L"]):
+        final, sup = seeds["final"][:, i].copy(), seeds["sup"][:, i].copy()
+        final[~ok], sup[~ok] = np.inf, np.inf
+        points.append({"L": L, "error_final": summarize(final), "error_sup": summarize(sup)})
+
+    t_fit = time.perf_counter()
+    fits, excluded = make_fits(cfg, points, {"error_final": est_final, "error_sup": est_sup})
+    for f in fits:
+        if f.get("excluded"):
+            runner.warn(f"{f['excluded']} exploded draw(s) of {f['quantity']} excluded from a fit")
+    if excluded:
+        runner.warn(
+            f"{excluded} point(s) lie less than {REFERENCE_MARGIN:g}x above the reference's "
+            f"error (final {est_final:.2e}, sup {est_sup:.2e}) and were left out of the fits; "
+            "raise --n-fine (or lower --rtol)"
+        )
+    smallest = min(
+        (p[q]["mean"] for p in points for q in QUANTITIES if p[q]["mean"] is not None),
+        default=None,
+    )
+    smallest_final = min(
+        (p["error_final"]["mean"] for p in points if p["error_final"]["mean"] is not None),
+        default=None,
+    )
+    reference = {
+        **reference_description(cfg, law),
+        "error_estimate": est_final,
+        "error_estimate_sup": est_sup,
+        "error_estimate_max_over_seeds": float(np.max(seeds["check_sup"])),
+        "smallest_finite_error": smallest_final,
+        "smallest_finite_error_any": smallest,
+        "ratio_smallest_to_reference": (
+            smallest_final / est_final if smallest_final and est_final > 0 else None
+        ),
+        "margin_required": REFERENCE_MARGIN,
+        "ok": bool(ok.all()),
+        "solver_steps_mean": float(np.mean(seeds["solver_steps"])),
+        "float64": bool(cfg["x64"]),
+    }
+    fit_seconds = time.perf_counter() - t_fit
+    t_plot = time.perf_counter()
+    from .sde_plot import plot_strong_error
+
+    plot_strong_error(args.out, cfg, points, fits, reference)
+    runner.finish(
+        {
+            "points": points,
+            "fits": fits,
+            "reference": reference,
+            "critical_beta": critical_beta(cfg),
+            "theory": {
+                "slope": theory_slope(cfg),
+                "statement": {
+                    "brownian": "E|H_{k/L} - h_k| <= C/sqrt(L) (Euler-Maruyama, non-commuting "
+                    "noise: the rate is exactly 1/2)",
+                    "fbm": "Euler on a Young equation: expected error ~ L^{-(2H-1)} (measured)",
+                    "smooth": "|H_{k/L} - h_k| <= c/L",
+                }[cfg["weights"]],
+            },
+        },
+        timing={
+            "fit_seconds": fit_seconds,
+            "plot_seconds": time.perf_counter() - t_plot,
+        },
+    )
+
+
+def make_fits(cfg, points, estimates):
+    """Log-log slope against L of the mean final and sup errors, with the theory slope."""
+    fits, excluded = [], 0
+    for q in QUANTITIES:
+        rows = sorted(points, key=lambda p: p["L"])
+        usable = [
+            p
+            for p in rows
+            if p[q]["mean"] is not None and p[q]["mean"] >= REFERENCE_MARGIN * estimates[q]
+        ]
+        excluded += len(rows) - len(usable)
+        fits.append(
+            fit_loglog(
+                [p["L"] for p in usable],
+                [[math.inf if v is None else v for v in p[q]["values"]] for p in usable],
+                quantity=q,
+                against="L",
+                fixed={"weights": cfg["weights"], "beta": critical_beta(cfg)},
+                theory=theory_slope(cfg),
+                seed=cfg["seed"],
+            )
+        )
+    return fits, excluded

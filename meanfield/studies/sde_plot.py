@@ -1,0 +1,52 @@
+"""The figure of the sde study: strong error against depth, with fitted and theory slopes."""
+
+from pathlib import Path
+
+from ..plotting import loglog_series, use_agg
+
+LABELS = {"error_final": r"$E\|H_1 - h_L\|$", "error_sup": r"$E\max_k\|H_{k/L} - h_k\|$"}
+TITLES = {
+    "brownian": "Brownian weights, β = 1/2 (Itô SDE)",
+    "fbm": "fBm weights, H = {hurst}, β = H (Young equation)",
+    "smooth": "smooth GP weights (ℓ = {length_scale}), β = 1 (ODE)",
+}
+
+
+def plot_strong_error(out, cfg, points, fits, reference) -> Path:
+    """Write `out/strong_error.png`: both errors (mean ± std over seeds) against L, the
+    fitted slopes (dashed), the theory slope (dotted) and the reference's own error."""
+    use_agg()
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.6, 4.4))
+    rows = sorted(points, key=lambda p: p["L"])
+    Ls = [p["L"] for p in rows]
+    for q, marker in (("error_final", "o"), ("error_sup", "s")):
+        fit = next((f for f in fits if f["quantity"] == q), None)
+        loglog_series(
+            ax,
+            Ls,
+            [p[q]["mean"] for p in rows],
+            [p[q]["std"] for p in rows],
+            fit=fit,
+            theory=fit["theory"] if fit else None,
+            label=LABELS[q],
+            marker=marker,
+        )
+    est = reference.get("error_estimate")
+    if est and est > 0:
+        ax.axhline(est, color="0.5", lw=1, ls="-.", label=f"reference error {est:.1e}")
+    ax.set_xlabel("depth L")
+    ax.set_ylabel("strong error (mean ± std over seeds)")
+    ax.set_title(TITLES[cfg["weights"]].format(**cfg), fontsize=10)
+    ax.legend(fontsize=7)
+    fig.suptitle(
+        f"ResNet vs its depth limit on the same path: d={cfg['d']}, σ={cfg['activation']}, "
+        f"{cfg['seeds']} seeds; dotted: theory slope {fits[0]['theory']:.2f}",
+        fontsize=8,
+    )
+    fig.tight_layout()
+    path = Path(out) / "strong_error.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

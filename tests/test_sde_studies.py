@@ -1,0 +1,131 @@
+"""Tiny end-to-end runs of `meanfield study sde` and `meanfield study phases`, and their
+bad-input errors."""
+
+import json
+
+import pytest
+
+from meanfield.cli import main
+
+SCHEMA = ("study", "config", "points", "fits", "reference", "timing")
+
+
+def exit_code(argv) -> int:
+    """`main`'s return value, or the code of the SystemExit argparse raises."""
+    try:
+        return main(argv)
+    except SystemExit as exit_:
+        return exit_.code
+
+
+def _run(out, *argv):
+    assert main(["study", *argv, "--out", str(out), "--no-progress"]) == 0
+    return json.loads((out / "results.json").read_text())
+
+
+@pytest.mark.parametrize(
+    "weights, extra",
+    [("brownian", []), ("fbm", ["--hurst", "0.75"]), ("smooth", [])],
+)
+def test_sde_study_end_to_end(tmp_path, weights, extra):
+    r = _run(
+        tmp_path / weights,
+        "sde",
+        "--weights",
+        weights,
+        *extra,
+        "--L",
+        "4,8,16",
+        "--seeds",
+        "6",
+        "--n-fine",
+        "256",
+        "--batch",
+        "4",
+    )
+    for key in SCHEMA:
+        assert key in r
+    assert [p["L"] for p in r["points"]] == [4, 8, 16]
+    for p in r["points"]:
+        assert p["error_final"]["count"] + p["error_final"]["exploded"] == 6
+        assert p["error_sup"]["mean"] >= p["error_final"]["mean"]
+    assert "error_estimate" in r["reference"]
+    assert {f["quantity"] for f in r["fits"]} == {"error_final", "error_sup"}
+    assert (tmp_path / weights / "strong_error.png").stat().st_size > 0
+
+
+def test_phases_study_iid_and_fbm_heatmap(tmp_path):
+    r = _run(
+        tmp_path / "iid",
+        "phases",
+        "--weights",
+        "iid",
+        "--L",
+        "8,16,32",
+        "--beta",
+        "0.25,0.5,1.0",
+        "--seeds",
+        "8",
+        "--d",
+        "8",
+        "--bootstrap",
+        "20",
+    )
+    for key in SCHEMA[:5]:
+        assert key in r
+    c = r["critical_beta"]
+    assert {"estimate", "ci95", "theory"} <= set(c) and c["theory"] == 0.5
+    assert len(r["points"]) == 9
+    assert "stability_bounds" in r
+    rows = r["stability_bounds"]["per_L"]
+    assert all(0 <= f["fraction_inside"] <= 1 for row in rows for f in row["forward_sq"])
+    f = _run(
+        tmp_path / "fbm",
+        "phases",
+        "--weights",
+        "fbm",
+        "--hurst",
+        "0.7",
+        "--L",
+        "8,16,32",
+        "--beta",
+        "0.25,0.75,1.25",
+        "--seeds",
+        "8",
+        "--d",
+        "8",
+        "--bootstrap",
+        "20",
+        "--heatmap-hurst",
+        "0.3,0.9",
+    )
+    assert f["heatmap"]["hurst"] == [0.3, 0.9]
+    assert len(f["heatmap"]["slope_forward"]) == 2
+    assert sorted(p.name for p in (tmp_path / "fbm").glob("*.png"))
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["sde", "--weights", "fbm", "--hurst", "1.2"], "--hurst"),
+        (["sde", "--weights", "fbm", "--hurst", "0.3"], "--hurst"),
+        (["sde", "--weights", "brownian", "--hurst", "0.7"], "--hurst"),
+        (["sde", "--L", "4,6", "--n-fine", "256"], "--n-fine"),
+        (["sde", "--L", "8"], "--L"),
+        (["sde", "--L", "8,4"], "--L"),
+        (["sde", "--weights", "smooth", "--length-scale", "0"], "--length-scale"),
+        (["sde", "--weights", "levy"], "--weights"),
+        (["phases", "--weights", "fbm", "--hurst", "0"], "--hurst"),
+        (["phases", "--beta", ""], "--beta"),
+        (["phases", "--beta", "0.5"], "--beta"),
+        (["phases", "--L", "16,8"], "--L"),
+        (["phases", "--weights", "fbm", "--L", "8,12"], "--L"),
+        (["phases", "--seeds", "0"], "--seeds"),
+    ],
+)
+def test_bad_input_exits_2_naming_the_argument(tmp_path, capsys, argv, flag):
+    out = tmp_path / "out"
+    assert exit_code(["study", *argv, "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) >= 1 and flag in err[-1]
+    assert not out.exists() or not any(out.iterdir())
