@@ -64,6 +64,26 @@ from .particles import Particles as Particles
 from .particles import gauss_hermite_particles as gauss_hermite_particles
 from .particles import monte_carlo_particles as monte_carlo_particles
 
+# neural SDE / Young / ODE limits and phases (SPEC §4)
+from .depth import BrownianLaw as BrownianLaw
+from .depth import FractionalBrownianLaw as FractionalBrownianLaw
+from .depth import IIDGaussianLaw as IIDGaussianLaw
+from .depth import SmoothGPLaw as SmoothGPLaw
+from .neural_sde import NeuralODE as NeuralODE
+from .neural_sde import NeuralSDE as NeuralSDE
+from .neural_sde import matrix_resnet as matrix_resnet
+from .phases import critical_beta as critical_beta
+from .phases import depth_ratios as depth_ratios
+from .phases import perceptron_resnet as perceptron_resnet
+
+# signal propagation at initialisation (SPEC §5)
+from .signal_propagation import simulate_response as simulate_response
+from .theory.alpha_star import optimal_scaling as optimal_scaling
+from .theory.alpha_star import saturation_asymptotic as saturation_asymptotic
+from .theory.alpha_star import saturation_formula as saturation_formula
+from .theory.response import output_response_curve as output_response_curve
+from .theory.response import response as response
+
 # running fast: fused depth loop, seeds over devices, compilation cache
 from .compilation import CompileCounter as CompileCounter
 from .compilation import enable_compilation_cache as enable_compilation_cache

@@ -12,7 +12,12 @@ NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.py"))
 
 def test_there_are_notebooks():
     names = {p.stem for p in NOTEBOOKS}
-    assert {"mean_ode_convergence", "custom_block"} <= names
+    assert {
+        "mean_ode_convergence",
+        "custom_block",
+        "neural_sde_limits",
+        "optimal_residual_scaling",
+    } <= names
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])

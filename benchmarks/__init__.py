@@ -1,0 +1,1 @@
+"""Standalone benchmarks of meanfield (see benchmarks/README.md); not part of the package."""

@@ -1,0 +1,183 @@
+"""Benchmark: the standard mean-ODE convergence grid, end to end, beside the natural way.
+
+    PYTHONPATH=. python3 benchmarks/grid.py --out DIR [--preset quick|paper] [--natural-seeds 2]
+
+1. Runs `meanfield study mean-ode --preset P` (float64, fresh output folder, no
+   compilation cache, so compile times are cold) and splits its wall time into
+   compile, reference (the limit solves), finite networks, fitting and plotting, from
+   the study's own `results.json` timing.
+2. The natural implementation of the finite-network part, as public research code
+   writes it: for every (L, M) of the grid, one jitted function per configuration
+   called from a Python loop over seeds (the same per-seed computation as the study:
+   sample the network, k GD steps, the coupled errors). To keep the run short it is
+   timed on `--natural-seeds` seeds per configuration (after its compile) and scaled to
+   the preset's seed count: `natural = compile + seeds × per-seed time`, per
+   configuration, summed. The scaling is stated in the JSON (`natural.extrapolated`).
+
+The ratio reported is `natural finite-network time / ours` for the same grid, same
+process, same device. Results: `DIR/grid.json` and `DIR/grid.txt`.
+"""
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+
+from benchmarks import timing
+
+
+def run_study(preset: str, out: Path) -> dict:
+    from meanfield.cli import main
+
+    code = main(
+        [
+            "--compile-cache",
+            "off",
+            "study",
+            "mean-ode",
+            "--preset",
+            preset,
+            "--out",
+            str(out),
+            "--overwrite",
+            "--no-progress",
+        ]
+    )
+    if code != 0:
+        raise SystemExit(f"the study failed with exit code {code}")
+    return json.loads((out / "results.json").read_text())
+
+
+def natural(results: dict, natural_seeds: int) -> dict:
+    """Per configuration: jit once, then a Python loop over seeds (see the module doc)."""
+    from meanfield.coupling import LimitOnGrid, coupled_errors
+    from meanfield.resnet import ResNet
+    from meanfield.scaling import MeanODEScaling
+    from meanfield.studies import mean_ode as study
+    from meanfield.two_layer import TwoLayerBlock
+
+    cfg = results["config"]
+    block = TwoLayerBlock(cfg["activation"])
+    law = study.make_law(cfg)
+    xs, ys = study.make_data(cfg)
+    rows = []
+    for spec in study.grid_specs(cfg):
+        L, M = spec["L"], spec["M"]
+        # a stand-in for the limit on the grid (the timing does not depend on its values)
+        h = jnp.zeros((cfg["steps"] + 1, L + 1, xs.shape[0], xs.shape[1]))
+        grid = LimitOnGrid(h=h, b=h)
+
+        @jax.jit
+        def one(key, grid=grid, L=L, M=M):
+            net = ResNet.sample(block, law, L=L, M=M, scaling=MeanODEScaling(), key=key)
+            return coupled_errors(net, xs, ys, grid, learning_rate=cfg["lr"])
+
+        keys = jr.split(jr.key(cfg["seed"]), natural_seeds + 1)
+        t0 = time.perf_counter()
+        jax.block_until_ready(one(keys[0]))
+        compile_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for k in keys[1:]:
+            jax.block_until_ready(one(k))
+        per_seed = (time.perf_counter() - t0) / natural_seeds
+        rows.append(
+            {
+                "L": L,
+                "M": M,
+                "compile_s": compile_s,
+                "per_seed_s": per_seed,
+                "total_s": compile_s + cfg["seeds"] * per_seed,
+            }
+        )
+    return {
+        "rows": rows,
+        "total_s": sum(r["total_s"] for r in rows),
+        "extrapolated": f"timed on {natural_seeds} seed(s) per configuration, scaled to "
+        f"{cfg['seeds']} seeds: compile + seeds x per-seed time",
+    }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="results/bench/grid", help="output folder")
+    parser.add_argument(
+        "--preset", choices=["quick", "paper"], help="default: paper on GPU/TPU, quick on CPU"
+    )
+    parser.add_argument(
+        "--natural-seeds",
+        type=int,
+        default=2,
+        help="seeds timed per configuration for the natural implementation",
+    )
+    parser.add_argument("--skip-natural", action="store_true")
+    args = parser.parse_args(argv)
+    preset = args.preset or ("quick" if jax.default_backend() == "cpu" else "paper")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        results = run_study(preset, Path(tmp) / "study")
+    wall = time.perf_counter() - t0
+    t = results["timing"]
+    cfg = results["config"]
+    ours = {
+        "wall_s": wall,
+        "study_total_s": t["total_seconds"],
+        "compile_s": t.get("compile_seconds"),  # summed over points (threads overlap)
+        "reference_s": t.get("reference_seconds"),
+        "finite_s": t.get("finite_seconds"),
+        "fit_s": t.get("fit_seconds"),
+        "plot_s": t.get("plot_seconds"),
+    }
+    payload = {
+        "benchmark": "grid",
+        "environment": timing.environment(),
+        "preset": preset,
+        "grid": {
+            "L": cfg["L"],
+            "M": cfg["M"],
+            "seeds": cfg["seeds"],
+            "steps": cfg["steps"],
+            "points": len(results["points"]),
+        },
+        "ours": ours,
+    }
+    lines = [
+        f"grid benchmark, preset {preset}: {len(results['points'])} (L, M, k) points, "
+        f"{cfg['seeds']} seeds, device {t.get('device')}",
+        "ours: wall {}  compile {}  reference {}  finite {}  fit {}  plot {}".format(
+            *(
+                timing.format_seconds(ours[k])
+                for k in ("wall_s", "compile_s", "reference_s", "finite_s", "fit_s", "plot_s")
+            )
+        ),
+    ]
+    if not args.skip_natural:
+        nat = natural(results, args.natural_seeds)
+        ours_finite = ours["compile_s"] + ours["finite_s"]
+        payload["natural"] = nat
+        payload["ratio_finite"] = nat["total_s"] / ours_finite
+        lines.append(
+            f"natural (jit per configuration, Python loop over seeds): "
+            f"{timing.format_seconds(nat['total_s'])} ({nat['extrapolated']})"
+        )
+        lines.append(
+            f"ratio natural / ours (finite networks incl. compile): {payload['ratio_finite']:.1f}x"
+        )
+    (out / "grid.json").write_text(json.dumps(payload, indent=2))
+    (out / "grid.txt").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
