@@ -30,8 +30,10 @@ PER_STUDY = [
     # unknown preset
     *[(s, ["--preset", "huge"], "--preset") for s in ALL],
     # unknown activation
-    *[(s, ["--activation", "swish9"], "--activation")
-      for s in ("mean-ode", "sde", "response", "variance", "tangent-kernel")],
+    *[
+        (s, ["--activation", "swish9"], "--activation")
+        for s in ("mean-ode", "sde", "response", "variance", "tangent-kernel")
+    ],
     # Hurst index outside (0, 1)
     ("sde", ["--weights", "fbm", "--hurst", "1.0"], "--hurst"),
     ("phases", ["--weights", "fbm", "--hurst", "-0.2"], "--hurst"),

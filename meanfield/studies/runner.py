@@ -51,6 +51,13 @@ def to_json(obj: Any) -> Any:
     raise TypeError(f"cannot store {type(obj).__name__} in JSON")
 
 
+def _readable(path) -> None:
+    """mkstemp creates files 0600; give results the usual mode (0666 less the umask)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
     """Write JSON to `path` through a temporary file in the same folder and a rename."""
     path = Path(path)
@@ -61,6 +68,7 @@ def write_json_atomic(path: Path, obj: Any) -> None:
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
+        _readable(tmp)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -248,6 +256,7 @@ class StudyRunner:
             np.savez(f, **arrays)
             f.flush()
             os.fsync(f.fileno())
+        _readable(tmp)
         os.replace(tmp, path)
         self.computed.append(name)
         self.seconds[name] = time.perf_counter() - t0
