@@ -57,3 +57,23 @@ def float_list(text: str) -> list[float]:
         return v
 
     return _list(text, number, "numbers")
+
+
+def override(cfg: dict, args, names) -> dict:
+    """`cfg` with the value of every option in `names` that was given (not None) put in."""
+    for name in names:
+        value = getattr(args, name, None)
+        if value is not None:
+            cfg[name] = value
+    return cfg
+
+
+def check_activation(name) -> None:
+    """`--activation` must name a built-in activation (StudyInputError otherwise)."""
+    from ..activations import ACTIVATIONS
+    from .runner import StudyInputError
+
+    if name not in ACTIVATIONS:
+        raise StudyInputError(
+            f"--activation: unknown {name!r}; use one of {', '.join(ACTIVATIONS)}"
+        )

@@ -38,8 +38,8 @@ from ..particles import (
 from ..resnet import ResNet
 from ..scaling import MeanODEScaling
 from ..two_layer import TwoLayerBlock
-from .args import int_list, positive_float, positive_int
-from .runner import StudyInputError, StudyRunner
+from .args import check_activation, int_list, override, positive_float, positive_int
+from .runner import StudyInputError, start_study
 from .runner import point_name as runner_name
 
 HELP = "finite ResNets vs the neural mean-ODE limit: the 1/L + 1/sqrt(LM) study (SPEC §3)"
@@ -136,32 +136,30 @@ def resolve_config(args) -> dict:
         "seed": args.seed,
         "x64": args.x64,
     }
-    for name in (
-        "L",
-        "M",
-        "seeds",
-        "steps",
-        "activation",
-        "init",
-        "d",
-        "inputs",
-        "sigma_u",
-        "sigma_v",
-        "sigma_xi",
-        "lr",
-        "reference",
-        "order",
-        "particles",
-        "fit_M_max",
-        "L_for_M",
-    ):
-        value = getattr(args, name, None)
-        if value is not None:
-            cfg[name] = value
-    if cfg["activation"] not in ACTIVATIONS:
-        raise StudyInputError(
-            f"--activation: unknown {cfg['activation']!r}; use one of {', '.join(ACTIVATIONS)}"
-        )
+    override(
+        cfg,
+        args,
+        (
+            "L",
+            "M",
+            "seeds",
+            "steps",
+            "activation",
+            "init",
+            "d",
+            "inputs",
+            "sigma_u",
+            "sigma_v",
+            "sigma_xi",
+            "lr",
+            "reference",
+            "order",
+            "particles",
+            "fit_M_max",
+            "L_for_M",
+        ),
+    )
+    check_activation(cfg["activation"])
     if cfg["steps"] < 0:
         raise StudyInputError(f"--steps: must be >= 0, got {cfg['steps']}")
     if cfg["seeds"] < 2:
@@ -331,16 +329,7 @@ def _errors_dict(values_by_name, steps):
 
 def run(args):
     cfg = resolve_config(args)
-    jax.config.update("jax_enable_x64", bool(cfg["x64"]))
-    runner = StudyRunner(
-        args.study,
-        args.out,
-        cfg,
-        resume=args.resume,
-        overwrite=args.overwrite,
-        progress=not args.no_progress,
-    )
-    runner.open()
+    runner = start_study(args, cfg)
     block = TwoLayerBlock(cfg["activation"])
     law = make_law(cfg)
     xs, ys = make_data(cfg)

@@ -50,8 +50,8 @@ from ..phases import (
     forward_bounds,
     perceptron_resnet,
 )
-from .args import float_list, int_list, positive_float, positive_int
-from .runner import StudyInputError, StudyRunner
+from .args import float_list, int_list, override, positive_float, positive_int
+from .runner import StudyInputError, start_study
 
 HELP = "identity / stability / explosion of ResNets at initialisation vs β; critical β (SPEC §4)"
 DEFAULT_X64 = True
@@ -123,21 +123,22 @@ def resolve_config(args) -> dict:
         "seed": args.seed,
         "x64": args.x64,
     }
-    for name in (
-        "hurst",
-        "beta",
-        "L",
-        "seeds",
-        "d",
-        "length_scale",
-        "heatmap_hurst",
-        "slope_tol",
-        "batch",
-        "bootstrap",
-    ):
-        value = getattr(args, name, None)
-        if value is not None:
-            cfg[name] = value
+    override(
+        cfg,
+        args,
+        (
+            "hurst",
+            "beta",
+            "L",
+            "seeds",
+            "d",
+            "length_scale",
+            "heatmap_hurst",
+            "slope_tol",
+            "batch",
+            "bootstrap",
+        ),
+    )
     w = cfg["weights"]
     if w == "fbm":
         if cfg["hurst"] is None:
@@ -239,16 +240,7 @@ def _samples(raw_by_chunk, name, seeds):
 
 def run(args):
     cfg = resolve_config(args)
-    jax.config.update("jax_enable_x64", bool(cfg["x64"]))
-    runner = StudyRunner(
-        args.study,
-        args.out,
-        cfg,
-        resume=args.resume,
-        overwrite=args.overwrite,
-        progress=not args.no_progress,
-    )
-    runner.open()
+    runner = start_study(args, cfg)
     chunk = cfg["batch"]
     n_chunks = -(-cfg["seeds"] // chunk)
     hursts = [None]

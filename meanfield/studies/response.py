@@ -11,19 +11,17 @@ layer by layer, in standard errors, and gives a simulated α* with a bootstrap i
 import math
 import time
 
-import jax
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from ..activations import ACTIVATIONS
 from ..fits import fit_loglog
 from ..signal_propagation import METHODS, simulate_response
 from ..theory.alpha_star import optimal_scaling, saturation_asymptotic, saturation_formula
 from ..theory.gaussian import DEFAULT_ORDER, K_ACCURATE
 from ..theory.response import output_response_curve, response
-from .args import float_list, int_list, positive_float, positive_int
-from .runner import StudyInputError, StudyRunner
+from .args import check_activation, float_list, int_list, positive_float, positive_int
+from .runner import StudyInputError, start_study
 
 HELP = "response function and optimal residual scaling α* at initialisation (SPEC §5.2)"
 DEFAULT_X64 = True
@@ -87,10 +85,7 @@ def resolve_config(args) -> dict:
         "x64": args.x64,
         "quadrature_order": DEFAULT_ORDER,
     }
-    if cfg["activation"] not in ACTIVATIONS:
-        raise StudyInputError(
-            f"--activation: unknown {cfg['activation']!r}; use one of {', '.join(ACTIVATIONS)}"
-        )
+    check_activation(cfg["activation"])
     if not (math.isfinite(cfg["sigma_b2"]) and cfg["sigma_b2"] >= 0):
         raise StudyInputError(f"--sigma-b2: must be a finite number >= 0, got {cfg['sigma_b2']}")
     if cfg["alphas"] is not None and any(a <= 0 for a in cfg["alphas"]):
@@ -285,16 +280,7 @@ def simulated_alpha_star(cfg, L, alpha_theory, key):
 
 def run(args):
     cfg = resolve_config(args)
-    jax.config.update("jax_enable_x64", bool(cfg["x64"]))
-    runner = StudyRunner(
-        args.study,
-        args.out,
-        cfg,
-        resume=args.resume,
-        overwrite=args.overwrite,
-        progress=not args.no_progress,
-    )
-    runner.open()
+    runner = start_study(args, cfg)
     master = jr.key(cfg["seed"])
     t0 = time.perf_counter()
     theory, stars = theory_part(cfg)

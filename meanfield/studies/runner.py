@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 
 
@@ -289,3 +290,17 @@ class StudyRunner:
         path = self.out / "results.json"
         write_json_atomic(path, body)
         return path
+
+
+def start_study(args, cfg: dict) -> StudyRunner:
+    """The common start of every study's `run`: the float64 switch from `cfg["x64"]`, then
+    the runner over `args.out` with the common options, opened."""
+    jax.config.update("jax_enable_x64", bool(cfg["x64"]))
+    return StudyRunner(
+        args.study,
+        args.out,
+        cfg,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        progress=not args.no_progress,
+    ).open()

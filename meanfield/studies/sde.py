@@ -33,8 +33,8 @@ from ..activations import ACTIVATIONS
 from ..depth import BrownianLaw, FractionalBrownianLaw, SmoothGPLaw
 from ..fits import fit_loglog, summarize
 from ..neural_sde import NeuralODE, NeuralSDE, matrix_resnet
-from .args import int_list, positive_float, positive_int
-from .runner import StudyInputError, StudyRunner
+from .args import check_activation, int_list, override, positive_float, positive_int
+from .runner import StudyInputError, start_study
 
 HELP = "strong error of ResNets with Brownian, fBm or smooth weights vs their SDE/Young/ODE limit"
 DEFAULT_X64 = True
@@ -88,21 +88,22 @@ def resolve_config(args) -> dict:
         "seed": args.seed,
         "x64": args.x64,
     }
-    for name in (
-        "hurst",
-        "L",
-        "seeds",
-        "d",
-        "n_fine",
-        "activation",
-        "length_scale",
-        "rtol",
-        "young_solver",
-        "batch",
-    ):
-        value = getattr(args, name, None)
-        if value is not None:
-            cfg[name] = value
+    override(
+        cfg,
+        args,
+        (
+            "hurst",
+            "L",
+            "seeds",
+            "d",
+            "n_fine",
+            "activation",
+            "length_scale",
+            "rtol",
+            "young_solver",
+            "batch",
+        ),
+    )
     w = cfg["weights"]
     if w == "fbm":
         if cfg["hurst"] is None:
@@ -115,10 +116,7 @@ def resolve_config(args) -> dict:
             )
     elif args.hurst is not None:
         raise StudyInputError(f"--hurst: only used with --weights fbm, not --weights {w}")
-    if cfg["activation"] not in ACTIVATIONS:
-        raise StudyInputError(
-            f"--activation: unknown {cfg['activation']!r}; use one of {', '.join(ACTIVATIONS)}"
-        )
+    check_activation(cfg["activation"])
     if len(cfg["L"]) < 2:
         raise StudyInputError(f"--L: need at least two depths for a slope, got {cfg['L']}")
     if cfg["seeds"] < 2:
@@ -237,16 +235,7 @@ def reference_description(cfg, law) -> dict:
 
 def run(args):
     cfg = resolve_config(args)
-    jax.config.update("jax_enable_x64", bool(cfg["x64"]))
-    runner = StudyRunner(
-        args.study,
-        args.out,
-        cfg,
-        resume=args.resume,
-        overwrite=args.overwrite,
-        progress=not args.no_progress,
-    )
-    runner.open()
+    runner = start_study(args, cfg)
     law = make_law(cfg)
     x = make_input(cfg["d"])
     program = chunk_program(cfg, law, x)

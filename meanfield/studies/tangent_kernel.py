@@ -21,7 +21,7 @@ from ..resnet import ResNet
 from ..theory.tangent import relative_difference
 from ..two_layer import TwoLayerBlock
 from .args import float_list, int_list, positive_int
-from .runner import StudyInputError, StudyRunner
+from .runner import StudyInputError, start_study
 
 HELP = "tangent kernel of finite ResNets vs the shallow M·L-unit kernel (SPEC §5.1)"
 DEFAULT_X64 = True
@@ -60,15 +60,7 @@ def run(args):
         "x64": args.x64,
         "preset": args.preset,
     }
-    jax.config.update("jax_enable_x64", bool(cfg["x64"]))
-    runner = StudyRunner(
-        args.study,
-        args.out,
-        cfg,
-        resume=args.resume,
-        overwrite=args.overwrite,
-        progress=not args.no_progress,
-    ).open()
+    runner = start_study(args, cfg)
     d = cfg["d"]
     block = TwoLayerBlock(cfg["activation"])
     law = TwoLayerGaussianLaw(d, sigma_u=1 / math.sqrt(d), sigma_v=1.0)

@@ -8,7 +8,6 @@ identity (γ > 1/2, where Δ_L² ~ c L^{1−2γ}).
 
 import math
 
-import jax
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
@@ -20,7 +19,7 @@ from ..plotting import use_agg
 from ..theory.variance import estimate_c, sampled_deviation, variance_law
 from ..two_layer import TwoLayerBlock
 from .args import float_list, int_list, positive_float, positive_int
-from .runner import StudyInputError, StudyRunner
+from .runner import StudyInputError, start_study
 
 HELP = "variance of the first forward pass: Chizat's Prop. 2.1 and its three regimes (SPEC §5.1)"
 DEFAULT_X64 = True
@@ -69,15 +68,7 @@ def run(args):
         "x64": args.x64,
         "preset": args.preset,
     }
-    jax.config.update("jax_enable_x64", bool(cfg["x64"]))
-    runner = StudyRunner(
-        args.study,
-        args.out,
-        cfg,
-        resume=args.resume,
-        overwrite=args.overwrite,
-        progress=not args.no_progress,
-    ).open()
+    runner = start_study(args, cfg)
     block = TwoLayerBlock(cfg["activation"])
     law = TwoLayerGaussianLaw(cfg["d"], sigma_u=cfg["sigma_u"], sigma_v=cfg["sigma_v"])
     master = jr.key(cfg["seed"])

@@ -15,7 +15,7 @@ import jax.lax as lax
 import jax.numpy as jnp
 
 from .gaussian import DEFAULT_ORDER
-from .response import response
+from .response import response, variances
 
 GOLDEN = (5**0.5 - 1) / 2
 
@@ -71,13 +71,8 @@ def optimal_scaling(
 
     One compiled program per depth; the variances and K^0 are traced (vmap over them).
     """
-    f = lambda v: jnp.asarray(v, dtype=float)
     return _optimal(
-        f(K0),
-        f(sigma_w2),
-        f(sigma_b2),
-        f(sigma_w2 if sigma_w2_out is None else sigma_w2_out),
-        f(sigma_b2 if sigma_b2_out is None else sigma_b2_out),
+        *variances(K0, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out),
         L=L,
         alpha_range=tuple(alpha_range),
         grid=grid,

@@ -39,6 +39,19 @@ class ResponseCurves(eqx.Module):
     chi_out: Float[Array, ""]
 
 
+def variances(K0, sigma_w2, sigma_b2, sigma_w2_out=None, sigma_b2_out=None) -> tuple:
+    """`(K0, σ_w², σ_b², σ_w,out², σ_b,out²)` as float arrays; the read-out variances default
+    to the hidden ones."""
+    f = lambda v: jnp.asarray(v, dtype=float)
+    return (
+        f(K0),
+        f(sigma_w2),
+        f(sigma_b2),
+        f(sigma_w2 if sigma_w2_out is None else sigma_w2_out),
+        f(sigma_b2 if sigma_b2_out is None else sigma_b2_out),
+    )
+
+
 def response(
     alpha,
     *,
@@ -66,14 +79,9 @@ def response(
     """
     if isinstance(L, bool) or not isinstance(L, int) or L < 1:
         raise ValueError(f"L must be an integer >= 1, got {L!r}")
-    f = lambda v: jnp.asarray(v, dtype=float)
     return _response(
-        f(alpha),
-        f(K0),
-        f(sigma_w2),
-        f(sigma_b2),
-        f(sigma_w2 if sigma_w2_out is None else sigma_w2_out),
-        f(sigma_b2 if sigma_b2_out is None else sigma_b2_out),
+        jnp.asarray(alpha, dtype=float),
+        *variances(K0, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out),
         L=L,
         activation=activation,
         residual=residual,
@@ -145,14 +153,9 @@ def output_response_curve(
 ) -> Array:
     """`χ^out` for every α in `alphas`: one compiled, vmapped call (one program per depth;
     the variances are traced, so sweeping them does not recompile)."""
-    f = lambda v: jnp.asarray(v, dtype=float)
     return _curve(
-        f(alphas),
-        f(K0),
-        f(sigma_w2),
-        f(sigma_b2),
-        f(sigma_w2 if sigma_w2_out is None else sigma_w2_out),
-        f(sigma_b2 if sigma_b2_out is None else sigma_b2_out),
+        jnp.asarray(alphas, dtype=float),
+        *variances(K0, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out),
         L=L,
         activation=activation,
         residual=residual,
