@@ -17,11 +17,14 @@ The limit enters only through its mean fields on the grid s = l/L
 
 import equinox as eqx
 import jax
+import jax.lax as lax
 import jax.numpy as jnp
-from jaxtyping import Array, Float, PyTree
+import jax.random as jr
+from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
 from .backward import loss_and_gradients
 from .blocks import AbstractUnitBlock
+from .laws import AbstractGaussianLaw
 from .meanode import MeanODESolution, particle_step
 from .resnet import ResNet
 from .training import mean_ode_sgd, train
@@ -106,28 +109,72 @@ def coupled_errors(
     *,
     learning_rate: float,
     loss=None,
+    depth: int | Int[Array, ""] | None = None,
+    width: int | Int[Array, ""] | None = None,
 ) -> CoupledErrors:
     """Train the finite network for `grid.steps` GD steps (mean-ODE convention) and
     measure its distance to the limit and to the limit copies of its own units.
+
+    **Padding.** With `depth` and/or `width` (Python or traced integers), `net` holds a
+    depth-`depth`, width-`width` network in the corner `[:depth, :width]` of its
+    `(L, M)` units, and the rest is padding: padded units carry weight 0 (they add
+    nothing, receive no gradient and are left out of Δ^Z), so layers beyond `depth` are
+    the identity, and the real units are weighted so that the network has
+    `α = net.alpha · L·M / (depth·width)` (for `net.alpha = 1/(LM)`: `1/(depth·width)`,
+    the mean-ODE scaling of the real network). `grid` must then have `L + 1` rows, its
+    rows beyond `depth` equal to row `depth` (the limit at s = 1); with that, Δ^h and
+    Δ^b are those of the real network. One compiled program thus serves every
+    `depth <= L`, `width <= M` (this is how `meanfield study mean-ode` keeps its number
+    of programs low); the result equals the unpadded computation up to rounding.
     """
     if net.L != grid.L:
         raise ValueError(f"the network has L={net.L} but the limit grid has L={grid.L}")
     from .backward import squared_loss
 
     loss = squared_loss if loss is None else loss
+    padded = depth is not None or width is not None
+    depth = net.L if depth is None else depth
+    width = net.M if width is None else width
+    model, mask = net, None
+    if padded:
+        dtype = jax.tree.leaves(net.params)[0].dtype
+        mask = (jnp.arange(net.L)[:, None] < depth) & (jnp.arange(net.M)[None, :] < width)
+        scale = jnp.asarray(net.L * net.M, dtype) / (depth * width)
+        weights = jnp.where(mask, scale, 0).astype(dtype)
+        model = ResNet(WeightedUnits(net.block), (net.params, weights), net.alpha)
     result = train(
-        net,
+        model,
         xs,
         ys,
-        optimizer=mean_ode_sgd(learning_rate, L=net.L, M=net.M),
+        optimizer=mean_ode_sgd(learning_rate, L=depth, M=width),
         steps=grid.steps,
         loss=loss,
         return_adjoint=True,
     )
     dh, db = _state_errors(result.adjoint, grid)
+    trained = result.params[0] if padded else result.params
     copies = limit_copies(net.block, net.params, grid, learning_rate)
-    dz = jnp.max(_tree_norm(jax.tree.map(jnp.subtract, copies, result.params), 3), axis=(1, 2))
-    return CoupledErrors(delta_h=dh, delta_b=db, delta_z=dz, loss=result.losses)
+    dz = _tree_norm(jax.tree.map(jnp.subtract, copies, trained), 3)  # (k+1, L, M)
+    if mask is not None:
+        dz = jnp.where(mask, dz, 0)
+    return CoupledErrors(
+        delta_h=dh, delta_b=db, delta_z=jnp.max(dz, axis=(1, 2)), loss=result.losses
+    )
+
+
+def draw_units(law: AbstractGaussianLaw, key: PRNGKeyArray, L: int, M: int) -> PyTree:
+    """L·M unit draws from `law` (leaves `(L, M, ...)`) such that unit (l, j) depends on
+    `(key, l, j)` only, not on `L` or `M`.
+
+    Layer l uses `jr.normal(jr.fold_in(key, l), (M, p))` (p Gaussian coordinates); with
+    JAX's partitionable threefry (the default) the first rows of a larger draw are the
+    smaller draw, so a network drawn inside a padded array (see `coupled_errors`) has
+    exactly the units it would have on its own.
+    """
+    if not isinstance(law, AbstractGaussianLaw):
+        raise ValueError(f"law must be an AbstractGaussianLaw, got {type(law).__name__}")
+    g = jax.vmap(lambda l: jr.normal(jr.fold_in(key, l), (M, law.gaussian_dim)))(jnp.arange(L))
+    return jax.vmap(jax.vmap(law.transform))(g)
 
 
 class WeightedUnits(AbstractUnitBlock):
@@ -135,14 +182,17 @@ class WeightedUnits(AbstractUnitBlock):
 
     With the particles of the limit at every layer and α = 1/L, the finite recursion
     is exactly the explicit Euler scheme of the limit's own (particle) ODE, so its
-    distance to the limit is the pure depth-discretisation error.
+    distance to the limit is the pure depth-discretisation error. With weights 0 and
+    a common weight elsewhere it pads a network (`coupled_errors`).
+
+    The weights are fixed, not parameters: no gradient flows to them.
     """
 
     block: AbstractUnitBlock
 
     def __call__(self, h, z):
         zz, w = z
-        return w * self.block(h, zz)
+        return lax.stop_gradient(w) * self.block(h, zz)
 
 
 def euler_errors(

@@ -51,6 +51,7 @@ PER_STUDY = [
     # non-positive sizes
     ("mean-ode", ["--seeds", "0"], "--seeds"),
     ("mean-ode", ["--L", "0,8"], "--L"),
+    ("mean-ode", ["--pad-units", "-1"], "--pad-units"),
     ("sde", ["--seeds", "-3"], "--seeds"),
     ("sde", ["--n-fine", "0"], "--n-fine"),
     ("phases", ["--d", "0"], "--d"),

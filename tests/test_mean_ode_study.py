@@ -101,3 +101,20 @@ def test_output_folder_that_is_a_file(tmp_path, capsys):
     assert main(["study", "mean-ode", *TINY, "--out", str(target)]) == 2
     assert "--out" in capsys.readouterr().err
     assert target.read_text() == "not a folder"
+
+
+def test_program_boxes_pad_only_cheap_points():
+    from meanfield.studies.mean_ode import program_boxes
+
+    specs = [{"L": L, "M": M} for L in (8, 64) for M in (1, 16, 4096)]
+    none = program_boxes(specs, seeds=10, pad_units=0)
+    assert all(box == pair for pair, box in none.items())
+    budget = 10 * 64 * 16
+    boxes = program_boxes(specs, seeds=10, pad_units=budget)
+    for (L, M), (Lb, Mb) in boxes.items():
+        assert Lb == L and Mb >= M and 10 * L * (Mb - M) <= budget
+    assert boxes[(64, 1)] == (64, 16) and boxes[(8, 1)] == (8, 16)  # cheap: padded
+    assert boxes[(8, 16)] == (8, 16) and boxes[(64, 4096)] == (64, 4096)
+    assert len(set(boxes.values())) == 4
+    # everything at one depth fits a generous budget: one program per depth
+    assert len(set(program_boxes(specs, seeds=10, pad_units=2**40).values())) == 2

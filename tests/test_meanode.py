@@ -210,3 +210,52 @@ def test_bad_inputs():
         solve_mean_ode(model, -1)
     with pytest.raises(ValueError, match="solver"):
         solve_dense(lambda t, y, a: y, jnp.ones(1), t0=0.0, t1=1.0, solver="euler-ish")
+
+
+def test_draw_units_does_not_depend_on_the_array_shape(key):
+    from meanfield.coupling import draw_units
+
+    law = mf.TwoLayerNonCentredLaw(3, sigma_u=0.7, sigma_xi=0.4)
+    small, big = draw_units(law, key, 5, 3), draw_units(law, key, 8, 16)
+    for a, b in zip(jax.tree.leaves(small), jax.tree.leaves(big), strict=True):
+        np.testing.assert_array_equal(np.asarray(b[:5, :3]), np.asarray(a))
+    # and the law is right: u ~ N(0, σ_u² I) over many units
+    u = np.asarray(draw_units(law, key, 64, 256).u).reshape(-1, 3)
+    se = 0.49 * math.sqrt(2 / u.shape[0])
+    assert np.all(np.abs(u.var(axis=0) - 0.49) < 5 * se)
+    with pytest.raises(ValueError, match="law"):
+        draw_units(object(), key, 2, 2)
+
+
+@pytest.mark.parametrize(  # sigmoid(0) != 0: the masks are needed
+    ("activation", "shapes"), [("gelu", ((5, 3), (8, 16))), ("sigmoid", ((5, 3), (1, 1)))]
+)
+def test_padded_coupled_errors_equal_the_unpadded_network(key, activation, shapes):
+    """One program for every (depth, width) inside a box: same numbers as the exact shape."""
+    from meanfield.coupling import draw_units
+
+    law = mf.TwoLayerNonCentredLaw(2, sigma_u=1.25, sigma_xi=0.3)
+    block = mf.TwoLayerBlock(activation)
+    xs = jr.normal(jr.fold_in(key, 1), (3, 2))
+    ys = jnp.roll(xs, 1, axis=1)
+    Lb, Mb, steps = 8, 16, 2
+    pb = draw_units(law, key, Lb, Mb)
+    big = mf.ResNet(block, pb, 1.0 / (Lb * Mb))
+
+    @jax.jit
+    def padded(h, b, depth, width):
+        grid = LimitOnGrid(h=h, b=b)
+        return coupled_errors(big, xs, ys, grid, learning_rate=0.3, depth=depth, width=width)
+
+    for L, M in shapes:
+        h = jr.normal(jr.fold_in(key, 10 * L + M), (steps + 1, L + 1, 3, 2))
+        b = jr.normal(jr.fold_in(key, 10 * L + M + 1), (steps + 1, L + 1, 3, 2))
+        net = mf.ResNet(block, draw_units(law, key, L, M), 1.0 / (L * M))
+        exact = coupled_errors(net, xs, ys, LimitOnGrid(h=h, b=b), learning_rate=0.3)
+        pad = lambda a, L=L: jnp.pad(a, ((0, 0), (0, Lb - L), (0, 0), (0, 0)), mode="edge")
+        out = padded(pad(h), pad(b), jnp.int32(L), jnp.int32(M))
+        for name in ("delta_h", "delta_b", "delta_z", "loss"):
+            np.testing.assert_allclose(
+                np.asarray(getattr(out, name)), np.asarray(getattr(exact, name)), rtol=1e-12
+            )
+        assert float(exact.delta_z[-1]) > 0  # the comparison is not vacuous

@@ -15,6 +15,7 @@ q/2, tolerance halved) and every fitted point must lie 10× above it.
 """
 
 import math
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -26,7 +27,7 @@ import numpy as np
 
 from ..activations import ACTIVATIONS
 from ..blocks import AbstractUnitBlock
-from ..coupling import coupled_errors, euler_errors, limit_on_grid
+from ..coupling import LimitOnGrid, coupled_errors, draw_units, euler_errors, limit_on_grid
 from ..fits import fit_loglog, fit_rate_sum, summarize
 from ..laws import TwoLayerGaussianLaw, TwoLayerNonCentredLaw
 from ..meanode import MeanODE, solve_mean_ode
@@ -36,11 +37,9 @@ from ..particles import (
     monte_carlo_particles,
 )
 from ..resnet import ResNet
-from ..scaling import MeanODEScaling
 from ..two_layer import TwoLayerBlock
 from .args import check_activation, int_list, override, positive_float, positive_int
 from .runner import StudyInputError, start_study
-from .runner import point_name as runner_name
 
 HELP = "finite ResNets vs the neural mean-ODE limit: the 1/L + 1/sqrt(LM) study (SPEC §3)"
 DEFAULT_X64 = True
@@ -81,6 +80,10 @@ DEFAULTS = {
 QUANTITIES = ("delta_h", "delta_b", "delta_z")
 # seeds of one grid point run together as long as L·M·seeds stays below this
 UNITS_PER_BATCH = 2**20
+# a grid point runs padded inside a wider point's program when the padding adds at most
+# this many units (seeds × L × extra width): on a 2-core CPU (float64) about one second,
+# less than a compile; on an accelerator (a guess, not yet measured) far less
+PAD_UNITS = {"cpu": 2**20, "default": 2**26}
 # default quadrature budget: order 256 for 2 Gaussian coordinates, 16 for 4
 QUADRATURE_NODES = 2**16
 
@@ -122,8 +125,14 @@ def add_arguments(parser):
     parser.add_argument(
         "--compile-workers",
         type=positive_int,
-        default=2,
-        help="programs compiled ahead in parallel threads (default 2)",
+        help="programs compiled ahead in parallel threads (default: min(8, CPU cores))",
+    )
+    parser.add_argument(
+        "--pad-units",
+        type=int,
+        help="run a grid point inside a wider point's compiled program when the padding "
+        "adds at most this many units, seeds x L x extra width (default 2^20 on CPU, 2^26 "
+        "on GPU/TPU; 0: one program per (L, M))",
     )
 
 
@@ -296,17 +305,38 @@ def compute_reference(cfg, block, law, xs, ys, main, check, workers=2):
     return out
 
 
+def program_boxes(specs, seeds: int, pad_units: int) -> dict:
+    """The compiled program (box `(L, M_b)`) of every grid point, as `{(L, M): box}`.
+
+    At each depth, widths are taken from the largest down; a point runs in the narrowest
+    existing box of that depth whose padding adds at most `pad_units` units
+    (`seeds · L · (M_b − M)`), else it opens its own box. Padding changes no value: see
+    `coupled_errors` (the padded units are inert, and the draws of the real units do not
+    depend on the box, `draw_units`). Depth is never padded: on an accelerator the
+    cost of a layer is a sequence of kernel launches, whatever its width.
+    """
+    boxes: dict[int, list[int]] = {}
+    out = {}
+    for L, M in sorted({(s["L"], s["M"]) for s in specs}, key=lambda p: (p[0], -p[1])):
+        widths = boxes.setdefault(L, [])
+        fits = [Mb for Mb in widths if seeds * L * (Mb - M) <= pad_units]
+        if not fits:
+            widths.append(M)
+        out[(L, M)] = (L, min(fits) if fits else M)
+    return out
+
+
 def _seed_program(block: AbstractUnitBlock, law, xs, ys, lr, L, M, seeds):
+    """One compiled program for every point of depth L and width at most M:
+    `run(keys, h, b, width)`."""
     batch = max(1, min(seeds, UNITS_PER_BATCH // (L * M)))
 
-    def one(key, h, b):
-        from ..coupling import LimitOnGrid
+    def one(key, h, b, width):
+        net = ResNet(block, draw_units(law, key, L, M), 1.0 / (L * M))
+        return coupled_errors(net, xs, ys, LimitOnGrid(h=h, b=b), learning_rate=lr, width=width)
 
-        net = ResNet.sample(block, law, L=L, M=M, scaling=MeanODEScaling(), key=key)
-        return coupled_errors(net, xs, ys, LimitOnGrid(h=h, b=b), learning_rate=lr)
-
-    def run(keys, h, b):
-        return jax.lax.map(lambda k: one(k, h, b), keys, batch_size=batch)
+    def run(keys, h, b, width):
+        return jax.lax.map(lambda k: one(k, h, b, width), keys, batch_size=batch)
 
     return jax.jit(run)
 
@@ -329,6 +359,12 @@ def _errors_dict(values_by_name, steps):
 
 def run(args):
     cfg = resolve_config(args)
+    workers = args.compile_workers or max(1, min(8, os.cpu_count() or 1))
+    pad_units = args.pad_units
+    if pad_units is None:
+        pad_units = PAD_UNITS.get(jax.default_backend(), PAD_UNITS["default"])
+    if pad_units < 0:
+        raise StudyInputError(f"--pad-units: must be >= 0, got {pad_units}")
     runner = start_study(args, cfg)
     block = TwoLayerBlock(cfg["activation"])
     law = make_law(cfg)
@@ -339,7 +375,7 @@ def run(args):
     t_ref = time.perf_counter()
     ref = runner.artifact(
         "reference",
-        lambda: compute_reference(cfg, block, law, xs, ys, main, check, args.compile_workers),
+        lambda: compute_reference(cfg, block, law, xs, ys, main, check, workers),
     )
     ref_seconds = time.perf_counter() - t_ref
     error_estimate = float(ref["err_quadrature"].max() + ref["err_tolerance"].max())
@@ -351,28 +387,34 @@ def run(args):
     finite_seconds = {}
     master = jr.key(cfg["seed"])
     specs = grid_specs(cfg)
+    boxes = program_boxes(specs, cfg["seeds"], pad_units)
 
     def point_inputs(spec):
         L, M = spec["L"], spec["M"]
         keys = jr.split(jr.fold_in(jr.fold_in(jr.fold_in(master, 2), L), M), cfg["seeds"])
-        return keys, jnp.asarray(ref[f"h_L{L}"]), jnp.asarray(ref[f"b_L{L}"])
+        return keys, jnp.asarray(ref[f"h_L{L}"]), jnp.asarray(ref[f"b_L{L}"]), jnp.int32(M)
 
-    def compile_point(spec):
+    def compile_box(box, spec):
         t0 = time.perf_counter()
-        program = _seed_program(block, law, xs, ys, lr, spec["L"], spec["M"], cfg["seeds"])
+        program = _seed_program(block, law, xs, ys, lr, *box, cfg["seeds"])
         compiled = program.lower(*point_inputs(spec)).compile()
         return compiled, time.perf_counter() - t0
 
-    # compile ahead in threads (XLA compiles release the GIL): one program per (L, M)
-    pool = ThreadPoolExecutor(max_workers=args.compile_workers)
-    ahead = {runner_name(s): pool.submit(compile_point, s) for s in runner.pending(specs)}
+    # compile ahead in threads (XLA compiles release the GIL): one program per box
+    pool = ThreadPoolExecutor(max_workers=workers)
+    ahead = {}
+    for spec in runner.pending(specs):
+        box = boxes[(spec["L"], spec["M"])]
+        if box not in ahead:
+            ahead[box] = pool.submit(compile_box, box, spec)
 
     def finite_point(spec):
-        compiled, seconds = ahead.pop(runner_name(spec)).result()
+        box = boxes[(spec["L"], spec["M"])]
+        compiled, seconds = ahead[box].result()
         t1 = time.perf_counter()
         out = jax.block_until_ready(compiled(*point_inputs(spec)))
-        name = f"L{spec['L']}_M{spec['M']}"
-        compile_seconds[name], finite_seconds[name] = seconds, time.perf_counter() - t1
+        compile_seconds[f"L{box[0]}_M{box[1]}"] = seconds
+        finite_seconds[f"L{spec['L']}_M{spec['M']}"] = time.perf_counter() - t1
         values = {
             "delta_h": out.delta_h,
             "delta_b": out.delta_b,
@@ -388,8 +430,6 @@ def run(args):
 
     def euler_point(spec):
         L = spec["L"]
-        from ..coupling import LimitOnGrid
-
         grid = LimitOnGrid(h=jnp.asarray(ref[f"h_L{L}"]), b=jnp.asarray(ref[f"b_L{L}"]))
         probes = jax.vmap(law.sample)(jr.split(jr.fold_in(master, 5), cfg["probes"]))
         e = _euler_program(block, main, xs, ys, grid, lr, probes)
@@ -477,6 +517,10 @@ def run(args):
         timing={
             "reference_seconds": ref_seconds,
             "compile_seconds": sum(compile_seconds.values()),
+            "programs": len(compile_seconds),
+            "program_boxes": sorted({f"L{b[0]}_M{b[1]}" for b in boxes.values()}),
+            "pad_units": pad_units,
+            "compile_workers": workers,
             "finite_seconds": sum(finite_seconds.values()),
             "fit_seconds": fit_seconds,
             "plot_seconds": time.perf_counter() - t_plot,
