@@ -2,10 +2,13 @@
 
     PYTHONPATH=. python3 benchmarks/grid.py --out DIR [--preset quick|paper] [--natural-seeds 2]
 
-1. Runs `meanfield study mean-ode --preset P` (float64, fresh output folder, no
-   compilation cache, so compile times are cold) and splits its wall time into
-   compile, reference (the limit solves), finite networks, fitting and plotting, from
-   the study's own `results.json` timing.
+1. Runs `meanfield study mean-ode --preset P` (float64, fresh output folder, an empty
+   persistent compilation cache, so compile times are cold) and splits its wall time
+   into compile, reference (the limit solves), finite networks, fitting and plotting,
+   from the study's own `results.json` timing, with the number of compiled programs
+   (grid points share programs by padding, `--pad-units`). With `--warm-cache` it runs
+   the study a second time in the same process on the now-filled cache: what a second
+   invocation costs (tracing and lowering still run; loading programs replaces compiling).
 2. The natural implementation of the finite-network part, as public research code
    writes it: for every (L, M) of the grid, one jitted function per configuration
    called from a Python loop over seeds (the same per-seed computation as the study:
@@ -35,13 +38,13 @@ import jax.random as jr
 from benchmarks import timing
 
 
-def run_study(preset: str, out: Path) -> dict:
+def run_study(preset: str, out: Path, cache: Path, extra: list[str]) -> dict:
     from meanfield.cli import main
 
     code = main(
         [
             "--compile-cache",
-            "off",
+            str(cache),
             "study",
             "mean-ode",
             "--preset",
@@ -50,11 +53,28 @@ def run_study(preset: str, out: Path) -> dict:
             str(out),
             "--overwrite",
             "--no-progress",
+            *extra,
         ]
     )
     if code != 0:
         raise SystemExit(f"the study failed with exit code {code}")
     return json.loads((out / "results.json").read_text())
+
+
+def _split(results: dict, wall: float) -> dict:
+    t = results["timing"]
+    return {
+        "wall_s": wall,
+        "study_total_s": t["total_seconds"],
+        "compile_s": t.get("compile_seconds"),  # summed over programs (threads overlap)
+        "programs": t.get("programs"),
+        "compile_workers": t.get("compile_workers"),
+        "pad_units": t.get("pad_units"),
+        "reference_s": t.get("reference_seconds"),
+        "finite_s": t.get("finite_seconds"),
+        "fit_s": t.get("fit_seconds"),
+        "plot_s": t.get("plot_seconds"),
+    }
 
 
 def natural(results: dict, natural_seeds: int) -> dict:
@@ -119,26 +139,31 @@ def main(argv=None):
         help="seeds timed per configuration for the natural implementation",
     )
     parser.add_argument("--skip-natural", action="store_true")
+    parser.add_argument(
+        "--warm-cache", action="store_true", help="run the study again on the filled cache"
+    )
+    parser.add_argument("--pad-units", type=int, help="passed to the study (default: its own)")
     args = parser.parse_args(argv)
     preset = args.preset or ("quick" if jax.default_backend() == "cpu" else "paper")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    t0 = time.perf_counter()
+    extra = [] if args.pad_units is None else ["--pad-units", str(args.pad_units)]
+    warm = None
     with tempfile.TemporaryDirectory() as tmp:
-        results = run_study(preset, Path(tmp) / "study")
-    wall = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        results = run_study(preset, Path(tmp) / "study", Path(tmp) / "cache", extra)
+        wall = time.perf_counter() - t0
+        if args.warm_cache:
+            t0 = time.perf_counter()
+            again = run_study(preset, Path(tmp) / "study2", Path(tmp) / "cache", extra)
+            warm = _split(again, time.perf_counter() - t0)
+    from meanfield.compilation import disable_compilation_cache
+
+    disable_compilation_cache()  # the folder is gone; the natural runs compile cold
     t = results["timing"]
     cfg = results["config"]
-    ours = {
-        "wall_s": wall,
-        "study_total_s": t["total_seconds"],
-        "compile_s": t.get("compile_seconds"),  # summed over points (threads overlap)
-        "reference_s": t.get("reference_seconds"),
-        "finite_s": t.get("finite_seconds"),
-        "fit_s": t.get("fit_seconds"),
-        "plot_s": t.get("plot_seconds"),
-    }
+    ours = _split(results, wall)
     payload = {
         "benchmark": "grid",
         "environment": timing.environment(),
@@ -151,17 +176,25 @@ def main(argv=None):
             "points": len(results["points"]),
         },
         "ours": ours,
+        "ours_warm_cache": warm,
     }
+    keys = ("wall_s", "compile_s", "reference_s", "finite_s", "fit_s", "plot_s")
+    line = (
+        "{}: wall {}  compile {} ({} programs, {} threads)  reference {}  finite {}  "
+        "fit {}  plot {}"
+    )
     lines = [
         f"grid benchmark, preset {preset}: {len(results['points'])} (L, M, k) points, "
         f"{cfg['seeds']} seeds, device {t.get('device')}",
-        "ours: wall {}  compile {}  reference {}  finite {}  fit {}  plot {}".format(
-            *(
-                timing.format_seconds(ours[k])
-                for k in ("wall_s", "compile_s", "reference_s", "finite_s", "fit_s", "plot_s")
-            )
-        ),
     ]
+    for name, row in (("ours, cold cache", ours), ("ours, warm cache", warm)):
+        if row is not None:
+            values = [timing.format_seconds(row[k]) for k in keys]
+            lines.append(
+                line.format(
+                    name, values[0], values[1], row["programs"], row["compile_workers"], *values[2:]
+                )
+            )
     if not args.skip_natural:
         nat = natural(results, args.natural_seeds)
         ours_finite = ours["compile_s"] + ours["finite_s"]

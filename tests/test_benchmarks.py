@@ -1,0 +1,29 @@
+"""The benchmark scripts run, and their experimental kernels compute the recursion.
+
+Each script runs in its own process, as a user runs it: a benchmark sets global JAX
+options (precision, compile cache) that must not leak into the rest of the suite.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_kernel_variants_agree_with_the_scan(tmp_path):
+    args = ["--out", str(tmp_path), "--shape", "4,4,8,32", "--layers-per-step", "4"]
+    args += ["--min-reps", "1", "--max-reps", "1"]
+    script = ROOT / "benchmarks" / "kernel_variants.py"
+    done = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    payload = json.loads((tmp_path / "kernel_variants.json").read_text())
+    rows = [r for r in payload["rows"] if r["variant"] != "scan"]
+    assert {r["variant"] for r in rows} == {"rows", "lanes", "dot"}
+    for r in rows:
+        assert not r.get("note"), r
+        assert r["max_diff"] < 1e-5, r  # float32; the recursion itself is O(1)
+    assert (tmp_path / "kernel_variants.txt").read_text().strip()
