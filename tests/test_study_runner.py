@@ -27,6 +27,8 @@ TINY = [
     "3",
     "--order",
     "12",
+    "--steps",
+    "0",
     "--no-progress",
     "--compile-workers",
     "1",
@@ -52,15 +54,10 @@ def uninterrupted(tmp_path_factory):
     return out
 
 
-def test_same_seed_same_results(uninterrupted, tmp_path):
-    cmd, env = _cli(tmp_path / "again")
-    subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=900)
-    assert _without_timing(tmp_path / "again" / "results.json") == _without_timing(
-        uninterrupted / "results.json"
-    )
-
-
 def test_sigkill_then_resume_loses_and_recomputes_nothing(uninterrupted, tmp_path):
+    """Kill a run after two grid points, resume it: the finished points are kept as they
+    are, and the results equal those of the uninterrupted run (another process with the
+    same seed: this is also the reproducibility check)."""
     out = tmp_path / "killed"
     cmd, env = _cli(out)
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
