@@ -161,6 +161,12 @@ def main(argv=None):
     parser.add_argument("--num-warps", type=int, help="pallas (Triton): warps per program")
     parser.add_argument("--num-stages", type=int, help="pallas (Triton): pipeline stages")
     parser.add_argument(
+        "--weight-loads",
+        default="inline",
+        choices=["inline", "hoisted", "prefetch"],
+        help="pallas: when each layer's weights are loaded (meanfield.PallasOptions)",
+    )
+    parser.add_argument(
         "--pallas-interpret",
         action="store_true",
         help="on CPU, time the kernels in interpret mode (correctness only, slow)",
@@ -200,6 +206,7 @@ def main(argv=None):
         layers_per_step=args.layers_per_step,
         num_warps=args.num_warps,
         num_stages=args.num_stages,
+        weight_loads=args.weight_loads,
     )
     memory_limit = _memory_limit_bytes(args.max_memory_gb)
     rows = []

@@ -8,14 +8,17 @@ does not choose directly. This script times, on one shape (default the headline
 d 8, M 16, L 4096, batch 256), the forward pass of:
 
 * `rows`: the library's kernel (`fused_hidden`): h as (inputs, d), products
-  (inputs, M, d), reductions over d then M — swept over `block_batch`, `num_warps`
-  and `layers_per_step` (what `meanfield.PallasOptions` exposes);
+  (inputs, M, d), reductions over d then M — swept over `block_batch`, `num_warps`,
+  `layers_per_step` and `weight_loads` (what `meanfield.PallasOptions` exposes);
 * `lanes`: h transposed to (d, inputs), products (M, d, inputs): the inputs on the
   fast axis, so that a thread can own an input and reduce over M and d in registers;
 * `dot`: both products as `dot` in IEEE float32 (`Precision.HIGHEST`: no TF32), with d
   and M padded to 16 (Triton's smallest dot);
 
-each beside the plain `lax.scan` in the same run (`vs scan`), with the largest
+every formulation with each placement of the weight loads (`--weight-loads`: at each
+layer, hoisted to the start of a loop step, or prefetched one step ahead; see
+`meanfield.fused_two_layer.layer_loop`), each beside the plain `lax.scan` in the same
+run (`vs scan`), with the largest
 difference from the scan (float32: differences of order 1e-6 are rounding). `lanes`
 and `dot` are experiments written here, not library code: the fastest formulation on
 a device is the one to move into `meanfield.fused_two_layer`. On a CPU every kernel
@@ -37,6 +40,7 @@ import jax.lax as lax
 import jax.numpy as jnp
 
 from benchmarks import timing
+from meanfield import fused_two_layer as fused
 
 
 def _call(kernel, out_shape, grid, in_specs, out_specs, num_warps, interpret):
@@ -59,21 +63,25 @@ def _call(kernel, out_shape, grid, in_specs, out_specs, num_warps, interpret):
     )
 
 
-def lanes(h0, u, v, alpha, block, num_warps, K, interpret):
+def _weights(u_ref, v_ref, K):
+    return lambda i, k: (u_ref[i * K + k], v_ref[i * K + k])
+
+
+def lanes(h0, u, v, alpha, block, num_warps, K, loads, interpret):
     from jax.experimental import pallas as pl
 
     n, d = h0.shape
     L, M, _ = u.shape
 
     def kernel(h_ref, u_ref, v_ref, o_ref):
-        def step(i, h):
+        def body(i, h, get):
             for k in range(K):
-                uk, vk = u_ref[i * K + k], v_ref[i * K + k]  # (M, d, 1)
+                uk, vk = get(k)  # (M, d, 1)
                 a = jnp.tanh(jnp.sum(uk * h[None, :, :], axis=1))  # (M, inputs)
                 h = h + alpha * jnp.sum(vk * a[:, None, :], axis=0)
             return h
 
-        o_ref[...] = lax.fori_loop(0, L // K, step, h_ref[...])
+        o_ref[...] = fused.layer_loop(L // K, K, h_ref[...], _weights(u_ref, v_ref, K), body, loads)
 
     w = pl.BlockSpec((L, M, d, 1), lambda i: (0, 0, 0, 0))
     tile = pl.BlockSpec((d, block), lambda i: (0, i))
@@ -89,7 +97,7 @@ def lanes(h0, u, v, alpha, block, num_warps, K, interpret):
     return f(h0.T, u[..., None], v[..., None]).T
 
 
-def dot(h0, u, v, alpha, block, num_warps, K, interpret):
+def dot(h0, u, v, alpha, block, num_warps, K, loads, interpret):
     from jax.experimental import pallas as pl
 
     n, d = h0.shape
@@ -101,13 +109,14 @@ def dot(h0, u, v, alpha, block, num_warps, K, interpret):
     high = lax.Precision.HIGHEST
 
     def kernel(h_ref, u_ref, v_ref, o_ref):
-        def step(i, h):
+        def body(i, h, get):
             for k in range(K):
-                a = jnp.tanh(jnp.dot(h, u_ref[i * K + k], precision=high))
-                h = h + alpha * jnp.dot(a, v_ref[i * K + k], precision=high)
+                uk, vk = get(k)
+                a = jnp.tanh(jnp.dot(h, uk, precision=high))
+                h = h + alpha * jnp.dot(a, vk, precision=high)
             return h
 
-        o_ref[...] = lax.fori_loop(0, L // K, step, h_ref[...])
+        o_ref[...] = fused.layer_loop(L // K, K, h_ref[...], _weights(u_ref, v_ref, K), body, loads)
 
     tile = pl.BlockSpec((block, dp), lambda i: (i, 0))
     f = _call(
@@ -126,9 +135,7 @@ def dot(h0, u, v, alpha, block, num_warps, K, interpret):
     return f(hp, uT, vp)[:, :d]
 
 
-def rows(h0, u, v, alpha, block, num_warps, K, interpret):
-    from meanfield import fused_two_layer as fused
-
+def rows(h0, u, v, alpha, block, num_warps, K, loads, interpret):
     cfg = fused.KernelConfig(
         alpha=alpha,
         activation="tanh",
@@ -136,6 +143,7 @@ def rows(h0, u, v, alpha, block, num_warps, K, interpret):
         layers_per_step=K,
         interpret=interpret,
         num_warps=num_warps,
+        weight_loads=loads,
     )
     return fused.fused_hidden(h0, u, v, cfg)
 
@@ -151,17 +159,19 @@ def scan(h0, u, v, alpha):
 VARIANTS = {"rows": rows, "lanes": lanes, "dot": dot}
 
 
-def configs(n: int, on_cpu: bool, layers: list[int]):
+def configs(n: int, on_cpu: bool, layers: list[int], loads: list[str]):
+    """The sweep, most informative first: the load placements at each tiling."""
     blocks = {
-        "rows": [2, 4, 8, 16, 32],
-        "lanes": [32, 64, 128, 256],
-        "dot": [16, 32, 64],
+        "rows": [1, 4, 16, 32],
+        "lanes": [32, 128, 256],
+        "dot": [16, 64],
     }
-    warps = [1] if on_cpu else [1, 2, 4]
+    warps = [1] if on_cpu else [1, 4]
     for K, name in itertools.product(layers, VARIANTS):
-        for block, nw in itertools.product(blocks[name][:1] if on_cpu else blocks[name], warps):
+        tiles = itertools.product(blocks[name][:1] if on_cpu else blocks[name], warps)
+        for (block, nw), where in itertools.product(tiles, loads):
             if block <= n:
-                yield name, block, nw, K
+                yield name, block, nw, K, where
 
 
 COLUMNS = [
@@ -169,6 +179,7 @@ COLUMNS = [
     ("block", "block", str),
     ("num_warps", "warps", str),
     ("layers_per_step", "K", str),
+    ("weight_loads", "loads", str),
     ("compile_s", "compile", timing.format_seconds),
     ("median_s", "median", timing.format_seconds),
     ("rel_iqr", "IQR/med", lambda x: "-" if x is None else f"{x:.0%}"),
@@ -183,8 +194,13 @@ def main(argv=None):
     timing.add_common_arguments(parser, "kernel_variants")
     parser.add_argument("--shape", default="8,16,4096,256", help="d,M,L,batch (the headline)")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated")
-    parser.add_argument("--layers-per-step", default="4,16", help="comma-separated K values")
-    parser.add_argument("--time-budget", type=float, default=240.0, help="seconds (240)")
+    parser.add_argument("--layers-per-step", default="8", help="comma-separated K values (8)")
+    parser.add_argument(
+        "--weight-loads",
+        default=",".join(fused.WEIGHT_LOADS),
+        help="comma-separated placements of the weight loads (all)",
+    )
+    parser.add_argument("--time-budget", type=float, default=360.0, help="seconds (360)")
     args = parser.parse_args(argv)
     timing.setup(args)
     d, M, L, n = (int(x) for x in args.shape.split(","))
@@ -192,6 +208,9 @@ def main(argv=None):
     layers = [int(x) for x in args.layers_per_step.split(",")]
     if any(L % K for K in layers):
         parser.error(f"--layers-per-step: every K must divide L={L}")
+    loads = args.weight_loads.split(",")
+    if not loads or any(w not in fused.WEIGHT_LOADS for w in loads):
+        parser.error(f"--weight-loads: each one of {', '.join(fused.WEIGHT_LOADS)}")
     dtype = jnp.float64 if args.x64 else jnp.float32
     k1, k2, k3 = jax.random.split(jax.random.key(0), 3)
     h0 = jax.random.normal(k1, (n, d), dtype)
@@ -216,16 +235,22 @@ def main(argv=None):
     }
     wanted = args.variants.split(",")
     t_start = time.perf_counter()
-    for name, block, nw, K in configs(n, on_cpu, layers):
+    for name, block, nw, K, where in configs(n, on_cpu, layers, loads):
         if name not in wanted:
             continue
-        row = {"variant": name, "block": block, "num_warps": nw, "layers_per_step": K}
+        row = {
+            "variant": name,
+            "block": block,
+            "num_warps": nw,
+            "layers_per_step": K,
+            "weight_loads": where,
+        }
         if time.perf_counter() - t_start > args.time_budget:
             rows_out.append({**row, "note": "skipped: time budget"})
             continue
         fn = jax.jit(
-            lambda h, a, b, f=VARIANTS[name], blk=block, w=nw, k=K: f(
-                h, a, b, alpha, blk, w, k, on_cpu
+            lambda h, a, b, f=VARIANTS[name], blk=block, w=nw, k=K, ld=where: f(
+                h, a, b, alpha, blk, w, k, ld, on_cpu
             )
         )
         try:

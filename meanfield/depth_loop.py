@@ -44,6 +44,9 @@ class PallasOptions(NamedTuple):
     - `layers_per_step`: layers unrolled in one step of the kernel loop (default 8).
     - `num_warps`, `num_stages`: Triton settings on GPU.
     - `interpret`: Pallas interpret mode; default: on exactly when running on CPU.
+    - `weight_loads`: when the kernels load each layer's weights, one of
+      `fused_two_layer.WEIGHT_LOADS` (`"inline"`, `"hoisted"`, `"prefetch"`); it
+      changes the speed on a GPU, never the values.
     """
 
     block_batch: int | None = None
@@ -51,6 +54,7 @@ class PallasOptions(NamedTuple):
     num_warps: int | None = None
     num_stages: int | None = None
     interpret: bool | None = None
+    weight_loads: str = "inline"
 
 
 class BatchAdjoint(NamedTuple):
@@ -83,6 +87,9 @@ def _kernel_config(net: ResNet, n: int, options: PallasOptions) -> fused.KernelC
         raise ValueError(f"block_batch must be a power of two, got {block_batch}")
     if options.layers_per_step < 1:
         raise ValueError(f"layers_per_step must be >= 1, got {options.layers_per_step}")
+    if options.weight_loads not in fused.WEIGHT_LOADS:
+        choices = ", ".join(fused.WEIGHT_LOADS)
+        raise ValueError(f"weight_loads must be one of {choices}, got {options.weight_loads!r}")
     return fused.KernelConfig(
         alpha=net.alpha,
         activation=net.block.activation,
@@ -92,6 +99,7 @@ def _kernel_config(net: ResNet, n: int, options: PallasOptions) -> fused.KernelC
         interpret=bool(interpret),
         num_warps=options.num_warps,
         num_stages=options.num_stages,
+        weight_loads=options.weight_loads,
     )
 
 

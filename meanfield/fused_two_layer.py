@@ -7,8 +7,12 @@ large L many times over). Here one kernel runs the whole recursion
     h^l = h^{l-1} + α Σ_j v_j^l ρ(c · u_j^l · h^{l-1}),      l = 1..L
 
 for a tile of `block_batch` inputs: the tile of h stays in registers for all L layers
-and the weights of each layer are read from memory as the loop reaches them (they do
-not depend on h, so their loads are issued ahead of the arithmetic that needs them).
+and the weights of each layer are read from memory as the loop reaches them. They do
+not depend on h, so their loads can be issued ahead of the arithmetic that needs them;
+`KernelConfig.weight_loads` says how far ahead (`WEIGHT_LOADS`): at each layer
+(`"inline"`), for the `layers_per_step` layers of a loop step at its start
+(`"hoisted"`), or one loop step ahead, carried through the loop (`"prefetch"`, software
+pipelining by hand: the loads of step i + 1 are in flight while step i computes).
 The products are written as broadcasts and sums, never as `dot`, so float32 and
 float64 both work and no tensor-core rounding enters.
 
@@ -40,6 +44,8 @@ MAX_TILE = 2048
 # at most this many programs write separate gradient partial sums; beyond it a program
 # loops over several input tiles and accumulates (keeps the partials' memory bounded)
 MAX_PARTIALS = 64
+# when the kernels issue the loads of the weights (and saved states) of a layer
+WEIGHT_LOADS = ("inline", "hoisted", "prefetch")
 
 
 class KernelConfig(NamedTuple):
@@ -52,6 +58,7 @@ class KernelConfig(NamedTuple):
     - `layers_per_step`: layers unrolled in one step of the kernel's loop.
     - `interpret`: run in Pallas interpret mode (CPU, tests).
     - `num_warps`, `num_stages`: Triton settings on GPU (`None`: Triton's default).
+    - `weight_loads`: one of `WEIGHT_LOADS` (module docstring); no effect on values.
     """
 
     alpha: float
@@ -62,6 +69,7 @@ class KernelConfig(NamedTuple):
     interpret: bool = False
     num_warps: int | None = None
     num_stages: int | None = None
+    weight_loads: str = "inline"
 
 
 def next_pow2(n: int) -> int:
@@ -143,19 +151,49 @@ def _layer_forward(h, u, v, cfg: KernelConfig):
     return h + cfg.alpha * jnp.sum(a[:, :, None] * v[None, :, :], axis=1)
 
 
+def layer_loop(steps: int, K: int, init, load_one, body, weight_loads: str):
+    """`lax.fori_loop` over `steps` loop steps of `K` layers each, the loads apart.
+
+    `load_one(i, k)` reads what layer k of step i needs from memory (no dependence on
+    the carry); `body(i, carry, get)` runs the K layers of step i, taking layer k's
+    loads from `get(k)`. `weight_loads` places the loads (`WEIGHT_LOADS`): inside
+    `get` (`"inline"`), all K at the start of the step (`"hoisted"`), or one step
+    ahead, carried by the loop (`"prefetch"`; the last step re-reads its own loads).
+    """
+
+    def loads(i):
+        return tuple(load_one(i, k) for k in range(K))
+
+    if weight_loads == "prefetch":
+
+        def step(i, carry):
+            x, current = carry
+            ahead = loads(jnp.minimum(i + 1, steps - 1))
+            return body(i, x, current.__getitem__), ahead
+
+        return lax.fori_loop(0, steps, step, (init, loads(0)))[0]
+    if weight_loads == "hoisted":
+        return lax.fori_loop(0, steps, lambda i, x: body(i, x, loads(i).__getitem__), init)
+    if weight_loads == "inline":
+        return lax.fori_loop(0, steps, lambda i, x: body(i, x, lambda k: load_one(i, k)), init)
+    raise ValueError(f"weight_loads must be one of {', '.join(WEIGHT_LOADS)}, got {weight_loads!r}")
+
+
 def _forward_kernel(cfg: KernelConfig, shape: _Padded, save: bool):
     K = cfg.layers_per_step
 
     def kernel(h0_ref, u_ref, v_ref, hL_ref, *hs_ref):
-        def step(i, h):
+        def load_one(i, k):
+            return u_ref[i * K + k], v_ref[i * K + k]
+
+        def body(i, h, get):
             for k in range(K):
-                layer = i * K + k
                 if save:
-                    hs_ref[0][layer] = h  # h^{l-1} of layer l = layer + 1
-                h = _layer_forward(h, u_ref[layer], v_ref[layer], cfg)
+                    hs_ref[0][i * K + k] = h  # h^{l-1} of layer l = i K + k + 1
+                h = _layer_forward(h, *get(k), cfg)
             return h
 
-        hL_ref[...] = lax.fori_loop(0, shape.Lp // K, step, h0_ref[...])
+        hL_ref[...] = layer_loop(shape.Lp // K, K, h0_ref[...], load_one, body, cfg.weight_loads)
 
     return kernel
 
@@ -202,10 +240,14 @@ def _backward_kernel(cfg: KernelConfig, shape: _Padded, per: int, save: bool):
         def tile(g, carry):
             rows = _ds(g * Bb, Bb)
 
-            def step(i, b):
+            def load_one(i, k):
+                layer = Lp - 1 - (i * K + k)
+                return hs_ref[layer, rows, :], u_ref[layer], v_ref[layer]
+
+            def body(i, b, get):
                 for k in range(K):
                     layer = Lp - 1 - (i * K + k)
-                    hp, u, v = hs_ref[layer, rows, :], u_ref[layer], v_ref[layer]
+                    hp, u, v = get(k)
                     s = c * jnp.sum(hp[:, None, :] * u[None, :, :], axis=2)
                     a, da = jax.jvp(rho, (s,), (jnp.ones_like(s),))
                     q = da * jnp.sum(b[:, None, :] * v[None, :, :], axis=2)
@@ -221,7 +263,9 @@ def _backward_kernel(cfg: KernelConfig, shape: _Padded, per: int, save: bool):
                         bs_ref[0][layer, rows, :] = b  # b^{l-1} of layer l = layer + 1
                 return b
 
-            b0_ref[rows, :] = lax.fori_loop(0, Lp // K, step, w_ref[rows, :])
+            b0_ref[rows, :] = layer_loop(
+                Lp // K, K, w_ref[rows, :], load_one, body, cfg.weight_loads
+            )
             return carry
 
         lax.fori_loop(0, per, tile, 0)

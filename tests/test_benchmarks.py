@@ -23,6 +23,8 @@ def test_kernel_variants_agree_with_the_scan(tmp_path):
     payload = json.loads((tmp_path / "kernel_variants.json").read_text())
     rows = [r for r in payload["rows"] if r["variant"] != "scan"]
     assert {r["variant"] for r in rows} == {"rows", "lanes", "dot"}
+    assert {r["weight_loads"] for r in rows} == {"inline", "hoisted", "prefetch"}
+    assert len(rows) == 9
     for r in rows:
         assert not r.get("note"), r
         assert r["max_diff"] < 1e-5, r  # float32; the recursion itself is O(1)
