@@ -7,8 +7,8 @@ leading seed axis that
 * splits the seeds over the devices of a one-axis mesh (`jax.shard_map` with
   `NamedSharding`-style `PartitionSpec("seeds")`), padding the seed axis to a multiple
   of the device count by repeating the last seed (padded results are dropped);
-* on each device runs its seeds in chunks of `batch_size` (`lax.map`; `None` runs all
-  of them at once, i.e. `vmap`);
+* on each device runs its seeds in equal chunks of at most `batch_size` (`lax.map`,
+  one compiled copy of `fn`; `None` runs all of them at once, i.e. `vmap`);
 * returns the outputs with the seed axis in the original order.
 
 Each seed's result depends only on its own inputs, so the answer is the one of a
@@ -20,10 +20,11 @@ mesh spans the devices of every process and the outputs are gathered on each.
 from collections.abc import Callable, Sequence
 
 import jax
-import jax.lax as lax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
+
+from ._mapping import map_batched
 
 SEED_AXIS = "seeds"
 
@@ -83,8 +84,8 @@ def shard_seeds(
     - `fn`: the computation for one seed, `fn(*args) -> pytree of arrays`.
     - `in_axes`: like `jax.vmap`: `0` for arguments with a leading seed axis, `None`
       for arguments shared by every seed (one entry per argument, or one for all).
-    - `batch_size`: seeds computed at once on a device (`lax.map`); `None`: all of the
-      device's seeds at once.
+    - `batch_size`: seeds computed at once on a device, at most (`lax.map` in equal
+      chunks); `None`: all of the device's seeds at once.
     - `devices`: the devices to use (default: `jax.devices()`, every process's).
 
     **Returns:** a jitted function of the same arguments returning `fn`'s outputs
@@ -112,7 +113,7 @@ def shard_seeds(
                 full = [next(it) if ax == 0 else a for a, ax in zip(local_args, axes, strict=True)]
                 return fn(*full)
 
-            return lax.map(one, mapped, batch_size=batch_size or per_device)
+            return map_batched(one, mapped, batch_size or per_device)
 
         specs = tuple(PartitionSpec(SEED_AXIS) if ax == 0 else PartitionSpec() for ax in axes)
         out = _shard_map(local, mesh, specs, PartitionSpec(SEED_AXIS))(*padded)

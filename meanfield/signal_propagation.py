@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import Array, Float
 
+from ._mapping import map_batched
 from .activations import resolve_activation
 from .laws import DenseGaussianLaw
 from .layer_blocks import DenseBlock
@@ -152,9 +153,7 @@ def _simulate(alphas, K0, key, *, cfg, size):
     one = _one_init_identity if cfg["method"] == "gaussian-identity" else _one_init_full
 
     def at(alpha):  # the same initialisations at every α (common random numbers)
-        return lax.map(
-            lambda k: one(k, alpha, K0, cfg), jr.split(key, cfg["inits"]), batch_size=size
-        )
+        return map_batched(lambda k: one(k, alpha, K0, cfg), jr.split(key, cfg["inits"]), size)
 
     return jax.vmap(at)(alphas) if cfg["method"] == "gaussian-identity" else at(alphas)
 

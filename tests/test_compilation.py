@@ -55,3 +55,30 @@ def test_cli_rejects_bad_cache_folder(tmp_path, capsys):
     assert exc.value.code == 2
     assert "--compile-cache" in capsys.readouterr().err
     assert jax.config.jax_compilation_cache_dir is None
+
+
+@pytest.mark.parametrize("n, max_batch, plan", [(10, 3, (3, 4)), (10, 4, (4, 3)), (7, 7, (7, 1))])
+def test_map_batched_traces_the_function_once(n, max_batch, plan):
+    """Equal batches: the mapped function is traced (so compiled) once, where `lax.map`
+    with a remainder traces it twice; the values equal `vmap`'s."""
+    from meanfield._mapping import batch_plan, map_batched
+
+    assert batch_plan(n, max_batch) == plan
+    traces = []
+
+    def fn(x):
+        traces.append(1)
+        return {"square": x["a"] ** 2, "sum": jnp.sum(x["b"])}
+
+    xs = {"a": jnp.arange(float(n)), "b": jnp.arange(3.0 * n).reshape(n, 3)}
+    got = jax.jit(lambda xs: map_batched(fn, xs, max_batch))(xs)
+    assert len(traces) == 1
+    want = jax.vmap(fn)(xs)
+    for key in want:
+        assert got[key].shape == want[key].shape
+        assert jnp.array_equal(got[key], want[key])
+    traces.clear()
+    jax.jit(lambda xs: jax.lax.map(fn, xs, batch_size=max_batch))(xs)
+    assert len(traces) == (1 if n % max_batch == 0 else 2)  # what map_batched avoids
+    with pytest.raises(ValueError, match="max_batch"):
+        batch_plan(n, 0)

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
+from .._mapping import map_batched
 from ..activations import ACTIVATIONS
 from ..blocks import AbstractUnitBlock
 from ..coupling import LimitOnGrid, coupled_errors, draw_units, euler_errors, limit_on_grid
@@ -78,8 +79,12 @@ DEFAULTS = {
     "probes": 1024,
 }
 QUANTITIES = ("delta_h", "delta_b", "delta_z")
-# seeds of one grid point run together as long as L·M·seeds stays below this
-UNITS_PER_BATCH = 2**20
+# seeds of one grid point run together (vmapped) as long as L·M·seeds stays below this;
+# on a CPU a larger batch gains nothing, while on an accelerator one seed of a small
+# network leaves it idle. Memory: the compiled paper-preset program (float64, d = 2,
+# n = 3, k = 2) needs ~540 bytes of temporaries per unit (XLA's memory analysis on CPU),
+# so 2^24 units ≈ 9 GB on a GPU (the speed gain there is not yet measured)
+UNITS_PER_BATCH = {"cpu": 2**20, "default": 2**24}
 # a grid point runs padded inside a wider point's program when the padding adds at most
 # this many units (seeds × L × extra width): on a 2-core CPU (float64) about one second,
 # less than a compile; on an accelerator (a guess, not yet measured) far less
@@ -326,17 +331,17 @@ def program_boxes(specs, seeds: int, pad_units: int) -> dict:
     return out
 
 
-def _seed_program(block: AbstractUnitBlock, law, xs, ys, lr, L, M, seeds):
+def _seed_program(block: AbstractUnitBlock, law, xs, ys, lr, L, M, seeds, units_per_batch):
     """One compiled program for every point of depth L and width at most M:
     `run(keys, h, b, width)`."""
-    batch = max(1, min(seeds, UNITS_PER_BATCH // (L * M)))
+    batch = max(1, min(seeds, units_per_batch // (L * M)))
 
     def one(key, h, b, width):
         net = ResNet(block, draw_units(law, key, L, M), 1.0 / (L * M))
         return coupled_errors(net, xs, ys, LimitOnGrid(h=h, b=b), learning_rate=lr, width=width)
 
     def run(keys, h, b, width):
-        return jax.lax.map(lambda k: one(k, h, b, width), keys, batch_size=batch)
+        return map_batched(lambda k: one(k, h, b, width), keys, batch)
 
     return jax.jit(run)
 
@@ -365,6 +370,7 @@ def run(args):
         pad_units = PAD_UNITS.get(jax.default_backend(), PAD_UNITS["default"])
     if pad_units < 0:
         raise StudyInputError(f"--pad-units: must be >= 0, got {pad_units}")
+    units_per_batch = UNITS_PER_BATCH.get(jax.default_backend(), UNITS_PER_BATCH["default"])
     runner = start_study(args, cfg)
     block = TwoLayerBlock(cfg["activation"])
     law = make_law(cfg)
@@ -396,7 +402,7 @@ def run(args):
 
     def compile_box(box, spec):
         t0 = time.perf_counter()
-        program = _seed_program(block, law, xs, ys, lr, *box, cfg["seeds"])
+        program = _seed_program(block, law, xs, ys, lr, *box, cfg["seeds"], units_per_batch)
         compiled = program.lower(*point_inputs(spec)).compile()
         return compiled, time.perf_counter() - t0
 
@@ -520,6 +526,7 @@ def run(args):
             "programs": len(compile_seconds),
             "program_boxes": sorted({f"L{b[0]}_M{b[1]}" for b in boxes.values()}),
             "pad_units": pad_units,
+            "units_per_batch": units_per_batch,
             "compile_workers": workers,
             "finite_seconds": sum(finite_seconds.values()),
             "fit_seconds": fit_seconds,

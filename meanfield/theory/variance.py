@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import jax.random as jr
 
+from .._mapping import map_batched
 from ..blocks import AbstractUnitBlock
 from ..laws import AbstractLaw
 from ..resnet import ResNet
@@ -59,4 +60,4 @@ def sampled_deviation(block, law, *, L: int, M: int, alpha: float, x, key, nets:
         hs = net.hidden(x, return_all=True)
         return jnp.sum((hs - x[None]) ** 2, axis=1)
 
-    return jax.lax.map(one, jr.split(key, nets), batch_size=min(nets, 256))
+    return map_batched(one, jr.split(key, nets), 256)
