@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 
 from benchmarks import hardware, timing
+from meanfield.fused_two_layer import WEIGHT_LOADS
 
 FULL = {
     "d": [4, 8, 64],
@@ -163,7 +164,7 @@ def main(argv=None):
     parser.add_argument(
         "--weight-loads",
         default="inline",
-        choices=["inline", "hoisted", "prefetch"],
+        choices=WEIGHT_LOADS,
         help="pallas: when each layer's weights are loaded (meanfield.PallasOptions)",
     )
     parser.add_argument(

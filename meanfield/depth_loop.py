@@ -87,9 +87,7 @@ def _kernel_config(net: ResNet, n: int, options: PallasOptions) -> fused.KernelC
         raise ValueError(f"block_batch must be a power of two, got {block_batch}")
     if options.layers_per_step < 1:
         raise ValueError(f"layers_per_step must be >= 1, got {options.layers_per_step}")
-    if options.weight_loads not in fused.WEIGHT_LOADS:
-        choices = ", ".join(fused.WEIGHT_LOADS)
-        raise ValueError(f"weight_loads must be one of {choices}, got {options.weight_loads!r}")
+    fused.check_weight_loads(options.weight_loads)
     return fused.KernelConfig(
         alpha=net.alpha,
         activation=net.block.activation,

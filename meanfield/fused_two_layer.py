@@ -151,6 +151,14 @@ def _layer_forward(h, u, v, cfg: KernelConfig):
     return h + cfg.alpha * jnp.sum(a[:, :, None] * v[None, :, :], axis=1)
 
 
+def check_weight_loads(weight_loads: str) -> str:
+    """`weight_loads` if it is one of `WEIGHT_LOADS`, else a one-line `ValueError`."""
+    if weight_loads not in WEIGHT_LOADS:
+        choices = ", ".join(WEIGHT_LOADS)
+        raise ValueError(f"weight_loads must be one of {choices}, got {weight_loads!r}")
+    return weight_loads
+
+
 def layer_loop(steps: int, K: int, init, load_one, body, weight_loads: str):
     """`lax.fori_loop` over `steps` loop steps of `K` layers each, the loads apart.
 
@@ -160,6 +168,7 @@ def layer_loop(steps: int, K: int, init, load_one, body, weight_loads: str):
     `get` (`"inline"`), all K at the start of the step (`"hoisted"`), or one step
     ahead, carried by the loop (`"prefetch"`; the last step re-reads its own loads).
     """
+    check_weight_loads(weight_loads)
 
     def loads(i):
         return tuple(load_one(i, k) for k in range(K))
@@ -174,9 +183,7 @@ def layer_loop(steps: int, K: int, init, load_one, body, weight_loads: str):
         return lax.fori_loop(0, steps, step, (init, loads(0)))[0]
     if weight_loads == "hoisted":
         return lax.fori_loop(0, steps, lambda i, x: body(i, x, loads(i).__getitem__), init)
-    if weight_loads == "inline":
-        return lax.fori_loop(0, steps, lambda i, x: body(i, x, lambda k: load_one(i, k)), init)
-    raise ValueError(f"weight_loads must be one of {', '.join(WEIGHT_LOADS)}, got {weight_loads!r}")
+    return lax.fori_loop(0, steps, lambda i, x: body(i, x, lambda k: load_one(i, k)), init)
 
 
 def _forward_kernel(cfg: KernelConfig, shape: _Padded, save: bool):

@@ -362,15 +362,20 @@ def _errors_dict(values_by_name, steps):
     return per_step
 
 
+def _for_backend(table: dict) -> int:
+    """The entry of `table` for the default backend, else its `"default"`."""
+    return table.get(jax.default_backend(), table["default"])
+
+
 def run(args):
     cfg = resolve_config(args)
     workers = args.compile_workers or max(1, min(8, os.cpu_count() or 1))
     pad_units = args.pad_units
     if pad_units is None:
-        pad_units = PAD_UNITS.get(jax.default_backend(), PAD_UNITS["default"])
+        pad_units = _for_backend(PAD_UNITS)
     if pad_units < 0:
         raise StudyInputError(f"--pad-units: must be >= 0, got {pad_units}")
-    units_per_batch = UNITS_PER_BATCH.get(jax.default_backend(), UNITS_PER_BATCH["default"])
+    units_per_batch = _for_backend(UNITS_PER_BATCH)
     runner = start_study(args, cfg)
     block = TwoLayerBlock(cfg["activation"])
     law = make_law(cfg)
