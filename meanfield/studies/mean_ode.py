@@ -25,7 +25,6 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from .._mapping import map_batched
 from ..activations import ACTIVATIONS
 from ..blocks import AbstractUnitBlock
 from ..coupling import LimitOnGrid, coupled_errors, draw_units, euler_errors, limit_on_grid
@@ -38,6 +37,7 @@ from ..particles import (
     monte_carlo_particles,
 )
 from ..resnet import ResNet
+from ..sharding import gather_processes, shard_seeds
 from ..two_layer import TwoLayerBlock
 from .args import check_activation, int_list, override, positive_float, positive_int
 from .runner import StudyInputError, start_study
@@ -79,7 +79,8 @@ DEFAULTS = {
     "probes": 1024,
 }
 QUANTITIES = ("delta_h", "delta_b", "delta_z")
-# seeds of one grid point run together (vmapped) as long as L·M·seeds stays below this;
+# seeds of one grid point run together on a device (vmapped; the seeds are split over
+# every device first, `shard_seeds`) as long as L·M·seeds stays below this;
 # on a CPU a larger batch gains nothing, while on an accelerator one seed of a small
 # network leaves it idle. Memory: the compiled paper-preset program (float64, d = 2,
 # n = 3, k = 2) needs ~540 bytes of temporaries per unit (XLA's memory analysis on CPU),
@@ -331,19 +332,19 @@ def program_boxes(specs, seeds: int, pad_units: int) -> dict:
     return out
 
 
-def _seed_program(block: AbstractUnitBlock, law, xs, ys, lr, L, M, seeds, units_per_batch):
-    """One compiled program for every point of depth L and width at most M:
-    `run(keys, h, b, width)`."""
+def _seed_program(
+    block: AbstractUnitBlock, law, xs, ys, lr, L, M, seeds, units_per_batch, devices=None
+):
+    """One program for every point of depth L and width at most M, its seeds split over
+    `devices` (default: all; `shard_seeds`): `run(keys, h, b, width)`, with
+    `run.jitted` to compile ahead."""
     batch = max(1, min(seeds, units_per_batch // (L * M)))
 
     def one(key, h, b, width):
         net = ResNet(block, draw_units(law, key, L, M), 1.0 / (L * M))
         return coupled_errors(net, xs, ys, LimitOnGrid(h=h, b=b), learning_rate=lr, width=width)
 
-    def run(keys, h, b, width):
-        return map_batched(lambda k: one(k, h, b, width), keys, batch)
-
-    return jax.jit(run)
+    return shard_seeds(one, (0, None, None, None), batch_size=batch, devices=devices)
 
 
 @eqx.filter_jit
@@ -408,7 +409,7 @@ def run(args):
     def compile_box(box, spec):
         t0 = time.perf_counter()
         program = _seed_program(block, law, xs, ys, lr, *box, cfg["seeds"], units_per_batch)
-        compiled = program.lower(*point_inputs(spec)).compile()
+        compiled = program.jitted.lower(*point_inputs(spec)).compile()
         return compiled, time.perf_counter() - t0
 
     # compile ahead in threads (XLA compiles release the GIL): one program per box
@@ -423,7 +424,7 @@ def run(args):
         box = boxes[(spec["L"], spec["M"])]
         compiled, seconds = ahead[box].result()
         t1 = time.perf_counter()
-        out = jax.block_until_ready(compiled(*point_inputs(spec)))
+        out = jax.block_until_ready(gather_processes(compiled(*point_inputs(spec))))
         compile_seconds[f"L{box[0]}_M{box[1]}"] = seconds
         finite_seconds[f"L{spec['L']}_M{spec['M']}"] = time.perf_counter() - t1
         values = {

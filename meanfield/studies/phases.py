@@ -50,6 +50,7 @@ from ..phases import (
     forward_bounds,
     perceptron_resnet,
 )
+from ..sharding import shard_seeds
 from .args import float_list, int_list, override, positive_float, positive_int
 from .runner import StudyInputError, start_study
 
@@ -198,8 +199,9 @@ def seed_keys(cfg, hurst, start, stop):
     return jax.vmap(lambda i: jr.fold_in(master, i))(jnp.arange(start, stop))
 
 
-def chunk_program(cfg, law):
-    """Per draw: V and W for every depth, x, y; both ratios for every (L, β).
+def chunk_program(cfg, law, devices=None):
+    """Per draw: V and W for every depth, x, y; both ratios for every (L, β). The draws
+    of a chunk are split over `devices` (default: all; `shard_seeds`).
 
     **Returns:** `keys -> (forward, gradient)`, each `(draws, n_L, n_β)`.
     """
@@ -227,7 +229,7 @@ def chunk_program(cfg, law):
             grad.append(g)
         return jnp.stack(fwd), jnp.stack(grad)
 
-    return jax.jit(jax.vmap(one))
+    return shard_seeds(one, devices=devices)
 
 
 def _samples(raw_by_chunk, name, seeds):

@@ -33,6 +33,7 @@ from ..activations import ACTIVATIONS
 from ..depth import BrownianLaw, FractionalBrownianLaw, SmoothGPLaw
 from ..fits import fit_loglog, summarize
 from ..neural_sde import NeuralODE, NeuralSDE, matrix_resnet
+from ..sharding import shard_seeds
 from .args import check_activation, int_list, override, positive_float, positive_int
 from .runner import StudyInputError, start_study
 
@@ -165,9 +166,10 @@ def seed_keys(cfg, start: int, stop: int):
     return jax.vmap(lambda i: jr.fold_in(master, i))(jnp.arange(start, stop))
 
 
-def chunk_program(cfg, law, x):
-    """One compiled program for a chunk of seeds: per seed, one path, the limit solved on
-    it (and the check solve), and every depth's network on it with its errors.
+def chunk_program(cfg, law, x, devices=None):
+    """One compiled program for a chunk of seeds, split over `devices` (default: all;
+    `shard_seeds`): per seed, one path, the limit solved on it (and the check solve),
+    and every depth's network on it with its errors.
 
     **Returns:** a function `keys -> dict` of per-seed arrays: `final`, `sup` of shape
     `(seeds, n_L)`, `check_final`, `check_sup`, `ok`, `solver_steps`.
@@ -212,7 +214,7 @@ def chunk_program(cfg, law, x):
             "solver_steps": steps,
         }
 
-    return jax.jit(jax.vmap(one))
+    return shard_seeds(one, devices=devices)
 
 
 def reference_description(cfg, law) -> dict:
