@@ -14,7 +14,12 @@ not depend on h, so their loads can be issued ahead of the arithmetic that needs
 (`"hoisted"`), or one loop step ahead, carried through the loop (`"prefetch"`, software
 pipelining by hand: the loads of step i + 1 are in flight while step i computes).
 The products are written as broadcasts and sums, never as `dot`, so float32 and
-float64 both work and no tensor-core rounding enters.
+float64 both work and no tensor-core rounding enters. Triton has no erf, so ρ = erf
+and gelu are evaluated by `meanfield.special` (exp and arithmetic, as accurate as
+XLA's). The kernels use Pallas' Triton backend (chosen by passing Triton's compiler
+settings; jax 0.11 deprecates it in favour of Mosaic GPU, with a warning); the tests
+lower them for an H100 from a CPU machine (`jax.export`), which catches anything
+Triton cannot express without a GPU.
 
 The backward pass (recursion (B) of SPEC §2) is a second kernel running from layer L
 down to 1 with b on chip; it reads the forward states saved by the first kernel and
@@ -37,6 +42,7 @@ import jax.lax as lax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from . import special
 from .activations import resolve_activation
 
 # largest tile (inputs × units × coordinates) one kernel program holds for one layer
@@ -120,7 +126,11 @@ def _pad(x: Array, shape: tuple[int, ...]) -> Array:
 
 
 def _compiler_params(cfg: KernelConfig):
-    if cfg.interpret or jax.default_backend() != "gpu":
+    """Triton's settings whenever the kernels are compiled (not interpreted): they also
+    select the Triton backend of Pallas on GPU, whose default may be Mosaic GPU, on
+    which these kernels do not lower (and they do so when lowering for a GPU from
+    another machine, `jax.export`)."""
+    if cfg.interpret:
         return None
     from jax.experimental.pallas import triton as pltriton
 
@@ -143,9 +153,21 @@ def _ds(start, size):
     return pl.ds(start, size)
 
 
+# activations whose library versions use a primitive Triton lacks (erf), by name
+KERNEL_ACTIVATIONS = {"erf": special.erf, "gelu": special.gelu}
+
+
+def kernel_activation(activation):
+    """ρ as the kernels evaluate it: `meanfield.special`'s erf and gelu (exp and
+    arithmetic only, as accurate as XLA's) for those names, else `resolve_activation`."""
+    if isinstance(activation, str) and activation in KERNEL_ACTIVATIONS:
+        return KERNEL_ACTIVATIONS[activation]
+    return resolve_activation(activation)
+
+
 def _layer_forward(h, u, v, cfg: KernelConfig):
     """One layer on a tile: h (B, d), u and v (M, d)."""
-    rho = resolve_activation(cfg.activation)
+    rho = kernel_activation(cfg.activation)
     s = jnp.sum(h[:, None, :] * u[None, :, :], axis=2)
     a = rho(cfg.inner_scale * s)
     return h + cfg.alpha * jnp.sum(a[:, :, None] * v[None, :, :], axis=1)
@@ -240,7 +262,7 @@ def _groups(shape: _Padded) -> tuple[int, int]:
 
 def _backward_kernel(cfg: KernelConfig, shape: _Padded, per: int, save: bool):
     K, Bb, Lp = cfg.layers_per_step, shape.Bb, shape.Lp
-    rho = resolve_activation(cfg.activation)
+    rho = kernel_activation(cfg.activation)
     c, alpha = cfg.inner_scale, cfg.alpha
 
     def kernel(hs_ref, u_ref, v_ref, w_ref, b0_ref, gu_ref, gv_ref, *bs_ref):

@@ -28,3 +28,25 @@ def key(request):
 
 def pytest_report_header(config):
     return f"meanfield test seed: {SEED} (set MEANFIELD_TEST_SEED to change)"
+
+
+@pytest.fixture
+def lower_for_cuda():
+    """`lower(fn, *args)`: the StableHLO text of `jax.jit(fn)` lowered for an NVIDIA H100
+    from this machine (`jax.export`, no GPU needed). Pallas kernels are lowered to Triton
+    on the way, so a kernel Triton cannot express fails here rather than first on a GPU;
+    Triton's own compile to PTX happens only on a GPU."""
+    from jax import export
+
+    device = jax.sharding.AbstractDevice(
+        device_kind="NVIDIA H100 80GB HBM3", num_cores=132, platform="gpu"
+    )
+    mesh = jax.sharding.AbstractMesh((1,), ("gpu",), abstract_device=device)
+    checks = [export.DisabledSafetyCheck.custom_call("__gpu$xla.gpu.triton")]
+
+    def lower(fn, *args):
+        with jax.sharding.use_abstract_mesh(mesh):
+            exported = export.export(jax.jit(fn), platforms=["cuda"], disabled_checks=checks)
+            return exported(*args).mlir_module()
+
+    return lower

@@ -1,13 +1,19 @@
 """The benchmark scripts run, and their experimental kernels compute the recursion.
 
 Each script runs in its own process, as a user runs it: a benchmark sets global JAX
-options (precision, compile cache) that must not leak into the rest of the suite.
+options (precision, compile cache) that must not leak into the rest of the suite
+(importing one sets nothing: the lowering check below imports `kernel_variants`).
 """
 
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+from meanfield import fused_two_layer as fused
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,3 +35,22 @@ def test_kernel_variants_agree_with_the_scan(tmp_path):
         assert not r.get("note"), r
         assert r["max_diff"] < 1e-5, r  # float32; the recursion itself is O(1)
     assert (tmp_path / "kernel_variants.txt").read_text().strip()
+
+
+def test_kernel_variants_lower_to_triton_for_a_gpu(lower_for_cuda):
+    """Every formulation and load placement of the sweep lowers for an H100 from this
+    CPU machine (what the GPU run would otherwise find out first)."""
+    from benchmarks import kernel_variants
+
+    n, d, M, L = 64, 8, 16, 16
+    h0 = jax.ShapeDtypeStruct((n, d), jnp.float32)
+    w = jax.ShapeDtypeStruct((L, M, d), jnp.float32)
+    for name, variant in kernel_variants.VARIANTS.items():
+        for loads in fused.WEIGHT_LOADS:
+            text = lower_for_cuda(
+                lambda h, u, v, f=variant, ld=loads: f(h, u, v, 0.1, 16, 4, 4, ld, False),
+                h0,
+                w,
+                w,
+            )
+            assert text.count("xla.gpu.triton") == 1, (name, loads)

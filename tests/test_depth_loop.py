@@ -4,6 +4,7 @@ The Pallas kernels run in interpret mode; every shape below needs padding in eve
 axis (n, d, M not powers of two, L not a multiple of the layers per step).
 """
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
@@ -45,7 +46,7 @@ def _adjoint(net, xs, ws, **kw):
     return jax.jit(lambda net, xs, ws: mf.adjoint_batch(net, xs, ws, **kw))(net, xs, ws)
 
 
-@pytest.mark.parametrize("activation", ["tanh", "relu"])
+@pytest.mark.parametrize("activation", ["tanh", "relu", "erf"])
 def test_methods_match_scan_forward(key, activation):
     net = _net(key, activation=activation, inner_scale=0.8)
     xs = _inputs(key)
@@ -128,6 +129,35 @@ def test_adjoint_batch_matches_backward(key, method):
     _close(got.b, adj.b)
     for a, b in zip(jax.tree.leaves(got.grads), jax.tree.leaves(adj.grads), strict=True):
         _close(a, jnp.sum(b, axis=0))
+
+
+@pytest.mark.parametrize(
+    "activation, dtype",
+    [(name, "float64") for name in mf.ACTIVATIONS] + [("gelu", "float32")],
+)
+def test_fused_kernels_lower_to_triton_for_a_gpu(key, activation, dtype, lower_for_cuda):
+    """Every built-in ρ: the kernels of the gradient and of the adjoint lower for an H100
+    from this CPU machine (Triton has no erf: gelu and erf use `meanfield.special`)."""
+    net = _net(key, activation=activation)
+    net = eqx.tree_at(lambda n: n.params, net, jax.tree.map(lambda p: p.astype(dtype), net.params))
+    xs = _inputs(key).astype(dtype)
+    gpu = mf.PallasOptions(interpret=False, block_batch=4, layers_per_step=4)
+
+    def loss(params, xs):
+        out = mf.forward_batch(
+            mf.ResNet(net.block, params, net.alpha), xs, method="pallas", options=gpu
+        )
+        return jnp.sum(out**2)
+
+    def adjoint(params, xs, ws):
+        adj = mf.adjoint_batch(
+            mf.ResNet(net.block, params, net.alpha), xs, ws, method="pallas", options=gpu
+        )
+        return adj.h, adj.b, adj.grads
+
+    kernels = "xla.gpu.triton"
+    assert lower_for_cuda(jax.grad(loss), net.params, xs).count(kernels) == 2
+    assert lower_for_cuda(adjoint, net.params, xs, xs).count(kernels) == 2
 
 
 def test_backward_kernel_accumulates_tiles(key, monkeypatch):
