@@ -126,10 +126,10 @@ def _pad(x: Array, shape: tuple[int, ...]) -> Array:
 
 
 def _compiler_params(cfg: KernelConfig):
-    """Triton's settings whenever the kernels are compiled (not interpreted): they also
-    select the Triton backend of Pallas on GPU, whose default may be Mosaic GPU, on
-    which these kernels do not lower (and they do so when lowering for a GPU from
-    another machine, `jax.export`)."""
+    """Triton's settings whenever a kernel is compiled rather than interpreted. Passing
+    them also selects Pallas' Triton backend: the GPU default may be Mosaic GPU (as in
+    jax 0.10), on which these kernels do not lower, and the default backend says nothing
+    when lowering for a GPU from another machine (`jax.export`)."""
     if cfg.interpret:
         return None
     from jax.experimental.pallas import triton as pltriton
