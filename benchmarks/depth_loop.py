@@ -163,9 +163,9 @@ def main(argv=None):
     parser.add_argument("--num-stages", type=int, help="pallas (Triton): pipeline stages")
     parser.add_argument(
         "--weight-loads",
-        default="inline",
+        default=None,
         choices=WEIGHT_LOADS,
-        help="pallas: when each layer's weights are loaded (meanfield.PallasOptions)",
+        help="pallas: when each layer's weights are loaded (default: PallasOptions' default)",
     )
     parser.add_argument(
         "--pallas-interpret",
@@ -207,7 +207,7 @@ def main(argv=None):
         layers_per_step=args.layers_per_step,
         num_warps=args.num_warps,
         num_stages=args.num_stages,
-        weight_loads=args.weight_loads,
+        **({"weight_loads": args.weight_loads} if args.weight_loads else {}),
     )
     memory_limit = _memory_limit_bytes(args.max_memory_gb)
     rows = []

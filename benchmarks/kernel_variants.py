@@ -12,10 +12,13 @@ d 8, M 16, L 4096, batch 256), the forward pass of:
   `layers_per_step` and `weight_loads` (what `meanfield.PallasOptions` exposes);
 * `lanes`: h transposed to (d, inputs), products (M, d, inputs): the inputs on the
   fast axis, so that a thread can own an input and reduce over M and d in registers;
+* `lanes_exp`: `lanes` with tanh written as 1 - 2 / (exp(2x) + 1) (one exp, one
+  division) instead of libdevice's tanh;
 * `dot`: both products as `dot` in IEEE float32 (`Precision.HIGHEST`: no TF32), with d
   and M padded to 16 (Triton's smallest dot);
 
-every formulation with each placement of the weight loads (`--weight-loads`: at each
+every formulation (`--blocks`, `--warps`: the tilings to try instead of each one's
+defaults) with each placement of the weight loads (`--weight-loads`: at each
 layer, hoisted to the start of a loop step, or prefetched one step ahead; see
 `meanfield.fused_two_layer.layer_loop`), each beside the plain `lax.scan` in the same
 run (`vs scan`), with the largest
@@ -67,7 +70,12 @@ def _weights(u_ref, v_ref, K):
     return lambda i, k: (u_ref[i * K + k], v_ref[i * K + k])
 
 
-def lanes(h0, u, v, alpha, block, num_warps, K, loads, interpret):
+def _tanh_exp(x):
+    """tanh as 1 - 2 / (exp(2x) + 1): one exp and one division (vs libdevice's tanh)."""
+    return 1.0 - 2.0 / (jnp.exp(2.0 * x) + 1.0)
+
+
+def lanes(h0, u, v, alpha, block, num_warps, K, loads, interpret, act=jnp.tanh):
     from jax.experimental import pallas as pl
 
     n, d = h0.shape
@@ -77,7 +85,7 @@ def lanes(h0, u, v, alpha, block, num_warps, K, loads, interpret):
         def body(i, h, get):
             for k in range(K):
                 uk, vk = get(k)  # (M, d, 1)
-                a = jnp.tanh(jnp.sum(uk * h[None, :, :], axis=1))  # (M, inputs)
+                a = act(jnp.sum(uk * h[None, :, :], axis=1))  # (M, inputs)
                 h = h + alpha * jnp.sum(vk * a[:, None, :], axis=0)
             return h
 
@@ -156,20 +164,34 @@ def scan(h0, u, v, alpha):
     return lax.scan(step, h0, (u, v))[0]
 
 
-VARIANTS = {"rows": rows, "lanes": lanes, "dot": dot}
+def lanes_exp(*args):
+    return lanes(*args, act=_tanh_exp)
 
 
-def configs(n: int, on_cpu: bool, layers: list[int], loads: list[str]):
-    """The sweep, most informative first: the load placements at each tiling."""
-    blocks = {
-        "rows": [1, 4, 16, 32],
-        "lanes": [32, 128, 256],
-        "dot": [16, 64],
-    }
-    warps = [1] if on_cpu else [1, 4]
-    for K, name in itertools.product(layers, VARIANTS):
-        tiles = itertools.product(blocks[name][:1] if on_cpu else blocks[name], warps)
-        for (block, nw), where in itertools.product(tiles, loads):
+VARIANTS = {"lanes": lanes, "lanes_exp": lanes_exp, "rows": rows, "dot": dot}
+
+
+BLOCKS = {
+    "lanes": [32, 128, 256],
+    "lanes_exp": [32, 128],
+    "rows": [1, 4, 16, 32],
+    "dot": [16, 64],
+}
+
+
+def configs(n, on_cpu, layers, loads, blocks=None, warps=None):
+    """The sweep, most informative first: the load placements at each tiling.
+
+    `blocks` / `warps` (lists) replace every formulation's default tilings."""
+    for name, K in itertools.product(VARIANTS, layers):
+        default_warps = [1, 2, 4] if name.startswith("lanes") else [1, 4]
+        tried_blocks = blocks or BLOCKS[name]
+        tried_warps = warps or default_warps
+        if on_cpu:
+            tried_blocks, tried_warps = tried_blocks[:1], [1]
+        for (block, nw), where in itertools.product(
+            itertools.product(tried_blocks, tried_warps), loads
+        ):
             if block <= n:
                 yield name, block, nw, K, where
 
@@ -189,6 +211,10 @@ COLUMNS = [
 ]
 
 
+def _ints(text: str | None) -> list[int] | None:
+    return [int(x) for x in text.split(",")] if text else None
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     timing.add_common_arguments(parser, "kernel_variants")
@@ -200,6 +226,8 @@ def main(argv=None):
         default=",".join(fused.WEIGHT_LOADS),
         help="comma-separated placements of the weight loads (all)",
     )
+    parser.add_argument("--blocks", help="comma-separated inputs per program (default per variant)")
+    parser.add_argument("--warps", help="comma-separated warps per program (default per variant)")
     parser.add_argument("--time-budget", type=float, default=360.0, help="seconds (360)")
     args = parser.parse_args(argv)
     timing.setup(args)
@@ -235,7 +263,8 @@ def main(argv=None):
     }
     wanted = args.variants.split(",")
     t_start = time.perf_counter()
-    for name, block, nw, K, where in configs(n, on_cpu, layers, loads):
+    sweep = configs(n, on_cpu, layers, loads, _ints(args.blocks), _ints(args.warps))
+    for name, block, nw, K, where in sweep:
         if name not in wanted:
             continue
         row = {

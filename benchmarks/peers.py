@@ -28,6 +28,8 @@ Results: `DIR/peers.json` and `DIR/peers.txt`.
 """
 
 import argparse
+import faulthandler
+import os
 import sys
 import time
 from pathlib import Path
@@ -35,11 +37,14 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import jax
-import jax.numpy as jnp
-import numpy as np
+# PyTorch shares the GPU with JAX here: JAX must not take most of its memory up front
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
-from benchmarks import timing
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from benchmarks import timing  # noqa: E402
 
 PRESETS = {
     "quick": {
@@ -242,8 +247,11 @@ def _compare(which, block, alpha, params, per_seed, xs, ys, args, torch, dtype, 
     calls["jax-scan-loop"] = lambda: jax.block_until_ready(loop(per_seed, xs, ys))
 
     g = diffrax_euler(block, alpha, which)
-    compiled_dx, compile_s["diffrax-euler"] = timing.compile_jax(g, params, xs, ys)
-    calls["diffrax-euler"] = lambda: jax.block_until_ready(compiled_dx(params, xs, ys))
+    try:  # vmapped over all seeds at once, its saved states may not fit the device
+        compiled_dx, compile_s["diffrax-euler"] = timing.compile_jax(g, params, xs, ys)
+        calls["diffrax-euler"] = lambda: jax.block_until_ready(compiled_dx(params, xs, ys))
+    except Exception as err:  # a peer that cannot run is a result, not the end of the run
+        notes["diffrax-euler"] = f"failed: {type(err).__name__}: {str(err).splitlines()[0][:100]}"
 
     if torch is None:
         notes["torch-eager"] = "skipped: torch not installed"
@@ -293,7 +301,21 @@ def _compare(which, block, alpha, params, per_seed, xs, ys, args, torch, dtype, 
     for name, note in notes.items():
         if name not in timings:
             rows.append({**base, "pass": which, "impl": name, "note": note})
+    _progress(rows)
     return rows
+
+
+def _progress(rows):
+    """One line per finished row on stderr, so that a run cut short still shows them."""
+    for r in rows:
+        ratio = r.get("ratio") or {}
+        print(
+            f"peers: {r.get('suite')} M {r.get('M', '-')} L {r.get('L')} {r.get('pass')} "
+            f"{r.get('impl')}: median {r.get('median_s')}, peer/ours {ratio.get('median')} "
+            f"[{ratio.get('q25')}, {ratio.get('q75')}] {r.get('note', '')}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _per_seed_values(out, which, seeds, torch_out=False):
@@ -397,6 +419,7 @@ def sde_suite(cfg, args, dtype) -> list[dict]:
             if name != "ours":
                 row["ratio"] = timing.ratio_summary(t.times, timings["ours"].times)
             rows.append(row)
+            _progress([row])
     return rows
 
 
@@ -440,7 +463,11 @@ def main(argv=None):
     parser.add_argument("--M", type=lambda s: [int(x) for x in s.split(",")], help="widths")
     parser.add_argument("--seeds", type=int)
     parser.add_argument("--inputs", type=int)
+    parser.add_argument(
+        "--sde-steps", type=lambda s: [int(x) for x in s.split(",")], help="SDE solver steps"
+    )
     args = parser.parse_args(argv)
+    faulthandler.enable()  # a crash inside a framework still leaves a traceback
     args.passes = [p for p in args.passes.split(",") if p]
     suites = [s for s in args.suites.split(",") if s]
     bad = [p for p in args.passes if p not in PASSES] + [s for s in suites if s not in SUITES]
@@ -449,7 +476,7 @@ def main(argv=None):
     timing.setup(args)
     preset = args.preset or ("quick" if jax.default_backend() == "cpu" else "full")
     cfg = dict(PRESETS[preset])
-    for k in ("L", "M", "seeds", "inputs"):
+    for k in ("L", "M", "seeds", "inputs", "sde_steps"):
         if getattr(args, k) is not None:
             cfg[k] = getattr(args, k)
     dtype = jnp.float64 if args.x64 else jnp.float32

@@ -39,14 +39,16 @@ DEFAULT_UNROLL = 8
 class PallasOptions(NamedTuple):
     """Tiling of the fused kernels (all optional; see `meanfield.fused_two_layer`).
 
-    - `block_batch`: inputs per kernel program (a power of two; default: the largest
-      tile within `fused_two_layer.MAX_TILE` elements).
+    - `block_batch`: inputs per kernel program (a power of two; default
+      `fused_two_layer.default_block_batch`: few on a GPU, many in interpret mode).
     - `layers_per_step`: layers unrolled in one step of the kernel loop (default 8).
     - `num_warps`, `num_stages`: Triton settings on GPU.
     - `interpret`: Pallas interpret mode; default: on exactly when running on CPU.
     - `weight_loads`: when the kernels load each layer's weights, one of
       `fused_two_layer.WEIGHT_LOADS` (`"inline"`, `"hoisted"`, `"prefetch"`); it
-      changes the speed on a GPU, never the values.
+      changes the speed on a GPU, never the values. Default `"prefetch"`: on an H100
+      at d 8, M 16, L 4096, batch 256 (float32) the forward pass took 1.00 ms against
+      1.42 ms `"inline"`, forward+backward 9.3 ms against 16.1 ms.
     """
 
     block_batch: int | None = None
@@ -54,7 +56,7 @@ class PallasOptions(NamedTuple):
     num_warps: int | None = None
     num_stages: int | None = None
     interpret: bool | None = None
-    weight_loads: str = "inline"
+    weight_loads: str = "prefetch"
 
 
 class BatchAdjoint(NamedTuple):
@@ -82,7 +84,7 @@ def _kernel_config(net: ResNet, n: int, options: PallasOptions) -> fused.KernelC
     interpret = options.interpret
     if interpret is None:
         interpret = jax.default_backend() == "cpu"
-    block_batch = options.block_batch or fused.default_block_batch(n, M, d)
+    block_batch = options.block_batch or fused.default_block_batch(n, M, d, not interpret)
     if block_batch < 1 or block_batch & (block_batch - 1):
         raise ValueError(f"block_batch must be a power of two, got {block_batch}")
     if options.layers_per_step < 1:

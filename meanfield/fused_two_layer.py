@@ -50,6 +50,11 @@ MAX_TILE = 2048
 # at most this many programs write separate gradient partial sums; beyond it a program
 # loops over several input tiles and accumulates (keeps the partials' memory bounded)
 MAX_PARTIALS = 64
+# compiled kernels give each program as few inputs as keep the programs at most this
+# many (about what an H100 holds at once: 132 SMs x 16 programs of 4 warps). Measured on
+# an H100 at d 8, M 16, L 4096, batch 256, float32 (benchmarks/kernel_variants.py):
+# 1 input per program 0.97 ms, 4 inputs 1.41 ms, 16 inputs 3.3 ms (the former default)
+RESIDENT_PROGRAMS = 2048
 # when the kernels issue the loads of the weights (and saved states) of a layer
 WEIGHT_LOADS = ("inline", "hoisted", "prefetch")
 
@@ -82,10 +87,18 @@ def next_pow2(n: int) -> int:
     return 1 << max(0, math.ceil(math.log2(max(n, 1))))
 
 
-def default_block_batch(n: int, M: int, d: int) -> int:
-    """Inputs per program: the largest power of two whose tile fits in `MAX_TILE`."""
+def default_block_batch(n: int, M: int, d: int, compiled: bool = False) -> int:
+    """Inputs per program (a power of two within `MAX_TILE` elements per layer).
+
+    Compiled (GPU): as few as keep at most `RESIDENT_PROGRAMS` programs, since each
+    program's time is the latency of its L dependent layers, not its arithmetic.
+    Interpret mode (CPU): as many as fit, since every program costs a Python-level
+    step of the interpreter."""
     per_input = next_pow2(M) * next_pow2(d)
-    return max(1, min(next_pow2(n), MAX_TILE // per_input if per_input <= MAX_TILE else 1))
+    largest = max(1, min(next_pow2(n), MAX_TILE // per_input if per_input <= MAX_TILE else 1))
+    if not compiled:
+        return largest
+    return min(largest, next_pow2(-(-n // RESIDENT_PROGRAMS)))
 
 
 def eligible(M: int, d: int) -> bool:

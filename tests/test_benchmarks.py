@@ -18,23 +18,45 @@ from meanfield import fused_two_layer as fused
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_kernel_variants_agree_with_the_scan(tmp_path):
-    args = ["--out", str(tmp_path), "--shape", "4,4,8,32", "--layers-per-step", "4"]
-    args += ["--min-reps", "1", "--max-reps", "1"]
-    script = ROOT / "benchmarks" / "kernel_variants.py"
+def _run(name, tmp_path, *args):
+    script = ROOT / "benchmarks" / f"{name}.py"
+    args = ["--out", str(tmp_path), "--min-reps", "1", "--max-reps", "1", *args]
     done = subprocess.run(
         [sys.executable, str(script), *args], capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    payload = json.loads((tmp_path / "kernel_variants.json").read_text())
+    assert (tmp_path / f"{name}.txt").read_text().strip()
+    return json.loads((tmp_path / f"{name}.json").read_text())
+
+
+def test_peers_compute_the_same_networks(tmp_path):
+    payload = _run(
+        "peers", tmp_path, "--preset", "quick", "--L", "8", "--M", "4", "--seeds", "2",
+        "--inputs", "4", "--sde-steps", "16",
+    )  # fmt: skip
+    finite = [r for r in payload["rows"] if r["suite"] == "finite" and "median_s" in r]
+    impls = {r["impl"] for r in finite}
+    assert {"ours", "jax-scan-loop", "diffrax-euler"} <= impls
+    assert {r["pass"] for r in finite} == {"forward", "forward+backward"}
+    for r in finite:  # the same weights and inputs: outputs (and gradients) agree
+        assert r["max_diff"] < 1e-6, r
+        if r["impl"] != "ours":
+            ratio = r["ratio"]
+            assert 0 < ratio["q25"] <= ratio["median"] <= ratio["q75"], r
+    sde = [r for r in payload["rows"] if r["suite"] == "sde"]
+    assert {r["impl"] for r in sde} == {"ours", "diffrax-vbt-loop"}
+    assert all(r["median_s"] > 0 for r in sde)
+
+
+def test_kernel_variants_agree_with_the_scan(tmp_path):
+    payload = _run("kernel_variants", tmp_path, "--shape", "4,4,8,32", "--layers-per-step", "4")
     rows = [r for r in payload["rows"] if r["variant"] != "scan"]
-    assert {r["variant"] for r in rows} == {"rows", "lanes", "dot"}
+    assert {r["variant"] for r in rows} == {"rows", "lanes", "lanes_exp", "dot"}
     assert {r["weight_loads"] for r in rows} == {"inline", "hoisted", "prefetch"}
-    assert len(rows) == 9
+    assert len(rows) == 12
     for r in rows:
         assert not r.get("note"), r
         assert r["max_diff"] < 1e-5, r  # float32; the recursion itself is O(1)
-    assert (tmp_path / "kernel_variants.txt").read_text().strip()
 
 
 def test_kernel_variants_lower_to_triton_for_a_gpu(lower_for_cuda):

@@ -260,3 +260,15 @@ def test_one_program_per_shape(key, method):
         for net in nets:
             jax.block_until_ready(f(net, xs))
     assert counter.compiles == 2
+
+
+def test_default_block_batch():
+    # interpret mode: the largest tile of MAX_TILE elements (fewest interpreter steps)
+    assert fused.default_block_batch(256, 16, 8) == fused.MAX_TILE // (16 * 8)
+    assert fused.default_block_batch(3, 16, 8) == 4
+    # compiled: one input per program while the programs fit on the device at once
+    assert fused.default_block_batch(256, 16, 8, compiled=True) == 1
+    many = 4 * fused.RESIDENT_PROGRAMS
+    assert fused.default_block_batch(many, 16, 8, compiled=True) == 4
+    assert fused.default_block_batch(many + 1, 16, 8, compiled=True) == 8
+    assert fused.default_block_batch(many, 256, 8, compiled=True) == 1  # the tile's cap

@@ -535,6 +535,8 @@ def run(args):
             "units_per_batch": units_per_batch,
             "compile_workers": workers,
             "finite_seconds": sum(finite_seconds.values()),
+            "finite_seconds_by_point": finite_seconds,
+            "compile_seconds_by_program": compile_seconds,
             "fit_seconds": fit_seconds,
             "plot_seconds": time.perf_counter() - t_plot,
         },
