@@ -39,7 +39,9 @@ import jax
 import jax.numpy as jnp
 
 from benchmarks import hardware, timing
+from meanfield.depth_loop import PallasOptions
 from meanfield.fused_two_layer import WEIGHT_LOADS
+from meanfield.studies.args import int_list
 
 FULL = {
     "d": [4, 8, 64],
@@ -152,7 +154,7 @@ def main(argv=None):
         help="shape table (default: full on GPU/TPU, quick on CPU)",
     )
     for key in ("d", "M", "L", "batch"):
-        parser.add_argument(f"--{key}", type=lambda s: [int(x) for x in s.split(",")])
+        parser.add_argument(f"--{key}", type=int_list)
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated")
     parser.add_argument("--passes", default=",".join(PASSES), help="comma-separated")
     parser.add_argument("--activation", default="tanh", help="ρ of the 2LP block (tanh)")
@@ -163,9 +165,9 @@ def main(argv=None):
     parser.add_argument("--num-stages", type=int, help="pallas (Triton): pipeline stages")
     parser.add_argument(
         "--weight-loads",
-        default=None,
+        default=PallasOptions().weight_loads,
         choices=WEIGHT_LOADS,
-        help="pallas: when each layer's weights are loaded (default: PallasOptions' default)",
+        help="pallas: when each layer's weights are loaded (default: %(default)s)",
     )
     parser.add_argument(
         "--pallas-interpret",
@@ -207,7 +209,7 @@ def main(argv=None):
         layers_per_step=args.layers_per_step,
         num_warps=args.num_warps,
         num_stages=args.num_stages,
-        **({"weight_loads": args.weight_loads} if args.weight_loads else {}),
+        weight_loads=args.weight_loads,
     )
     memory_limit = _memory_limit_bytes(args.max_memory_gb)
     rows = []

@@ -44,6 +44,7 @@ import jax.numpy as jnp
 
 from benchmarks import timing
 from meanfield import fused_two_layer as fused
+from meanfield.studies.args import int_list
 
 
 def _call(kernel, out_shape, grid, in_specs, out_specs, num_warps, interpret):
@@ -211,10 +212,6 @@ COLUMNS = [
 ]
 
 
-def _ints(text: str | None) -> list[int] | None:
-    return [int(x) for x in text.split(",")] if text else None
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     timing.add_common_arguments(parser, "kernel_variants")
@@ -226,8 +223,12 @@ def main(argv=None):
         default=",".join(fused.WEIGHT_LOADS),
         help="comma-separated placements of the weight loads (all)",
     )
-    parser.add_argument("--blocks", help="comma-separated inputs per program (default per variant)")
-    parser.add_argument("--warps", help="comma-separated warps per program (default per variant)")
+    parser.add_argument(
+        "--blocks", type=int_list, help="comma-separated inputs per program (default per variant)"
+    )
+    parser.add_argument(
+        "--warps", type=int_list, help="comma-separated warps per program (default per variant)"
+    )
     parser.add_argument("--time-budget", type=float, default=360.0, help="seconds (360)")
     args = parser.parse_args(argv)
     timing.setup(args)
@@ -263,7 +264,7 @@ def main(argv=None):
     }
     wanted = args.variants.split(",")
     t_start = time.perf_counter()
-    sweep = configs(n, on_cpu, layers, loads, _ints(args.blocks), _ints(args.warps))
+    sweep = configs(n, on_cpu, layers, loads, args.blocks, args.warps)
     for name, block, nw, K, where in sweep:
         if name not in wanted:
             continue

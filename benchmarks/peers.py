@@ -45,6 +45,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from benchmarks import timing  # noqa: E402
+from meanfield.studies.args import int_list  # noqa: E402
 
 PRESETS = {
     "quick": {
@@ -459,13 +460,11 @@ def main(argv=None):
     parser.add_argument("--passes", default=",".join(PASSES), help="comma-separated")
     parser.add_argument("--activation", default="tanh")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--L", type=lambda s: [int(x) for x in s.split(",")], help="depths")
-    parser.add_argument("--M", type=lambda s: [int(x) for x in s.split(",")], help="widths")
+    parser.add_argument("--L", type=int_list, help="depths")
+    parser.add_argument("--M", type=int_list, help="widths")
     parser.add_argument("--seeds", type=int)
     parser.add_argument("--inputs", type=int)
-    parser.add_argument(
-        "--sde-steps", type=lambda s: [int(x) for x in s.split(",")], help="SDE solver steps"
-    )
+    parser.add_argument("--sde-steps", type=int_list, help="SDE solver steps")
     args = parser.parse_args(argv)
     faulthandler.enable()  # a crash inside a framework still leaves a traceback
     args.passes = [p for p in args.passes.split(",") if p]
