@@ -195,6 +195,7 @@ class WeightedUnits(AbstractUnitBlock):
         return lax.stop_gradient(w) * self.block(h, zz)
 
 
+@eqx.filter_jit
 def euler_errors(
     block: AbstractUnitBlock,
     particles,
@@ -214,6 +215,8 @@ def euler_errors(
     move the network, they are trained like every unit, and Δ^Z is measured on them
     (the quadrature nodes themselves reach far into the tails, where the max over
     units would say nothing about typical units).
+
+    Compiled (`eqx.filter_jit`): one program per depth and particle count.
     """
     from .backward import squared_loss
 

@@ -40,6 +40,23 @@ class Particles(eqx.Module):
         values = jax.vmap(lambda z: fn(z, *args))(self.z)
         return jax.tree.map(lambda v: jnp.tensordot(self.weights, v, axes=1), values)
 
+    def padded(self, count: int) -> "Particles":
+        """The same rule held in arrays of `count` particles: the extra particles repeat
+        the first one with weight 0, so every expectation is unchanged (up to the order of
+        summation). Solves with a coarse and a fine rule padded to one size share one
+        compiled program (this is how `meanfield study mean-ode` checks its reference)."""
+        check_positive_int(count, "count")
+        extra = count - self.count
+        if extra < 0:
+            raise ValueError(f"count: must be >= the {self.count} particles held, got {count}")
+        if extra == 0:
+            return self
+        repeat = lambda a: jnp.concatenate([a, jnp.repeat(a[:1], extra, axis=0)])
+        zeros = jnp.zeros((extra,), self.weights.dtype)
+        return Particles(
+            z=jax.tree.map(repeat, self.z), weights=jnp.concatenate([self.weights, zeros])
+        )
+
 
 def monte_carlo_particles(law: AbstractLaw, count: int, *, key: PRNGKeyArray) -> Particles:
     """`count` i.i.d. draws from `law`, each of weight 1/count."""

@@ -49,6 +49,34 @@ def test_gauss_hermite_particles_reproduce_the_law_moments():
         gauss_hermite_particles(law, 100)
 
 
+def test_padded_particles_keep_the_limit_and_its_compiled_solve():
+    """A coarse rule padded to a fine rule's size: the same expectations and the same
+    limit (against the unpadded solve), and no new compilation (the fine rule's
+    program is reused: one program for the reference and its check)."""
+    model, law = _small_model(order=4)
+    coarse = gauss_hermite_particles(law, 2)
+    padded = coarse.padded(model.particles.count)
+    assert padded.count == model.particles.count == 4**4
+    second = lambda z: jnp.outer(z.u, z.v)
+    np.testing.assert_allclose(padded.expect(second), coarse.expect(second), atol=1e-15)
+    with_model = lambda P: MeanODE(model.block, P, model.xs, model.ys, model.learning_rate)
+    solve_mean_ode(model, 1, rtol=1e-10, atol=1e-10)  # compiles the fine rule's program
+    with mf.CompileCounter() as counter:
+        sol = solve_mean_ode(with_model(padded), 1, rtol=1e-10, atol=1e-10)
+        jax.block_until_ready(sol.forward[-1])
+    assert counter.compiles == 0
+    exact = solve_mean_ode(with_model(coarse), 1, rtol=1e-10, atol=1e-10)
+    # the sums differ in rounding only, but adaptive steps follow them: equal within the
+    # solves' own tolerance (1e-10), not to rounding
+    s = jnp.linspace(0, 1, 7)
+    for k in (0, 1):
+        np.testing.assert_allclose(sol.h(k, s), exact.h(k, s), rtol=1e-9)
+        np.testing.assert_allclose(sol.b(k, s), exact.b(k, s), rtol=1e-9)
+    assert coarse.padded(coarse.count) is coarse
+    with pytest.raises(ValueError, match="count"):
+        model.particles.padded(3)
+
+
 def test_forward_matches_closed_form_radial_ode():
     """Non-centred tanh law: E[v tanh(uᵀh)] = σ_u² E[sech²(σ_u‖h‖ g)] h (Stein), so the
     limit is radial: h(s) = x r(s)/‖x‖ with r' = σ_u² E[sech²(σ_u r g)] r, solved here with
