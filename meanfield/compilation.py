@@ -1,6 +1,7 @@
 """Compilation: JAX's persistent compilation cache, and counting compiled programs.
 
-A study compiles one program per (L, M) shape; across runs the persistent cache turns
+A study compiles at most one program per (L, M) shape (fewer: cheap grid points run
+padded inside a larger point's program); across runs the persistent cache turns
 those compilations into disk reads. The command line enables it
 (`meanfield --compile-cache DIR|off ...`, or the environment variable
 `MEANFIELD_COMPILE_CACHE`); library users call `enable_compilation_cache()`.

@@ -118,3 +118,42 @@ def test_program_boxes_pad_only_cheap_points():
     assert len(set(boxes.values())) == 4
     # everything at one depth fits a generous budget: one program per depth
     assert len(set(program_boxes(specs, seeds=10, pad_units=2**40).values())) == 2
+    # deeper boxes too (the CPU default): the cheap points join the (64, 16) program
+    deep = program_boxes(specs, seeds=10, pad_units=budget, pad_depth=True)
+    for (L, M), (Lb, Mb) in deep.items():
+        assert Lb >= L and Mb >= M and 10 * (Lb * Mb - L * M) <= budget
+    assert {deep[(8, 1)], deep[(8, 16)], deep[(64, 1)]} == {(64, 16)}
+    assert deep[(8, 4096)] == (8, 4096)  # 10 x 56 x 4096 padded units: too many
+    assert len(set(deep.values())) == 3
+    assert len(set(program_boxes(specs, seeds=10, pad_units=2**40, pad_depth=True).values())) == 1
+
+
+def test_padded_box_program_equals_the_point_own(key):
+    """The study's glue for a padded box: the point's limit grid padded by `pad_grid`,
+    its own depth and width, in a deeper and wider program, give its own program's
+    numbers (to rounding; `coupled_errors` holds the padding's arithmetic)."""
+    import jax.numpy as jnp
+    import jax.random as jr
+    import numpy as np
+
+    import meanfield as mf
+    from meanfield.studies.mean_ode import _seed_program, pad_grid
+
+    law = mf.TwoLayerNonCentredLaw(2, sigma_u=1.25, sigma_xi=0.3)
+    block = mf.TwoLayerBlock("gelu")
+    xs = jr.normal(jr.fold_in(key, 1), (3, 2))
+    ys = jnp.roll(xs, 1, axis=1)
+    L, M, Lb, Mb, seeds, steps = 3, 2, 6, 5, 3, 2
+    h = jr.normal(jr.fold_in(key, 2), (steps + 1, L + 1, 3, 2))
+    b = jr.normal(jr.fold_in(key, 3), (steps + 1, L + 1, 3, 2))
+    keys = jr.split(jr.fold_in(key, 4), seeds)
+    own = _seed_program(block, law, xs, ys, 0.3, L, M, seeds, 2**20)
+    box = _seed_program(block, law, xs, ys, 0.3, Lb, Mb, seeds, 2**20)
+    exact = own(keys, h, b, jnp.int32(L), jnp.int32(M))
+    padded = box(keys, pad_grid(h, Lb), pad_grid(b, Lb), jnp.int32(L), jnp.int32(M))
+    for name in ("delta_h", "delta_b", "delta_z", "loss"):
+        np.testing.assert_allclose(getattr(padded, name), getattr(exact, name), rtol=1e-12)
+    assert float(np.min(exact.delta_z[:, -1])) > 0  # the comparison is not vacuous
+    # the padded rows repeat the limit at s = 1 (what `coupled_errors` asks of them)
+    np.testing.assert_array_equal(pad_grid(h, Lb)[:, : L + 1], h)
+    np.testing.assert_array_equal(pad_grid(h, Lb)[:, L + 1 :], jnp.repeat(h[:, L:], Lb - L, 1))

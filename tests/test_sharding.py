@@ -140,7 +140,7 @@ STUDY_SCRIPT = textwrap.dedent(
         run = mean_ode._seed_program(
             mf.TwoLayerBlock(c["activation"]), law, xs, ys, c["lr"], L, M, 7, 2**20, devices
         )
-        args = (jr.split(jr.key(3), 7), ramp, -ramp, jnp.int32(2))
+        args = (jr.split(jr.key(3), 7), ramp, -ramp, jnp.int32(L), jnp.int32(2))
         e = run(*args)
         meshes["mean_ode"] = mesh_size(run, args)
         out["mean_ode"] = [e.delta_h, e.delta_b, e.delta_z, e.loss]

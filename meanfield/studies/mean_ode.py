@@ -86,9 +86,12 @@ QUANTITIES = ("delta_h", "delta_b", "delta_z")
 # so 2^24 units ≈ 9 GB on a GPU (the speed gain there is not yet measured)
 UNITS_PER_BATCH = {"cpu": 2**20, "default": 2**24}
 # a grid point runs padded inside a wider point's program when the padding adds at most
-# this many units (seeds × L × extra width): on a 2-core CPU (float64) about one second,
+# this many units (seeds × extra L·M): on a 2-core CPU (float64) about one second,
 # less than a compile; on an accelerator (a guess, not yet measured) far less
 PAD_UNITS = {"cpu": 2**20, "default": 2**26}
+# ... and inside a deeper point's program too, on a CPU only: there a padded layer costs
+# what its units cost, while on an accelerator each layer is a sequence of kernel launches
+PAD_DEPTH = {"cpu": True, "default": False}
 # default quadrature budget: order 256 for 2 Gaussian coordinates, 16 for 4
 QUADRATURE_NODES = 2**16
 
@@ -135,9 +138,9 @@ def add_arguments(parser):
     parser.add_argument(
         "--pad-units",
         type=int,
-        help="run a grid point inside a wider point's compiled program when the padding "
-        "adds at most this many units, seeds x L x extra width (default 2^20 on CPU, 2^26 "
-        "on GPU/TPU; 0: one program per (L, M))",
+        help="run a grid point inside a larger point's compiled program (wider, or on a CPU "
+        "also deeper) when the padding adds at most this many units, seeds x (extra L*M) "
+        "(default 2^20 on CPU, 2^26 on GPU/TPU; 0: one program per (L, M))",
     )
 
 
@@ -315,40 +318,60 @@ def compute_reference(cfg, block, law, xs, ys, main, check):
     return out
 
 
-def program_boxes(specs, seeds: int, pad_units: int) -> dict:
-    """The compiled program (box `(L, M_b)`) of every grid point, as `{(L, M): box}`.
+def program_boxes(specs, seeds: int, pad_units: int, pad_depth: bool = False) -> dict:
+    """The compiled program (box `(L_b, M_b)`) of every grid point, as `{(L, M): box}`.
 
-    At each depth, widths are taken from the largest down; a point runs in the narrowest
-    existing box of that depth whose padding adds at most `pad_units` units
-    (`seeds · L · (M_b − M)`), else it opens its own box. Padding changes no value: see
-    `coupled_errors` (the padded units are inert, and the draws of the real units do not
-    depend on the box, `draw_units`). Depth is never padded: on an accelerator the
-    cost of a layer is a sequence of kernel launches, whatever its width.
+    Points are taken from the largest `L·M` down; each runs in the existing box that
+    holds it with the least padding, `seeds · (L_b·M_b − L·M)` units, if that is at most
+    `pad_units`, else it opens its own box. A box has its points' own depth unless
+    `pad_depth` (the study's default on a CPU, where a padded layer costs what its units
+    cost; not on an accelerator, where each layer is a sequence of kernel launches
+    whatever its width). Padding changes no value: see `coupled_errors` (the padded
+    units are inert, the padded layers the identity, and the draws of the real units do
+    not depend on the box, `draw_units`).
     """
-    boxes: dict[int, list[int]] = {}
+    boxes: list[tuple[int, int]] = []
     out = {}
-    for L, M in sorted({(s["L"], s["M"]) for s in specs}, key=lambda p: (p[0], -p[1])):
-        widths = boxes.setdefault(L, [])
-        fits = [Mb for Mb in widths if seeds * L * (Mb - M) <= pad_units]
-        if not fits:
-            widths.append(M)
-        out[(L, M)] = (L, min(fits) if fits else M)
+    for L, M in sorted({(s["L"], s["M"]) for s in specs}, key=lambda p: (-p[0] * p[1], -p[0])):
+        cost = lambda box, L=L, M=M: seeds * (box[0] * box[1] - L * M)
+        fits = [
+            box
+            for box in boxes
+            if box[1] >= M
+            and (box[0] == L or (pad_depth and box[0] >= L))
+            and cost(box) <= pad_units
+        ]
+        if fits:
+            out[(L, M)] = min(fits, key=lambda box: (cost(box), box))
+        else:
+            boxes.append((L, M))
+            out[(L, M)] = (L, M)
     return out
 
 
 def _seed_program(
     block: AbstractUnitBlock, law, xs, ys, lr, L, M, seeds, units_per_batch, devices=None
 ):
-    """One program for every point of depth L and width at most M, its seeds split over
-    `devices` (default: all; `shard_seeds`): `run(keys, h, b, width)`, with
+    """One program for every point of depth at most L and width at most M, its seeds
+    split over `devices` (default: all; `shard_seeds`): `run(keys, h, b, depth, width)`
+    (`h`, `b`: the limit on the point's grid, padded to L + 1 rows, `pad_grid`), with
     `run.jitted` to compile ahead."""
     batch = max(1, min(seeds, units_per_batch // (L * M)))
 
-    def one(key, h, b, width):
+    def one(key, h, b, depth, width):
         net = ResNet(block, draw_units(law, key, L, M), 1.0 / (L * M))
-        return coupled_errors(net, xs, ys, LimitOnGrid(h=h, b=b), learning_rate=lr, width=width)
+        grid = LimitOnGrid(h=h, b=b)
+        return coupled_errors(net, xs, ys, grid, learning_rate=lr, depth=depth, width=width)
 
-    return shard_seeds(one, (0, None, None, None), batch_size=batch, devices=devices)
+    return shard_seeds(one, (0, None, None, None, None), batch_size=batch, devices=devices)
+
+
+def pad_grid(values, L: int):
+    """Limit values on a grid of `depth + 1` rows (axis 1), padded to `L + 1` rows by
+    repeating the last (the limit at s = 1), as a depth-padded program needs."""
+    values = jnp.asarray(values)
+    extra = L + 1 - values.shape[1]
+    return jnp.pad(values, [(0, 0), (0, extra)] + [(0, 0)] * (values.ndim - 2), mode="edge")
 
 
 def _errors_dict(values_by_name, steps):
@@ -397,12 +420,14 @@ def run(args):
     finite_seconds = {}
     master = jr.key(cfg["seed"])
     specs = grid_specs(cfg)
-    boxes = program_boxes(specs, cfg["seeds"], pad_units)
+    boxes = program_boxes(specs, cfg["seeds"], pad_units, pad_depth=bool(_for_backend(PAD_DEPTH)))
 
     def point_inputs(spec):
         L, M = spec["L"], spec["M"]
         keys = jr.split(jr.fold_in(jr.fold_in(jr.fold_in(master, 2), L), M), cfg["seeds"])
-        return keys, jnp.asarray(ref[f"h_L{L}"]), jnp.asarray(ref[f"b_L{L}"]), jnp.int32(M)
+        Lb = boxes[(L, M)][0]
+        h, b = pad_grid(ref[f"h_L{L}"], Lb), pad_grid(ref[f"b_L{L}"], Lb)
+        return keys, h, b, jnp.int32(L), jnp.int32(M)
 
     def compile_box(box, spec):
         t0 = time.perf_counter()
