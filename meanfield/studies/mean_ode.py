@@ -338,7 +338,7 @@ def program_boxes(specs, seeds: int, pad_units: int, pad_depth: bool = False) ->
             box
             for box in boxes
             if box[1] >= M
-            and (box[0] == L or (pad_depth and box[0] >= L))
+            and (box[0] >= L if pad_depth else box[0] == L)
             and cost(box) <= pad_units
         ]
         if fits:
@@ -384,7 +384,7 @@ def _errors_dict(values_by_name, steps):
     return per_step
 
 
-def _for_backend(table: dict) -> int:
+def _for_backend(table: dict):
     """The entry of `table` for the default backend, else its `"default"`."""
     return table.get(jax.default_backend(), table["default"])
 
@@ -420,7 +420,7 @@ def run(args):
     finite_seconds = {}
     master = jr.key(cfg["seed"])
     specs = grid_specs(cfg)
-    boxes = program_boxes(specs, cfg["seeds"], pad_units, pad_depth=bool(_for_backend(PAD_DEPTH)))
+    boxes = program_boxes(specs, cfg["seeds"], pad_units, pad_depth=_for_backend(PAD_DEPTH))
 
     def point_inputs(spec):
         L, M = spec["L"], spec["M"]
@@ -463,10 +463,12 @@ def run(args):
     finally:
         pool.shutdown(cancel_futures=True)
 
+    # the same probe units at every depth
+    probes = jax.vmap(law.sample)(jr.split(jr.fold_in(master, 5), cfg["probes"]))
+
     def euler_point(spec):
         L = spec["L"]
         grid = LimitOnGrid(h=jnp.asarray(ref[f"h_L{L}"]), b=jnp.asarray(ref[f"b_L{L}"]))
-        probes = jax.vmap(law.sample)(jr.split(jr.fold_in(master, 5), cfg["probes"]))
         e = euler_errors(block, main, xs, ys, grid, learning_rate=lr, probes=probes)
         return {
             "steps": [
