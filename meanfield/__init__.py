@@ -11,6 +11,7 @@ from .activations import resolve_activation as resolve_activation
 from .backward import Adjoint as Adjoint
 from .backward import Gradients as Gradients
 from .backward import backward as backward
+from .backward import backward_from_states as backward_from_states
 from .backward import loss_and_gradients as loss_and_gradients
 from .backward import squared_loss as squared_loss
 from .blocks import AbstractBlock as AbstractBlock

@@ -39,7 +39,18 @@ def backward(net: ResNet, x: Float[Array, " d_in"], w: Float[Array, " d"]) -> Ad
     No Python loop over layers: the forward pass and the backward pass are each a
     `lax.scan`.
     """
-    hs = net.hidden(x, return_all=True)
+    return backward_from_states(net, net.hidden(x, return_all=True), w)
+
+
+def backward_from_states(net: ResNet, hs: Float[Array, "L+1 d"], w: Float[Array, " d"]) -> Adjoint:
+    """`backward` from the forward states `hs` = h^0..h^L already computed.
+
+    For a caller that needs h^L before it can form `w` (a loss gradient): it runs
+    `net.hidden(x, return_all=True)` once and passes the states here, so the forward
+    pass runs once, not twice.
+    """
+    if jnp.ndim(hs) != 2 or jnp.shape(hs)[0] != net.L + 1:
+        raise ValueError(f"hs must have shape (L + 1, d) = ({net.L + 1}, d), got {jnp.shape(hs)}")
     if jnp.shape(w) != hs.shape[1:]:
         raise ValueError(f"w must have the shape of h^L {hs.shape[1:]}, got {jnp.shape(w)}")
     alpha = net.alpha
@@ -106,11 +117,12 @@ def loss_and_gradients(
     check_data(net, xs, ys)
 
     def one(x, y):
-        hL = net.hidden(x)
+        hs = net.hidden(x, return_all=True)  # one forward pass serves both halves
+        hL = hs[-1]
         pred, out_vjp = jax.vjp(net.output, hL)
         value, dpred = jax.value_and_grad(lambda p: loss(y, p))(pred)
         (w,) = out_vjp(dpred)
-        adj = backward(net, x, w)
+        adj = backward_from_states(net, hs, w)
         g_emb = None if net.embedding is None else jnp.outer(adj.b[0], x)
         g_read = None
         if net.readout is not None:

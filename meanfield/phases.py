@@ -39,7 +39,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .activations import resolve_activation
-from .backward import backward
+from .backward import backward_from_states
 from .blocks import AbstractLayerBlock
 from .resnet import ResNet
 
@@ -117,8 +117,8 @@ def depth_ratios(net: ResNet, x: Float[Array, " d"], y: Float[Array, " d"]) -> D
     The gradients `p_k = ∂𝓛/∂h_k` are the backward states `b^k` of the explicit
     recursion (B) (`meanfield.backward`), started from `p_L = h_L − y`.
     """
-    hL = net.hidden(x)
-    adj = backward(net, x, hL - y)
+    hs = net.hidden(x, return_all=True)
+    adj = backward_from_states(net, hs, hs[-1] - y)
     h0, p0, pL = adj.h[0], adj.b[0], adj.b[-1]
     return DepthRatios(
         forward=jnp.linalg.norm(adj.h[-1] - h0) / jnp.linalg.norm(h0),

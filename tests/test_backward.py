@@ -1,5 +1,7 @@
 """The explicit backward recursion (B) against jax.grad of the forward pass."""
 
+import re
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -89,6 +91,27 @@ def test_loss_and_gradients_matches_jax_grad_with_embedding_and_readout(key):
     for a, b in zip(jax.tree.leaves(g.grads.params), jax.tree.leaves(ref.params), strict=True):
         assert _rel(a, b) < 1e-10
     assert g.adjoint.b.shape == (n, 5, D)
+
+
+def _scans(jaxpr) -> int:
+    """Number of `scan` equations in a closed jaxpr, nested ones included."""
+    return len(re.findall(r"\bscan\[", str(jaxpr)))
+
+
+def test_loss_and_gradients_runs_one_forward_loop(key):
+    """One loop over layers forward and one backward: the forward states that give h^L
+    (hence the loss gradient w) are the states the backward recursion reuses."""
+    net = _nets(key)["tanh"]
+    xs, ys = jr.normal(jr.fold_in(key, 1), (3, 4)), jr.normal(jr.fold_in(key, 2), (3, 4))
+    jaxpr = jax.make_jaxpr(lambda n_: mf.loss_and_gradients(n_, xs, ys))(net)
+    assert _scans(jaxpr) == 2
+    hs = net.hidden(xs[0], return_all=True)
+    w = hs[-1] - ys[0]
+    a, b = mf.backward_from_states(net, hs, w), mf.backward(net, xs[0], w)
+    for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
+    with pytest.raises(ValueError, match="hs must have shape"):
+        mf.backward_from_states(net, hs[1:], w)
 
 
 def test_per_unit_gradient_formula_for_two_layer(key):
