@@ -49,10 +49,8 @@ class LimitOnGrid(eqx.Module):
 
 
 def limit_on_grid(solution: MeanODESolution, L: int) -> LimitOnGrid:
-    """Evaluate a solved limit at s = l/L for every step."""
-    s = jnp.arange(L + 1) / L
-    h = jnp.stack([solution.h(k, s) for k in range(solution.steps + 1)])
-    b = jnp.stack([solution.b(k, s) for k in range(solution.steps + 1)])
+    """Evaluate a solved limit at s = l/L for every step (one compiled call per L)."""
+    h, b = solution.fields(jnp.arange(L + 1) / L)
     return LimitOnGrid(h=h, b=b)
 
 

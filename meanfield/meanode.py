@@ -163,7 +163,8 @@ def _solve_step(model: MeanODE, history, rtol, atol, solver):
 class MeanODESolution(eqx.Module):
     """The mean fields of k GD steps in L²: dense forward and adjoint solutions per step.
 
-    - `h(step, s)`, `b(step, s)`: `(n, d)` at depth s (s may be an array: leading axis).
+    - `h(step, s)`, `b(step, s)`: `(n, d)` at depth s (s may be an array: leading axis);
+      `fields(s)`: both, at every step, in one compiled call.
     - `params(z0, step, s)`: `Z_step(s)` for initial draws `z0` (leading axis).
     - `ok`: every solve succeeded; `num_steps`: accepted solver steps per solve.
     """
@@ -196,12 +197,36 @@ class MeanODESolution(eqx.Module):
     def b(self, step: int, s) -> Array:
         return self._at(self.backward, step, s)
 
+    def fields(self, s) -> tuple[Array, Array]:
+        """`h` and `b` of every step at the depths `s` (1-D), each `(steps + 1, len(s), n, d)`.
+
+        One compiled call (a program per length of `s`), where `h(step, s)` and
+        `b(step, s)` run op by op.
+        """
+        s = jnp.asarray(s)
+        if s.ndim != 1:
+            raise ValueError(f"s must be a 1-D array of depths, got shape {s.shape}")
+        return _fields(self.forward, self.backward, s)
+
     def params(self, z0: PyTree, step: int, s) -> PyTree:
         history = tuple(zip(self.forward[:step], self.backward[:step], strict=True))
-        return self.model.evolve(z0, s, history)
+        return _evolve(self.model, z0, s, history)
 
     def loss(self, step: int) -> Array:
         return self.model.loss_value(self.h(step, 1.0))
+
+
+@eqx.filter_jit
+def _fields(forward, backward, s):
+    return (
+        jnp.stack([evaluate_many(sol, s) for sol in forward]),
+        jnp.stack([evaluate_many(sol, s) for sol in backward]),
+    )
+
+
+@eqx.filter_jit
+def _evolve(model: MeanODE, z0, s, history):
+    return model.evolve(z0, s, history)
 
 
 def solve_mean_ode(

@@ -192,7 +192,20 @@ def test_limit_copies_and_coupling_basics(key):
     for a, b in zip(jax.tree.leaves(copies), jax.tree.leaves(net.params), strict=True):
         np.testing.assert_array_equal(np.asarray(a[1]), np.asarray(b))
     sol = solve_mean_ode(model, 1)
-    errs = coupled_errors(net, model.xs, model.ys, limit_on_grid(sol, L), learning_rate=0.3)
+    grid = limit_on_grid(sol, L)  # one compiled call: against scalar evaluations, op by op
+    for k in range(2):
+        for l in (0, 1, L // 2, L):
+            np.testing.assert_allclose(grid.h[k, l], sol.h(k, l / L), rtol=1e-14, atol=1e-15)
+            np.testing.assert_allclose(grid.b[k, l], sol.b(k, l / L), rtol=1e-14, atol=1e-15)
+    history = ((sol.forward[0], sol.backward[0]),)
+    z0 = jax.tree.map(lambda a: a[0], net.params)  # M units
+    for a, b in zip(
+        jax.tree.leaves(sol.params(z0, 1, 0.5)),  # compiled
+        jax.tree.leaves(model.evolve(z0, 0.5, history)),
+        strict=True,
+    ):
+        np.testing.assert_allclose(a, b, rtol=1e-14, atol=1e-15)
+    errs = coupled_errors(net, model.xs, model.ys, grid, learning_rate=0.3)
     assert float(errs.delta_z[0]) == 0.0
     # Δ^h at k = 0 against a plain loop over layers and units
     U, V = np.asarray(net.params.u), np.asarray(net.params.v)
