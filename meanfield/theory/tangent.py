@@ -29,7 +29,7 @@ def _gram(Ja, Jb):
 
 def tangent_kernel(net: ResNet, x, x2):
     """The empirical tangent kernel `K(x, x2)` (d×d) of `f = h^L` in the parameters."""
-    d = net.hidden(x).shape[0]
+    d = jax.eval_shape(net.hidden, x).shape[0]  # the shape only: no forward pass
     eye = jnp.eye(d, dtype=jnp.result_type(x))
     Ja = jax.vmap(lambda e: backward(net, x, e).grads)(eye)
     Jb = jax.vmap(lambda e: backward(net, x2, e).grads)(eye)
