@@ -290,9 +290,9 @@ def compute_reference(cfg, block, law, xs, ys, main, check):
     s_all = jnp.asarray(np.concatenate(grids))
     h, b = sol.fields(s_all)
     errs = {}
+    fine = slice(0, len(grids[0]))
     for name, other in (("quadrature", sol_q), ("tolerance", sol_t)):
         h_o, b_o = other.fields(s_all)
-        fine = slice(0, len(grids[0]))
         errs[name] = [
             float(jnp.max(jnp.linalg.norm(x[:, fine] - y[:, fine], axis=-1)))
             for x, y in ((h, h_o), (b, b_o))
@@ -305,10 +305,12 @@ def compute_reference(cfg, block, law, xs, ys, main, check):
     dz = 0.0
     for k in range(1, cfg["steps"] + 1):
         for s in (0.0, 0.5, 1.0):
+            z = sol.params(probes, k, s)
             for other in (sol_q, sol_t):
-                a, b = sol.params(probes, k, s), other.params(probes, k, s)
                 diff = jax.tree.map(
-                    lambda x, y: jnp.sum((x - y).reshape(x.shape[0], -1) ** 2, 1), a, b
+                    lambda x, y: jnp.sum((x - y).reshape(x.shape[0], -1) ** 2, 1),
+                    z,
+                    other.params(probes, k, s),
                 )
                 dz = max(dz, float(jnp.sqrt(jnp.max(sum(jax.tree.leaves(diff))))))
     out.update(
