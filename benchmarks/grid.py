@@ -70,6 +70,8 @@ def _split(results: dict, wall: float) -> dict:
         "programs": t.get("programs"),
         "compile_workers": t.get("compile_workers"),
         "pad_units": t.get("pad_units"),
+        "units_per_batch": t.get("units_per_batch"),
+        "unroll": t.get("unroll"),
         "reference_s": t.get("reference_seconds"),
         "finite_s": t.get("finite_seconds"),
         "euler_s": t.get("euler_seconds"),  # the decomposition's Euler part
@@ -159,7 +161,8 @@ def main(argv=None):
         "--study-args",
         default="",
         help="more options of `meanfield study mean-ode`, space-separated (a smaller grid: "
-        "'--L 4,8 --M 1,4 --seeds 2')",
+        "'--L 4,8 --M 1,4 --seeds 2'; execution settings: '--unroll 8 --seed-batch-units "
+        "67108864')",
     )
     args = parser.parse_args(argv)
     preset = args.preset or ("quick" if jax.default_backend() == "cpu" else "paper")

@@ -62,7 +62,9 @@ def backward_from_states(net: ResNet, hs: Float[Array, "L+1 d"], w: Float[Array,
         b_prev = b + alpha * gh
         return b_prev, (b_prev, jax.tree.map(lambda g: alpha * g, gtheta))
 
-    _, (bs, grads) = lax.scan(step, w, (hs[:-1], net.params), reverse=True)
+    _, (bs, grads) = lax.scan(
+        step, w, (hs[:-1], net.params), reverse=True, unroll=min(net.unroll, net.L)
+    )
     return Adjoint(h=hs, b=jnp.concatenate([bs, w[None]], axis=0), grads=grads)
 
 

@@ -139,7 +139,9 @@ def coupled_errors(
         mask = (jnp.arange(net.L)[:, None] < depth) & (jnp.arange(net.M)[None, :] < width)
         scale = jnp.asarray(net.L * net.M, dtype) / (depth * width)
         weights = jnp.where(mask, scale, 0).astype(dtype)
-        model = ResNet(WeightedUnits(net.block), (net.params, weights), net.alpha)
+        model = ResNet(
+            WeightedUnits(net.block), (net.params, weights), net.alpha, unroll=net.unroll
+        )
     result = train(
         model,
         xs,
@@ -151,7 +153,10 @@ def coupled_errors(
     )
     dh, db = _state_errors(result.adjoint, grid)
     trained = result.params[0] if padded else result.params
-    copies = limit_copies(net.block, net.params, grid, learning_rate)
+    # the copies start from the units the training history holds at step 0, not from
+    # `net.params`: XLA may compute a draw made in the same program twice (two fusions,
+    # rounded differently), and Z_0 = Ẑ_0 must hold exactly
+    copies = limit_copies(net.block, jax.tree.map(lambda a: a[0], trained), grid, learning_rate)
     dz = _tree_norm(jax.tree.map(jnp.subtract, copies, trained), 3)  # (k+1, L, M)
     if mask is not None:
         dz = jnp.where(mask, dz, 0)
@@ -226,7 +231,9 @@ def euler_errors(
     w = tile(jnp.concatenate([particles.weights, jnp.zeros(n_probe)]))
     wblock = WeightedUnits(block)
 
-    def gd(z, _):
+    # steps + 1 evaluations in one loop, as in `train` (one forward and one backward
+    # loop over layers in the program); the particle update after the last is skipped
+    def gd(z, k):
         net = ResNet(wblock, (z, w), 1.0 / L)
         g = loss_and_gradients(net, xs, ys, loss)
         h, b = g.adjoint.h, g.adjoint.b  # (n, L+1, d)
@@ -234,14 +241,12 @@ def euler_errors(
         def layer(zl, hl, bl):
             return jax.vmap(lambda zp: particle_step(block, zp, hl, bl, learning_rate))(zl)
 
-        znew = jax.vmap(layer)(z, jnp.swapaxes(h[:, :-1], 0, 1), jnp.swapaxes(b[:, 1:], 0, 1))
-        return znew, (z, g.adjoint, g.loss)
+        def update(z):
+            return jax.vmap(layer)(z, jnp.swapaxes(h[:, :-1], 0, 1), jnp.swapaxes(b[:, 1:], 0, 1))
 
-    zlast, (history, adjoints, losses) = jax.lax.scan(gd, z0, None, length=grid.steps)
-    last = loss_and_gradients(ResNet(wblock, (zlast, w), 1.0 / L), xs, ys, loss)
-    append = lambda hist, new: jax.tree.map(lambda a, b: jnp.concatenate([a, b[None]]), hist, new)
-    history, adjoints = append(history, zlast), append(adjoints, last.adjoint)
-    losses = jnp.append(losses, last.loss)
+        return lax.cond(k < grid.steps, update, lambda z: z, z), (z, g.adjoint, g.loss)
+
+    _, (history, adjoints, losses) = lax.scan(gd, z0, jnp.arange(grid.steps + 1))
     dh, db = _state_errors(adjoints, grid)
     probe_hist = jax.tree.map(lambda a: a[:, :, -n_probe:], history)
     copies = limit_copies(block, jax.tree.map(lambda a: a[0], probe_hist), grid, learning_rate)

@@ -15,7 +15,6 @@ from collections.abc import Callable
 import equinox as eqx
 import jax
 import jax.lax as lax
-import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Float, PyTree
 
@@ -60,8 +59,17 @@ def _trainable(net: ResNet, train_embedding: bool):
 def _with_trainable(net: ResNet, values, train_embedding: bool) -> ResNet:
     if train_embedding:
         params, embedding, readout = values
-        return ResNet(net.block, params, net.alpha, embedding=embedding, readout=readout)
-    return ResNet(net.block, values[0], net.alpha, embedding=net.embedding, readout=net.readout)
+        return ResNet(
+            net.block, params, net.alpha, embedding=embedding, readout=readout, unroll=net.unroll
+        )
+    return ResNet(
+        net.block,
+        values[0],
+        net.alpha,
+        embedding=net.embedding,
+        readout=net.readout,
+        unroll=net.unroll,
+    )
 
 
 def train(
@@ -92,24 +100,17 @@ def train(
     theta0 = _trainable(net, train_embedding)
     state0 = optimizer.init(theta0)
 
+    # steps + 1 evaluations in one loop: the last one (the loss and states after the last
+    # step) shares the loop body, so the compiled program holds one forward and one
+    # backward loop over layers, not two of each; its update is computed and dropped
     def step(carry, _):
         theta, state = carry
         current = _with_trainable(net, theta, train_embedding)
         g = loss_and_gradients(current, xs, ys, loss)
         updates, state = optimizer.update(_trainable(g.grads, train_embedding), state, theta)
-        theta = optax.apply_updates(theta, updates)
         kept = g.adjoint if return_adjoint else None
-        return (theta, state), (current.params, g.loss, kept)
+        return (optax.apply_updates(theta, updates), state), (theta, g.loss, kept)
 
-    (theta, _), (history, losses, adjoints) = lax.scan(step, (theta0, state0), None, length=steps)
-    final = _with_trainable(net, theta, train_embedding)
-    last = loss_and_gradients(final, xs, ys, loss)
-    append = lambda hist, new: jax.tree.map(
-        lambda a, b: jnp.concatenate([a, b[None]], axis=0), hist, new
-    )
-    return TrainResult(
-        net=final,
-        params=append(history, final.params),
-        losses=jnp.append(losses, last.loss),
-        adjoint=append(adjoints, last.adjoint) if return_adjoint else None,
-    )
+    _, (thetas, losses, adjoints) = lax.scan(step, (theta0, state0), None, length=steps + 1)
+    final = _with_trainable(net, jax.tree.map(lambda a: a[-1], thetas), train_embedding)
+    return TrainResult(net=final, params=thetas[0], losses=losses, adjoint=adjoints)

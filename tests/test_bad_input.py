@@ -52,6 +52,8 @@ PER_STUDY = [
     ("mean-ode", ["--seeds", "0"], "--seeds"),
     ("mean-ode", ["--L", "0,8"], "--L"),
     ("mean-ode", ["--pad-units", "-1"], "--pad-units"),
+    ("mean-ode", ["--unroll", "0"], "--unroll"),
+    ("mean-ode", ["--seed-batch-units", "0"], "--seed-batch-units"),
     ("sde", ["--seeds", "-3"], "--seeds"),
     ("sde", ["--n-fine", "0"], "--n-fine"),
     ("phases", ["--d", "0"], "--d"),

@@ -151,8 +151,12 @@ def test_padded_box_program_equals_the_point_own(key):
     box = _seed_program(block, law, xs, ys, 0.3, Lb, Mb, seeds, 2**20)
     exact = own(keys, h, b, jnp.int32(L), jnp.int32(M))
     padded = box(keys, pad_grid(h, Lb), pad_grid(b, Lb), jnp.int32(L), jnp.int32(M))
+    # and with the loops over layers unrolled (`--unroll`), 4 layers per step
+    unrolled = _seed_program(block, law, xs, ys, 0.3, Lb, Mb, seeds, 2**20, unroll=4)
+    both = unrolled(keys, pad_grid(h, Lb), pad_grid(b, Lb), jnp.int32(L), jnp.int32(M))
     for name in ("delta_h", "delta_b", "delta_z", "loss"):
         np.testing.assert_allclose(getattr(padded, name), getattr(exact, name), rtol=1e-12)
+        np.testing.assert_allclose(getattr(both, name), getattr(exact, name), rtol=1e-12)
     assert float(np.min(exact.delta_z[:, -1])) > 0  # the comparison is not vacuous
     # the padded rows repeat the limit at s = 1 (what `coupled_errors` asks of them)
     np.testing.assert_array_equal(pad_grid(h, Lb)[:, : L + 1], h)

@@ -1,5 +1,7 @@
 """Finite ResNet: forward pass against a plain loop, batching, jit, vmap, grad."""
 
+import re
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -254,3 +256,39 @@ def test_sample_builds_distinct_iid_units(key):
     assert abs(u.std() - 2.0) < 5 * 2.0 / np.sqrt(4 * n)
     assert abs(v.std() - 0.5) < 5 * 0.5 / np.sqrt(4 * n)
     assert abs(np.corrcoef(u[:, 0], v[:, 0])[0, 1]) < 5 / np.sqrt(n)
+
+
+@pytest.mark.parametrize("unroll", [3, 7, 50])
+def test_unroll_changes_no_value(unroll, key):
+    """`unroll` layers per loop step (3 does not divide L = 7; 50 > L): the forward
+    states equal the plain loop, and the backward states and gradients those of
+    `unroll=1`, through `train` too (whose rebuilt networks keep the setting)."""
+    d, L, M = 4, 7, 5
+    kw = dict(L=L, M=M, scaling=mf.MeanODEScaling(), key=key)
+    law, block = mf.TwoLayerNonCentredLaw(d), mf.TwoLayerBlock("tanh")
+    one = mf.ResNet.sample(block, law, **kw)
+    many = mf.ResNet.sample(block, law, unroll=unroll, **kw)
+    assert many.unroll == unroll and one.unroll == 1
+    x = jr.normal(jr.fold_in(key, 1), (d,))
+    U, V = np.asarray(one.params.u), np.asarray(one.params.v)
+    ref = loop_forward(
+        {"shape": (L, M)},
+        1 / (L * M),
+        np.asarray(x),
+        lambda h, l, j: V[l, j] * np.tanh(U[l, j] @ h),
+    )
+    np.testing.assert_allclose(np.asarray(many.hidden(x, return_all=True)), ref, rtol=0, atol=1e-12)
+    xs, ys = jr.normal(jr.fold_in(key, 2), (3, d)), jr.normal(jr.fold_in(key, 3), (3, d))
+    opt = mf.mean_ode_sgd(0.1, L=L, M=M)
+    a = mf.train(one, xs, ys, optimizer=opt, steps=2, return_adjoint=True)
+    b = jax.jit(lambda n: mf.train(n, xs, ys, optimizer=opt, steps=2, return_adjoint=True))(many)
+    assert b.net.unroll == unroll
+    # every loop over layers (forward and backward, in and after the steps) is unrolled
+    jaxpr = str(jax.make_jaxpr(lambda n: mf.train(n, xs, ys, optimizer=opt, steps=2))(many))
+    assert re.findall(r"\bunroll=(\w+)", jaxpr).count(str(min(unroll, L))) == 2
+    for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_allclose(np.asarray(v), np.asarray(u), rtol=1e-13, atol=1e-15)
+    assert float(jnp.max(jnp.abs(a.adjoint.b[-1, :, 0] - a.adjoint.b[-1, :, -1]))) > 0
+    for bad in (0, 2.0, True):
+        with pytest.raises(ValueError, match="unroll must be an integer >= 1"):
+            mf.ResNet(block, one.params, 0.1, unroll=bad)

@@ -1,5 +1,7 @@
 """Gradient descent conventions, optax optimisers, and the training loop."""
 
+import re
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -97,3 +99,28 @@ def test_train_embedding_flag(key):
     assert np.array_equal(np.asarray(frozen.net.embedding), np.asarray(net.embedding))
     trained = mf.train(net, xs, ys, optimizer=mf.plain_sgd(0.1), steps=2, train_embedding=True)
     assert not np.allclose(np.asarray(trained.net.embedding), np.asarray(net.embedding))
+
+
+def test_train_states_and_one_loop_pair(key):
+    """The kept states of step k are those of the network after k steps (a plain loop of
+    `loss_and_gradients` here), and the compiled loop holds one forward and one backward
+    loop over layers for all steps + 1 evaluations (the steps loop plus 2 scans; the
+    final evaluation outside the loop made it 5)."""
+    net, xs, ys = _problem(key)
+    opt = mf.mean_ode_sgd(0.1, L=net.L, M=net.M)
+    res = mf.train(net, xs, ys, optimizer=opt, steps=2, return_adjoint=True)
+    current = net
+    for k in range(3):
+        g = mf.loss_and_gradients(current, xs, ys)
+        for name in ("h", "b"):
+            got, want = getattr(res.adjoint, name)[k], getattr(g.adjoint, name)
+            np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-12, atol=1e-14)
+        current = eqx.tree_at(
+            lambda n: n.params,
+            current,
+            jax.tree.map(lambda p, u: p - 0.1 * net.L * net.M * u, current.params, g.grads.params),
+        )
+    for a, b in zip(jax.tree.leaves(res.net.params), jax.tree.leaves(res.params), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b[-1]))
+    jaxpr = jax.make_jaxpr(lambda n: mf.train(n, xs, ys, optimizer=opt, steps=2))(net)
+    assert len(re.findall(r"\bscan\[", str(jaxpr))) == 3

@@ -82,8 +82,9 @@ QUANTITIES = ("delta_h", "delta_b", "delta_z")
 # every device first, `shard_seeds`) as long as L·M·seeds stays below this;
 # on a CPU a larger batch gains nothing, while on an accelerator one seed of a small
 # network leaves it idle. Memory: the compiled paper-preset program (float64, d = 2,
-# n = 3, k = 2) needs ~540 bytes of temporaries per unit (XLA's memory analysis on CPU),
-# so 2^24 units ≈ 9 GB on a GPU (the speed gain there is not yet measured)
+# n = 3, k = 2) needs ~430 bytes of temporaries per unit (XLA's memory analysis on CPU;
+# 550 before `train` ran its last evaluation inside its loop), so 2^24 units ≈ 7 GB on
+# a GPU (the speed gain there is not yet measured; `--seed-batch-units` overrides)
 UNITS_PER_BATCH = {"cpu": 2**20, "default": 2**24}
 # a grid point runs padded inside a wider point's program when the padding adds at most
 # this many units (seeds × extra L·M): on a 2-core CPU (float64) about one second,
@@ -134,6 +135,18 @@ def add_arguments(parser):
         "--compile-workers",
         type=positive_int,
         help="programs compiled ahead in parallel threads (default: min(8, CPU cores))",
+    )
+    parser.add_argument(
+        "--unroll",
+        type=positive_int,
+        help="layers per step of the finite networks' loops over layers (default 1; the "
+        "values do not change, the speed and compile time do: see `ResNet`)",
+    )
+    parser.add_argument(
+        "--seed-batch-units",
+        type=positive_int,
+        help="units (seeds x L*M) computed at once on a device, at most one seed below "
+        "(default 2^20 on CPU, 2^24 on GPU/TPU)",
     )
     parser.add_argument(
         "--pad-units",
@@ -358,16 +371,26 @@ def program_boxes(specs, seeds: int, pad_units: int, pad_depth: bool = False) ->
 
 
 def _seed_program(
-    block: AbstractUnitBlock, law, xs, ys, lr, L, M, seeds, units_per_batch, devices=None
+    block: AbstractUnitBlock,
+    law,
+    xs,
+    ys,
+    lr,
+    L,
+    M,
+    seeds,
+    units_per_batch,
+    devices=None,
+    unroll: int = 1,
 ):
     """One program for every point of depth at most L and width at most M, its seeds
     split over `devices` (default: all; `shard_seeds`): `run(keys, h, b, depth, width)`
     (`h`, `b`: the limit on the point's grid, padded to L + 1 rows, `pad_grid`), with
-    `run.jitted` to compile ahead."""
+    `run.jitted` to compile ahead. `unroll`: as in `ResNet`."""
     batch = max(1, min(seeds, units_per_batch // (L * M)))
 
     def one(key, h, b, depth, width):
-        net = ResNet(block, draw_units(law, key, L, M), 1.0 / (L * M))
+        net = ResNet(block, draw_units(law, key, L, M), 1.0 / (L * M), unroll=unroll)
         grid = LimitOnGrid(h=h, b=b)
         return coupled_errors(net, xs, ys, grid, learning_rate=lr, depth=depth, width=width)
 
@@ -405,7 +428,8 @@ def run(args):
         pad_units = _for_backend(PAD_UNITS)
     if pad_units < 0:
         raise StudyInputError(f"--pad-units: must be >= 0, got {pad_units}")
-    units_per_batch = _for_backend(UNITS_PER_BATCH)
+    units_per_batch = args.seed_batch_units or _for_backend(UNITS_PER_BATCH)
+    unroll = args.unroll or 1
     runner = start_study(args, cfg)
     block = TwoLayerBlock(cfg["activation"])
     law = make_law(cfg)
@@ -439,7 +463,9 @@ def run(args):
 
     def compile_box(box, spec):
         t0 = time.perf_counter()
-        program = _seed_program(block, law, xs, ys, lr, *box, cfg["seeds"], units_per_batch)
+        program = _seed_program(
+            block, law, xs, ys, lr, *box, cfg["seeds"], units_per_batch, unroll=unroll
+        )
         compiled = program.jitted.lower(*point_inputs(spec)).compile()
         return compiled, time.perf_counter() - t0
 
@@ -568,6 +594,7 @@ def run(args):
             "program_boxes": sorted({f"L{b[0]}_M{b[1]}" for b in boxes.values()}),
             "pad_units": pad_units,
             "units_per_batch": units_per_batch,
+            "unroll": unroll,
             "compile_workers": workers,
             "finite_seconds": sum(finite_seconds.values()),
             "finite_seconds_by_point": finite_seconds,
