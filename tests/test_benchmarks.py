@@ -76,3 +76,45 @@ def test_kernel_variants_lower_to_triton_for_a_gpu(lower_for_cuda):
                 w,
             )
             assert text.count("xla.gpu.triton") == 1, (name, loads)
+
+
+def test_grid_benchmark_splits_the_study_and_times_the_natural_way(tmp_path):
+    """`grid.py` on a tiny grid: the study's split and settings reach the JSON, and the
+    natural part, timed on 3 of its 6 configurations, gives every other configuration
+    the times of its nearest timed neighbour."""
+    study = (
+        "--L 4,8 --M 1,4 --L-for-M 16 --fit-M-max 4 --seeds 2 --order 12 "
+        "--compile-workers 1 --unroll 2 --seed-batch-units 64"
+    )
+    script = ROOT / "benchmarks" / "grid.py"
+    args = ["--out", str(tmp_path), "--preset", "quick", "--natural-seeds", "1"]
+    args += ["--natural-configs", "3", "--study-args", study]
+    done = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    r = json.loads((tmp_path / "grid.json").read_text())
+    ours = r["ours"]
+    assert ours["unroll"] == 2 and ours["units_per_batch"] == 64
+    assert r["grid"]["points"] == 6 * 2  # (L, M) pairs x steps 0..1
+    for key in ("compile_s", "reference_s", "finite_s", "euler_s", "fit_s"):
+        assert 0 < ours[key] < ours["wall_s"], key
+    rows = r["natural"]["rows"]
+    assert [(row["L"], row["M"]) for row in rows] == [
+        (4, 1),
+        (4, 4),
+        (8, 1),
+        (8, 4),
+        (16, 1),
+        (16, 4),
+    ]
+    timed = {(row["L"], row["M"]) for row in rows if row["timed"]}
+    # by L*M: (4, 1) 4, (8, 1) 8, (4, 4) 16, (16, 1) 16, (8, 4) 32, (16, 4) 64; the
+    # first, the last, and index round(2.5) = 2 between
+    assert timed == {(4, 1), (4, 4), (16, 4)}
+    by = {(row["L"], row["M"]): row for row in rows}
+    assert by[(8, 1)]["times_of"] == [4, 1] and by[(8, 4)]["times_of"] == [4, 4]
+    assert by[(8, 1)]["per_seed_s"] == by[(4, 1)]["per_seed_s"]
+    assert by[(16, 4)]["per_seed_s"] != by[(4, 1)]["per_seed_s"]
+    assert r["natural"]["total_s"] == sum(row["total_s"] for row in rows)
+    assert r["ratio_finite"] > 0 and "3 of 6 configurations timed" in (r["natural"]["extrapolated"])
