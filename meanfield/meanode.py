@@ -14,12 +14,14 @@ stored dense mean fields of steps 0..k-1, evaluated on demand; D_1φ and D_2φ a
 vector-Jacobian products from JAX.
 """
 
+import functools
 import math
 from collections.abc import Callable
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, PyTree
 
 from solvers import DenseSolution, evaluate_many, solve_dense
@@ -123,25 +125,55 @@ class MeanODE(eqx.Module):
         return z
 
 
+def _evolve_stacked(model: "MeanODE", z0: PyTree, s, history, count) -> PyTree:
+    """`model.evolve` with the history stacked: `history` is a `(forward, backward)`
+    pair whose leaves have a leading axis of slots (or None: no step), of which the
+    first `count` (traced) are used. One compiled solve thus serves every GD step."""
+    if history is None:
+        return z0
+    step = jax.vmap(particle_step, in_axes=(None, 0, None, None, None))
+
+    def body(i, z):
+        fwd, bwd = jax.tree.map(lambda a: a[i] if eqx.is_array(a) else a, history)
+        return step(model.block, z, fwd.evaluate(s), bwd.evaluate(s), model.learning_rate)
+
+    return jax.lax.fori_loop(0, count, body, z0)
+
+
 def _forward_field(s, h, args):
-    model, history = args
-    return model.velocity(h, model.evolve(model.particles.z, s, history))
+    model, history, count = args
+    return model.velocity(h, _evolve_stacked(model, model.particles.z, s, history, count))
 
 
 def _backward_field(s, b, args):
-    model, history, forward = args
-    z = model.evolve(model.particles.z, s, history)
+    model, history, count, forward = args
+    z = _evolve_stacked(model, model.particles.z, s, history, count)
     return model.adjoint_velocity(forward.evaluate(s), b, z)
 
 
+@functools.lru_cache(maxsize=16)
+def _solution_shapes(state: jax.ShapeDtypeStruct, tol: jax.ShapeDtypeStruct, solver: str):
+    """The shapes of what `_solve_step` returns (its two solves, each of the state's
+    shape), traced once per state, tolerance type and solver, with a trivial field."""
+
+    def solves(xs, tol):
+        kw = dict(rtol=tol, atol=tol, solver=solver)
+        return (
+            solve_dense(lambda s, h, args: h, xs, t0=0.0, t1=1.0, **kw),
+            solve_dense(lambda s, h, args: h, xs, t0=1.0, t1=0.0, **kw),
+        )
+
+    return eqx.filter_eval_shape(solves, state, tol)
+
+
 @eqx.filter_jit
-def _solve_step(model: MeanODE, history, rtol, atol, solver):
+def _solve_step(model: MeanODE, history, count, rtol, atol, solver):
     forward = solve_dense(
         _forward_field,
         model.xs,
         t0=0.0,
         t1=1.0,
-        args=(model, history),
+        args=(model, history, count),
         rtol=rtol,
         atol=atol,
         solver=solver,
@@ -152,7 +184,7 @@ def _solve_step(model: MeanODE, history, rtol, atol, solver):
         b1,
         t0=1.0,
         t1=0.0,
-        args=(model, history, forward),
+        args=(model, history, count, forward),
         rtol=rtol,
         atol=atol,
         solver=solver,
@@ -229,6 +261,11 @@ def _evolve(model: MeanODE, z0, s, history):
     return model.evolve(z0, s, history)
 
 
+@eqx.filter_jit
+def _set_slot(slots, k, new):
+    return jax.tree.map(lambda buf, x: buf.at[k].set(x) if eqx.is_array(buf) else buf, slots, new)
+
+
 def solve_mean_ode(
     model: MeanODE,
     steps: int,
@@ -240,7 +277,9 @@ def solve_mean_ode(
     """Solve the forward and adjoint mean ODEs for GD steps 0..`steps` (SPEC §3).
 
     Each step is an adaptive Diffrax solve forward in s (0 → 1) and backward (1 → 0)
-    with dense output, so that later steps evaluate h_k(s), b_k(s) anywhere.
+    with dense output, so that later steps evaluate h_k(s), b_k(s) anywhere. Every
+    step runs one compiled program (the earlier steps' solutions are passed in stacked
+    slots with a traced count), so `steps` does not multiply the compile time.
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
@@ -248,10 +287,24 @@ def solve_mean_ode(
         raise ValueError(f"rtol and atol must be > 0, got rtol={rtol}, atol={atol}")
     # tolerances are traced values: solves that differ only in them share one program
     rtol, atol = jnp.asarray(rtol, dtype=float), jnp.asarray(atol, dtype=float)
+    if steps == 0:
+        f, b = _solve_step(model, None, 0, rtol, atol, solver)
+        return MeanODESolution(model=model, forward=(f,), backward=(b,))
+    # every step's solve is one program: the solutions of the earlier steps sit in
+    # `steps` stacked slots (zeros until solved) and a traced count says how many count
+    # (non-array leaves, such as diffrax's `max_steps` statistic, stay as they are); the
+    # shapes of a solution do not depend on its vector field: traced with a trivial one
+    state = jax.ShapeDtypeStruct(model.xs.shape, model.xs.dtype)
+    shapes = _solution_shapes(state, jax.ShapeDtypeStruct((), rtol.dtype), solver)
+    is_array = lambda x: isinstance(x, jax.ShapeDtypeStruct)
+    slots = jax.tree.map(
+        lambda x: np.zeros((steps,) + x.shape, x.dtype) if is_array(x) else x, shapes
+    )
     forward, backward = [], []
-    for _ in range(steps + 1):
-        history = tuple(zip(forward, backward, strict=True))
-        f, b = _solve_step(model, history, rtol, atol, solver)
+    for k in range(steps + 1):
+        f, b = _solve_step(model, slots, jnp.asarray(k), rtol, atol, solver)
         forward.append(f)
         backward.append(b)
+        if k < steps:
+            slots = _set_slot(slots, jnp.asarray(k), (f, b))
     return MeanODESolution(model=model, forward=tuple(forward), backward=tuple(backward))

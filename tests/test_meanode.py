@@ -77,6 +77,41 @@ def test_padded_particles_keep_the_limit_and_its_compiled_solve():
         model.particles.padded(3)
 
 
+def test_every_gd_step_solves_in_one_program(monkeypatch):
+    """`solve_mean_ode` traces its per-step solve once for all GD steps (the earlier
+    steps' solutions enter through stacked slots and a traced count), where one program
+    per step (a history one longer each time) traced it steps + 1 times; the solutions
+    are those of the per-step history (`MeanODE.evolve` with a tuple history)."""
+    from meanfield import meanode
+
+    model, _ = _small_model(order=3)  # a particle count no other test compiles
+    calls = []
+    original = meanode.solve_dense
+    monkeypatch.setattr(
+        meanode, "solve_dense", lambda *a, **k: calls.append(1) or original(*a, **k)
+    )
+    meanode._solution_shapes.cache_clear()  # traced once per state shape and process
+    sol = solve_mean_ode(model, 2, rtol=1e-10, atol=1e-10)
+    # two solves (forward, backward) per trace: one trace of the shapes, one of the step
+    assert len(calls) == 4
+    solve_mean_ode(model, 2, rtol=1e-9, atol=1e-9)  # cached shapes, the same program
+    assert len(calls) == 4
+    # the stacked evolve (slot 0 step 0, slot 1 step 1, count 2) against the tuple
+    # history evolve, at s = 0.4: the forward field of step 2
+    slots = jax.tree.map(
+        lambda a: jnp.stack([a, a]) if eqx.is_array(a) else a, (sol.forward[0], sol.backward[0])
+    )
+    slots = meanode._set_slot(slots, jnp.asarray(1), (sol.forward[1], sol.backward[1]))
+    history = tuple(zip(sol.forward[:2], sol.backward[:2], strict=True))
+    h = sol.h(2, 0.4)
+    stacked = meanode._forward_field(0.4, h, (model, slots, jnp.asarray(2)))
+    np.testing.assert_allclose(
+        stacked, model.velocity(h, model.evolve(model.particles.z, 0.4, history)), rtol=1e-14
+    )
+    once = meanode._forward_field(0.4, h, (model, slots, jnp.asarray(1)))
+    assert float(jnp.max(jnp.abs(once - stacked))) > 1e-3 * float(jnp.max(jnp.abs(stacked)))
+
+
 def test_forward_matches_closed_form_radial_ode():
     """Non-centred tanh law: E[v tanh(uᵀh)] = σ_u² E[sech²(σ_u‖h‖ g)] h (Stein), so the
     limit is radial: h(s) = x r(s)/‖x‖ with r' = σ_u² E[sech²(σ_u r g)] r, solved here with
