@@ -145,8 +145,8 @@ def add_arguments(parser):
     parser.add_argument(
         "--seed-batch-units",
         type=positive_int,
-        help="units (seeds x L*M) computed at once on a device, at most one seed below "
-        "(default 2^20 on CPU, 2^24 on GPU/TPU)",
+        help="at most this many units (seeds x L*M) computed at once on a device, and at "
+        "least one seed (default 2^20 on CPU, 2^24 on GPU/TPU)",
     )
     parser.add_argument(
         "--pad-units",
