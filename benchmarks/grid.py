@@ -100,7 +100,7 @@ def sample_configs(configs: list[tuple[int, int]], count: int | None) -> list[tu
     if count is None or count >= len(ordered):
         return ordered
     if count < 2:
-        raise SystemExit(f"--natural-configs: need at least 2, got {count}")
+        raise ValueError(f"count: need at least 2 configurations, got {count}")
     picks = {round(i * (len(ordered) - 1) / (count - 1)) for i in range(count)}
     return [ordered[i] for i in sorted(picks)]
 
@@ -217,6 +217,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.natural_seeds < 1:
         parser.error(f"--natural-seeds: must be >= 1, got {args.natural_seeds}")
+    if args.natural_configs is not None and args.natural_configs < 2:
+        parser.error(f"--natural-configs: must be >= 2, got {args.natural_configs}")
     preset = args.preset or ("quick" if jax.default_backend() == "cpu" else "paper")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -117,4 +117,13 @@ def test_grid_benchmark_splits_the_study_and_times_the_natural_way(tmp_path):
     assert by[(8, 1)]["per_seed_s"] == by[(4, 1)]["per_seed_s"]
     assert by[(16, 4)]["per_seed_s"] != by[(4, 1)]["per_seed_s"]
     assert r["natural"]["total_s"] == sum(row["total_s"] for row in rows)
-    assert r["ratio_finite"] > 0 and "3 of 6 configurations timed" in (r["natural"]["extrapolated"])
+    assert r["ratio_finite"] > 0
+    assert "3 of 6 configurations timed" in r["natural"]["extrapolated"]
+    bad = subprocess.run(
+        [sys.executable, str(script), "--out", str(tmp_path / "bad"), "--natural-configs", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2 and "--natural-configs: must be >= 2" in bad.stderr
+    assert not (tmp_path / "bad").exists()  # refused before any study ran
