@@ -171,9 +171,10 @@ def natural(results: dict, natural_seeds: int, natural_configs: int | None = Non
         f"timed on {natural_seeds} seed(s) per configuration, scaled to {cfg['seeds']} "
         "seeds: compile + seeds x per-seed time"
     )
-    if len(timed) < len(set(configs)):
+    distinct = len(set(configs))
+    if len(timed) < distinct:
         how += (
-            f"; {len(timed)} of {len(set(configs))} configurations timed, each other one "
+            f"; {len(timed)} of {distinct} configurations timed, each other one "
             "given the times of the nearest timed configuration in (log2 L, log2 M)"
         )
     return {

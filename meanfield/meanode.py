@@ -118,11 +118,16 @@ class MeanODE(eqx.Module):
 
         `history` is a tuple of `(forward, backward)` dense solutions, one per step.
         """
-        step = jax.vmap(particle_step, in_axes=(None, 0, None, None, None))
         z = z0
         for fwd, bwd in history:
-            z = step(self.block, z, fwd.evaluate(s), bwd.evaluate(s), self.learning_rate)
+            z = self.gd_step(z, s, fwd, bwd)
         return z
+
+    def gd_step(self, z: PyTree, s, forward: DenseSolution, backward: DenseSolution) -> PyTree:
+        """One limit GD step of particles `z` (leading axis) at depth s, with the mean
+        fields of one step's `forward` and `backward` solutions."""
+        step = jax.vmap(particle_step, in_axes=(None, 0, None, None, None))
+        return step(self.block, z, forward.evaluate(s), backward.evaluate(s), self.learning_rate)
 
 
 def _evolve_stacked(model: "MeanODE", z0: PyTree, s, history, count) -> PyTree:
@@ -131,11 +136,10 @@ def _evolve_stacked(model: "MeanODE", z0: PyTree, s, history, count) -> PyTree:
     first `count` (traced) are used. One compiled solve thus serves every GD step."""
     if history is None:
         return z0
-    step = jax.vmap(particle_step, in_axes=(None, 0, None, None, None))
 
     def body(i, z):
         fwd, bwd = jax.tree.map(lambda a: a[i] if eqx.is_array(a) else a, history)
-        return step(model.block, z, fwd.evaluate(s), bwd.evaluate(s), model.learning_rate)
+        return model.gd_step(z, s, fwd, bwd)
 
     return jax.lax.fori_loop(0, count, body, z0)
 

@@ -139,6 +139,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--unroll",
         type=positive_int,
+        default=1,
         help="layers per step of the finite networks' loops over layers (default 1; the "
         "values do not change, the speed and compile time do: see `ResNet`)",
     )
@@ -284,17 +285,15 @@ def compute_reference(cfg, block, law, xs, ys, main, check):
     """
     t0 = time.perf_counter()
     check = check.padded(main.count)
-    sol = solve_mean_ode(
-        MeanODE(block, main, xs, ys, cfg["lr"]), cfg["steps"], rtol=cfg["rtol"], atol=cfg["rtol"]
-    )
-    sol_q = solve_mean_ode(
-        MeanODE(block, check, xs, ys, cfg["lr"]), cfg["steps"], rtol=cfg["rtol"], atol=cfg["rtol"]
-    )
-    sol_t = solve_mean_ode(
-        MeanODE(block, main, xs, ys, cfg["lr"]),
-        cfg["steps"],
-        rtol=cfg["rtol"] / 2,
-        atol=cfg["rtol"] / 2,
+
+    def solve(particles, tol):
+        model = MeanODE(block, particles, xs, ys, cfg["lr"])
+        return solve_mean_ode(model, cfg["steps"], rtol=tol, atol=tol)
+
+    sol, sol_q, sol_t = (
+        solve(main, cfg["rtol"]),
+        solve(check, cfg["rtol"]),
+        solve(main, cfg["rtol"] / 2),
     )
     out = {}
     # every solution at the fine check grid and at every study depth, in one call each
@@ -429,7 +428,7 @@ def run(args):
     if pad_units < 0:
         raise StudyInputError(f"--pad-units: must be >= 0, got {pad_units}")
     units_per_batch = args.seed_batch_units or _for_backend(UNITS_PER_BATCH)
-    unroll = args.unroll or 1
+    unroll = args.unroll
     runner = start_study(args, cfg)
     block = TwoLayerBlock(cfg["activation"])
     law = make_law(cfg)
