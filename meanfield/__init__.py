@@ -93,6 +93,7 @@ from .depth_loop import PallasOptions as PallasOptions
 from .depth_loop import adjoint_batch as adjoint_batch
 from .depth_loop import choose_method as choose_method
 from .depth_loop import forward_batch as forward_batch
+from .depth_loop import loss_and_gradients_batch as loss_and_gradients_batch
 from .depth_loop import pallas_supported as pallas_supported
 from .sharding import seed_mesh as seed_mesh
 from .sharding import shard_seeds as shard_seeds

@@ -25,7 +25,8 @@ class Adjoint(eqx.Module):
     - `h`: `(L + 1, d)`, the forward pass h^0..h^L.
     - `b`: `(L + 1, d)`, the backward pass b^0..b^L (b^L = w).
     - `grads`: the params pytree of the network, each leaf the gradient
-      `α D_2φ(h^{l-1}, z^{j,l})ᵀ b^l` of that parameter.
+      `α D_2φ(h^{l-1}, z^{j,l})ᵀ b^l` of that parameter; None where a batched depth
+      loop summed the gradients over the inputs (`loss_and_gradients_batch`).
     """
 
     h: Float[Array, "L+1 d"]
@@ -105,6 +106,15 @@ def check_data(net: ResNet, xs: Array, ys: Array) -> None:
         )
 
 
+def output_cotangent(net: ResNet, hL: Array, y: Array, loss: Callable = squared_loss):
+    """For one input: `(loss value, w = ∇_{h^L} loss, ∇_prediction loss)` at the final
+    state `hL`; `w` is the `b^L` that starts the adjoint recursion (B)."""
+    pred, out_vjp = jax.vjp(net.output, hL)
+    value, dpred = jax.value_and_grad(lambda p: loss(y, p))(pred)
+    (w,) = out_vjp(dpred)
+    return value, w, dpred
+
+
 def loss_and_gradients(
     net: ResNet,
     xs: Float[Array, "n d_in"],
@@ -121,9 +131,7 @@ def loss_and_gradients(
     def one(x, y):
         hs = net.hidden(x, return_all=True)  # one forward pass serves both halves
         hL = hs[-1]
-        pred, out_vjp = jax.vjp(net.output, hL)
-        value, dpred = jax.value_and_grad(lambda p: loss(y, p))(pred)
-        (w,) = out_vjp(dpred)
+        value, w, dpred = output_cotangent(net, hL, y, loss)
         adj = backward_from_states(net, hs, w)
         g_emb = None if net.embedding is None else jnp.outer(adj.b[0], x)
         g_read = None

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import equinox as eqx
 import jax
+import jax.lax as lax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PyTree
 
@@ -94,3 +95,21 @@ class FunctionBlock(AbstractUnitBlock):
 
     def __call__(self, h, z):
         return self.fn(h, z)
+
+
+class WeightedUnits(AbstractUnitBlock):
+    """`φ_w(h, (z, w)) = w φ(h, z)`: a layer whose units are weighted particles.
+
+    With the particles of the limit at every layer and α = 1/L, the finite recursion
+    is exactly the explicit Euler scheme of the limit's own (particle) ODE, so its
+    distance to the limit is the pure depth-discretisation error. With weights 0 and
+    a common weight elsewhere it pads a network (`meanfield.coupling.coupled_errors`).
+
+    The weights are fixed, not parameters: no gradient flows to them.
+    """
+
+    block: AbstractUnitBlock
+
+    def __call__(self, h, z):
+        zz, w = z
+        return lax.stop_gradient(w) * self.block(h, zz)

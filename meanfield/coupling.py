@@ -23,7 +23,7 @@ import jax.random as jr
 from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
 from .backward import loss_and_gradients
-from .blocks import AbstractUnitBlock
+from .blocks import AbstractUnitBlock, WeightedUnits
 from .laws import AbstractGaussianLaw
 from .meanode import MeanODESolution, particle_step
 from .resnet import ResNet
@@ -109,6 +109,8 @@ def coupled_errors(
     loss=None,
     depth: int | Int[Array, ""] | None = None,
     width: int | Int[Array, ""] | None = None,
+    method: str = "scan",
+    options=None,
 ) -> CoupledErrors:
     """Train the finite network for `grid.steps` GD steps (mean-ODE convention) and
     measure its distance to the limit and to the limit copies of its own units.
@@ -124,6 +126,9 @@ def coupled_errors(
     Δ^b are those of the real network. One compiled program thus serves every
     `depth <= L`, `width <= M` (this is how `meanfield study mean-ode` keeps its number
     of programs low); the result equals the unpadded computation up to rounding.
+
+    `method`, `options`: how the training runs its depth loops (`train`); with
+    `"pallas"` a 2LP network, padded or not, trains through the fused kernels.
     """
     if net.L != grid.L:
         raise ValueError(f"the network has L={net.L} but the limit grid has L={grid.L}")
@@ -150,6 +155,8 @@ def coupled_errors(
         steps=grid.steps,
         loss=loss,
         return_adjoint=True,
+        method=method,
+        options=options,
     )
     dh, db = _state_errors(result.adjoint, grid)
     trained = result.params[0] if padded else result.params
@@ -178,24 +185,6 @@ def draw_units(law: AbstractGaussianLaw, key: PRNGKeyArray, L: int, M: int) -> P
         raise ValueError(f"law must be an AbstractGaussianLaw, got {type(law).__name__}")
     g = jax.vmap(lambda l: jr.normal(jr.fold_in(key, l), (M, law.gaussian_dim)))(jnp.arange(L))
     return jax.vmap(jax.vmap(law.transform))(g)
-
-
-class WeightedUnits(AbstractUnitBlock):
-    """`φ_w(h, (z, w)) = w φ(h, z)`: a layer whose units are weighted particles.
-
-    With the particles of the limit at every layer and α = 1/L, the finite recursion
-    is exactly the explicit Euler scheme of the limit's own (particle) ODE, so its
-    distance to the limit is the pure depth-discretisation error. With weights 0 and
-    a common weight elsewhere it pads a network (`coupled_errors`).
-
-    The weights are fixed, not parameters: no gradient flows to them.
-    """
-
-    block: AbstractUnitBlock
-
-    def __call__(self, h, z):
-        zz, w = z
-        return lax.stop_gradient(w) * self.block(h, zz)
 
 
 @eqx.filter_jit

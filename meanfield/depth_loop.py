@@ -16,10 +16,17 @@ Every method computes the same recursion (R) of SPEC §1 for a batch of inputs:
 
 Seeds are batched by `jax.vmap` over networks (the kernels gain a grid axis), so all
 seeds and inputs of a grid point run as one program.
+
+`forward_batch` (outputs or every state), `adjoint_batch` (states and the adjoint
+recursion) and `loss_and_gradients_batch` (a GD step's loss and gradients: what
+`meanfield.train(method=...)` and the mean-ODE study run) take any of the methods. A
+2LP with weighted units (`WeightedUnits`, how `coupled_errors` pads a network) runs in
+the kernels as a 2LP with v scaled by the weights.
 """
 
 import functools
 import warnings
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -28,7 +35,16 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PyTree
 
 from . import fused_two_layer as fused
-from .backward import backward
+from .backward import (
+    Adjoint,
+    Gradients,
+    backward_from_states,
+    check_data,
+    loss_and_gradients,
+    output_cotangent,
+    squared_loss,
+)
+from .blocks import WeightedUnits
 from .resnet import ResNet
 from .two_layer import TwoLayerBlock, TwoLayerParams
 
@@ -72,15 +88,45 @@ class BatchAdjoint(NamedTuple):
     grads: PyTree
 
 
+class _TwoLayer(NamedTuple):
+    """The parts of a 2LP network (`weights`: the `WeightedUnits` weights, or None)."""
+
+    block: TwoLayerBlock
+    u: Array
+    v: Array
+    weights: Array | None
+
+    def kernel_v(self) -> Array:
+        """v as the kernels take it: `w v` for weighted units (no gradient to w)."""
+        if self.weights is None:
+            return self.v
+        return lax.stop_gradient(self.weights)[..., None].astype(self.v.dtype) * self.v
+
+
+def _two_layer(net: ResNet) -> _TwoLayer | None:
+    """The 2LP parts of `net`, or None. A `WeightedUnits` 2LP block (params
+    `(TwoLayerParams, weights)`, weights `(L, M)`) is a 2LP with `v` scaled by the
+    weights: `w v ρ(c uᵀh)`, the form in which `coupled_errors` pads a network."""
+    block, params, weights = net.block, net.params, None
+    if isinstance(block, WeightedUnits) and isinstance(params, tuple) and len(params) == 2:
+        block, (params, weights) = block.block, params
+    if not isinstance(block, TwoLayerBlock) or not isinstance(params, TwoLayerParams):
+        return None
+    u, v = params.u, params.v
+    if not (u.ndim == 3 and u.shape == v.shape and jnp.issubdtype(u.dtype, jnp.floating)):
+        return None
+    if weights is not None and jnp.shape(weights) != u.shape[:2]:
+        return None
+    return _TwoLayer(block, u, v, weights)
+
+
 def _is_two_layer(net: ResNet) -> bool:
-    if not isinstance(net.block, TwoLayerBlock) or not isinstance(net.params, TwoLayerParams):
-        return False
-    u, v = net.params.u, net.params.v
-    return u.ndim == 3 and u.shape == v.shape and jnp.issubdtype(u.dtype, jnp.floating)
+    return _two_layer(net) is not None
 
 
 def _kernel_config(net: ResNet, n: int, options: PallasOptions) -> fused.KernelConfig:
-    L, M, d = net.params.u.shape
+    parts = _two_layer(net)
+    L, M, d = parts.u.shape
     interpret = options.interpret
     if interpret is None:
         interpret = jax.default_backend() == "cpu"
@@ -92,8 +138,8 @@ def _kernel_config(net: ResNet, n: int, options: PallasOptions) -> fused.KernelC
     fused.check_weight_loads(options.weight_loads)
     return fused.KernelConfig(
         alpha=net.alpha,
-        activation=net.block.activation,
-        inner_scale=float(net.block.inner_scale),
+        activation=parts.block.activation,
+        inner_scale=float(parts.block.inner_scale),
         block_batch=block_batch,
         layers_per_step=options.layers_per_step,
         interpret=bool(interpret),
@@ -123,17 +169,19 @@ def _compiles(cfg: fused.KernelConfig, M: int, d: int, dtype: str) -> str | None
 def pallas_supported(net: ResNet, n: int, options: PallasOptions | None = None) -> tuple[bool, str]:
     """Whether the fused kernels apply to `net` for a batch of `n` inputs, and why not.
 
-    Checks the block (2LP), the tile size, and that both kernels compile on the
-    default device (once per configuration; the answer is cached).
+    Checks the block (2LP, or a `WeightedUnits` 2LP), the tile size, and that both
+    kernels compile on the default device (once per configuration; the answer is
+    cached). `net` may hold `jax.ShapeDtypeStruct`s (`jax.eval_shape` of a network).
     """
     options = options or PallasOptions()
-    if not _is_two_layer(net):
+    parts = _two_layer(net)
+    if parts is None:
         return False, "not a 2LP network (TwoLayerBlock with TwoLayerParams)"
-    L, M, d = net.params.u.shape
+    L, M, d = parts.u.shape
     if not fused.eligible(M, d):
         return False, f"one layer (M={M}, d={d}) exceeds a kernel tile ({fused.MAX_TILE})"
     cfg = _kernel_config(net, n, options)._replace(alpha=1.0)  # α does not affect compiling
-    reason = _compiles(cfg, M, d, jnp.dtype(net.params.u.dtype).name)
+    reason = _compiles(cfg, M, d, jnp.dtype(parts.u.dtype).name)
     return reason is None, reason or "ok"
 
 
@@ -218,7 +266,8 @@ def forward_batch(
         out = _unrolled(net, h0, unroll, return_all)
     else:
         cfg = _kernel_config(net, n, options)
-        u, v = net.params.u, net.params.v
+        parts = _two_layer(net)
+        u, v = parts.u, parts.kernel_v()
         if return_all:
             return fused.fused_forward_states(h0, u, v, cfg)
         out = fused.fused_hidden(h0, u, v, cfg)
@@ -228,7 +277,7 @@ def forward_batch(
 def adjoint_batch(
     net: ResNet,
     xs: Float[Array, "n d_in"],
-    ws: Float[Array, "n d"],
+    ws: Float[Array, "n d"] | Callable[[Array], Array],
     *,
     method: str = "auto",
     unroll: int = DEFAULT_UNROLL,
@@ -236,24 +285,31 @@ def adjoint_batch(
 ) -> BatchAdjoint:
     """Forward pass and the explicit adjoint recursion (B) for a batch, `b^L = w_i`.
 
+    `ws` is the `(n, d)` array of final cotangents, or a function of the final states
+    h^L `(n, d)` returning them (a loss gradient: see `loss_and_gradients_batch`).
     The gradients are summed over the inputs (divide by n for a mean loss); the
     states are kept for every input (what the coupling with a limit needs).
     `"scan"` runs the foundation's `backward` per input; `"unroll"` one batched
     reverse scan; `"pallas"` the fused kernels.
     """
     n = _check_batch(xs)
-    if jnp.shape(ws)[0] != n:
+    if not callable(ws) and jnp.shape(ws)[0] != n:
         raise ValueError(f"ws must have one row per input ({n}), got shape {jnp.shape(ws)}")
+    final = ws if callable(ws) else (lambda hL: ws)
     options = options or PallasOptions()
     chosen = choose_method(net, n, method, options)
     if chosen == "scan":
-        adj = jax.vmap(lambda x, w: backward(net, x, w))(xs, ws)
+        hs = jax.vmap(lambda x: net.hidden(x, return_all=True))(xs)
+        adj = jax.vmap(lambda h, w: backward_from_states(net, h, w))(hs, final(hs[:, -1]))
         return BatchAdjoint(adj.h, adj.b, jax.tree.map(lambda g: jnp.sum(g, axis=0), adj.grads))
     if chosen == "pallas":
         h0 = jax.vmap(net.embed)(xs)
-        st = fused.fused_states(h0, net.params.u, net.params.v, ws, _kernel_config(net, n, options))
-        return BatchAdjoint(st.h, st.b, TwoLayerParams(u=st.u, v=st.v))
+        parts = _two_layer(net)
+        cfg = _kernel_config(net, n, options)
+        st = fused.fused_states(h0, parts.u, parts.kernel_v(), final, cfg)
+        return BatchAdjoint(st.h, st.b, _unweighted_grads(parts, st.u, st.v))
     hs = forward_batch(net, xs, method="unroll", return_all=True, unroll=unroll)
+    ws = final(hs[:, -1])
     layer = jax.vmap(net.block.layer, in_axes=(0, None))
 
     def step(b, inputs):
@@ -269,3 +325,56 @@ def adjoint_batch(
     )
     b = jnp.concatenate([jnp.swapaxes(bs, 0, 1), ws[:, None]], axis=1)
     return BatchAdjoint(hs, b, grads)
+
+
+def _unweighted_grads(parts: _TwoLayer, gu: Array, gv: Array) -> PyTree:
+    """The kernels' gradients (of u and of the weighted v) as the network's params
+    pytree: for `WeightedUnits`, `∂/∂v = w ∂/∂(w v)` and no gradient for the weights."""
+    if parts.weights is None:
+        return TwoLayerParams(u=gu, v=gv)
+    w = parts.weights[..., None].astype(gv.dtype)
+    return (TwoLayerParams(u=gu, v=w * gv), jnp.zeros_like(parts.weights))
+
+
+def loss_and_gradients_batch(
+    net: ResNet,
+    xs: Float[Array, "n d_in"],
+    ys: Float[Array, "n d_out"],
+    loss: Callable = squared_loss,
+    *,
+    method: str = "auto",
+    unroll: int = DEFAULT_UNROLL,
+    options: PallasOptions | None = None,
+) -> Gradients:
+    """`meanfield.loss_and_gradients` with the depth loops run by one of the `METHODS`.
+
+    `"scan"` is `loss_and_gradients` itself. The other methods run the forward and
+    backward loops once for the whole batch (`adjoint_batch` with the loss gradient as
+    final cotangent) and sum the gradients over the inputs as they go, so the returned
+    `adjoint` holds every input's states `h` and `b` but `grads=None`.
+    """
+    check_data(net, xs, ys)
+    n = _check_batch(xs)
+    options = options or PallasOptions()
+    chosen = choose_method(net, n, method, options)
+    if chosen == "scan":
+        return loss_and_gradients(net, xs, ys, loss)
+    head = jax.vmap(lambda h, y: output_cotangent(net, h, y, loss))
+    adj = adjoint_batch(
+        net, xs, lambda hL: head(hL, ys)[1], method=chosen, unroll=unroll, options=options
+    )
+    hL = adj.h[:, -1]
+    values, _, dpred = head(hL, ys)
+    g_emb = g_read = None
+    if net.embedding is not None:
+        g_emb = jnp.einsum("nd,ne->de", adj.b[:, 0], xs) / n
+    if net.readout is not None:
+        g_read = jnp.einsum("nd,no->do", hL, dpred) / (n * net.readout.shape[0])
+    grads = ResNet(
+        net.block,
+        jax.tree.map(lambda g: g / n, adj.grads),
+        net.alpha,
+        embedding=g_emb,
+        readout=g_read,
+    )
+    return Gradients(loss=jnp.mean(values), grads=grads, adjoint=Adjoint(adj.h, adj.b, None))

@@ -428,13 +428,21 @@ def fused_states(
     h0: Float[Array, "n d"],
     u: Float[Array, "L M d"],
     v: Float[Array, "L M d"],
-    w: Float[Array, "n d"],
+    w: Float[Array, "n d"] | Callable[[Array], Array],
     cfg: KernelConfig,
 ) -> FusedStates:
     """Forward states, the adjoint recursion (B) from `b^L = w`, and the gradients summed
-    over the inputs, each in one fused kernel (no autodiff through them)."""
+    over the inputs, each in one fused kernel (no autodiff through them).
+
+    `w` is the `(n, d)` array of final cotangents, or a function of the final states
+    h^L `(n, d)` returning them (a loss gradient: the forward kernel runs first, then
+    `w(h^L)`, then the backward kernel)."""
     s, h0p, up, vp = _pad_all(h0, u, v, cfg)
     hL, hs = _forward(h0p, up, vp, cfg, s, save=True)
+    if callable(w):
+        w = w(hL[: s.n, : s.d])
+    if jnp.shape(w) != (s.n, s.d):
+        raise ValueError(f"w must have shape (n, d) = {(s.n, s.d)}, got {jnp.shape(w)}")
     wp = _pad(w, (s.Bp, s.dp))
     _, gu, gv, bs = _backward(hs, up, vp, wp, cfg, s, save=True)
     n, L, M, d = s.n, s.L, s.M, s.d

@@ -7,7 +7,9 @@ Every optimiser is an `optax.GradientTransformation`:
 * `plain_sgd(η)`: plain gradient descent;
 * any other optax optimiser (`optax.adam(1e-3)`, ...).
 
-Gradients come from the explicit backward recursion (`loss_and_gradients`).
+Gradients come from the explicit backward recursion (`loss_and_gradients`), or with
+`method=` from the batched depth loops of `meanfield.depth_loop` (the fused kernels on
+a GPU).
 """
 
 from collections.abc import Callable
@@ -18,7 +20,8 @@ import jax.lax as lax
 import optax
 from jaxtyping import Array, Float, PyTree
 
-from .backward import Adjoint, loss_and_gradients, squared_loss
+from .backward import Adjoint, squared_loss
+from .depth_loop import METHODS, PallasOptions, loss_and_gradients_batch
 from .resnet import ResNet
 
 
@@ -41,7 +44,8 @@ class TrainResult(eqx.Module):
     - `losses`: `(steps + 1,)`, the loss before each step and after the last.
     - `adjoint`: with `return_adjoint=True`, the `Adjoint` (forward states h, backward
       states b, gradients) of every input at every step, leaves with leading axes
-      `(steps + 1, n)`; otherwise `None`.
+      `(steps + 1, n)`; otherwise `None`. Its per-input gradients are `None` unless
+      `method="scan"` (`loss_and_gradients_batch`).
     """
 
     net: ResNet
@@ -82,6 +86,8 @@ def train(
     loss: Callable = squared_loss,
     train_embedding: bool = False,
     return_adjoint: bool = False,
+    method: str = "scan",
+    options: PallasOptions | None = None,
 ) -> TrainResult:
     """Run `steps` full-batch optimiser steps on `(1/n) Σ_i loss(y_i, net(x_i))`.
 
@@ -90,9 +96,16 @@ def train(
     readout, if any, are trained only when `train_embedding` is true. With
     `return_adjoint`, the forward and backward states computed at every step are kept
     (they cost nothing extra: the gradients need them).
+
+    `method` runs each step's depth loops (one of `meanfield.depth_loop.METHODS`,
+    `options` for `"pallas"`): `"scan"` (default) is `loss_and_gradients`, the
+    others `loss_and_gradients_batch` (`"auto"`: the fused kernels on a GPU where they
+    apply). The values agree up to rounding.
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     if not isinstance(optimizer, optax.GradientTransformation):
         raise ValueError(
             f"optimizer must be an optax.GradientTransformation, got {type(optimizer).__name__}"
@@ -106,7 +119,7 @@ def train(
     def step(carry, _):
         theta, state = carry
         current = _with_trainable(net, theta, train_embedding)
-        g = loss_and_gradients(current, xs, ys, loss)
+        g = loss_and_gradients_batch(current, xs, ys, loss, method=method, options=options)
         updates, state = optimizer.update(_trainable(g.grads, train_embedding), state, theta)
         kept = g.adjoint if return_adjoint else None
         return (optax.apply_updates(theta, updates), state), (theta, g.loss, kept)

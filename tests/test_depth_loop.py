@@ -131,6 +131,80 @@ def test_adjoint_batch_matches_backward(key, method):
         _close(a, jnp.sum(b, axis=0))
 
 
+@pytest.mark.parametrize("method", ["unroll", "pallas"])
+def test_loss_and_gradients_batch_matches_the_scan(key, method):
+    """Loss, gradients (units, embedding, readout) and every state of the batched
+    methods against `loss_and_gradients` (itself tested against `jax.grad`)."""
+    D = 4
+    emb = jr.normal(jr.fold_in(key, 5), (D, 3))
+    read = jr.normal(jr.fold_in(key, 6), (D, 2))
+    net = _net(key, d=D, activation="gelu", embedding=emb, readout=read)
+    xs = _inputs(key)
+    ys = jr.normal(jr.fold_in(key, 7), (7, 2))
+    ref = jax.jit(mf.loss_and_gradients)(net, xs, ys)
+    got = jax.jit(
+        lambda net, xs, ys: mf.loss_and_gradients_batch(
+            net, xs, ys, method=method, unroll=3, options=SMALL
+        )
+    )(net, xs, ys)
+    _close(got.loss, ref.loss)
+    _close(got.adjoint.h, ref.adjoint.h)
+    _close(got.adjoint.b, ref.adjoint.b)
+    assert got.adjoint.grads is None  # summed over the inputs as they go
+    leaves = lambda g: jax.tree.leaves((g.params, g.embedding, g.readout))
+    assert len(leaves(got.grads)) == len(leaves(ref.grads)) == 4
+    for a, b in zip(leaves(got.grads), leaves(ref.grads), strict=True):
+        _close(a, b)
+    same = mf.loss_and_gradients_batch(net, xs, ys, method="scan")  # the oracle itself
+    assert same.adjoint.grads is not None
+
+
+def test_weighted_units_run_in_the_kernels(key):
+    """A `WeightedUnits` 2LP (how `coupled_errors` pads a network: weights 0 and a common
+    weight) takes the fused kernels, as a 2LP with v scaled by the weights: outputs,
+    adjoint states and gradients equal the scan's, and no gradient reaches the weights."""
+    from meanfield.blocks import WeightedUnits
+
+    base = _net(key, activation="gelu")
+    weights = jnp.where(jr.bernoulli(jr.fold_in(key, 8), 0.7, (base.L, base.M)), 2.5, 0.0)
+    net = mf.ResNet(WeightedUnits(base.block), (base.params, weights), base.alpha)
+    assert mf.choose_method(net, 7, "pallas") == "pallas"
+    xs = _inputs(key)
+    ys = jnp.roll(xs, 1, axis=1)
+    _close(_forward(net, xs, method="pallas", options=SMALL), _forward(net, xs, method="scan"))
+    ws = jr.normal(jr.fold_in(key, 3), xs.shape)
+    ref = _adjoint(net, xs, ws, method="scan")
+    got = _adjoint(net, xs, ws, method="pallas", options=SMALL)
+    _close(got.h, ref.h)
+    _close(got.b, ref.b)
+    flat = lambda t: jax.tree.leaves(t)  # u, v, weights
+    assert float(jnp.max(jnp.abs(flat(ref.grads)[1]))) > 0  # v of weighted units moves
+    _close(flat(got.grads)[0], flat(ref.grads)[0])
+    _close(flat(got.grads)[1], flat(ref.grads)[1])
+    np.testing.assert_array_equal(flat(ref.grads)[2], 0.0)
+    np.testing.assert_array_equal(flat(got.grads)[2], 0.0)
+
+    def loss(params, how):
+        out = mf.forward_batch(
+            mf.ResNet(net.block, params, net.alpha), xs, method=how, options=SMALL
+        )
+        return 0.5 * jnp.sum((out - ys) ** 2)
+
+    g_ref = jax.jit(jax.grad(loss), static_argnums=1)(net.params, "scan")
+    g_got = jax.jit(jax.grad(loss), static_argnums=1)(net.params, "pallas")
+    for a, b in zip(flat(g_got)[:2], flat(g_ref)[:2], strict=True):
+        _close(a, b)
+    np.testing.assert_array_equal(flat(g_got)[2], 0.0)
+    shapes = jax.eval_shape(lambda: net)  # the check needs shapes only
+    assert mf.pallas_supported(shapes, 7, SMALL) == (True, "ok")
+    with pytest.raises(ValueError, match="w must have shape"):
+        fused.fused_states(xs, base.params.u, base.params.v, lambda hL: hL[:2], _config(net))
+
+
+def _config(net):
+    return fused.KernelConfig(alpha=net.alpha, activation="gelu", interpret=True, block_batch=8)
+
+
 @pytest.mark.parametrize(
     "activation, dtype",
     [(name, "float64") for name in mf.ACTIVATIONS] + [("gelu", "float32")],

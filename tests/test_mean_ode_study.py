@@ -55,6 +55,10 @@ def test_results_json_has_the_schema(tiny_run):
     assert any(f.get("model") == "a/L + b/sqrt(LM)" for f in r["fits"])
     assert r["reference"]["error_estimate"] >= 0
     assert {"total_seconds", "device"} <= set(r["timing"])
+    # one depth loop per program, recorded (`--depth-loop auto`: the scan on a CPU)
+    programs = r["timing"]["depth_loop_by_program"]
+    assert r["timing"]["depth_loop"] == "auto" and len(programs) == r["timing"]["programs"]
+    assert set(programs.values()) <= {"scan", "pallas"}
     assert (tiny_run / "convergence.png").stat().st_size > 10_000
 
 
@@ -82,6 +86,7 @@ def test_existing_study_needs_resume_or_overwrite(tiny_run, capsys):
         (["--init", "uniform"], "--init"),
         (["--steps", "-1"], "--steps"),
         (["--lr", "nan"], "--lr"),
+        (["--depth-loop", "fast"], "--depth-loop"),
     ],
 )
 def test_bad_input_exits_2_naming_the_argument(args, needle, tmp_path, capsys):
@@ -154,10 +159,74 @@ def test_padded_box_program_equals_the_point_own(key):
     # and with the loops over layers unrolled (`--unroll`), 4 layers per step
     unrolled = _seed_program(block, law, xs, ys, 0.3, Lb, Mb, seeds, 2**20, unroll=4)
     both = unrolled(keys, pad_grid(h, Lb), pad_grid(b, Lb), jnp.int32(L), jnp.int32(M))
+    # and trained through the fused kernels (`--depth-loop pallas`; interpret mode here)
+    kernels = _seed_program(block, law, xs, ys, 0.3, Lb, Mb, seeds, 2**20, method="pallas")
+    fused = kernels(keys, pad_grid(h, Lb), pad_grid(b, Lb), jnp.int32(L), jnp.int32(M))
     for name in ("delta_h", "delta_b", "delta_z", "loss"):
         np.testing.assert_allclose(getattr(padded, name), getattr(exact, name), rtol=1e-12)
         np.testing.assert_allclose(getattr(both, name), getattr(exact, name), rtol=1e-12)
+        np.testing.assert_allclose(getattr(fused, name), getattr(exact, name), rtol=1e-12)
     assert float(np.min(exact.delta_z[:, -1])) > 0  # the comparison is not vacuous
     # the padded rows repeat the limit at s = 1 (what `coupled_errors` asks of them)
     np.testing.assert_array_equal(pad_grid(h, Lb)[:, : L + 1], h)
     np.testing.assert_array_equal(pad_grid(h, Lb)[:, L + 1 :], jnp.repeat(h[:, L:], Lb - L, 1))
+
+
+def test_depth_loop_method_per_program():
+    """`--depth-loop`: the scan on a CPU unless the kernels are asked for; the kernels only
+    where a program's layer fits a kernel tile (M·d), the scan elsewhere."""
+    import jax
+
+    import meanfield as mf
+    from meanfield.studies.mean_ode import depth_loop_method
+
+    law = mf.TwoLayerNonCentredLaw(2, sigma_u=1.25)
+    block = mf.TwoLayerBlock("gelu")
+    on_cpu = jax.default_backend() == "cpu"  # the suite also runs on a GPU machine
+    assert depth_loop_method("auto", block, law, 64, 16, 3) == ("scan" if on_cpu else "pallas")
+    assert depth_loop_method("scan", block, law, 64, 16, 3) == "scan"
+    assert depth_loop_method("pallas", block, law, 64, 1024, 3) == "pallas"  # 1024 x 2 fits
+    assert depth_loop_method("pallas", block, law, 64, 1025, 3) == "scan"  # 2048 x 2 does not
+    with pytest.raises(ValueError, match="depth loop must be one of"):
+        depth_loop_method("fast", block, law, 64, 16, 3)
+
+
+def test_fused_training_program_lowers_for_a_gpu(key, lower_for_cuda):
+    """The study's padded seed program with `--depth-loop pallas` (vmapped seeds, GD
+    steps, weighted padding units, float64) lowers for an H100 from this CPU machine,
+    with the forward and backward kernels as Triton calls inside the steps loop."""
+    import jax
+    import jax.numpy as jnp
+    import jax.random as jr
+
+    import meanfield as mf
+    from meanfield.coupling import LimitOnGrid, coupled_errors, draw_units
+
+    law = mf.TwoLayerNonCentredLaw(2, sigma_u=1.25, sigma_xi=0.3)
+    block = mf.TwoLayerBlock("gelu")
+    xs = jr.normal(jr.fold_in(key, 1), (3, 2))
+    Lb, Mb, steps = 12, 6, 2
+    grid = jr.normal(jr.fold_in(key, 2), (2, steps + 1, Lb + 1, 3, 2))
+    gpu = mf.PallasOptions(interpret=False)
+
+    def program(keys, h, b, depth, width):
+        def one(k):
+            net = mf.ResNet(block, draw_units(law, k, Lb, Mb), 1.0 / (Lb * Mb))
+            return coupled_errors(
+                net,
+                xs,
+                jnp.roll(xs, 1, axis=1),
+                LimitOnGrid(h=h, b=b),
+                learning_rate=0.3,
+                depth=depth,
+                width=width,
+                method="pallas",
+                options=gpu,
+            )
+
+        return jax.vmap(one)(keys)
+
+    keys = jr.split(jr.fold_in(key, 3), 4)
+    text = lower_for_cuda(program, keys, grid[0], grid[1], jnp.int32(7), jnp.int32(5))
+    assert text.count("xla.gpu.triton") == 2
+    assert "f64" in text

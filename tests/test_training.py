@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 import optax
+import pytest
 
 import meanfield as mf
 
@@ -124,3 +125,29 @@ def test_train_states_and_one_loop_pair(key):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b[-1]))
     jaxpr = jax.make_jaxpr(lambda n: mf.train(n, xs, ys, optimizer=opt, steps=2))(net)
     assert len(re.findall(r"\bscan\[", str(jaxpr))) == 3
+
+
+def test_fused_depth_loop_trains_like_the_scan(key):
+    """`method="pallas"` (Pallas interpret mode on CPU) gives the scan's parameter
+    history, losses and states, up to rounding; its per-input gradients are not kept."""
+    net, xs, ys = _problem(key)
+    opt = mf.mean_ode_sgd(0.1, L=net.L, M=net.M)
+    small = mf.PallasOptions(block_batch=4, layers_per_step=4)
+
+    def run(method):
+        fn = lambda n: mf.train(
+            n, xs, ys, optimizer=opt, steps=2, return_adjoint=True, method=method, options=small
+        )
+        return eqx.filter_jit(fn)(net)
+
+    ref, got = run("scan"), run("pallas")
+    assert ref.adjoint.grads is not None and got.adjoint.grads is None
+    pairs = [(got.losses, ref.losses), (got.adjoint.h, ref.adjoint.h)]
+    pairs += [(got.adjoint.b, ref.adjoint.b)]
+    pairs += list(zip(jax.tree.leaves(got.params), jax.tree.leaves(ref.params), strict=True))
+    for a, b in pairs:
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-14)
+    moved = jax.tree.leaves(ref.params)[0]
+    assert float(jnp.max(jnp.abs(moved[2] - moved[0]))) > 1e-3  # the steps do move the units
+    with pytest.raises(ValueError, match="method must be one of"):
+        mf.train(net, xs, ys, optimizer=opt, steps=1, method="fast")

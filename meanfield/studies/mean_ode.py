@@ -27,6 +27,7 @@ import numpy as np
 from ..activations import ACTIVATIONS
 from ..blocks import AbstractUnitBlock
 from ..coupling import LimitOnGrid, coupled_errors, draw_units, euler_errors
+from ..depth_loop import pallas_supported
 from ..fits import fit_loglog, fit_rate_sum, summarize
 from ..laws import TwoLayerGaussianLaw, TwoLayerNonCentredLaw
 from ..meanode import MeanODE, solve_mean_ode
@@ -93,6 +94,8 @@ PAD_UNITS = {"cpu": 2**20, "default": 2**26}
 # ... and inside a deeper point's program too, on a CPU only: there a padded layer costs
 # what its units cost, while on an accelerator each layer is a sequence of kernel launches
 PAD_DEPTH = {"cpu": True, "default": False}
+# how the finite networks run their depth loops (`--depth-loop`, `depth_loop_method`)
+DEPTH_LOOPS = ("auto", "scan", "pallas")
 # default quadrature budget: order 256 for 2 Gaussian coordinates, 16 for 4
 QUADRATURE_NODES = 2**16
 
@@ -142,6 +145,16 @@ def add_arguments(parser):
         default=1,
         help="layers per step of the finite networks' loops over layers (default 1; the "
         "values do not change, the speed and compile time do: see `ResNet`)",
+    )
+    parser.add_argument(
+        "--depth-loop",
+        choices=DEPTH_LOOPS,
+        default="auto",
+        help="how the finite networks run their loops over layers: 'scan' (a lax.scan step "
+        "per layer), 'pallas' (the fused kernels of meanfield.fused_two_layer in every "
+        "program whose layer fits a kernel tile, the scan elsewhere; Pallas interpret mode "
+        "on a CPU: slow, for tests) or 'auto' (default: 'pallas' on a GPU/TPU where the "
+        "kernels apply and compile, else 'scan'); the values agree up to rounding",
     )
     parser.add_argument(
         "--seed-batch-units",
@@ -369,6 +382,19 @@ def program_boxes(specs, seeds: int, pad_units: int, pad_depth: bool = False) ->
     return out
 
 
+def depth_loop_method(requested: str, block, law, L: int, M: int, n: int) -> str:
+    """The depth loop (`"scan"` or `"pallas"`) of the program of box `(L, M)` for n
+    inputs: `requested` is one of `DEPTH_LOOPS` (`--depth-loop`). `"pallas"` needs the
+    2LP layer to fit a kernel tile; `"auto"` also needs a GPU/TPU and the kernels to
+    compile there (`meanfield.depth_loop.pallas_supported`, checked once per shape)."""
+    if requested not in DEPTH_LOOPS:
+        raise ValueError(f"depth loop must be one of {', '.join(DEPTH_LOOPS)}, got {requested!r}")
+    if requested == "scan" or (requested == "auto" and jax.default_backend() == "cpu"):
+        return "scan"
+    shapes = jax.eval_shape(lambda: ResNet(block, draw_units(law, jr.key(0), L, M), 1.0 / (L * M)))
+    return "pallas" if pallas_supported(shapes, n)[0] else "scan"
+
+
 def _seed_program(
     block: AbstractUnitBlock,
     law,
@@ -381,17 +407,21 @@ def _seed_program(
     units_per_batch,
     devices=None,
     unroll: int = 1,
+    method: str = "scan",
 ):
     """One program for every point of depth at most L and width at most M, its seeds
     split over `devices` (default: all; `shard_seeds`): `run(keys, h, b, depth, width)`
     (`h`, `b`: the limit on the point's grid, padded to L + 1 rows, `pad_grid`), with
-    `run.jitted` to compile ahead. `unroll`: as in `ResNet`."""
+    `run.jitted` to compile ahead. `unroll`: as in `ResNet`; `method`: the depth loop
+    of the training (`"scan"` or `"pallas"`, `depth_loop_method`)."""
     batch = max(1, min(seeds, units_per_batch // (L * M)))
 
     def one(key, h, b, depth, width):
         net = ResNet(block, draw_units(law, key, L, M), 1.0 / (L * M), unroll=unroll)
         grid = LimitOnGrid(h=h, b=b)
-        return coupled_errors(net, xs, ys, grid, learning_rate=lr, depth=depth, width=width)
+        return coupled_errors(
+            net, xs, ys, grid, learning_rate=lr, depth=depth, width=width, method=method
+        )
 
     return shard_seeds(one, (0, None, None, None, None), batch_size=batch, devices=devices)
 
@@ -460,10 +490,23 @@ def run(args):
         h, b = pad_grid(ref[f"h_L{L}"], Lb), pad_grid(ref[f"b_L{L}"], Lb)
         return keys, h, b, jnp.int32(L), jnp.int32(M)
 
+    methods = {}
+
     def compile_box(box, spec):
         t0 = time.perf_counter()
+        method = depth_loop_method(args.depth_loop, block, law, *box, cfg["inputs"])
+        methods[f"L{box[0]}_M{box[1]}"] = method
         program = _seed_program(
-            block, law, xs, ys, lr, *box, cfg["seeds"], units_per_batch, unroll=unroll
+            block,
+            law,
+            xs,
+            ys,
+            lr,
+            *box,
+            cfg["seeds"],
+            units_per_batch,
+            unroll=unroll,
+            method=method,
         )
         compiled = program.jitted.lower(*point_inputs(spec)).compile()
         return compiled, time.perf_counter() - t0
@@ -594,6 +637,8 @@ def run(args):
             "pad_units": pad_units,
             "units_per_batch": units_per_batch,
             "unroll": unroll,
+            "depth_loop": args.depth_loop,
+            "depth_loop_by_program": dict(sorted(methods.items())),
             "compile_workers": workers,
             "finite_seconds": sum(finite_seconds.values()),
             "finite_seconds_by_point": finite_seconds,
