@@ -79,6 +79,8 @@ def _split(results: dict, wall: float) -> dict:
         "pad_units": t.get("pad_units"),
         "units_per_batch": t.get("units_per_batch"),
         "unroll": t.get("unroll"),
+        "depth_loop": t.get("depth_loop"),
+        "depth_loop_by_program": t.get("depth_loop_by_program"),
         "reference_s": t.get("reference_seconds"),
         "finite_s": t.get("finite_seconds"),
         "euler_s": t.get("euler_seconds"),  # the decomposition's Euler part
@@ -213,7 +215,7 @@ def main(argv=None):
         default="",
         help="more options of `meanfield study mean-ode`, space-separated (a smaller grid: "
         "'--L 4,8 --M 1,4 --seeds 2'; execution settings: '--unroll 8 --seed-batch-units "
-        "67108864')",
+        "67108864', '--depth-loop scan')",
     )
     args = parser.parse_args(argv)
     if args.natural_seeds < 1:
@@ -272,6 +274,11 @@ def main(argv=None):
                     name, values[0], values[1], row["programs"], row["compile_workers"], *values[2:]
                 )
             )
+    loops = list((ours.get("depth_loop_by_program") or {}).values())
+    lines.append(
+        f"depth loops (--depth-loop {ours.get('depth_loop')}): "
+        + ", ".join(f"{m} {loops.count(m)} programs" for m in sorted(set(loops)))
+    )
     _write(out, payload, lines)  # the study's split survives a natural run cut short
     if not args.skip_natural:
         nat = natural(results, args.natural_seeds, args.natural_configs)

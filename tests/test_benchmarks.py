@@ -96,6 +96,10 @@ def test_grid_benchmark_splits_the_study_and_times_the_natural_way(tmp_path):
     r = json.loads((tmp_path / "grid.json").read_text())
     ours = r["ours"]
     assert ours["unroll"] == 2 and ours["units_per_batch"] == 64
+    assert ours["depth_loop"] == "auto" and set(ours["depth_loop_by_program"].values()) <= {
+        "scan",
+        "pallas",
+    }
     assert r["grid"]["points"] == 6 * 2  # (L, M) pairs x steps 0..1
     for key in ("compile_s", "reference_s", "finite_s", "euler_s", "fit_s"):
         assert 0 < ours[key] < ours["wall_s"], key
