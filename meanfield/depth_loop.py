@@ -151,7 +151,9 @@ def _kernel_config(net: ResNet, n: int, options: PallasOptions) -> fused.KernelC
 
 @functools.lru_cache(maxsize=256)
 def _compiles(cfg: fused.KernelConfig, M: int, d: int, dtype: str) -> str | None:
-    """Compile a tiny instance of both kernels; None if they compile, else the reason."""
+    """Compile a tiny instance of the kernels, as `jax.grad` runs them (the custom VJP)
+    and as `adjoint_batch` runs them (every state saved); None if they compile, else
+    the reason."""
     K, n = cfg.layers_per_step, cfg.block_batch
     h0 = jax.ShapeDtypeStruct((n, d), dtype)
     w = jax.ShapeDtypeStruct((2 * K, M, d), dtype)
@@ -159,8 +161,12 @@ def _compiles(cfg: fused.KernelConfig, M: int, d: int, dtype: str) -> str | None
     def loss(h0, u, v):
         return jnp.sum(fused.fused_hidden(h0, u, v, cfg))
 
+    def states(h0, u, v):
+        return fused.fused_states(h0, u, v, lambda hL: hL, cfg)
+
     try:
         jax.jit(jax.grad(loss, argnums=(0, 1, 2))).lower(h0, w, w).compile()
+        jax.jit(states).lower(h0, w, w).compile()
     except Exception as err:  # any lowering/compile failure means: do not use the kernel
         return f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
     return None
