@@ -24,6 +24,7 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
 from .backward import loss_and_gradients
 from .blocks import AbstractUnitBlock, WeightedUnits
+from .depth_loop import PallasOptions
 from .laws import AbstractGaussianLaw
 from .meanode import MeanODESolution, particle_step
 from .resnet import ResNet
@@ -110,7 +111,7 @@ def coupled_errors(
     depth: int | Int[Array, ""] | None = None,
     width: int | Int[Array, ""] | None = None,
     method: str = "scan",
-    options=None,
+    options: PallasOptions | None = None,
 ) -> CoupledErrors:
     """Train the finite network for `grid.steps` GD steps (mean-ODE convention) and
     measure its distance to the limit and to the limit copies of its own units.

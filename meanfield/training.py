@@ -44,8 +44,9 @@ class TrainResult(eqx.Module):
     - `losses`: `(steps + 1,)`, the loss before each step and after the last.
     - `adjoint`: with `return_adjoint=True`, the `Adjoint` (forward states h, backward
       states b, gradients) of every input at every step, leaves with leading axes
-      `(steps + 1, n)`; otherwise `None`. Its per-input gradients are `None` unless
-      `method="scan"` (`loss_and_gradients_batch`).
+      `(steps + 1, n)`; otherwise `None`. Its per-input gradients are `None` when the
+      steps ran a batched method (`loss_and_gradients_batch`; `"auto"` is the scan on
+      a CPU).
     """
 
     net: ResNet
