@@ -172,12 +172,14 @@ def test_padded_box_program_equals_the_point_own(key):
     np.testing.assert_array_equal(pad_grid(h, Lb)[:, L + 1 :], jnp.repeat(h[:, L:], Lb - L, 1))
 
 
-def test_depth_loop_method_per_program():
+def test_depth_loop_method_per_program(monkeypatch):
     """`--depth-loop`: the scan on a CPU unless the kernels are asked for; the kernels only
-    where a program's layer fits a kernel tile (M·d), the scan elsewhere."""
+    where a program's layer fits a kernel tile (M·d), the scan elsewhere; on a GPU
+    (`auto`), only where the kernels also compile there."""
     import jax
 
     import meanfield as mf
+    from meanfield.studies import mean_ode
     from meanfield.studies.mean_ode import depth_loop_method
 
     law = mf.TwoLayerNonCentredLaw(2, sigma_u=1.25)
@@ -189,6 +191,19 @@ def test_depth_loop_method_per_program():
     assert depth_loop_method("pallas", block, law, 64, 1025, 3) == "scan"  # 2048 x 2 does not
     with pytest.raises(ValueError, match="depth loop must be one of"):
         depth_loop_method("fast", block, law, 64, 16, 3)
+    # `auto` on an accelerator follows the compile probe, which sees the program's shapes
+    seen = []
+
+    def probe(net, n):
+        seen.append((net.params.u.shape, n))
+        return net.M <= 64, "ok" if net.M <= 64 else "does not compile"
+
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    monkeypatch.setattr(mean_ode, "pallas_supported", probe)
+    assert depth_loop_method("auto", block, law, 16384, 64, 3) == "pallas"
+    assert depth_loop_method("auto", block, law, 16384, 256, 3) == "scan"
+    assert depth_loop_method("scan", block, law, 16384, 64, 3) == "scan"
+    assert seen == [((16384, 64, 2), 3), ((16384, 256, 2), 3)]
 
 
 def test_fused_training_program_lowers_for_a_gpu(key, lower_for_cuda):
