@@ -56,6 +56,17 @@ def _slope(logx: np.ndarray, logy: np.ndarray) -> tuple[float, float]:
     return float(coef[0]), float(coef[1])
 
 
+def _bootstrap_means(goods: list[np.ndarray], n_boot: int, seed: int) -> np.ndarray:
+    """`(n_boot, P)`: the mean of each point's values resampled with replacement, the
+    points resampled independently (draw k of every point forms bootstrap draw k)."""
+    rng = np.random.default_rng(seed)
+    boots = np.empty((n_boot, len(goods)))
+    for i, g in enumerate(goods):
+        idx = rng.integers(0, g.size, size=(n_boot, g.size))
+        boots[:, i] = g[idx].mean(axis=1)
+    return boots
+
+
 def fit_loglog(
     x: Sequence[float],
     samples: Sequence[Sequence[float]],
@@ -110,12 +121,7 @@ def fit_loglog(
     logy = np.log(np.array([g.mean() for g in goods]))
     slope, intercept = _slope(logx, logy)
     result["slope"], result["intercept"] = slope, intercept
-    rng = np.random.default_rng(seed)
-    boots = np.empty((n_boot, len(xs)))
-    for i, g in enumerate(goods):
-        idx = rng.integers(0, g.size, size=(n_boot, g.size))
-        boots[:, i] = g[idx].mean(axis=1)
-    logb = np.log(boots)
+    logb = np.log(_bootstrap_means(goods, n_boot, seed))
     xc = logx - logx.mean()
     bslopes = (logb - logb.mean(axis=1, keepdims=True)) @ xc / (xc @ xc)
     result["ci95"] = [float(np.percentile(bslopes, 2.5)), float(np.percentile(bslopes, 97.5))]
@@ -128,20 +134,27 @@ def fit_loglog(
 
 
 def _rate_sum_coefficients(L, M, means):
-    # relative least squares: minimise Σ ((a/L + b/sqrt(LM)) / m - 1)^2 with a, b >= 0
-    A = np.stack([1.0 / L, 1.0 / np.sqrt(L * M)], axis=1) / means[:, None]
-    target = np.ones_like(means)
-    coef, *_ = np.linalg.lstsq(A, target, rcond=None)
-    if coef[0] < 0 or coef[1] < 0:
-        best = None
-        for j in (0, 1):
-            c = np.zeros(2)
-            c[j] = max(float(A[:, j] @ target / (A[:, j] @ A[:, j])), 0.0)
-            r = float(np.sum((A @ c - target) ** 2))
-            if best is None or r < best[0]:
-                best = (r, c)
-        coef = best[1]
-    return coef
+    """`(a, b) >= 0` minimising Σ ((a/L + b/sqrt(LM)) / m − 1)² (relative least squares),
+    for one row of point means `(P,)` or a stack of them `(B, P)` (bootstrap draws) at
+    once. Where the unconstrained minimum has a negative coefficient, the better of the
+    two one-term fits (each clipped at 0) is taken."""
+    means = np.asarray(means, dtype=float)
+    single = means.ndim == 1
+    means = np.atleast_2d(means)
+    X = np.stack([1.0 / L, 1.0 / np.sqrt(L * M)], axis=1)  # (P, 2)
+    A = X[None] / means[:, :, None]  # (B, P, 2)
+    coef = np.einsum("bjp,bp->bj", np.linalg.pinv(A), np.ones(means.shape))  # least squares
+    negative = np.any(coef < 0, axis=1)
+    if np.any(negative):
+        An = A[negative]
+        cols = np.maximum(An.sum(axis=1) / np.einsum("bpj,bpj->bj", An, An), 0.0)  # (b, 2)
+        resid = [np.sum((An[:, :, j] * cols[:, j : j + 1] - 1.0) ** 2, axis=1) for j in (0, 1)]
+        pick = (resid[1] < resid[0]).astype(int)  # ties keep the 1/L term
+        rows = np.arange(len(cols))
+        fallback = np.zeros_like(cols)
+        fallback[rows, pick] = cols[rows, pick]
+        coef[negative] = fallback
+    return coef[0] if single else coef
 
 
 def fit_rate_sum(
@@ -187,11 +200,7 @@ def fit_rate_sum(
     a, b = _rate_sum_coefficients(Ls, Ms, means)
     pred = a / Ls + b / np.sqrt(Ls * Ms)
     result.update(a=float(a), b=float(b), rel_rms=float(np.sqrt(np.mean((pred / means - 1) ** 2))))
-    rng = np.random.default_rng(seed)
-    coefs = np.empty((n_boot, 2))
-    for k in range(n_boot):
-        m = np.array([g[rng.integers(0, g.size, g.size)].mean() for g in goods])
-        coefs[k] = _rate_sum_coefficients(Ls, Ms, m)
+    coefs = _rate_sum_coefficients(Ls, Ms, _bootstrap_means(goods, n_boot, seed))
     result["a_ci95"] = [
         float(np.percentile(coefs[:, 0], 2.5)),
         float(np.percentile(coefs[:, 0], 97.5)),
