@@ -120,12 +120,10 @@ def _two_layer(net: ResNet) -> _TwoLayer | None:
     return _TwoLayer(block, u, v, weights)
 
 
-def _is_two_layer(net: ResNet) -> bool:
-    return _two_layer(net) is not None
-
-
-def _kernel_config(net: ResNet, n: int, options: PallasOptions) -> fused.KernelConfig:
-    parts = _two_layer(net)
+def _kernel_config(
+    net: ResNet, parts: _TwoLayer, n: int, options: PallasOptions
+) -> fused.KernelConfig:
+    """The kernels' settings for `net`, whose 2LP parts (`_two_layer`) are `parts`."""
     L, M, d = parts.u.shape
     interpret = options.interpret
     if interpret is None:
@@ -186,7 +184,7 @@ def pallas_supported(net: ResNet, n: int, options: PallasOptions | None = None) 
     L, M, d = parts.u.shape
     if not fused.eligible(M, d):
         return False, f"one layer (M={M}, d={d}) exceeds a kernel tile ({fused.MAX_TILE})"
-    cfg = _kernel_config(net, n, options)._replace(alpha=1.0)  # α does not affect compiling
+    cfg = _kernel_config(net, parts, n, options)._replace(alpha=1.0)  # α does not affect compiling
     reason = _compiles(cfg, M, d, jnp.dtype(parts.u.dtype).name)
     return reason is None, reason or "ok"
 
@@ -198,14 +196,14 @@ def choose_method(
     options = options or PallasOptions()
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    if method == "pallas" and not _is_two_layer(net):
+    if method == "pallas" and _two_layer(net) is None:
         raise ValueError("method='pallas' needs a 2LP network (TwoLayerBlock, TwoLayerParams)")
     if method != "auto":
         return method
     if jax.default_backend() == "cpu":
         return "scan"
     ok, reason = pallas_supported(net, n, options)
-    if not ok and _is_two_layer(net):
+    if not ok and _two_layer(net) is not None:
         _warn_once(f"fused Pallas depth loop not used ({reason}); using the unrolled scan")
     return "pallas" if ok else "unroll"
 
@@ -271,8 +269,8 @@ def forward_batch(
     if chosen == "unroll":
         out = _unrolled(net, h0, unroll, return_all)
     else:
-        cfg = _kernel_config(net, n, options)
         parts = _two_layer(net)
+        cfg = _kernel_config(net, parts, n, options)
         u, v = parts.u, parts.kernel_v()
         if return_all:
             return fused.fused_forward_states(h0, u, v, cfg)
@@ -311,7 +309,7 @@ def adjoint_batch(
     if chosen == "pallas":
         h0 = jax.vmap(net.embed)(xs)
         parts = _two_layer(net)
-        cfg = _kernel_config(net, n, options)
+        cfg = _kernel_config(net, parts, n, options)
         st = fused.fused_states(h0, parts.u, parts.kernel_v(), final, cfg)
         return BatchAdjoint(st.h, st.b, _unweighted_grads(parts, st.u, st.v))
     hs = forward_batch(net, xs, method="unroll", return_all=True, unroll=unroll)
