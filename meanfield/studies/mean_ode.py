@@ -466,28 +466,24 @@ def run(args):
     lr, steps = cfg["lr"], cfg["steps"]
 
     main, check, ref_info = _particle_sets(cfg, law)
-    t_ref = time.perf_counter()
-    ref = runner.artifact(
-        "reference",
-        lambda: compute_reference(cfg, block, law, xs, ys, main, check),
-    )
-    ref_seconds = time.perf_counter() - t_ref
-    error_estimate = float(ref["err_quadrature"].max() + ref["err_tolerance"].max())
-    error_estimate_z = float(ref["err_z"])
-    if not bool(ref["ok"]):
-        runner.warn("the reference ODE solve did not succeed (max_steps reached?)")
-
     compile_seconds = {}
     finite_seconds = {}
     master = jr.key(cfg["seed"])
     specs = grid_specs(cfg)
     boxes = program_boxes(specs, cfg["seeds"], pad_units, pad_depth=_for_backend(PAD_DEPTH))
+    ref = None
 
     def point_inputs(spec):
+        """The program's arguments for `spec`; before the reference is solved, the
+        limit's grids as shapes only (what compiling needs)."""
         L, M = spec["L"], spec["M"]
         keys = jr.split(jr.fold_in(jr.fold_in(jr.fold_in(master, 2), L), M), cfg["seeds"])
         Lb = boxes[(L, M)][0]
-        h, b = pad_grid(ref[f"h_L{L}"], Lb), pad_grid(ref[f"b_L{L}"], Lb)
+        if ref is None:
+            shape = (steps + 1, Lb + 1, cfg["inputs"], cfg["d"])
+            h = b = jax.ShapeDtypeStruct(shape, jnp.result_type(float))
+        else:
+            h, b = pad_grid(ref[f"h_L{L}"], Lb), pad_grid(ref[f"b_L{L}"], Lb)
         return keys, h, b, jnp.int32(L), jnp.int32(M)
 
     methods = {}
@@ -511,13 +507,28 @@ def run(args):
         compiled = program.jitted.lower(*point_inputs(spec)).compile()
         return compiled, time.perf_counter() - t0
 
-    # compile ahead in threads (XLA compiles release the GIL): one program per box
+    # compile ahead in threads (XLA compiles release the GIL), one program per box, while
+    # this thread solves the reference: the programs need only its shapes
     pool = ThreadPoolExecutor(max_workers=workers)
     ahead = {}
     for spec in runner.pending(specs):
         box = boxes[(spec["L"], spec["M"])]
         if box not in ahead:
             ahead[box] = pool.submit(compile_box, box, spec)
+    try:
+        t_ref = time.perf_counter()
+        ref = runner.artifact(
+            "reference",
+            lambda: compute_reference(cfg, block, law, xs, ys, main, check),
+        )
+        ref_seconds = time.perf_counter() - t_ref
+    except BaseException:
+        pool.shutdown(cancel_futures=True)
+        raise
+    error_estimate = float(ref["err_quadrature"].max() + ref["err_tolerance"].max())
+    error_estimate_z = float(ref["err_z"])
+    if not bool(ref["ok"]):
+        runner.warn("the reference ODE solve did not succeed (max_steps reached?)")
 
     def finite_point(spec):
         box = boxes[(spec["L"], spec["M"])]
