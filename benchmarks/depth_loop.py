@@ -316,14 +316,7 @@ def _write(out, payload, rows, *, quiet):
         "",
     ]
     text = "\n".join(head) + timing.table(rows, COLUMNS)
-    if quiet:
-        import contextlib
-        import io
-
-        with contextlib.redirect_stdout(io.StringIO()):
-            timing.write_report(out, "depth_loop", payload, text)
-    else:
-        timing.write_report(out, "depth_loop", payload, text)
+    timing.write_report(out, "depth_loop", payload, text, quiet=quiet)
 
 
 if __name__ == "__main__":

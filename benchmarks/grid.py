@@ -297,8 +297,7 @@ def main(argv=None):
 
 
 def _write(out: Path, payload: dict, lines: list[str]) -> None:
-    (out / "grid.json").write_text(json.dumps(payload, indent=2))
-    (out / "grid.txt").write_text("\n".join(lines) + "\n")
+    timing.write_report(out, "grid", payload, "\n".join(lines), quiet=True)
 
 
 if __name__ == "__main__":

@@ -189,16 +189,18 @@ def _max_diff(a, b) -> float:
     )
 
 
-def finite_suite(cfg, args, dtype) -> list[dict]:
+def finite_suite(cfg, args, dtype, report) -> None:
     import meanfield as mf
 
     torch = _torch()
-    rows = []
     d, S, n = cfg["d"], cfg["seeds"], cfg["inputs"]
     block = mf.TwoLayerBlock(args.activation)
     law = mf.TwoLayerGaussianLaw(d)
     for M in cfg["M"]:
         for L in cfg["L"]:
+            base = {"suite": "finite", "d": d, "M": M, "L": L, "seeds": S, "inputs": n}
+            if report.out_of_time(base, args.passes):
+                continue
             key = jax.random.fold_in(jax.random.key(args.seed), L * 100_003 + M)
             alpha = mf.MeanODEScaling()(L, M)
             params = jax.vmap(
@@ -212,28 +214,23 @@ def finite_suite(cfg, args, dtype) -> list[dict]:
             per_seed = [jax.tree.map(lambda a, s=s: a[s], params) for s in range(S)]
             auto = mf.choose_method(mf.ResNet(block, per_seed[0], alpha), n)
             for which in args.passes:
-                rows += _compare(
-                    which,
-                    block,
-                    alpha,
-                    params,
-                    per_seed,
-                    xs,
-                    ys,
-                    args,
-                    torch,
-                    dtype,
-                    {
-                        "suite": "finite",
-                        "d": d,
-                        "M": M,
-                        "L": L,
-                        "seeds": S,
-                        "inputs": n,
-                        "ours_method": auto,
-                    },
+                if report.out_of_time(base, [which]):
+                    continue
+                report.add(
+                    _compare(
+                        which,
+                        block,
+                        alpha,
+                        params,
+                        per_seed,
+                        xs,
+                        ys,
+                        args,
+                        torch,
+                        dtype,
+                        {**base, "ours_method": auto},
+                    )
                 )
-    return rows
 
 
 def _compare(which, block, alpha, params, per_seed, xs, ys, args, torch, dtype, base):
@@ -336,7 +333,7 @@ def _per_seed_values(out, which, seeds, torch_out=False):
     return [(float(loss[s]), np.asarray(grads.u[s]), np.asarray(grads.v[s])) for s in range(seeds)]
 
 
-def sde_suite(cfg, args, dtype) -> list[dict]:
+def sde_suite(cfg, args, dtype, report) -> None:
     """The Itô SDE `dH = d^{-1/2} dB σ(H)` on [0, 1], Euler–Maruyama with n steps, for
     several seeds: ours (one path per seed pre-sampled on the grid, `solvers.GridPath`,
     the matrix product without a d×d×d tensor, all seeds in one vmapped program) beside
@@ -349,11 +346,13 @@ def sde_suite(cfg, args, dtype) -> list[dict]:
     from meanfield.depth import BrownianLaw
     from meanfield.neural_sde import NeuralSDE
 
-    rows = []
     d, S = cfg["d"], cfg["seeds"]
     act = {"tanh": jnp.tanh, "relu": jax.nn.relu}.get(args.activation, jnp.tanh)
     x = jnp.linspace(-1.0, 1.0, d, dtype=dtype) + 0.5
     for n in cfg["sde_steps"]:
+        base = {"suite": "sde", "d": d, "L": n, "M": "-", "seeds": S, "inputs": 1}
+        if report.out_of_time(base, ["forward"]):
+            continue
         law = BrownianLaw(d, n)
         model = NeuralSDE(args.activation if args.activation in ("tanh", "relu") else "tanh")
         keys = jax.random.split(jax.random.key(args.seed), S)
@@ -400,18 +399,11 @@ def sde_suite(cfg, args, dtype) -> list[dict]:
             max_rounds=args.max_reps,
             target_seconds=args.target_seconds,
         )
-        base = {
-            "suite": "sde",
-            "d": d,
-            "L": n,
-            "M": "-",
-            "seeds": S,
-            "inputs": 1,
-            "pass": "forward",
-        }
+        rows = []
         for name, t in timings.items():
             row = {
                 **base,
+                "pass": "forward",
                 "impl": name,
                 **t.summary(),
                 "max_diff": None,
@@ -420,8 +412,8 @@ def sde_suite(cfg, args, dtype) -> list[dict]:
             if name != "ours":
                 row["ratio"] = timing.ratio_summary(t.times, timings["ours"].times)
             rows.append(row)
-            _progress([row])
-    return rows
+        _progress(rows)
+        report.add(rows)
 
 
 SUITES = {"finite": finite_suite, "sde": sde_suite}
@@ -465,6 +457,11 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int)
     parser.add_argument("--inputs", type=int)
     parser.add_argument("--sde-steps", type=int_list, help="SDE solver steps")
+    parser.add_argument(
+        "--time-budget",
+        type=float,
+        help="start no configuration after this many seconds (default: no limit)",
+    )
     args = parser.parse_args(argv)
     faulthandler.enable()  # a crash inside a framework still leaves a traceback
     args.passes = [p for p in args.passes.split(",") if p]
@@ -479,25 +476,69 @@ def main(argv=None):
         if getattr(args, k) is not None:
             cfg[k] = getattr(args, k)
     dtype = jnp.float64 if args.x64 else jnp.float32
-    t0 = time.perf_counter()
-    rows = []
-    for name in suites:
-        rows += SUITES[name](cfg, args, dtype)
     torch = _torch()
-    payload = {
-        "benchmark": "peers",
-        "environment": {**timing.environment(), "torch": torch.__version__ if torch else None},
-        "settings": {**vars(args), "preset": preset, "config": cfg, "dtype": jnp.dtype(dtype).name},
-        "rows": rows,
-        "seconds": time.perf_counter() - t0,
-    }
-    env = payload["environment"]
-    head = (
-        f"peers on {env['device_kind']} ({env['backend']}, {jnp.dtype(dtype).name}), "
-        f"activation {args.activation}; ratio = peer time / our time, paired by round\n\n"
+    report = Report(
+        args.out,
+        {
+            "benchmark": "peers",
+            "environment": {**timing.environment(), "torch": torch.__version__ if torch else None},
+            "settings": {
+                **vars(args),
+                "preset": preset,
+                "config": cfg,
+                "dtype": jnp.dtype(dtype).name,
+            },
+            "rows": [],
+            "skipped_time_budget": [],
+            "complete": False,
+        },
+        args.time_budget,
     )
-    timing.write_report(args.out, "peers", payload, head + timing.table(rows, COLUMNS))
-    return payload
+    for name in suites:
+        SUITES[name](cfg, args, dtype, report)
+    report.payload["complete"] = True
+    report.write(quiet=False)
+    return report.payload
+
+
+class Report:
+    """The run's JSON and table, rewritten after every finished configuration (a run cut
+    short keeps what it measured; `complete` says whether it got to the end), and the
+    time budget: a configuration not started within `budget` seconds is listed in
+    `skipped_time_budget` instead of run."""
+
+    def __init__(self, out, payload: dict, budget: float | None):
+        self.out, self.payload, self.budget = out, payload, budget
+        self.t0 = time.perf_counter()
+
+    def add(self, rows: list[dict]) -> None:
+        self.payload["rows"] += rows
+        self.write(quiet=True)
+
+    def out_of_time(self, base: dict, passes) -> bool:
+        if self.budget is None or time.perf_counter() - self.t0 <= self.budget:
+            return False
+        self.payload["skipped_time_budget"] += [{**base, "pass": p} for p in passes]
+        self.write(quiet=True)
+        return True
+
+    def write(self, *, quiet: bool) -> None:
+        payload = self.payload
+        payload["seconds"] = time.perf_counter() - self.t0
+        env, settings = payload["environment"], payload["settings"]
+        head = (
+            f"peers on {env['device_kind']} ({env['backend']}, {settings['dtype']}), "
+            f"activation {settings['activation']}; ratio = peer time / our time, paired by "
+            "round\n\n"
+        )
+        skipped = payload["skipped_time_budget"]
+        tail = ""
+        if skipped:
+            tail = f"\n\nnot started within the time budget: {len(skipped)} configuration pass(es)"
+        if not payload["complete"]:
+            tail += "\n\n(partial: the run has not finished)"
+        text = head + timing.table(payload["rows"], COLUMNS) + tail
+        timing.write_report(self.out, "peers", payload, text, quiet=quiet)
 
 
 if __name__ == "__main__":

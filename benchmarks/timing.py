@@ -238,18 +238,25 @@ def _plain(obj):
     return obj
 
 
-def write_report(out: str | os.PathLike, name: str, payload: dict, text: str) -> Path:
-    """Write `OUT/NAME.json` and `OUT/NAME.txt`, print the text; return the JSON path."""
+def write_report(
+    out: str | os.PathLike, name: str, payload: dict, text: str, *, quiet: bool = False
+) -> Path:
+    """Write `OUT/NAME.json` and `OUT/NAME.txt`, print the text unless `quiet` (the
+    scripts rewrite both after every finished measurement, so that a run cut short keeps
+    them, each file whole: written aside, then renamed); return the JSON path."""
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.json"
-    with open(path, "w") as f:
-        json.dump(_plain(payload), f, indent=1)
-        f.write("\n")
-    with open(folder / f"{name}.txt", "w") as f:
-        f.write(text + "\n")
-    print(text)
-    print(f"\nwrote {path} and {folder / (name + '.txt')}")
+    for target, body in (
+        (path, json.dumps(_plain(payload), indent=1)),
+        (folder / f"{name}.txt", text),
+    ):
+        aside = target.with_name(f".{target.name}.partial")
+        aside.write_text(body + "\n")
+        os.replace(aside, target)
+    if not quiet:
+        print(text)
+        print(f"\nwrote {path} and {folder / (name + '.txt')}")
     return path
 
 

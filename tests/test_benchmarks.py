@@ -46,6 +46,26 @@ def test_peers_compute_the_same_networks(tmp_path):
     sde = [r for r in payload["rows"] if r["suite"] == "sde"]
     assert {r["impl"] for r in sde} == {"ours", "diffrax-vbt-loop"}
     assert all(r["median_s"] > 0 for r in sde)
+    assert payload["complete"] and payload["skipped_time_budget"] == []
+
+
+def test_peers_time_budget_skips_and_lists_configurations(tmp_path):
+    """A spent budget starts nothing more: every configuration and pass is listed as
+    skipped, and the report is still written whole."""
+    payload = _run(
+        "peers", tmp_path, "--preset", "quick", "--L", "8,16", "--M", "4", "--seeds", "2",
+        "--inputs", "4", "--sde-steps", "16", "--time-budget", "0",
+    )  # fmt: skip
+    assert payload["rows"] == [] and payload["complete"]
+    skipped = {(r["suite"], r["L"], r["pass"]) for r in payload["skipped_time_budget"]}
+    assert skipped == {
+        ("finite", 8, "forward"),
+        ("finite", 8, "forward+backward"),
+        ("finite", 16, "forward"),
+        ("finite", 16, "forward+backward"),
+        ("sde", 16, "forward"),
+    }
+    assert "not started within the time budget: 5" in (tmp_path / "peers.txt").read_text()
 
 
 def test_kernel_variants_agree_with_the_scan(tmp_path):
