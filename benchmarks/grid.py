@@ -1,7 +1,7 @@
 """Benchmark: the standard mean-ODE convergence grid, end to end, beside the natural way.
 
     PYTHONPATH=. python3 benchmarks/grid.py --out DIR [--preset quick|paper] [--natural-seeds 2]
-        [--natural-configs N] [--study-args "..."]
+        [--natural-configs N] [--natural-budget S] [--warm-cache] [--study-args "..."]
 
 1. Runs `meanfield study mean-ode --preset P` (float64, fresh output folder, an empty
    persistent compilation cache, so compile times are cold) and splits its wall time
@@ -21,7 +21,13 @@
    L·M, the smallest and the largest always in) and gives every other one the times of
    the nearest timed configuration in (log2 L, log2 M); each row says whose times it
    has (`timed`, `times_of`). The paper grid's 225 configurations each compile for
-   seconds on a GPU, more than one device call allows.
+   seconds on a GPU, more than one device call allows. They are timed in an order that
+   spreads over the range first (`spread_order`: the smallest and the largest L·M, then
+   the midpoints of ever finer halvings), and `--natural-budget S` starts none after S
+   seconds (beyond those two): the JSON counts the ones left untimed.
+
+`DIR/grid.json` and `DIR/grid.txt` are rewritten after each part (the study, its
+warm-cache run, the natural part), so that a run cut short keeps the parts it finished.
 
 The ratio reported is `natural finite-network time / ours` for the same grid, same
 process, same device. Results: `DIR/grid.json` and `DIR/grid.txt`.
@@ -107,6 +113,28 @@ def sample_configs(configs: list[tuple[int, int]], count: int | None) -> list[tu
     return [ordered[i] for i in sorted(picks)]
 
 
+def spread_order(items: list) -> list:
+    """`items` reordered so that every prefix spreads over the whole list: the first,
+    the last, then the midpoints of ever finer halvings (a van der Corput sequence of
+    positions), so that timing cut short by a budget still covers the range."""
+    n = len(items)
+    if n <= 2:
+        return list(items)
+    order, seen, i = [0, n - 1], {0, n - 1}, 1
+    while len(order) < n:
+        frac, denom, j = 0.0, 1.0, i
+        while j:  # the base-2 radical inverse of i
+            denom *= 2
+            frac += (j % 2) / denom
+            j //= 2
+        index = round(frac * (n - 1))
+        if index not in seen:
+            seen.add(index)
+            order.append(index)
+        i += 1
+    return [items[k] for k in order]
+
+
 def _nearest(config, timed: dict) -> tuple[int, int]:
     """The timed configuration nearest to `config` in (log2 L, log2 M)."""
     L, M = config
@@ -114,10 +142,17 @@ def _nearest(config, timed: dict) -> tuple[int, int]:
     return min(timed, key=lambda c: (dist(c), c))
 
 
-def natural(results: dict, natural_seeds: int, natural_configs: int | None = None) -> dict:
+def natural(
+    results: dict,
+    natural_seeds: int,
+    natural_configs: int | None = None,
+    budget: float | None = None,
+) -> dict:
     """Per configuration: jit once, then a Python loop over seeds (see the module doc).
     With `natural_configs`, only that many configurations are timed and every other
-    one takes the times of the nearest timed one in (log2 L, log2 M)."""
+    one takes the times of the nearest timed one in (log2 L, log2 M). They are timed in
+    `spread_order`; with `budget` (seconds), none is started after it is spent, beyond
+    the first two (the smallest and the largest L·M), and the rest count as untimed."""
     from meanfield.coupling import LimitOnGrid, coupled_errors
     from meanfield.resnet import ResNet
     from meanfield.scaling import MeanODEScaling
@@ -129,8 +164,12 @@ def natural(results: dict, natural_seeds: int, natural_configs: int | None = Non
     law = study.make_law(cfg)
     xs, ys = study.make_data(cfg)
     configs = [(spec["L"], spec["M"]) for spec in study.grid_specs(cfg)]
-    timed = {}
-    for L, M in sample_configs(configs, natural_configs):
+    timed, skipped = {}, 0
+    t_start = time.perf_counter()
+    for L, M in spread_order(sample_configs(configs, natural_configs)):
+        if budget is not None and len(timed) >= 2 and time.perf_counter() - t_start > budget:
+            skipped += 1
+            continue
         # a stand-in for the limit on the grid (the timing does not depend on its values)
         h = jnp.zeros((cfg["steps"] + 1, L + 1, xs.shape[0], xs.shape[1]))
         grid = LimitOnGrid(h=h, b=h)
@@ -179,9 +218,12 @@ def natural(results: dict, natural_seeds: int, natural_configs: int | None = Non
             f"; {len(timed)} of {distinct} configurations timed, each other one "
             "given the times of the nearest timed configuration in (log2 L, log2 M)"
         )
+    if skipped:
+        how += f" ({skipped} sampled configuration(s) not started within the time budget)"
     return {
         "rows": rows,
         "configs_timed": len(timed),
+        "configs_skipped_budget": skipped,
         "total_s": sum(r["total_s"] for r in rows),
         "extrapolated": how,
     }
@@ -204,6 +246,12 @@ def main(argv=None):
         type=int,
         help="time the natural implementation on this many (L, M) configurations spread "
         "over the grid, the others taking the nearest timed one's times (default: all)",
+    )
+    parser.add_argument(
+        "--natural-budget",
+        type=float,
+        help="seconds: time no more natural configurations after this (the smallest and "
+        "the largest always; default: no limit)",
     )
     parser.add_argument("--skip-natural", action="store_true")
     parser.add_argument(
@@ -228,43 +276,62 @@ def main(argv=None):
 
     extra = [] if args.pad_units is None else ["--pad-units", str(args.pad_units)]
     extra += args.study_args.split()
-    warm = None
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         results = run_study(preset, Path(tmp) / "study", Path(tmp) / "cache", extra)
-        wall = time.perf_counter() - t0
+        cfg = results["config"]
+        payload = {
+            "benchmark": "grid",
+            "environment": timing.environment(),
+            "preset": preset,
+            "grid": {
+                "L": cfg["L"],
+                "M": cfg["M"],
+                "seeds": cfg["seeds"],
+                "steps": cfg["steps"],
+                "points": len(results["points"]),
+            },
+            "ours": _split(results, time.perf_counter() - t0),
+            "ours_warm_cache": None,
+        }
+        lines = _lines(payload, results)
+        _write(out, payload, lines)  # each part survives a run cut short after it
         if args.warm_cache:
             t0 = time.perf_counter()
             again = run_study(preset, Path(tmp) / "study2", Path(tmp) / "cache", extra)
-            warm = _split(again, time.perf_counter() - t0)
+            payload["ours_warm_cache"] = _split(again, time.perf_counter() - t0)
+            lines = _lines(payload, results)
+            _write(out, payload, lines)
     from meanfield.compilation import disable_compilation_cache
 
     disable_compilation_cache()  # the folder is gone; the natural runs compile cold
-    t = results["timing"]
-    cfg = results["config"]
-    ours = _split(results, wall)
-    payload = {
-        "benchmark": "grid",
-        "environment": timing.environment(),
-        "preset": preset,
-        "grid": {
-            "L": cfg["L"],
-            "M": cfg["M"],
-            "seeds": cfg["seeds"],
-            "steps": cfg["steps"],
-            "points": len(results["points"]),
-        },
-        "ours": ours,
-        "ours_warm_cache": warm,
-    }
+    if not args.skip_natural:
+        nat = natural(results, args.natural_seeds, args.natural_configs, args.natural_budget)
+        ours = payload["ours"]
+        payload["natural"] = nat
+        payload["ratio_finite"] = nat["total_s"] / (ours["compile_s"] + ours["finite_s"])
+        lines.append(
+            f"natural (jit per configuration, Python loop over seeds): "
+            f"{timing.format_seconds(nat['total_s'])} ({nat['extrapolated']})"
+        )
+        lines.append(
+            f"ratio natural / ours (finite networks incl. compile): {payload['ratio_finite']:.1f}x"
+        )
+        _write(out, payload, lines)
+    print("\n".join(lines))
+
+
+def _lines(payload: dict, results: dict) -> list[str]:
+    """The table's lines for the study runs in `payload`."""
+    ours, warm = payload["ours"], payload["ours_warm_cache"]
     keys = ("wall_s", "compile_s", "reference_s", "finite_s", "euler_s", "fit_s", "plot_s")
     line = (
         "{}: wall {}  compile {} ({} programs, {} threads)  reference {}  finite {}  "
         "Euler part {}  fit {}  plot {}"
     )
     lines = [
-        f"grid benchmark, preset {preset}: {len(results['points'])} (L, M, k) points, "
-        f"{cfg['seeds']} seeds, device {t.get('device')}",
+        f"grid benchmark, preset {payload['preset']}: {payload['grid']['points']} (L, M, k) "
+        f"points, {payload['grid']['seeds']} seeds, device {results['timing'].get('device')}",
     ]
     for name, row in (("ours, cold cache", ours), ("ours, warm cache", warm)):
         if row is not None:
@@ -279,21 +346,7 @@ def main(argv=None):
         f"depth loops (--depth-loop {ours.get('depth_loop')}): "
         + ", ".join(f"{m} {loops.count(m)} programs" for m in sorted(set(loops)))
     )
-    _write(out, payload, lines)  # the study's split survives a natural run cut short
-    if not args.skip_natural:
-        nat = natural(results, args.natural_seeds, args.natural_configs)
-        ours_finite = ours["compile_s"] + ours["finite_s"]
-        payload["natural"] = nat
-        payload["ratio_finite"] = nat["total_s"] / ours_finite
-        lines.append(
-            f"natural (jit per configuration, Python loop over seeds): "
-            f"{timing.format_seconds(nat['total_s'])} ({nat['extrapolated']})"
-        )
-        lines.append(
-            f"ratio natural / ours (finite networks incl. compile): {payload['ratio_finite']:.1f}x"
-        )
-    _write(out, payload, lines)
-    print("\n".join(lines))
+    return lines
 
 
 def _write(out: Path, payload: dict, lines: list[str]) -> None:

@@ -136,6 +136,7 @@ def test_grid_benchmark_splits_the_study_and_times_the_natural_way(tmp_path):
     # by L*M: (4, 1) 4, (8, 1) 8, (4, 4) 16, (16, 1) 16, (8, 4) 32, (16, 4) 64; the
     # first, the last, and index round(2.5) = 2 between
     assert timed == {(4, 1), (4, 4), (16, 4)}
+    assert r["natural"]["configs_skipped_budget"] == 0
     by = {(row["L"], row["M"]): row for row in rows}
     assert by[(8, 1)]["times_of"] == [4, 1] and by[(8, 4)]["times_of"] == [4, 4]
     assert by[(8, 1)]["per_seed_s"] == by[(4, 1)]["per_seed_s"]
@@ -151,3 +152,30 @@ def test_grid_benchmark_splits_the_study_and_times_the_natural_way(tmp_path):
     )
     assert bad.returncode == 2 and "--natural-configs: must be >= 2" in bad.stderr
     assert not (tmp_path / "bad").exists()  # refused before any study ran
+
+
+def test_grid_natural_part_spreads_its_timing_and_keeps_a_budget():
+    """The natural configurations are timed so that any prefix covers the range, and a
+    spent budget times only the smallest and the largest."""
+    from benchmarks.grid import natural, spread_order
+
+    # positions 1/2, 1/4, 3/4, 1/8, 5/8, 3/8, 7/8 of the range (base-2 radical inverses)
+    assert spread_order(list(range(9))) == [0, 8, 4, 2, 6, 1, 5, 3, 7]
+    for n in range(1, 40):
+        order = spread_order(list(range(n)))
+        assert sorted(order) == list(range(n)), n
+        assert order[:2] == ([0, n - 1] if n > 1 else [0])
+    results = {
+        "config": {
+            "activation": "tanh", "init": "non-centred", "d": 2, "inputs": 2,
+            "sigma_u": 1.0, "sigma_v": 1.0, "sigma_xi": 0.0, "lr": 0.1, "seed": 0,
+            "seeds": 4, "steps": 1, "L": [2, 4, 8], "M": [1, 2], "L_for_M": 16, "fit_M_max": 2,
+        }
+    }  # fmt: skip
+    nat = natural(results, 1, None, budget=0.0)
+    timed = {(r["L"], r["M"]) for r in nat["rows"] if r["timed"]}
+    assert timed == {(2, 1), (16, 2)} and nat["configs_timed"] == 2
+    assert nat["configs_skipped_budget"] == 8 - 2  # 3 x 2 grid and the M-line at L 16
+    assert "not started within the time budget" in nat["extrapolated"]
+    for r in nat["rows"]:
+        assert r["total_s"] == r["compile_s"] + 4 * r["per_seed_s"] > 0
