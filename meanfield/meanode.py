@@ -246,7 +246,8 @@ class MeanODESolution(eqx.Module):
 
     def params(self, z0: PyTree, step: int, s) -> PyTree:
         history = tuple(zip(self.forward[:step], self.backward[:step], strict=True))
-        return _evolve(self.model, z0, s, history)
+        # s as an array: a Python float would be a static argument, one compile per value
+        return _evolve(self.model, z0, jnp.asarray(s, dtype=float), history)
 
     def loss(self, step: int) -> Array:
         return self.model.loss_value(self.h(step, 1.0))
