@@ -18,6 +18,7 @@ from meanfield.depth import (
     fbm_cholesky,
     fbm_davies_harte,
 )
+from meanfield.depth.fbm import circulant_sqrt_eigenvalues, fgn_autocovariance
 
 HURSTS = (0.05, 0.3, 0.5, 0.7, 0.95, 0.99)
 
@@ -45,6 +46,27 @@ def test_davies_harte_map_is_exactly_fgn(H):
     np.testing.assert_allclose(cov[:n, :n], toeplitz, atol=1e-12)  # real part: fGn
     np.testing.assert_allclose(cov[n:, n:], toeplitz, atol=1e-12)  # imaginary part: fGn
     np.testing.assert_allclose(cov[:n, n:], 0.0, atol=1e-12)  # and independent
+
+
+@pytest.mark.parametrize("H", (0.01, 0.3, 0.75, 0.999))
+def test_fgn_autocovariance_is_accurate_far_out(H):
+    """γ(k) against exact rational arithmetic (H and k rational: (k ± 1)^{2H} through
+    60-digit decimals), out to k = 2^20, where the second difference written out in
+    float64 loses about eps·k² relative; and the circulant embedding at H = 0.999 with
+    n = 2^18 steps, which that rounding used to make look indefinite, is accepted."""
+    from decimal import Decimal, localcontext
+
+    k = np.array([0, 1, 2, 3, 10, 1000, 10**5, 2**18, 2**20])
+    with localcontext() as ctx:
+        ctx.prec = 60
+        h2 = 2 * Decimal(repr(H))
+        power = lambda x: Decimal(int(x)) ** h2 if x else Decimal(0)
+        exact = np.array([float((power(j + 1) - 2 * power(j) + power(abs(j - 1))) / 2) for j in k])
+    got = fgn_autocovariance(k, H)
+    np.testing.assert_allclose(got, exact, rtol=1e-8, atol=0)
+    if H == 0.999:
+        lam = circulant_sqrt_eigenvalues(2**18, H)
+        assert lam.shape == (2**19,) and np.all(np.isfinite(lam))
 
 
 @pytest.mark.parametrize("H", HURSTS)
