@@ -21,6 +21,7 @@ from jaxtyping import Array, Float
 
 from solvers import ControlledSolution, evaluate_many, solve_controlled, solve_dense
 
+from ._validation import check_positive_int
 from .activations import resolve_activation
 from .depth.smooth import SmoothPath
 from .layer_blocks import MatrixBlock
@@ -98,6 +99,7 @@ class NeuralODE(eqx.Module):
         **Returns:** `(ys, ok, num_steps)`: the states at `j/save`, `j = 0..save`, whether
         the solve succeeded, and the accepted steps.
         """
+        check_positive_int(save, "save")
         sol = solve_dense(
             self.vector_field, x, t0=0.0, t1=1.0, args=path, rtol=rtol, atol=atol, solver=solver
         )

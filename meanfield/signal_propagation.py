@@ -30,9 +30,11 @@ import jax
 import jax.lax as lax
 import jax.numpy as jnp
 import jax.random as jr
+import numpy as np
 from jaxtyping import Array, Float
 
 from ._mapping import map_batched
+from ._validation import as_number, check_number
 from .activations import resolve_activation
 from .laws import DenseGaussianLaw
 from .layer_blocks import DenseBlock
@@ -186,6 +188,17 @@ def simulate_response(
     for name, value in (("L", L), ("width", width), ("d_out", d_out), ("inits", inits)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    check_number(as_number(K0), "K0", positive=True)  # χ is a derivative in K0 at √K0
+    for name, value in (
+        ("sigma_w2", sigma_w2),
+        ("sigma_b2", sigma_b2),
+        ("sigma_w2_out", sigma_w2_out),
+        ("sigma_b2_out", sigma_b2_out),
+    ):
+        if value is not None or not name.endswith("_out"):
+            check_number(as_number(value), name, non_negative=True)
+    if jnp.ndim(alpha) > 1 or not np.all(np.isfinite(np.asarray(alpha, dtype=float))):
+        raise ValueError(f"alpha must be a finite number or a 1-D array of them, got {alpha!r}")
     many = jnp.ndim(alpha) == 1
     if method == "full" and (many or not isinstance(alpha, int | float)):
         raise ValueError("alpha must be one Python number for method='full'")

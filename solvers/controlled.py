@@ -93,7 +93,14 @@ class ControlledSolution(eqx.Module):
     ok: Array
 
 
-def _check_grid(values, steps, save):
+def _check_grid(values, y0, steps, save):
+    if values.ndim != 3 or values.shape[1] != values.shape[2]:
+        raise ValueError(f"path must have shape (n + 1, d, d), got {values.shape}")
+    if jnp.ndim(y0) not in (1, 2) or jnp.shape(y0)[0] != values.shape[1]:
+        raise ValueError(
+            f"y0 must have shape (d,) or (d, k) with d = {values.shape[1]} (the path's), "
+            f"got {jnp.shape(y0)}"
+        )
     n = values.shape[0] - 1
     for name, m in (("steps", steps), ("save", save)):
         if isinstance(m, bool) or not isinstance(m, int) or m < 1:
@@ -134,7 +141,7 @@ def solve_controlled(
         raise ValueError(
             f"solver={solver!r} is not known; use one of {', '.join(_CONTROLLED_SOLVERS)}"
         )
-    _check_grid(path, steps, save)
+    _check_grid(path, y0, steps, save)
     dtype = path.dtype
     ts = jnp.arange(steps + 1, dtype=dtype) / steps
     sol = diffrax.diffeqsolve(

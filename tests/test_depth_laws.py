@@ -158,6 +158,9 @@ def test_smooth_law_kernel_covariance_and_coupling():
     assert np.max(np.abs(emp - C) / se) < 4.5
     # smooth: the derivative in s exists and is finite (a trigonometric polynomial)
     assert np.all(np.isfinite(np.asarray(jax.jacfwd(path)(0.5))))
+    # many depths go through on_grid; an array of them (here of length Q) is refused
+    with pytest.raises(ValueError, match="^s must be a scalar depth"):
+        path(jnp.zeros(path.omega.shape[0]))
 
 
 def test_iid_law_independent_across_depths():

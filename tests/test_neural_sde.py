@@ -140,6 +140,12 @@ def test_solve_controlled_bad_input():
         solve_controlled(g, path, jnp.ones(2), steps=8, save=3)
     with pytest.raises(ValueError, match="solver='rk9'"):
         solve_controlled(g, path, jnp.ones(2), steps=8, save=1, solver="rk9")
+    with pytest.raises(ValueError, match=r"^path must have shape \(n \+ 1, d, d\)"):
+        solve_controlled(g, jnp.zeros((9, 2)), jnp.ones(2), steps=8, save=1)
+    with pytest.raises(ValueError, match="^y0 must have shape"):
+        solve_controlled(g, path, jnp.ones(3), steps=8, save=1)
+    with pytest.raises(ValueError, match="^save must be a positive integer"):
+        NeuralODE().solve(SmoothGPLaw(2, length_scale=0.3).path(jr.key(0)), jnp.ones(2), save=0)
 
 
 def test_perceptron_resnet_and_ratios_match_jax_grad(key):

@@ -238,5 +238,19 @@ def test_bad_inputs():
         simulate_response(0.1, L=2, K0=0.1, sigma_w2=1, sigma_b2=0, method="fast", key=jr.key(0))
     with pytest.raises(ValueError, match="width"):
         simulate_response(0.1, L=2, K0=0.1, sigma_w2=1, sigma_b2=0, width=0, key=jr.key(0))
+    ok = dict(L=2, K0=0.1, sigma_w2=1.0, sigma_b2=0.0, key=jr.key(0))
+    for name, bad in (
+        ("K0", 0.0),
+        ("K0", -0.1),
+        ("sigma_w2", -1.0),
+        ("sigma_b2", float("nan")),
+        ("sigma_w2_out", -1.0),
+        ("sigma_b2_out", float("inf")),
+    ):
+        with pytest.raises(ValueError, match=f"^{name} must be"):
+            simulate_response(0.1, **{**ok, name: bad})
+    for alpha in (float("nan"), jnp.array([0.1, jnp.inf]), jnp.ones((1, 3))):
+        with pytest.raises(ValueError, match="^alpha must be"):
+            simulate_response(alpha, **ok)
     with pytest.raises(ValueError, match="activation"):
         second_moment("nope", 1.0)

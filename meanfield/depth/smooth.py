@@ -75,6 +75,10 @@ class SmoothPath(eqx.Module):
     sin_coef: Float[Array, "Q d d"]
 
     def __call__(self, s) -> Float[Array, "d d"]:
+        if jnp.ndim(s) != 0:  # an array of length Q would broadcast into nonsense
+            raise ValueError(
+                f"s must be a scalar depth, got shape {jnp.shape(s)}; use on_grid for many"
+            )
         phase = self.omega * s
         c = self.amplitude * jnp.cos(phase)
         sn = self.amplitude * jnp.sin(phase)
