@@ -258,6 +258,84 @@ def test_limit_copies_and_coupling_basics(key):
     assert abs(float(errs.delta_h[0]) - worst) < 1e-12
 
 
+def test_coupled_errors_after_gd_steps_against_a_plain_loop(key):
+    """Δ^h, Δ^b, Δ^Z and the losses after k = 0, 1, 2 GD steps, each written out here from
+    the SPEC's definitions: the forward pass as a loop over layers and units, the loss
+    gradient from `jax.grad` of that loop, the step `Ẑ − η L M ∇𝓛` (the mean-ODE
+    convention), b̂^l(x_i) as the gradient of input i's loss in an additive
+    perturbation of h^l, and the limit copies updated by the limit rule with the grid's
+    fields at s = l/L (row l of the grid). The grid is random: only the definitions are
+    under test, not a limit solve."""
+    block = mf.TwoLayerBlock("tanh")
+    law = mf.TwoLayerNonCentredLaw(2, sigma_u=1.0, sigma_xi=0.5)
+    L, M, n, d, steps, lr = 3, 2, 2, 2, 2, 0.7
+    kn, kx, kh, kb = jr.split(key, 4)
+    net = mf.ResNet.sample(block, law, L=L, M=M, scaling=mf.MeanODEScaling(), key=kn)
+    xs, ys = jr.normal(kx, (2, n, d))
+    grid = LimitOnGrid(
+        h=jr.normal(kh, (steps + 1, L + 1, n, d)), b=jr.normal(kb, (steps + 1, L + 1, n, d))
+    )
+    errs = coupled_errors(net, xs, ys, grid, learning_rate=lr)
+
+    phi = lambda h, u, v: v * jnp.tanh(u @ h)  # the 2LP unit, written out
+
+    def run_from(units, l0, h):  # layers l0+1..L applied to h^{l0}
+        for l in range(l0, L):
+            h = h + sum(phi(h, units[0][l, j], units[1][l, j]) for j in range(M)) / (L * M)
+        return h
+
+    def states(units, x):  # h^0..h^L
+        hs = [x]
+        for l in range(L):
+            hs.append(
+                hs[l] + sum(phi(hs[l], units[0][l, j], units[1][l, j]) for j in range(M)) / (L * M)
+            )
+        return hs
+
+    def per_input_loss(units, l, h_l, y):
+        return 0.5 * jnp.sum((run_from(units, l, h_l) - y) ** 2)
+
+    def loss(units):
+        return sum(per_input_loss(units, 0, x, y) for x, y in zip(xs, ys, strict=True)) / n
+
+    def limit_step(u, v, hs, bs):  # Z − η (1/n) Σ_i D_2φ(h_i, Z)ᵀ b_i
+        g = jax.grad(lambda uv: sum(phi(h, *uv) @ b for h, b in zip(hs, bs, strict=True)))
+        gu, gv = g((u, v))
+        return u - lr * gu / n, v - lr * gv / n
+
+    units = (net.params.u, net.params.v)
+    copies = units
+    for k in range(steps + 1):
+        dh = db = dz = 0.0
+        for i in range(n):
+            hs = states(units, xs[i])
+            for l in range(L + 1):
+                b_l = jax.grad(per_input_loss, argnums=2)(units, l, hs[l], ys[i])
+                dh = max(dh, float(jnp.linalg.norm(grid.h[k, l, i] - hs[l])))
+                db = max(db, float(jnp.linalg.norm(grid.b[k, l, i] - b_l)))
+        for l in range(L):
+            for j in range(M):
+                gap = jnp.concatenate(
+                    [copies[0][l, j] - units[0][l, j], copies[1][l, j] - units[1][l, j]]
+                )
+                dz = max(dz, float(jnp.linalg.norm(gap)))
+        np.testing.assert_allclose(float(errs.delta_h[k]), dh, rtol=1e-10)
+        np.testing.assert_allclose(float(errs.delta_b[k]), db, rtol=1e-10)
+        np.testing.assert_allclose(float(errs.delta_z[k]), dz, rtol=1e-10, atol=1e-14)
+        np.testing.assert_allclose(float(errs.loss[k]), float(loss(units)), rtol=1e-12)
+        if k == steps:
+            break
+        grads = jax.grad(loss)(units)
+        units = tuple(p - lr * L * M * g for p, g in zip(units, grads, strict=True))
+        new = [
+            [limit_step(copies[0][l, j], copies[1][l, j], grid.h[k, l + 1], grid.b[k, l + 1])
+             for j in range(M)]
+            for l in range(L)
+        ]  # fmt: skip
+        copies = tuple(jnp.array([[c[p] for c in row] for row in new]) for p in range(2))
+    assert float(errs.delta_z[steps]) > 1e-3  # the copies and the units did part
+
+
 def test_monte_carlo_reference_error_shrinks_like_one_over_sqrt_n(key):
     """Independent MC references at N and 16N: their distance to a quadrature reference
     drops by about 4 (checked loosely: by more than 2 on average over 6 repetitions)."""
