@@ -15,6 +15,8 @@ The limit enters only through its mean fields on the grid s = l/L
 (`LimitOnGrid`), so one reference serves every (L, M) and every seed.
 """
 
+import math
+
 import equinox as eqx
 import jax
 import jax.lax as lax
@@ -22,6 +24,7 @@ import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
+from ._validation import as_number, check_positive_int
 from .backward import loss_and_gradients
 from .blocks import AbstractUnitBlock, WeightedUnits
 from .depth_loop import PallasOptions
@@ -51,6 +54,7 @@ class LimitOnGrid(eqx.Module):
 
 def limit_on_grid(solution: MeanODESolution, L: int) -> LimitOnGrid:
     """Evaluate a solved limit at s = l/L for every step (one compiled call per L)."""
+    check_positive_int(L, "L")
     h, b = solution.fields(jnp.arange(L + 1) / L)
     return LimitOnGrid(h=h, b=b)
 
@@ -100,6 +104,30 @@ def _state_errors(adjoint, grid: LimitOnGrid):
     return dh, db
 
 
+def _check_coupling(net: ResNet, xs, grid: LimitOnGrid, learning_rate, depth, width) -> None:
+    """One-line errors for inputs that would otherwise give numbers without a meaning."""
+    n, d = jnp.shape(xs)
+    if grid.h.shape != grid.b.shape or grid.h.shape[2:] != (n, d):
+        raise ValueError(
+            f"grid: h and b must have shape (k + 1, L + 1, n, d) with (n, d) = {(n, d)} "
+            f"(the inputs'), got {grid.h.shape} and {grid.b.shape}"
+        )
+    if abs(net.alpha * net.L * net.M - 1.0) > 1e-9:
+        raise ValueError(
+            f"net: the coupling is for the mean-ODE scaling α = 1/(LM) = {1 / (net.L * net.M)!r}"
+            f", got α = {net.alpha!r}"
+        )
+    lr = as_number(learning_rate)
+    if isinstance(lr, bool) or not isinstance(lr, int | float | jax.Array):
+        raise ValueError(f"learning_rate must be a finite number, got {learning_rate!r}")
+    if isinstance(lr, int | float) and not (math.isfinite(lr) and lr >= 0):  # not traced
+        raise ValueError(f"learning_rate must be a finite number >= 0, got {learning_rate!r}")
+    for name, value, most in (("depth", depth, net.L), ("width", width, net.M)):
+        value = as_number(value)
+        if isinstance(value, int) and not 1 <= value <= most:  # traced values go unchecked
+            raise ValueError(f"{name} must be in 1..{most} (the network's), got {value}")
+
+
 def coupled_errors(
     net: ResNet,
     xs: Float[Array, "n d"],
@@ -133,6 +161,7 @@ def coupled_errors(
     """
     if net.L != grid.L:
         raise ValueError(f"the network has L={net.L} but the limit grid has L={grid.L}")
+    _check_coupling(net, xs, grid, learning_rate, depth, width)
     from .backward import squared_loss
 
     loss = squared_loss if loss is None else loss

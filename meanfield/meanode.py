@@ -26,6 +26,7 @@ from jaxtyping import Array, Float, PyTree
 
 from solvers import DenseSolution, evaluate_many, solve_dense
 
+from ._validation import as_number
 from .backward import squared_loss
 from .blocks import AbstractUnitBlock
 from .particles import Particles
@@ -68,7 +69,7 @@ class MeanODE(eqx.Module):
     particles: Particles
     xs: Float[Array, "n d"]
     ys: Float[Array, "n d"]
-    learning_rate: float = eqx.field(static=True)
+    learning_rate: float = eqx.field(static=True, converter=as_number)
     loss: Callable = eqx.field(static=True, default=squared_loss)
 
     def __check_init__(self):
@@ -80,7 +81,8 @@ class MeanODE(eqx.Module):
                 f"{jnp.shape(self.ys)}"
             )
         lr = self.learning_rate
-        if not (isinstance(lr, int | float) and math.isfinite(lr) and lr >= 0):
+        ok = isinstance(lr, int | float) and not isinstance(lr, bool)
+        if not (ok and math.isfinite(lr) and lr >= 0):
             raise ValueError(f"learning_rate must be a finite number >= 0, got {lr!r}")
 
     def velocity(self, h: Float[Array, "n d"], z: PyTree) -> Float[Array, "n d"]:
@@ -288,8 +290,9 @@ def solve_mean_ode(
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
-    if not (rtol > 0 and atol > 0):
-        raise ValueError(f"rtol and atol must be > 0, got rtol={rtol}, atol={atol}")
+    rtol, atol = as_number(rtol), as_number(atol)
+    if not all(isinstance(t, int | float) and math.isfinite(t) and t > 0 for t in (rtol, atol)):
+        raise ValueError(f"rtol and atol must be finite numbers > 0, got rtol={rtol}, atol={atol}")
     # tolerances are traced values: solves that differ only in them share one program
     rtol, atol = jnp.asarray(rtol, dtype=float), jnp.asarray(atol, dtype=float)
     if steps == 0:

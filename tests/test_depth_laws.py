@@ -191,3 +191,14 @@ def test_iid_law_independent_across_depths():
 def test_bad_input_names_the_argument(make, match):
     with pytest.raises(ValueError, match=match):
         make()
+
+
+def test_fbm_samplers_take_numpy_scalars():
+    """hurst and n as numpy scalars give the paths of the Python numbers (np.float32(0.75)
+    is exactly 0.75)."""
+    key = jr.key(2)
+    for sampler in (fbm_davies_harte, fbm_cholesky):
+        a = sampler(key, np.float32(0.75), np.int64(8))
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(sampler(key, 0.75, 8)))
+    with pytest.raises(ValueError, match="^hurst must be"):
+        fbm_davies_harte(key, np.float64(1.5), 8)

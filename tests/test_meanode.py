@@ -364,6 +364,48 @@ def test_bad_inputs():
         solve_mean_ode(model, -1)
     with pytest.raises(ValueError, match="solver"):
         solve_dense(lambda t, y, a: y, jnp.ones(1), t0=0.0, t1=1.0, solver="euler-ish")
+    with pytest.raises(ValueError, match="^learning_rate must be"):
+        MeanODE(model.block, model.particles, model.xs, model.ys, True)
+    assert MeanODE(model.block, model.particles, model.xs, model.ys, np.float32(0.5)).learning_rate
+    with pytest.raises(ValueError, match="^rtol and atol must be finite"):
+        solve_mean_ode(model, 0, rtol=float("inf"))
+    with pytest.raises(ValueError, match="^L must be a positive integer"):
+        limit_on_grid(solve_mean_ode(model, 0, rtol=1e-6, atol=1e-6), 0)
+
+
+def test_coupled_errors_bad_inputs_name_the_argument(key):
+    """Inputs that used to give numbers without a meaning (a grid for other data, a net
+    outside the mean-ODE scaling, an impossible depth or width, a bad learning rate)."""
+    from meanfield.coupling import draw_units
+
+    law = mf.TwoLayerNonCentredLaw(2, sigma_u=1.0, sigma_xi=0.3)
+    block = mf.TwoLayerBlock("tanh")
+    L, M = 4, 3
+    net = mf.ResNet(block, draw_units(law, key, L, M), 1.0 / (L * M))
+    xs = jr.normal(key, (3, 2))
+    ys = jnp.roll(xs, 1, axis=1)
+    grid = LimitOnGrid(h=jnp.zeros((2, L + 1, 3, 2)), b=jnp.zeros((2, L + 1, 3, 2)))
+    run = lambda **kw: coupled_errors(
+        **{"net": net, "xs": xs, "ys": ys, "grid": grid, "learning_rate": 0.3, **kw}
+    )
+    other = LimitOnGrid(h=jnp.zeros((2, L + 1, 1, 2)), b=jnp.zeros((2, L + 1, 1, 2)))
+    with pytest.raises(
+        ValueError, match=r"^grid: h and b must have shape \(k \+ 1, L \+ 1, n, d\)"
+    ):
+        run(grid=other)
+    with pytest.raises(ValueError, match="^net: the coupling is for the mean-ODE scaling"):
+        run(net=mf.ResNet(block, net.params, 1.0 / math.sqrt(L * M)))
+    for kw, needle in (
+        ({"depth": 0}, "^depth must be in 1..4"),
+        ({"depth": L + 3}, "^depth must be in 1..4"),
+        ({"width": -1}, "^width must be in 1..3"),
+        ({"learning_rate": -1.0}, "^learning_rate must be a finite number >= 0"),
+        ({"learning_rate": float("nan")}, "^learning_rate must be a finite number"),
+        ({"learning_rate": "0.1"}, "^learning_rate must be a finite number"),
+    ):
+        with pytest.raises(ValueError, match=needle):
+            run(**kw)
+    run(depth=jnp.int32(L), width=np.int64(M), learning_rate=np.float32(0.3))  # accepted
 
 
 def test_draw_units_does_not_depend_on_the_array_shape(key):

@@ -38,7 +38,8 @@ from .base import AbstractIncrementLaw
 
 
 def check_hurst(hurst, name: str = "hurst") -> float:
-    """`hurst` must be a number in the open interval (0, 1)."""
+    """`hurst` must be a number in the open interval (0, 1) (numpy scalars too)."""
+    hurst = as_number(hurst)
     ok = isinstance(hurst, int | float) and not isinstance(hurst, bool)
     if not (ok and math.isfinite(hurst) and 0.0 < hurst < 1.0):
         raise ValueError(f"{name} must be a number in the open interval (0, 1), got {hurst!r}")
@@ -127,7 +128,7 @@ def fbm_davies_harte(
 
     **Returns:** `B^H(j/n)` of shape `(*shape, n + 1)`, starting at 0.
     """
-    hurst = check_hurst(hurst)
+    hurst, n = check_hurst(hurst), as_number(n)
     check_positive_int(n, "n")
     count = math.prod(shape)
     pairs = (count + 1) // 2
@@ -152,7 +153,7 @@ def fbm_cholesky(
     covariance is nearly singular; a jitter of 1e-12 times its trace is added (far below
     any Monte-Carlo error it is compared with).
     """
-    hurst = check_hurst(hurst)
+    hurst, n = check_hurst(hurst), as_number(n)
     check_positive_int(n, "n")
     cov = fbm_covariance(np.arange(1, n + 1) / n, hurst)
     factor = np.linalg.cholesky(cov + 1e-12 * np.trace(cov) * np.eye(n))

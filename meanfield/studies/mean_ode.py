@@ -242,7 +242,9 @@ def make_data(cfg):
     `x_{i,j} = sqrt(2/d) cos(θ_i − jπ/d)` with `θ_i = π(i + ½)/n` (points on a great
     half-circle; for d = 2 the unit circle), and `y_i` the inputs with their coordinates
     shifted by one, `y_{i,j} = x_{i,(j+1) mod d}`. Keeping data fixed and of unit scale
-    keeps the limit (and the meaning of the errors) the same for every seed.
+    keeps the limit (and the meaning of the errors) the same for every seed. For d = 1
+    the inputs are `cos θ_i` (not of unit norm: for odd n the middle one is 0) and the
+    targets equal the inputs.
     """
     n, d = cfg["inputs"], cfg["d"]
     theta = jnp.pi * (jnp.arange(n) + 0.5) / n
