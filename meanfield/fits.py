@@ -67,6 +67,24 @@ def _bootstrap_means(goods: list[np.ndarray], n_boot: int, seed: int) -> np.ndar
     return boots
 
 
+def _check_fit_args(n_boot, **sizes) -> None:
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 1:
+        raise ValueError(f"n_boot must be a positive integer, got {n_boot!r}")
+    for name, values in sizes.items():
+        v = np.asarray(values, dtype=float)
+        if v.ndim != 1 or not np.all(np.isfinite(v) & (v > 0)):
+            raise ValueError(f"{name} must be a 1-D sequence of finite sizes > 0, got {values!r}")
+
+
+def _positive_draws(boots: np.ndarray, result: dict) -> np.ndarray:
+    """The bootstrap draws in which every point's mean is > 0 (a point whose seeds are
+    mostly exactly 0 can resample to 0, which neither fit can take); how many were
+    dropped goes in `result["bootstrap_dropped"]`."""
+    keep = np.all(boots > 0, axis=1)
+    result["bootstrap_dropped"] = int(boots.shape[0] - keep.sum())
+    return boots[keep]
+
+
 def fit_loglog(
     x: Sequence[float],
     samples: Sequence[Sequence[float]],
@@ -91,7 +109,9 @@ def fit_loglog(
 
     **Returns:** a dict with `quantity, against, fixed, slope, intercept, ci95`
     (bootstrap over seeds), `ci95_fit` (regression t-interval, which also sees
-    misfit), `theory`, `n_points`, `excluded`, and `reason` when no slope is fitted.
+    misfit), `theory`, `n_points`, `excluded`, `bootstrap_dropped` (draws left out
+    because a point resampled to a zero mean: seeds whose error is exactly 0 count in
+    the means), and `reason` when no slope is fitted.
     """
     result = {
         "quantity": quantity,
@@ -104,13 +124,14 @@ def fit_loglog(
         "ci95_fit": None,
         "n_points": 0,
         "excluded": 0,
+        "bootstrap_dropped": 0,
     }
+    _check_fit_args(n_boot, x=x)
     xs, goods = [], []
     for xi, s in zip(x, samples, strict=True):
         good, bad = split_exploded(s, threshold)
         result["excluded"] += bad
-        good = good[good > 0]
-        if good.size:
+        if good.size and good.mean() > 0:  # a zero mean has no logarithm
             xs.append(float(xi))
             goods.append(good)
     result["n_points"] = len(xs)
@@ -121,10 +142,11 @@ def fit_loglog(
     logy = np.log(np.array([g.mean() for g in goods]))
     slope, intercept = _slope(logx, logy)
     result["slope"], result["intercept"] = slope, intercept
-    logb = np.log(_bootstrap_means(goods, n_boot, seed))
+    logb = np.log(_positive_draws(_bootstrap_means(goods, n_boot, seed), result))
     xc = logx - logx.mean()
     bslopes = (logb - logb.mean(axis=1, keepdims=True)) @ xc / (xc @ xc)
-    result["ci95"] = [float(np.percentile(bslopes, 2.5)), float(np.percentile(bslopes, 97.5))]
+    if bslopes.size:
+        result["ci95"] = [float(np.percentile(bslopes, 2.5)), float(np.percentile(bslopes, 97.5))]
     dof = len(xs) - 2
     if dof >= 1:
         resid = logy - (slope * logx + intercept)
@@ -170,14 +192,15 @@ def fit_rate_sum(
     """Joint fit `error ≈ a/L + b/sqrt(LM)` over every usable grid point.
 
     Relative (log-like) least squares with a, b >= 0; bootstrap over seeds for
-    95% intervals; `rel_rms` is the root-mean-square relative residual.
+    95% intervals; `rel_rms` is the root-mean-square relative residual. Seeds whose
+    error is exactly 0 count in the means; `bootstrap_dropped` as in `fit_loglog`.
     """
+    _check_fit_args(n_boot, L=L, M=M)
     Ls, Ms, goods, excluded = [], [], [], 0
     for li, mi, s in zip(L, M, samples, strict=True):
         good, bad = split_exploded(s, threshold)
         excluded += bad
-        good = good[good > 0]
-        if good.size:
+        if good.size and good.mean() > 0:  # the fit is relative to the mean
             Ls.append(float(li))
             Ms.append(float(mi))
             goods.append(good)
@@ -191,6 +214,7 @@ def fit_rate_sum(
         "rel_rms": None,
         "n_points": len(Ls),
         "excluded": excluded,
+        "bootstrap_dropped": 0,
     }
     if len(Ls) < 3:
         result["reason"] = f"only {len(Ls)} usable point(s); the joint fit needs three"
@@ -200,7 +224,10 @@ def fit_rate_sum(
     a, b = _rate_sum_coefficients(Ls, Ms, means)
     pred = a / Ls + b / np.sqrt(Ls * Ms)
     result.update(a=float(a), b=float(b), rel_rms=float(np.sqrt(np.mean((pred / means - 1) ** 2))))
-    coefs = _rate_sum_coefficients(Ls, Ms, _bootstrap_means(goods, n_boot, seed))
+    boots = _positive_draws(_bootstrap_means(goods, n_boot, seed), result)
+    if not boots.shape[0]:
+        return result
+    coefs = _rate_sum_coefficients(Ls, Ms, boots)
     result["a_ci95"] = [
         float(np.percentile(coefs[:, 0], 2.5)),
         float(np.percentile(coefs[:, 0], 97.5)),

@@ -113,3 +113,31 @@ def test_bootstrap_means_resample_each_point_with_replacement():
     assert boots[:, 0].var() == pytest.approx(np.var(goods[0]) / 3, rel=0.1)
     assert boots[:, 1].var() == pytest.approx(np.var(goods[1]) / 2, rel=0.1)
     np.testing.assert_array_equal(_bootstrap_means(goods, 10, 5), _bootstrap_means(goods, 10, 5))
+
+
+def test_zero_errors_count_in_the_means_and_bad_sizes_are_named():
+    """A seed whose error is exactly 0 is part of its point's mean (not dropped, which
+    would bias the mean up): points of [4e, 0, 0, 0] have mean e, an exact power law;
+    bootstrap draws that resample a point to all zeros are left out and counted."""
+    x = [8, 16, 32, 64]
+    samples = [[4 * 3.0 * xi**-0.7, 0.0, 0.0, 0.0] for xi in x]
+    fit = mf.fit_loglog(x, samples, quantity="q", against="L")
+    assert fit["slope"] == pytest.approx(-0.7, abs=1e-12)
+    assert fit["intercept"] == pytest.approx(math.log(3.0), abs=1e-12)
+    # P(a draw keeps every point) = (1 - (3/4)^4)^4 ≈ 0.22 of 2000 draws
+    kept = 2000 - fit["bootstrap_dropped"]
+    assert abs(kept - 2000 * (1 - 0.75**4) ** 4) < 5 * math.sqrt(2000 * 0.22 * 0.78)
+    assert fit["ci95"][0] < -0.7 < fit["ci95"][1]
+    L = np.array([8, 16, 32, 64, 8, 16])
+    M = np.array([4, 4, 4, 4, 4096, 4096])
+    exact = 0.4 / L + 3.0 / np.sqrt(L * M)
+    joint = mf.fit_rate_sum(L, M, [[2 * e, 0.0] for e in exact], quantity="q")
+    assert joint["a"] == pytest.approx(0.4, rel=1e-10) and joint["b"] == pytest.approx(
+        3.0, rel=1e-10
+    )
+    with pytest.raises(ValueError, match="^x must be a 1-D sequence of finite sizes > 0"):
+        mf.fit_loglog([0, 8], [[1.0], [2.0]], quantity="q", against="L")
+    with pytest.raises(ValueError, match="^n_boot must be a positive integer"):
+        mf.fit_loglog(x, samples, quantity="q", against="L", n_boot=0)
+    with pytest.raises(ValueError, match="^L must be a 1-D sequence"):
+        mf.fit_rate_sum([0, 8, 16], [1, 1, 1], [[1.0]] * 3, quantity="q")
