@@ -209,7 +209,10 @@ def critical_beta(
         v = np.asarray(v, dtype=float)
         if v.size == 0:
             return None
-        lo, hi = np.percentile(v, [2.5, 97.5])
+        # interpolating next to an infinite (exploded) draw gives inf − inf = NaN; there
+        # the nearest order statistic is the answer
+        method = "linear" if np.all(np.isfinite(v)) else "nearest"
+        lo, hi = np.percentile(v, [2.5, 97.5], method=method)
         return [float(lo), float(hi)]
 
     estimate = zero_crossing(betas, slopes)
