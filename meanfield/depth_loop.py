@@ -35,6 +35,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PyTree
 
 from . import fused_two_layer as fused
+from ._validation import check_positive_int
 from .backward import (
     Adjoint,
     Gradients,
@@ -108,9 +109,10 @@ def _two_layer(net: ResNet) -> _TwoLayer | None:
     `(TwoLayerParams, weights)`, weights `(L, M)`) is a 2LP with `v` scaled by the
     weights: `w v ρ(c uᵀh)`, the form in which `coupled_errors` pads a network."""
     block, params, weights = net.block, net.params, None
-    if isinstance(block, WeightedUnits) and isinstance(params, tuple) and len(params) == 2:
+    # exact types: a subclass may compute another layer, which the kernels would ignore
+    if type(block) is WeightedUnits and isinstance(params, tuple) and len(params) == 2:
         block, (params, weights) = block.block, params
-    if not isinstance(block, TwoLayerBlock) or not isinstance(params, TwoLayerParams):
+    if type(block) is not TwoLayerBlock or type(params) is not TwoLayerParams:
         return None
     u, v = params.u, params.v
     if not (u.ndim == 3 and u.shape == v.shape and jnp.issubdtype(u.dtype, jnp.floating)):
@@ -197,7 +199,10 @@ def choose_method(
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     if method == "pallas" and _two_layer(net) is None:
-        raise ValueError("method='pallas' needs a 2LP network (TwoLayerBlock, TwoLayerParams)")
+        raise ValueError(
+            "method='pallas' needs a 2LP network (exactly TwoLayerBlock and TwoLayerParams, "
+            "or WeightedUnits of them)"
+        )
     if method != "auto":
         return method
     if jax.default_backend() == "cpu":
@@ -213,9 +218,14 @@ def _warn_once(message: str) -> None:
     warnings.warn(message, stacklevel=3)
 
 
-def _check_batch(xs) -> int:
+def _check_batch(net: ResNet, xs, unroll: int = DEFAULT_UNROLL) -> int:
+    """The batch size; a one-line error if `xs` is not `(n, d_in)` or its rows do not
+    fit the network (for every method, as the scan checks: the kernels would pad a
+    mismatched state instead of failing)."""
+    check_positive_int(unroll, "unroll")
     if jnp.ndim(xs) != 2:
         raise ValueError(f"xs must have shape (n, d_in), got {jnp.shape(xs)}")
+    jax.eval_shape(net.hidden, jax.ShapeDtypeStruct(jnp.shape(xs)[1:], jnp.result_type(xs)))
     return jnp.shape(xs)[0]
 
 
@@ -258,7 +268,7 @@ def forward_batch(
     **Returns:** `(n, d_out)` outputs (or the states with `return_all`).
     Differentiable (`jax.grad`): the fused kernels carry their own backward kernel.
     """
-    n = _check_batch(xs)
+    n = _check_batch(net, xs, unroll)
     options = options or PallasOptions()
     chosen = choose_method(net, n, method, options)
     if chosen == "scan":
@@ -296,7 +306,7 @@ def adjoint_batch(
     `"scan"` runs the foundation's `backward` per input; `"unroll"` one batched
     reverse scan; `"pallas"` the fused kernels.
     """
-    n = _check_batch(xs)
+    n = _check_batch(net, xs, unroll)
     if not callable(ws) and jnp.shape(ws)[0] != n:
         raise ValueError(f"ws must have one row per input ({n}), got shape {jnp.shape(ws)}")
     final = ws if callable(ws) else (lambda hL: ws)
@@ -358,7 +368,7 @@ def loss_and_gradients_batch(
     `adjoint` holds every input's states `h` and `b` but `grads=None`.
     """
     check_data(net, xs, ys)
-    n = _check_batch(xs)
+    n = _check_batch(net, xs, unroll)
     options = options or PallasOptions()
     chosen = choose_method(net, n, method, options)
     if chosen == "scan":

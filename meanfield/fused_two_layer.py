@@ -121,13 +121,18 @@ class _Padded(NamedTuple):
 def _padded(n: int, L: int, M: int, d: int, cfg: KernelConfig) -> _Padded:
     Bb = cfg.block_batch
     K = cfg.layers_per_step
+    # the backward kernel gives each program `per` input tiles, at most MAX_PARTIALS
+    # programs: the tiles are padded to a multiple of `per` (zero inputs with a zero
+    # cotangent add nothing), so that a batch of prime size does not fall to one program
+    tiles = -(-n // Bb)
+    per = -(-tiles // MAX_PARTIALS)
     return _Padded(
         n=n,
         L=L,
         M=M,
         d=d,
         Bb=Bb,
-        Bp=-(-n // Bb) * Bb,
+        Bp=-(-tiles // per) * per * Bb,
         Lp=-(-L // K) * K,
         Mp=next_pow2(M),
         dp=next_pow2(d),
@@ -268,8 +273,7 @@ def _groups(shape: _Padded) -> tuple[int, int]:
     """(programs, input tiles per program) of the backward kernel."""
     tiles = shape.Bp // shape.Bb
     per = -(-tiles // MAX_PARTIALS)
-    while tiles % per:
-        per += 1
+    assert tiles % per == 0, (tiles, per)  # `_padded` pads the tiles to a multiple
     return tiles // per, per
 
 
@@ -347,8 +351,11 @@ def _backward(hs, up, vp, wp, cfg: KernelConfig, shape: _Padded, save: bool):
         name="meanfield_fused_2lp_backward",
     )
     out = call(hs, up, vp, wp)
-    b0, gu, gv = out[0], jnp.sum(out[1], axis=0), jnp.sum(out[2], axis=0)
-    return (b0, gu, gv, out[3]) if save else (b0, gu, gv)
+    # the weights' gradients in the weights' dtype (computed in the states' dtype), as
+    # `jax.grad` of the scan gives them when the two differ
+    gu = jnp.sum(out[1], axis=0).astype(up.dtype)
+    gv = jnp.sum(out[2], axis=0).astype(vp.dtype)
+    return (out[0], gu, gv, out[3]) if save else (out[0], gu, gv)
 
 
 def _pad_all(h0, u, v, cfg):

@@ -94,6 +94,10 @@ def shard_seeds(
     stacked along a leading seed axis, in seed order (one compiled program per
     argument shape).
     """
+    if batch_size is not None and (
+        isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
+    ):
+        raise ValueError(f"batch_size must be a positive integer or None, got {batch_size!r}")
     mesh = seed_mesh(devices)
     count = mesh.devices.size
 

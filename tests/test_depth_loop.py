@@ -102,7 +102,7 @@ def test_seeds_batched_by_vmap(key):
 
 @pytest.mark.parametrize("method", ["unroll", "pallas"])
 def test_gradients_match_jax_grad_of_scan(key, method):
-    net = _net(key, activation="gelu")
+    net = _net(key, activation="gelu", inner_scale=0.3)  # c enters every backward product
     xs = _inputs(key)
     ys = jnp.roll(xs, 1, axis=1)
 
@@ -120,7 +120,7 @@ def test_gradients_match_jax_grad_of_scan(key, method):
 
 @pytest.mark.parametrize("method", ["unroll", "pallas"])
 def test_adjoint_batch_matches_backward(key, method):
-    net = _net(key, activation="softplus")
+    net = _net(key, activation="softplus", inner_scale=0.3)
     xs = _inputs(key)
     ws = jr.normal(jr.fold_in(key, 3), xs.shape)
     adj = _backward(net, xs, ws)
@@ -234,20 +234,36 @@ def test_fused_kernels_lower_to_triton_for_a_gpu(key, activation, dtype, lower_f
     assert lower_for_cuda(adjoint, net.params, xs, xs).count(kernels) == 2
 
 
-def test_backward_kernel_accumulates_tiles(key, monkeypatch):
+@pytest.mark.parametrize(
+    ("n", "groups", "padded"),
+    # 6 tiles of 2 inputs: 2 programs of 3 tiles; 7 tiles (prime): padded to 8, 2
+    # programs of 4 (without the padding, one program would loop over all 7)
+    [(11, (2, 3), 12), (13, (2, 4), 16)],
+)
+def test_backward_kernel_accumulates_tiles(key, monkeypatch, n, groups, padded):
     """More input tiles than gradient partials: one program loops over several tiles."""
     monkeypatch.setattr(fused, "MAX_PARTIALS", 2)
     net = _net(key, L=6, M=3)
-    xs = _inputs(key, n=11)
+    xs = _inputs(key, n=n)
     ws = jr.normal(jr.fold_in(key, 4), xs.shape)
     opts = mf.PallasOptions(block_batch=2, layers_per_step=2)
-    shape = fused._padded(11, 6, 3, 3, fused.KernelConfig(1.0, "tanh", 1.0, 2, 2))
-    assert fused._groups(shape) == (2, 3)  # 6 tiles of 2 inputs: 2 programs of 3 tiles
+    shape = fused._padded(n, 6, 3, 3, fused.KernelConfig(1.0, "tanh", 1.0, 2, 2))
+    assert fused._groups(shape) == groups and shape.Bp == padded
     got = _adjoint(net, xs, ws, method="pallas", options=opts)
     adj = _backward(net, xs, ws)
     _close(got.b, adj.b)
     for a, b in zip(jax.tree.leaves(got.grads), jax.tree.leaves(adj.grads), strict=True):
         _close(a, jnp.sum(b, axis=0))
+
+
+def test_backward_kernel_keeps_its_programs_for_prime_batches():
+    """One input per tile (the compiled default): a prime batch is padded so that the
+    backward kernel still runs up to MAX_PARTIALS programs, not one."""
+    assert fused.MAX_PARTIALS == 64
+    for n, want in ((64, (64, 1)), (67, (34, 2)), (257, (52, 5)), (1021, (64, 16))):
+        shape = fused._padded(n, 8, 16, 8, fused.KernelConfig(1.0, "tanh", 1.0, 1, 8))
+        assert fused._groups(shape) == want, n
+        assert shape.Bp - n < want[1]  # fewer padded inputs than tiles per program
 
 
 @pytest.mark.parametrize("weight_loads", ["hoisted", "prefetch"])
@@ -290,6 +306,19 @@ def test_float32_kernel(key):
     out = _forward(net32, xs, method="pallas", options=SMALL)
     assert out.dtype == jnp.float32
     _close(out, _forward(net, xs.astype(jnp.float64), method="scan"), rtol=1e-5)
+    # float32 weights, float64 inputs: gradients in the weights' dtype, as the scan's
+    xs64 = xs.astype(jnp.float64)
+
+    def loss(params, how):
+        out = mf.forward_batch(
+            mf.ResNet(net.block, params, net.alpha), xs64, method=how, options=SMALL
+        )
+        return jnp.sum(out**2)
+
+    grads = {how: jax.grad(loss)(net32.params, how) for how in ("scan", "pallas")}
+    for a, b in zip(*(jax.tree.leaves(g) for g in grads.values()), strict=True):
+        assert a.dtype == b.dtype == jnp.float32
+        _close(b, a, rtol=1e-5)
 
 
 def test_method_choice_and_errors(key):
@@ -322,6 +351,24 @@ def test_method_choice_and_errors(key):
         mf.forward_batch(net, jnp.ones(3))
     with pytest.raises(ValueError, match="ws must have one row per input"):
         mf.adjoint_batch(net, _inputs(key), jnp.ones((2, 3)))
+    # inputs of the wrong size: every method refuses (the kernels would have padded them)
+    for method in ("scan", "unroll", "pallas"):
+        for d_in in (2, 4):
+            with pytest.raises(ValueError, match=r"^x \(state shape"):
+                mf.forward_batch(net, _inputs(key, d=d_in), method=method, options=SMALL)
+            with pytest.raises(ValueError, match=r"^x \(state shape"):
+                mf.adjoint_batch(net, _inputs(key, d=d_in), jnp.ones((7, d_in)), method=method)
+    with pytest.raises(ValueError, match="^unroll must be a positive integer"):
+        mf.forward_batch(net, _inputs(key), method="unroll", unroll=0)
+
+    class Shifted(mf.TwoLayerBlock):  # another layer: v ρ(uᵀh + 1)
+        def __call__(self, h, z):
+            return z.v * jnp.tanh(z.u @ h + 1.0)
+
+    shifted = mf.ResNet(Shifted("tanh"), net.params, net.alpha)
+    assert not mf.pallas_supported(shifted, 7)[0]  # the kernels compute the plain 2LP
+    with pytest.raises(ValueError, match="needs a 2LP network"):
+        mf.forward_batch(shifted, _inputs(key), method="pallas")
 
 
 @pytest.mark.parametrize("method", ["scan", "pallas"])

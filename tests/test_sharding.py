@@ -53,6 +53,9 @@ def test_errors(key):
         mf.shard_seeds(lambda x: x, 1)(jnp.ones((3, 2)))
     with pytest.raises(ValueError, match="at least one device"):
         mf.seed_mesh([])
+    for bad in (0, -2, 1.5):
+        with pytest.raises(ValueError, match="^batch_size must be a positive integer"):
+            mf.shard_seeds(lambda k: k, batch_size=bad)
 
 
 SCRIPT = textwrap.dedent(
