@@ -102,6 +102,48 @@ def test_train_embedding_flag(key):
     assert not np.allclose(np.asarray(trained.net.embedding), np.asarray(net.embedding))
 
 
+def test_adam_trains_embedding_and_readout_like_a_plain_loop(key):
+    """Adam over (units, embedding, readout) against a loop written here: `jax.grad` of
+    the mean loss through the network's own forward pass, the optimiser state carried
+    from step to step; every parameter history and loss to 1e-12."""
+    d_in, D, d_out, n, steps = 2, 4, 3, 5, 4
+    k = jr.split(key, 5)
+    net = mf.ResNet.sample(
+        mf.TwoLayerBlock("tanh"),
+        mf.TwoLayerGaussianLaw(D),
+        L=3,
+        M=2,
+        scaling=0.3,
+        key=k[0],
+        embedding=jr.normal(k[1], (D, d_in)),
+        readout=jr.normal(k[2], (D, d_out)),
+    )
+    xs, ys = jr.normal(k[3], (n, d_in)), jr.normal(k[4], (n, d_out))
+    opt = optax.adam(0.05)
+    res = mf.train(net, xs, ys, optimizer=opt, steps=steps, train_embedding=True)
+
+    def mean_loss(theta):
+        p, e, r = theta
+        current = mf.ResNet(net.block, p, net.alpha, embedding=e, readout=r)
+        return jnp.mean(jax.vmap(lambda x, y: 0.5 * jnp.sum((current(x) - y) ** 2))(xs, ys))
+
+    close = lambda a, b: np.testing.assert_allclose(
+        np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-13
+    )
+    theta = (net.params, net.embedding, net.readout)
+    state = opt.init(theta)
+    for step in range(steps + 1):
+        for a, b in zip(jax.tree.leaves(res.params), jax.tree.leaves(theta[0]), strict=True):
+            close(a[step], b)  # the units' history
+        np.testing.assert_allclose(float(res.losses[step]), float(mean_loss(theta)), rtol=1e-12)
+        if step < steps:
+            updates, state = opt.update(jax.grad(mean_loss)(theta), state, theta)
+            theta = optax.apply_updates(theta, updates)
+    close(res.net.embedding, theta[1])
+    close(res.net.readout, theta[2])
+    assert not np.allclose(np.asarray(res.net.readout), np.asarray(net.readout))
+
+
 def test_train_states_and_one_loop_pair(key):
     """The kept states of step k are those of the network after k steps (a plain loop of
     `loss_and_gradients` here), and the compiled loop holds one forward and one backward
