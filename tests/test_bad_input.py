@@ -60,7 +60,13 @@ PER_STUDY = [
     ("response", ["--width", "0"], "--width"),
     ("response", ["--inits", "-1"], "--inits"),
     ("variance", ["--nets", "0"], "--nets"),
+    ("variance", ["--nets", "1"], "--nets"),  # no standard error from one network
     ("tangent-kernel", ["--d", "0"], "--d"),
+    # seeds outside [0, 2^31): refused before anything runs
+    *[(s, ["--seed=-1"], "--seed") for s in ALL],
+    *[(s, ["--seed", str(2**31)], "--seed") for s in ALL],
+    # an order the quadrature cannot take: refused before the output folder is made
+    ("mean-ode", ["--order", "100000"], "--order"),
 ]
 
 

@@ -245,3 +245,45 @@ def test_fused_training_program_lowers_for_a_gpu(key, lower_for_cuda):
     text = lower_for_cuda(program, keys, grid[0], grid[1], jnp.int32(7), jnp.int32(5))
     assert text.count("xla.gpu.triton") == 2
     assert "f64" in text
+
+
+def test_study_points_equal_a_direct_computation(tiny_run):
+    """The study's wiring against the library called directly: the limit solved here,
+    read at s = l/L (`limit_on_grid`), and each seed's network drawn from its key (the
+    study's documented key scheme: `fold_in` of 2, L, M, then one key per seed) and
+    coupled with `coupled_errors` at the study's learning rate. Every seed's Δ^h, Δ^b,
+    Δ^Z at every step must equal the study's, which pads points into shared programs."""
+    import jax.numpy as jnp
+    import jax.random as jr
+    import numpy as np
+
+    import meanfield as mf
+    from meanfield.coupling import LimitOnGrid, coupled_errors, draw_units
+    from meanfield.meanode import MeanODE, solve_mean_ode
+    from meanfield.particles import gauss_hermite_particles
+
+    r = json.loads((tiny_run / "results.json").read_text())
+    cfg = r["config"]
+    assert cfg["init"] == "non-centred" and cfg["reference"] == "quadrature"
+    law = mf.TwoLayerNonCentredLaw(cfg["d"], sigma_u=cfg["sigma_u"], sigma_xi=cfg["sigma_xi"])
+    block = mf.TwoLayerBlock(cfg["activation"])
+    n, d = cfg["inputs"], cfg["d"]  # the data of `make_data`, written out
+    theta = np.pi * (np.arange(n) + 0.5) / n
+    xs = jnp.asarray(np.sqrt(2 / d) * np.cos(theta[:, None] - np.pi * np.arange(d) / d))
+    ys = jnp.roll(xs, -1, axis=1)
+    model = MeanODE(block, gauss_hermite_particles(law, cfg["order"]), xs, ys, cfg["lr"])
+    sol = solve_mean_ode(model, cfg["steps"], rtol=cfg["rtol"], atol=cfg["rtol"])
+    for L, M in ((8, 4), (16, 1)):
+        grid = mf.limit_on_grid(sol, L)
+        point = {p["steps"]: p for p in r["points"] if (p["L"], p["M"]) == (L, M)}
+        key = jr.fold_in(jr.fold_in(jr.fold_in(jr.key(cfg["seed"]), 2), L), M)
+        for s, k in enumerate(jr.split(key, cfg["seeds"])):
+            net = mf.ResNet(block, draw_units(law, k, L, M), 1.0 / (L * M))
+            errs = coupled_errors(
+                net, xs, ys, LimitOnGrid(h=grid.h, b=grid.b), learning_rate=cfg["lr"]
+            )
+            for step in range(cfg["steps"] + 1):
+                for q, got in (("delta_h", errs.delta_h), ("delta_b", errs.delta_b),
+                               ("delta_z", errs.delta_z)):  # fmt: skip
+                    want = point[step][q]["values"][s]
+                    np.testing.assert_allclose(float(got[step]), want, rtol=1e-8, atol=1e-13)

@@ -110,7 +110,9 @@ def test_phases_study_iid_and_fbm_heatmap(tmp_path):
         (["sde", "--weights", "fbm", "--hurst", "1.2"], "--hurst"),
         (["sde", "--weights", "fbm", "--hurst", "0.3"], "--hurst"),
         (["sde", "--weights", "brownian", "--hurst", "0.7"], "--hurst"),
-        (["sde", "--L", "4,6", "--n-fine", "256"], "--n-fine"),
+        (["sde", "--L", "4,8", "--n-fine", "24"], "--n-fine"),
+        (["sde", "--L", "3,7"], "--L"),  # 3 does not divide 7: s = 2k/7 read as k/3
+        (["sde", "--weights", "smooth", "--L", "4,6"], "--L"),
         (["sde", "--L", "8"], "--L"),
         (["sde", "--L", "8,4"], "--L"),
         (["sde", "--weights", "smooth", "--length-scale", "0"], "--length-scale"),

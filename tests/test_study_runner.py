@@ -138,5 +138,13 @@ def test_runner_refusals(tmp_path):
             StudyRunner("toy", locked / "x", {}, progress=False)
 
 
+def test_point_names_keep_close_values_apart():
+    """Values that `:g` would round to one name (6 significant digits) keep every digit;
+    the usual ones keep their short names (the files of earlier studies)."""
+    assert point_name({"L": 64, "gamma": 0.5}) == "L64_gamma0.5"
+    a, b = point_name({"gamma": 0.5000001}), point_name({"gamma": 0.5000002})
+    assert a != b and a == "gamma0.5000001"
+
+
 def test_point_names_are_file_safe():
     assert point_name({"L": 64, "M": 16, "beta": 0.5, "w": "fbm/x"}) == "L64_M16_beta0.5_wfbm-x"

@@ -10,6 +10,7 @@ writes `DIR/results.json` with the top-level keys `study`, `config`, `points`,
 import argparse
 import importlib
 
+from .args import seed_int
 from .runner import StudyInputError as StudyInputError
 from .runner import StudyRunner as StudyRunner
 
@@ -52,7 +53,9 @@ def add_common_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument(
         "--out", default=f"results/{name}", help="output folder (default: %(default)s)"
     )
-    parser.add_argument("--seed", type=int, default=0, help="master random seed (default: 0)")
+    parser.add_argument(
+        "--seed", type=seed_int, default=0, help="master random seed in [0, 2^31) (default: 0)"
+    )
     parser.add_argument(
         "--x64",
         action=argparse.BooleanOptionalAction,

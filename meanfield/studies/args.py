@@ -14,6 +14,21 @@ def positive_int(text: str) -> int:
     return value
 
 
+SEED_LIMIT = 2**31
+
+
+def seed_int(text: str) -> int:
+    """A master seed: an integer in [0, 2^31) (what `jax.random.key` and numpy's
+    generators both take)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
+    if not 0 <= value < SEED_LIMIT:
+        raise argparse.ArgumentTypeError(f"expected a seed in [0, 2^31), got {text!r}")
+    return value
+
+
 def positive_float(text: str) -> float:
     try:
         value = float(text)

@@ -214,6 +214,8 @@ def resolve_config(args) -> dict:
         raise StudyInputError(f"--sigma-xi: must be a finite number >= 0, got {cfg['sigma_xi']}")
     if len(cfg["L"]) < 2 or len(cfg["M"]) < 2:
         raise StudyInputError("--L/--M: need at least two depths and two widths for slopes")
+    if cfg["reference"] == "quadrature":  # before the study's folder is made
+        _quadrature_order(make_law(cfg), cfg["order"])
     return cfg
 
 

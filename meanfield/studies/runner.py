@@ -99,7 +99,9 @@ def point_name(spec: dict) -> str:
     """A file-name-safe label of a grid point, e.g. `L64_M16_steps1`."""
     parts = []
     for key, value in spec.items():
-        text = f"{value:g}" if isinstance(value, float) else str(value)
+        text = str(value)
+        if isinstance(value, float):  # short where that is exact, else every digit
+            text = f"{value:g}" if float(f"{value:g}") == value else repr(value)
         parts.append(f"{key}{text}")
     name = "_".join(parts)
     return "".join(c if c.isalnum() or c in "._-" else "-" for c in name)

@@ -122,6 +122,13 @@ def resolve_config(args) -> dict:
         raise StudyInputError(f"--L: need at least two depths for a slope, got {cfg['L']}")
     if cfg["seeds"] < 2:
         raise StudyInputError(f"--seeds: need at least 2 seeds for spreads, got {cfg['seeds']}")
+    top = max(cfg["L"])
+    misfit = [L for L in cfg["L"] if top % L]
+    if misfit:  # the limit is saved on the grid j/top; depth L reads every (top/L)-th row
+        raise StudyInputError(
+            f"--L: every depth must divide the largest ({top}), so that its layers land on "
+            f"the limit's save grid; {misfit} do not"
+        )
     if w != "smooth":
         n = cfg["n_fine"]
         bad = [L for L in cfg["L"] if n % (2 * L)]

@@ -54,6 +54,8 @@ def run(args):
         )
     if any(g <= 0 for g in args.gammas):
         raise StudyInputError(f"--gammas: values must be > 0, got {args.gammas}")
+    if args.nets is not None and args.nets < 2:
+        raise StudyInputError(f"--nets: need at least 2 networks for an error bar, got {args.nets}")
     cfg = {
         "L": args.L,
         "M": args.M,
@@ -98,7 +100,9 @@ def run(args):
                 M=M,
                 alpha=alpha,
                 x=x,
-                key=jr.fold_in(jr.fold_in(master, 2), L * 1000 + int(1000 * g)),
+                # L and γ folded in one after the other (L·1000 + 1000γ collided, e.g.
+                # (4, 1.25) and (5, 0.25)); γ on a 1e-6 grid, finer than point names
+                key=jr.fold_in(jr.fold_in(jr.fold_in(master, 2), L), round(1e6 * g)),
                 nets=cfg["nets"],
             )
         )[:, -1]
