@@ -188,6 +188,20 @@ def test_variance_law_estimate_and_prediction(key):
         assert abs(mean - float(variance_law(closed, alpha, M, l, 1.0))) < 4 * s
 
 
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_c_standard_error_matches_its_spread_over_keys(activation):
+    """The directions share the unit draws, so the error bar of c cannot treat the
+    directions x draws values as independent (that ran 1.6x short for ReLU and 33x for
+    tanh, where the ratio depends on |h|): over 40 keys the reported error must match
+    the spread of the estimates (their sd is known to about 11% from 40 keys)."""
+    d = 3
+    block = mf.TwoLayerBlock(activation)
+    law = mf.TwoLayerGaussianLaw(d, sigma_u=1 / math.sqrt(d), sigma_v=1.0)
+    run = jax.jit(lambda k: estimate_c(block, law, d, key=k, samples=20_000)[:2])
+    cs, ses = np.array([[float(v) for v in run(jr.key(s))] for s in range(40)]).T
+    assert 0.7 < ses.mean() / cs.std(ddof=1) < 1.5
+
+
 def test_tangent_kernel_matches_jacrev_and_shallow_limit(key):
     d = 3
     net = mf.ResNet.sample(

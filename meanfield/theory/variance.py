@@ -41,10 +41,16 @@ def estimate_c(
         out = jax.vmap(lambda z: block(h, z))(zs)
         return jnp.sum(out**2, axis=-1) / (h @ h)
 
-    r = jax.vmap(ratios)(hs)  # (directions, samples)
+    r = jax.vmap(ratios)(hs)  # (directions, samples): every direction sees the same draws
     c = jnp.mean(r)
-    se = jnp.std(r.ravel(), ddof=1) / jnp.sqrt(r.size)
-    return c, se, jnp.mean(r, axis=1)
+    # the draws are shared across directions, so the directions x samples values are not
+    # independent: the draws' part from the per-draw means over directions, plus the
+    # directions' own spread (which also carries some draw noise: on the safe side)
+    per_draw, per_direction = jnp.mean(r, axis=0), jnp.mean(r, axis=1)
+    var = jnp.var(per_draw, ddof=1) / samples
+    if directions > 1:
+        var = var + jnp.var(per_direction, ddof=1) / directions
+    return c, jnp.sqrt(var), per_direction
 
 
 def variance_law(c, alpha, M, l, x_norm2):
