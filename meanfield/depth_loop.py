@@ -367,8 +367,9 @@ def loss_and_gradients_batch(
     final cotangent) and sum the gradients over the inputs as they go, so the returned
     `adjoint` holds every input's states `h` and `b` but `grads=None`.
     """
-    check_data(net, xs, ys)
-    n = _check_batch(net, xs, unroll)
+    check_data(net, xs, ys)  # the rows' fit to the network included
+    check_positive_int(unroll, "unroll")
+    n = jnp.shape(xs)[0]
     options = options or PallasOptions()
     chosen = choose_method(net, n, method, options)
     if chosen == "scan":

@@ -83,18 +83,20 @@ def test_optax_optimiser_under_jit(key):
     assert float(res.losses[-1]) < float(res.losses[0])
 
 
+def _embedded(key, embedding, readout=None):
+    """A small tanh 2LP network (L 3, M 2, α 0.3) on the embedding's width D."""
+    D = embedding.shape[0]
+    law = mf.TwoLayerGaussianLaw(D)
+    return mf.ResNet.sample(
+        mf.TwoLayerBlock("tanh"), law, L=3, M=2, scaling=0.3, key=key,
+        embedding=embedding, readout=readout,
+    )  # fmt: skip
+
+
 def test_train_embedding_flag(key):
     d_in, D = 2, 4
     k = jr.split(key, 4)
-    net = mf.ResNet.sample(
-        mf.TwoLayerBlock("tanh"),
-        mf.TwoLayerGaussianLaw(D),
-        L=3,
-        M=2,
-        scaling=0.3,
-        key=k[0],
-        embedding=jr.normal(k[1], (D, d_in)),
-    )
+    net = _embedded(k[0], jr.normal(k[1], (D, d_in)))
     xs, ys = jr.normal(k[2], (5, d_in)), jr.normal(k[3], (5, D))
     frozen = mf.train(net, xs, ys, optimizer=mf.plain_sgd(0.1), steps=2)
     assert np.array_equal(np.asarray(frozen.net.embedding), np.asarray(net.embedding))
@@ -108,16 +110,7 @@ def test_adam_trains_embedding_and_readout_like_a_plain_loop(key):
     from step to step; every parameter history and loss to 1e-12."""
     d_in, D, d_out, n, steps = 2, 4, 3, 5, 4
     k = jr.split(key, 5)
-    net = mf.ResNet.sample(
-        mf.TwoLayerBlock("tanh"),
-        mf.TwoLayerGaussianLaw(D),
-        L=3,
-        M=2,
-        scaling=0.3,
-        key=k[0],
-        embedding=jr.normal(k[1], (D, d_in)),
-        readout=jr.normal(k[2], (D, d_out)),
-    )
+    net = _embedded(k[0], jr.normal(k[1], (D, d_in)), readout=jr.normal(k[2], (D, d_out)))
     xs, ys = jr.normal(k[3], (n, d_in)), jr.normal(k[4], (n, d_out))
     opt = optax.adam(0.05)
     res = mf.train(net, xs, ys, optimizer=opt, steps=steps, train_embedding=True)
