@@ -207,9 +207,11 @@ def draw_units(law: AbstractGaussianLaw, key: PRNGKeyArray, L: int, M: int) -> P
     `(key, l, j)` only, not on `L` or `M`.
 
     Layer l uses `jr.normal(jr.fold_in(key, l), (M, p))` (p Gaussian coordinates); with
-    JAX's partitionable threefry (the default) the first rows of a larger draw are the
+    JAX's partitionable threefry (`jax_threefry_partitionable`, the default since JAX
+    0.5, which `pyproject.toml` requires) the first rows of a larger draw are the
     smaller draw, so a network drawn inside a padded array (see `coupled_errors`) has
-    exactly the units it would have on its own.
+    exactly the units it would have on its own. With that flag turned off the draws
+    are still i.i.d. from `law`, but they change with the array's shape.
     """
     if not isinstance(law, AbstractGaussianLaw):
         raise ValueError(f"law must be an AbstractGaussianLaw, got {type(law).__name__}")
