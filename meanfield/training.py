@@ -26,7 +26,14 @@ from .resnet import ResNet
 
 
 def mean_ode_sgd(learning_rate: float, *, L: int, M: int) -> optax.GradientTransformation:
-    """GD in the mean-ODE convention: `Z ← Z − η · L · M · ∇_Z 𝓛` (SPEC §2)."""
+    """GD in the mean-ODE convention: `Z ← Z − η · L · M · ∇_Z 𝓛` (SPEC §2).
+
+    The convention is defined for the units Z only. It is one `optax.sgd`, so with
+    `train(..., train_embedding=True)` the embedding and readout take the same
+    `η · L · M` step. To give them their own rate, label the trainable tuple
+    `(params, embedding, readout)`: `optax.multi_transform({"units":
+    mean_ode_sgd(η, L=L, M=M), "ends": optax.sgd(η_ends)}, ("units", "ends", "ends"))`.
+    """
     return optax.sgd(learning_rate * L * M)
 
 

@@ -137,6 +137,32 @@ def test_adam_trains_embedding_and_readout_like_a_plain_loop(key):
     assert not np.allclose(np.asarray(res.net.readout), np.asarray(net.readout))
 
 
+def test_separate_rates_for_units_and_ends_as_documented(key):
+    """`mean_ode_sgd`'s docstring recipe: the units take η·L·M times their gradient, the
+    embedding and readout their own rate, checked against `jax.grad` written here."""
+    d_in, D, d_out, n = 2, 4, 3, 5
+    k = jr.split(key, 5)
+    net = _embedded(k[0], jr.normal(k[1], (D, d_in)), readout=jr.normal(k[2], (D, d_out)))
+    xs, ys = jr.normal(k[3], (n, d_in)), jr.normal(k[4], (n, d_out))
+    eta, eta_ends = 0.05, 0.01
+    opt = optax.multi_transform(
+        {"units": mf.mean_ode_sgd(eta, L=net.L, M=net.M), "ends": optax.sgd(eta_ends)},
+        ("units", "ends", "ends"),
+    )
+    res = mf.train(net, xs, ys, optimizer=opt, steps=1, train_embedding=True)
+
+    def mean_loss(p, e, r):
+        current = mf.ResNet(net.block, p, net.alpha, embedding=e, readout=r)
+        return jnp.mean(jax.vmap(lambda x, y: 0.5 * jnp.sum((current(x) - y) ** 2))(xs, ys))
+
+    g = jax.grad(mean_loss, argnums=(0, 1, 2))(net.params, net.embedding, net.readout)
+    units = jax.tree.map(lambda p, q: p - eta * net.L * net.M * q, net.params, g[0])
+    for a, b in zip(jax.tree.leaves(res.net.params), jax.tree.leaves(units), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-13)
+    for a, p, q in ((res.net.embedding, net.embedding, g[1]), (res.net.readout, net.readout, g[2])):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(p - eta_ends * q), rtol=1e-12)
+
+
 def test_train_states_and_one_loop_pair(key):
     """The kept states of step k are those of the network after k steps (a plain loop of
     `loss_and_gradients` here), and the compiled loop holds one forward and one backward
