@@ -245,6 +245,38 @@ def test_tangent_kernel_matches_jacrev_and_shallow_limit(key):
     assert rel[1] < 0.5 * rel[0]
 
 
+def test_shallow_tangent_kernel_takes_the_embedding(key):
+    """With an embedding (d_in 2, D 3) the shallow kernel is taken at h^0 = W_in x, the
+    point where the network's own kernel starts (written out by hand for the 2LP unit);
+    the network kernel against `jax.jacrev` of h^L."""
+    d_in, D = 2, 3
+    k1, k2 = jr.split(key)
+    W = jr.normal(k2, (D, d_in))
+    net = mf.ResNet.sample(
+        mf.TwoLayerBlock("tanh"), mf.TwoLayerGaussianLaw(D), L=4, M=3, scaling=0.2, key=k1,
+        embedding=W,
+    )  # fmt: skip
+    x, x2 = jnp.array([1.0, 0.5]), jnp.array([-0.3, 0.8])
+    h, h2 = np.asarray(W @ x), np.asarray(W @ x2)
+    U, V = np.asarray(net.params.u).reshape(-1, D), np.asarray(net.params.v).reshape(-1, D)
+    S = np.zeros((D, D))
+    for u, v in zip(U, V, strict=True):
+        a, b = np.tanh(u @ h), np.tanh(u @ h2)
+        S += a * b * np.eye(D) + (1 - a**2) * (1 - b**2) * (h @ h2) * np.outer(v, v)
+    np.testing.assert_allclose(np.asarray(shallow_tangent_kernel(net, x, x2)), 0.04 * S, atol=1e-13)
+
+    def jac(xx):
+        return jax.jacrev(lambda p: eqx.tree_at(lambda n: n.params, net, p).hidden(xx))(net.params)
+
+    ref = sum(
+        jnp.einsum("a...,b...->ab", a, b)
+        for a, b in zip(jax.tree.leaves(jac(x)), jax.tree.leaves(jac(x2)), strict=True)
+    )
+    np.testing.assert_allclose(np.asarray(tangent_kernel(net, x, x2)), np.asarray(ref), atol=1e-13)
+    with pytest.raises(ValueError, match="embedding expects 2"):
+        shallow_tangent_kernel(net, jnp.ones(3), x2)
+
+
 def test_bad_inputs():
     with pytest.raises(ValueError, match="L"):
         response(0.1, L=0, K0=0.1, sigma_w2=1.0, sigma_b2=0.0)

@@ -1,14 +1,16 @@
 """Tangent kernels at initialisation (SPEC §5.1, Chizat §3.3).
 
-The empirical tangent kernel of a finite ResNet, `K(x, x') = Σ_θ ∂f(x)/∂θ ∂f(x')/∂θᵀ`
-(a d×d matrix for the output `f = h^L ∈ R^d`), computed from the explicit backward
-pass (one adjoint per output direction), and its shallow approximation when the forward
-and backward passes are the identity,
+The empirical tangent kernel of a finite ResNet in its units' parameters θ,
+`K(x, x') = Σ_θ ∂h^L(x)/∂θ ∂h^L(x')/∂θᵀ` (a d×d matrix for the hidden state
+`h^L ∈ R^d`; a readout, if any, is not applied: the output's kernel is
+`W_outᵀ K W_out / D²`), computed from the explicit backward pass (one adjoint per
+direction of h^L), and its shallow approximation when the forward and backward
+passes are the identity,
 
-    K_shallow(x, x') = α² Σ_{j,l} D_2φ(x, z^{j,l}) D_2φ(x', z^{j,l})ᵀ,
+    K_shallow(x, x') = α² Σ_{j,l} D_2φ(h^0(x), z^{j,l}) D_2φ(h^0(x'), z^{j,l})ᵀ,
 
-the tangent kernel of a shallow network with M·L units. Their relative difference
-vanishes as `M L α² → 0`.
+the tangent kernel of a shallow network with M·L units (`h^0(x) = x`, or `W_in x`
+with an embedding). Their relative difference vanishes as `M L α² → 0`.
 """
 
 import jax
@@ -28,8 +30,9 @@ def _gram(Ja, Jb):
 
 
 def tangent_kernel(net: ResNet, x, x2):
-    """The empirical tangent kernel `K(x, x2)` (d×d) of `f = h^L` in the parameters."""
+    """The empirical tangent kernel `K(x, x2)` (d×d) of `h^L` in the units' parameters."""
     d = jax.eval_shape(net.hidden, x).shape[0]  # the shape only: no forward pass
+    jax.eval_shape(net.hidden, x2)  # x2 fits too: a one-line error otherwise
     eye = jnp.eye(d, dtype=jnp.result_type(x))
     Ja = jax.vmap(lambda e: backward(net, x, e).grads)(eye)
     Jb = jax.vmap(lambda e: backward(net, x2, e).grads)(eye)
@@ -37,10 +40,12 @@ def tangent_kernel(net: ResNet, x, x2):
 
 
 def shallow_tangent_kernel(net: ResNet, x, x2):
-    """`α² Σ_{j,l} D_2φ(x, z^{j,l}) D_2φ(x2, z^{j,l})ᵀ` (forward and backward taken as identity)."""
+    """`α² Σ_{j,l} D_2φ(h^0(x), z^{j,l}) D_2φ(h^0(x2), z^{j,l})ᵀ` (forward and backward
+    taken as the identity; `h^0 = net.embed`)."""
     if not isinstance(net.block, AbstractUnitBlock):
         raise ValueError("the shallow tangent kernel needs a unit block")
-    d = x.shape[0]
+    d = jax.eval_shape(net.hidden, x).shape[0]  # checks x against the network
+    jax.eval_shape(net.hidden, x2)
     eye = jnp.eye(d, dtype=jnp.result_type(x))
 
     def jac(h):
@@ -51,7 +56,7 @@ def shallow_tangent_kernel(net: ResNet, x, x2):
         per_unit = jax.vmap(jax.vmap(one_unit))(net.params)  # leaves (L, M, d, ...)
         return jax.tree.map(lambda a: net.alpha * jnp.moveaxis(a, 2, 0), per_unit)
 
-    return _gram(jac(x), jac(x2))
+    return _gram(jac(net.embed(x)), jac(net.embed(x2)))
 
 
 def relative_difference(net: ResNet, x, x2):
