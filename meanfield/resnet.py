@@ -176,6 +176,11 @@ class ResNet(eqx.Module):
         """The network output from h^L: `h^L`, or `W_outᵀ h^L / D` with a readout."""
         if self.readout is None:
             return h
+        if jnp.shape(h) != jnp.shape(self.readout)[:1]:
+            raise ValueError(
+                f"readout has shape {jnp.shape(self.readout)} but the state h^L has shape "
+                f"{jnp.shape(h)}: its first dimension must be the state's D"
+            )
         return self.readout.T @ h / self.readout.shape[0]
 
     def hidden(self, x: Float[Array, " d_in"], *, return_all: bool = False) -> Array:

@@ -61,6 +61,7 @@ PER_STUDY = [
     ("response", ["--inits", "-1"], "--inits"),
     ("variance", ["--nets", "0"], "--nets"),
     ("variance", ["--nets", "1"], "--nets"),  # no standard error from one network
+    ("variance", ["--c-samples", "1"], "--c-samples"),
     ("tangent-kernel", ["--d", "0"], "--d"),
     # seeds outside [0, 2^31): refused before anything runs
     *[(s, ["--seed=-1"], "--seed") for s in ALL],

@@ -158,6 +158,20 @@ def test_embedding_and_readout(key):
     np.testing.assert_allclose(np.asarray(net(x)), np.asarray(read).T @ h / D, atol=1e-12)
 
 
+def test_readout_must_match_the_state(key):
+    """A readout on a network without embedding: its D is the state's d (a (5, 2) readout
+    on a d = 4 state used to fail deep inside a matrix product)."""
+    net = mf.ResNet.sample(
+        mf.TwoLayerBlock("tanh"), mf.TwoLayerGaussianLaw(4), L=2, M=3, scaling=0.5, key=key,
+        readout=jnp.ones((5, 2)),
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=r"^readout has shape \(5, 2\) but the state"):
+        net(jnp.ones(4))
+    xs, ys = jnp.ones((3, 4)), jnp.ones((3, 2))
+    with pytest.raises(ValueError, match="^readout has shape"):
+        mf.loss_and_gradients(net, xs, ys)
+
+
 # ---- one checklist for every built-in block (finite, shape, dtype, jit, vmap, grad) ----
 
 

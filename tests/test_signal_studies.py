@@ -46,12 +46,59 @@ def test_response_study(tmp_path):
 
 
 def test_variance_and_tangent_kernel_studies(tmp_path):
+    """Schema, and every point against the library called directly with the studies'
+    documented settings and key scheme (a study-level slip, such as α·√M for α/√M or a
+    dropped input, changes these numbers)."""
+    import math
+
+    import jax
+    import jax.numpy as jnp
+    import jax.random as jr
+    import numpy as np
+
+    import meanfield as mf
+    from meanfield.theory.tangent import relative_difference
+    from meanfield.theory.variance import sampled_deviation, variance_law
+
     r = _run("variance", tmp_path / "v", "--L", "2,4", "--nets", "64", "--c-samples", "20000")
     assert {p["regime"] for p in r["points"]} == {"explosion", "critical", "identity"}
-    assert abs(r["reference"]["c"] - r["reference"]["c_closed_form"]) < 5 * r["reference"]["c_se"]
+    ref = r["reference"]
+    assert abs(ref["c"] - ref["c_closed_form"]) < 5 * ref["c_se"] and ref["c_assumption_exact"]
+    cfg = r["config"]
+    d, M = cfg["d"], cfg["M"]
+    block = mf.TwoLayerBlock("relu")
+    law = mf.TwoLayerGaussianLaw(d, sigma_u=1 / math.sqrt(d), sigma_v=cfg["sigma_v"])
+    x = jnp.ones(d) / math.sqrt(d)
+    for p in r["points"]:
+        L, g = p["L"], p["gamma"]
+        alpha = L ** (-g) / math.sqrt(M)
+        key = jr.fold_in(jr.fold_in(jr.fold_in(jr.key(cfg["seed"]), 2), L), round(1e6 * g))
+        dev = np.asarray(
+            sampled_deviation(block, law, L=L, M=M, alpha=alpha, x=x, key=key, nets=cfg["nets"])
+        )[:, -1]
+        np.testing.assert_allclose(p["mean"], dev.mean(), rtol=1e-10)
+        np.testing.assert_allclose(
+            p["theory"], variance_law(ref["c"], alpha, M, L, 1.0), rtol=1e-12
+        )
+
     r = _run("tangent-kernel", tmp_path / "t", "--L", "2,4", "--nets", "2", "--gammas", "0.5,1")
     assert len(r["points"]) == 4 and len(r["fits"]) == 2
     assert (tmp_path / "t" / "tangent_kernel.png").exists()
+    cfg = r["config"]
+    d, M = cfg["d"], cfg["M"]
+    block = mf.TwoLayerBlock(cfg["activation"])
+    law = mf.TwoLayerGaussianLaw(d, sigma_u=1 / math.sqrt(d), sigma_v=1.0)
+    x, x2 = jnp.eye(d)[0], (jnp.eye(d)[0] + jnp.eye(d)[1]) / math.sqrt(2)
+    for p in r["points"]:
+        L, g = p["L"], p["gamma"]
+        keys = jr.split(jr.fold_in(jr.fold_in(jr.key(cfg["seed"]), L), round(1e6 * g)), 2)
+        alpha = L ** (-g) / math.sqrt(M)
+        direct = jax.vmap(
+            lambda k, L=L, alpha=alpha: relative_difference(
+                mf.ResNet.sample(block, law, L=L, M=M, scaling=alpha, key=k), x, x2
+            )
+        )(keys)
+        np.testing.assert_allclose(p["relative_difference"]["values"], direct, rtol=1e-10)
 
 
 @pytest.mark.parametrize(

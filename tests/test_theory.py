@@ -171,6 +171,14 @@ def test_gaussian_identity_sampler_has_the_law_of_full_matrices(residual):
         assert stats.ks_2samp(a, b).pvalue > 1e-3, q
 
 
+def test_variance_law_closed_form():
+    """SPEC §5.1 at hand-computed points: ((1 + c α² M)^l − 1) ‖x‖² (c α² M = 1/2 here,
+    so l = 3 gives 1.5³ − 1 = 2.375; the large-L form e^{c α² M l} − 1 gives 3.48)."""
+    assert variance_law(0.5, 0.5, 4, 3, 2.0) == pytest.approx(2 * 2.375, rel=1e-14)
+    assert variance_law(0.5, 0.5, 4, 0, 2.0) == 0.0
+    assert variance_law(2.0, 0.1, 1, 1, 1.0) == pytest.approx(0.02, rel=1e-12)
+
+
 def test_variance_law_estimate_and_prediction(key):
     d = 4
     block, law = mf.TwoLayerBlock("relu"), mf.TwoLayerGaussianLaw(d, sigma_u=0.6, sigma_v=1.3)
@@ -186,6 +194,34 @@ def test_variance_law_estimate_and_prediction(key):
     for l in (1, 8, 32):
         mean, s = dev[:, l].mean(), dev[:, l].std(ddof=1) / math.sqrt(len(dev))
         assert abs(mean - float(variance_law(closed, alpha, M, l, 1.0))) < 4 * s
+
+
+@pytest.mark.parametrize("norm", [1.0, 2.0])
+def test_c_is_taken_at_the_given_norm(key, norm):
+    """For tanh, c depends on ‖h‖: against Gauss–Hermite quadrature of
+    d σ_v² E[tanh(σ_u ‖h‖ g)²] / ‖h‖² (g ~ N(0, 1)), within 4 standard errors."""
+    d, s_u, s_v = 3, 0.7, 1.2
+    law = mf.TwoLayerGaussianLaw(d, sigma_u=s_u, sigma_v=s_v)
+    c, se, _ = estimate_c(mf.TwoLayerBlock("tanh"), law, d, key=key, samples=40_000, norm=norm)
+    g, w = np.polynomial.hermite_e.hermegauss(80)
+    exact = d * s_v**2 * np.sum(w * np.tanh(s_u * norm * g) ** 2) / np.sqrt(2 * np.pi) / norm**2
+    assert abs(float(c) - exact) < 4 * float(se), (float(c), exact, float(se))
+
+
+def test_estimate_c_refuses_bad_input(key):
+    block, law = mf.TwoLayerBlock("relu"), mf.TwoLayerGaussianLaw(4)
+    for kw, name in (
+        ({"samples": 1}, "samples"),
+        ({"directions": 0}, "directions"),
+        ({"norm": 0.0}, "norm"),
+        ({"norm": float("nan")}, "norm"),
+    ):
+        with pytest.raises(ValueError, match=f"^{name} must"):
+            estimate_c(block, law, 4, key=key, **kw)
+    with pytest.raises(ValueError, match="^d = 3 does not fit"):
+        estimate_c(block, law, 3, key=key)
+    with pytest.raises(ValueError, match="^nets must"):
+        sampled_deviation(block, law, L=2, M=2, alpha=0.5, x=jnp.ones(4), key=key, nets=0)
 
 
 @pytest.mark.parametrize("activation", ["relu", "tanh"])

@@ -77,7 +77,8 @@ def run(args):
             net = ResNet.sample(block, law, L=L, M=M, scaling=alpha, key=k)
             return relative_difference(net, x, x2)
 
-        keys = jr.split(jr.fold_in(jr.fold_in(master, L), int(1000 * g)), cfg["nets"])
+        # γ on a 1e-6 grid (int(1000γ) put 1 and 1.001 on the same networks)
+        keys = jr.split(jr.fold_in(jr.fold_in(master, L), round(1e6 * g)), cfg["nets"])
         rel = np.asarray(jax.jit(jax.vmap(one))(keys))
         return {"alpha": alpha, "MLalpha2": M * L * alpha**2, "relative_difference": summarize(rel)}
 

@@ -56,6 +56,10 @@ def run(args):
         raise StudyInputError(f"--gammas: values must be > 0, got {args.gammas}")
     if args.nets is not None and args.nets < 2:
         raise StudyInputError(f"--nets: need at least 2 networks for an error bar, got {args.nets}")
+    if args.c_samples < 2:
+        raise StudyInputError(
+            f"--c-samples: need at least 2 for an error bar, got {args.c_samples}"
+        )
     cfg = {
         "L": args.L,
         "M": args.M,
@@ -66,6 +70,7 @@ def run(args):
         "sigma_v": args.sigma_v,
         "nets": args.nets or PRESETS[args.preset]["nets"],
         "c_samples": args.c_samples,
+        "c_at_norm": 1.0,  # ‖x‖: c is estimated at states of the input's norm
         "seed": args.seed,
         "x64": args.x64,
         "preset": args.preset,
@@ -79,8 +84,14 @@ def run(args):
         lambda: dict(
             zip(
                 ("c", "se", "per_direction"),
+                # at the input's norm (‖x‖ = 1): for a non-homogeneous ρ, c depends on ‖h‖
                 estimate_c(
-                    block, law, cfg["d"], key=jr.fold_in(master, 1), samples=cfg["c_samples"]
+                    block,
+                    law,
+                    cfg["d"],
+                    key=jr.fold_in(master, 1),
+                    samples=cfg["c_samples"],
+                    norm=cfg["c_at_norm"],
                 ),
                 strict=True,
             )
@@ -140,6 +151,10 @@ def run(args):
         "c_se": float(c_ref["se"]),
         "c_per_direction": np.asarray(c_ref["per_direction"]).tolist(),
         "c_closed_form": closed.get(cfg["activation"]),
+        # Prop. 2.1 needs E‖φ(h, Z)‖² = c‖h‖² at every h: true for a positively
+        # homogeneous ρ; otherwise c is taken at ‖h‖ = ‖x‖ = 1 and the law is exact at
+        # the first layer only
+        "c_assumption_exact": cfg["activation"] in ("relu", "identity"),
         "error_estimate": float(c_ref["se"]),
         "critical_limit": math.exp(c) - 1,
     }

@@ -9,6 +9,8 @@ With `α = L^{-γ}/sqrt(M)` the multiplier `(1 + c L^{-2γ})^L − 1` explodes f
 tends to `e^c − 1` at γ = 1/2, and vanishes like `c L^{1−2γ}` for γ > 1/2.
 """
 
+import math
+
 import jax
 import jax.numpy as jnp
 import jax.random as jr
@@ -27,14 +29,34 @@ def estimate_c(
     key,
     samples: int = 200_000,
     directions: int = 8,
+    norm: float = 1.0,
 ):
-    """Monte-Carlo estimate of `c = E‖φ(h, Z_0)‖² / ‖h‖²` over random directions h.
+    """Monte-Carlo estimate of `c = E‖φ(h, Z_0)‖² / ‖h‖²` at states h of norm `norm`
+    in `directions` random directions (uniform on the sphere).
+
+    For a positively homogeneous unit (ReLU or identity 2LP) c does not depend on
+    `norm`. For other activations (tanh, gelu, ...) it does, so the proposition's
+    assumption holds only approximately: pass the norm of the input x, so that
+    `E‖h^1 − x‖² = α² M c ‖x‖²` holds exactly at the first layer.
 
     **Returns:** `(c, standard_error, per_direction)`; `per_direction` shows whether the
-    ratio is really independent of h (the proposition's assumption).
+    ratio is really independent of the direction of h.
     """
+    for name, value, least in (("d", d, 1), ("samples", samples, 2), ("directions", directions, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    if isinstance(norm, bool) or not isinstance(norm, int | float) or not 0 < norm < math.inf:
+        raise ValueError(f"norm must be a finite number > 0, got {norm!r}")
+    try:
+        out = jax.eval_shape(block, jnp.zeros(d), law.sample(jr.key(0)))
+    except (TypeError, ValueError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ValueError(f"d = {d} does not fit the block and law: {reason}") from None
+    if out.shape != (d,):
+        raise ValueError(f"d = {d}: the block maps a state of shape ({d},) to {out.shape}")
     kh, kz = jr.split(key)
     hs = jr.normal(kh, (directions, d))
+    hs = norm * hs / jnp.linalg.norm(hs, axis=1, keepdims=True)
     zs = jax.vmap(law.sample)(jr.split(kz, samples))
 
     def ratios(h):
@@ -60,6 +82,8 @@ def variance_law(c, alpha, M, l, x_norm2):
 
 def sampled_deviation(block, law, *, L: int, M: int, alpha: float, x, key, nets: int):
     """`‖h^l − x‖²` for l = 0..L over `nets` independent networks: `(nets, L + 1)`."""
+    if isinstance(nets, bool) or not isinstance(nets, int) or nets < 1:
+        raise ValueError(f"nets must be an integer >= 1, got {nets!r}")
 
     def one(k):
         net = ResNet.sample(block, law, L=L, M=M, scaling=alpha, key=k)
