@@ -199,6 +199,8 @@ def simulate_response(
             check_number(as_number(value), name, non_negative=True)
     if jnp.ndim(alpha) > 1 or not np.all(np.isfinite(np.asarray(alpha, dtype=float))):
         raise ValueError(f"alpha must be a finite number or a 1-D array of them, got {alpha!r}")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be an integer >= 1, got {batch!r}")
     many = jnp.ndim(alpha) == 1
     if method == "full" and (many or not isinstance(alpha, int | float)):
         raise ValueError("alpha must be one Python number for method='full'")

@@ -95,10 +95,11 @@ plt.show()
 # %%
 L = max(S["depths"])
 fig, (c_ax, x_ax) = plt.subplots(1, 2, figsize=(10, 3.8))
-for alpha in (0.1, rows[-1][1], 0.5):
+for i, alpha in enumerate((0.1, rows[-1][1], 0.5)):  # independent initialisations per α
     th = mf.response(alpha, L=L, **P)
+    key = jr.fold_in(jr.key(0), i)
     sim = mf.simulate_response(
-        alpha, L=L, **P, width=S["width"], d_out=S["d_out"], inits=S["inits"], key=jr.key(0)
+        alpha, L=L, **P, width=S["width"], d_out=S["d_out"], inits=S["inits"], key=key
     )
     layers = np.arange(L + 1)
     (line,) = c_ax.plot(layers, th.C, label=f"α={alpha:.3f}")

@@ -71,9 +71,12 @@ def test_relu_mean_is_only_algebraically_accurate():
     assert 0 < err < 1e-2
 
 
-def _loop_response(alpha, L, K0, sw, sb, residual=True):
-    """A plain Python loop over layers with scipy quadrature (independent of the library)."""
+def _loop_response(alpha, L, K0, sw, sb, residual=True, swo=None, sbo=None):
+    """A plain Python loop over layers with scipy quadrature (independent of the library);
+    read-out variances `swo`, `sbo` (default: the hidden ones)."""
     from scipy.special import erf
+
+    swo, sbo = sw if swo is None else swo, sb if sbo is None else sbo
 
     def m(K):
         f = lambda h: erf(h) ** 2 * math.exp(-h * h / (2 * K)) / math.sqrt(2 * math.pi * K)
@@ -91,19 +94,23 @@ def _loop_response(alpha, L, K0, sw, sb, residual=True):
         Ks.append(K)
         Cs.append(C)
         chis.append(chi)
-    return np.array(Ks), np.array(Cs), np.array(chis), sw * G(K) * chi
+    return np.array(Ks), np.array(Cs), np.array(chis), swo * G(K) * chi, swo * m(K) + sbo
 
 
 @pytest.mark.parametrize("residual", [True, False])
 def test_response_recursion_matches_a_plain_loop(residual):
-    L, alpha, K0, sw, sb = 12, 0.4, 0.05, 1.25, 0.05
-    r = response(alpha, L=L, K0=K0, sigma_w2=sw, sigma_b2=sb, residual=residual)
-    K, C, chi, chi_out = _loop_response(alpha, L, K0, sw, sb, residual)
+    L, alpha, K0, sw, sb, swo, sbo = 12, 0.4, 0.05, 1.25, 0.05, 1.7, 0.11
+    r = response(
+        alpha, L=L, K0=K0, sigma_w2=sw, sigma_b2=sb, sigma_w2_out=swo, sigma_b2_out=sbo,
+        residual=residual,
+    )  # fmt: skip
+    K, C, chi, chi_out, K_out = _loop_response(alpha, L, K0, sw, sb, residual, swo, sbo)
     np.testing.assert_allclose(np.asarray(r.K), K, rtol=1e-10)
+    np.testing.assert_allclose(np.asarray(r.C), C, rtol=1e-10)
     np.testing.assert_allclose(np.asarray(r.chi), chi, rtol=1e-10)
     np.testing.assert_allclose(float(r.chi_out), chi_out, rtol=1e-10)
+    np.testing.assert_allclose(float(r.K_out), K_out, rtol=1e-10)
     if residual:
-        np.testing.assert_allclose(np.asarray(r.C), C, rtol=1e-10)
         np.testing.assert_allclose(np.cumsum(np.asarray(r.eta)), chi, rtol=1e-10)
     else:
         np.testing.assert_allclose(np.asarray(r.eta), chi, rtol=1e-10)
@@ -112,6 +119,73 @@ def test_response_recursion_matches_a_plain_loop(residual):
         lambda k: response(alpha, L=L, K0=k, sigma_w2=sw, sigma_b2=sb, residual=residual).K[-1]
     )(K0)
     np.testing.assert_allclose(float(dK), chi[-1], rtol=1e-8)
+
+
+def test_response_at_K0_zero():
+    """K^0 = 0 (x = 0, no input bias) is legal: the gain's derivative through sqrt(K) must
+    not make it NaN (G(0) = 4/π for erf, 1/2 for relu, the right limits)."""
+    from meanfield.theory.gaussian import gain
+
+    assert float(gain("erf", 0.0)) == pytest.approx(4 / math.pi, rel=1e-12)
+    assert float(gain("relu", 0.0)) == pytest.approx(0.5, rel=1e-12)
+    # the loop: at K = 0 only the first layer's G(0) differs from the library's path
+    r = response(0.3, L=4, K0=0.0, sigma_w2=1.25, sigma_b2=0.05)
+    sw, sb, a2 = 1.25, 0.05, 0.09
+    K, chi = 0.0, 1.0
+    K, chi = K + a2 * sb, chi + a2 * sw * (4 / math.pi) * chi  # ⟨erf(0)²⟩ = 0
+    K_loop, _, chi_loop, chi_out, _ = _loop_response(0.3, 3, K, sw, sb)
+    np.testing.assert_allclose(np.asarray(r.chi)[1:], chi * chi_loop, rtol=1e-10)
+    np.testing.assert_allclose(np.asarray(r.K)[1:], K_loop, rtol=1e-10)
+    np.testing.assert_allclose(float(r.chi_out), chi * chi_out, rtol=1e-10)
+
+
+def test_saturation_formulas_at_hand_computed_values():
+    """Fischer et al. (8) and (9) written out: ratio = (σ_w² (𝒱/2)² + σ_b²)/(σ_w² K^0 + σ_b²)."""
+    kw = dict(K0=0.05, sigma_w2=1.25, sigma_b2=0.05)
+    ratio = (1.25 * 0.25 + 0.05) / (1.25 * 0.05 + 0.05)
+    for L in (2, 10, 30):
+        assert float(saturation_formula(L, **kw)) == pytest.approx(
+            math.sqrt((ratio ** (1 / L) - 1) / 1.25), rel=1e-12
+        )
+        assert float(saturation_asymptotic(L, **kw)) == pytest.approx(
+            math.sqrt(math.log(ratio) / (1.25 * L)), rel=1e-12
+        )
+    # the input already beyond the edge of the dynamic range: no α, NaN (not 0)
+    assert math.isnan(float(saturation_formula(10, K0=0.3, sigma_w2=1.25, sigma_b2=0.05)))
+    assert math.isnan(float(saturation_asymptotic(10, K0=0.3, sigma_w2=1.25, sigma_b2=0.05)))
+
+
+def test_optimal_scaling_outside_its_range_is_nan():
+    """Depth 1, K^0 0.01, σ_w² 1, σ_b² 0: χ^out peaks near α = 8, outside [1e-3, 3]; the
+    edge of the range is not an optimum."""
+    a, chi = optimal_scaling(L=1, K0=0.01, sigma_w2=1.0, sigma_b2=0.0)
+    assert math.isnan(float(a)) and math.isnan(float(chi))
+    a, _ = optimal_scaling(L=1, K0=0.01, sigma_w2=1.0, sigma_b2=0.0, alpha_range=(1e-3, 30.0))
+    curve = np.asarray(output_response_curve(np.array([0.9, 1.0, 1.1]) * float(a), L=1, K0=0.01,
+                                             sigma_w2=1.0, sigma_b2=0.0))  # fmt: skip
+    assert 3 < float(a) < 30 and curve[1] > max(curve[0], curve[2])
+
+
+_KW = dict(K0=0.1, sigma_w2=1.0, sigma_b2=0.1)
+
+
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: response(0.3, L=3, **{**_KW, "K0": -0.1}), "K0"),
+        (lambda: response(0.3, L=3, **{**_KW, "sigma_w2": -1.0}), "sigma_w2"),
+        (lambda: response(0.3, L=3, **_KW, sigma_b2_out=-1), "sigma_b2_out"),
+        (lambda: response(float("nan"), L=3, **_KW), "alpha"),
+        (lambda: output_response_curve([0.1], L=3, **{**_KW, "K0": np.inf}), "K0"),
+        (lambda: optimal_scaling(L=3, **_KW, alpha_range=(0, 3)), "alpha_range"),
+        (lambda: optimal_scaling(L=3, **_KW, grid=2), "grid"),
+        (lambda: saturation_formula(0, **_KW), "L"),
+        (lambda: saturation_formula(3, **{**_KW, "sigma_w2": 0.0}), "sigma_w2"),
+    ],
+)
+def test_theory_functions_refuse_bad_input(call, name):
+    with pytest.raises(ValueError, match=f"^{name} must"):
+        call()
 
 
 def test_response_curve_is_vmapped_over_alpha():
@@ -328,6 +402,7 @@ def test_bad_inputs():
         ("sigma_b2", float("nan")),
         ("sigma_w2_out", -1.0),
         ("sigma_b2_out", float("inf")),
+        ("batch", 0),
     ):
         with pytest.raises(ValueError, match=f"^{name} must be"):
             simulate_response(0.1, **{**ok, name: bad})

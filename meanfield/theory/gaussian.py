@@ -38,6 +38,7 @@ from ..particles import hermite_rule
 
 DEFAULT_ORDER = 2048
 K_ACCURATE = 50.0
+K_FLOOR = 1e-30  # `gain` at K = 0: the right limit
 
 
 @functools.lru_cache(maxsize=8)
@@ -63,8 +64,12 @@ def second_moment(activation: str | Callable, K, *, order: int = DEFAULT_ORDER):
 
 
 def gain(activation: str | Callable, K, *, order: int = DEFAULT_ORDER):
-    """`G(K) = d/dK ⟨φ(h)²⟩ = ⟨φ'(h)² + φ''(h)φ(h)⟩`, by autodiff of the quadrature."""
-    K = jnp.asarray(K, dtype=float)
+    """`G(K) = d/dK ⟨φ(h)²⟩ = ⟨φ'(h)² + φ''(h)φ(h)⟩`, by autodiff of the quadrature.
+
+    At K = 0 the derivative through sqrt(K) is 0·∞, so K is floored at `K_FLOOR`
+    (1e-30): G(0) is its right limit (4/π for erf, 1/2 for relu) to ~1e-30 relative.
+    """
+    K = jnp.maximum(jnp.asarray(K, dtype=float), K_FLOOR)
     return jax.grad(lambda k: second_moment(activation, k, order=order))(K)
 
 

@@ -22,6 +22,7 @@ import equinox as eqx
 import jax
 import jax.lax as lax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from .gaussian import DEFAULT_ORDER, gain, second_moment
@@ -39,9 +40,39 @@ class ResponseCurves(eqx.Module):
     chi_out: Float[Array, ""]
 
 
+def _concrete(value):
+    """`value` as a numpy array, or None where it is traced (checked by the caller's
+    caller, or not at all)."""
+    try:
+        return np.asarray(value, dtype=float)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return None
+    except (TypeError, ValueError):
+        return np.asarray(np.nan)
+
+
+def check_finite(value, name: str, *, least: float | None = None) -> None:
+    """A one-line error unless every concrete entry of `value` is finite (and >= `least`)."""
+    v = _concrete(value)
+    if v is None:
+        return
+    if not np.all(np.isfinite(v)) or (least is not None and np.any(v < least)):
+        bound = f" >= {least:g}" if least is not None else ""
+        raise ValueError(f"{name} must be finite{bound}, got {value!r}")
+
+
 def variances(K0, sigma_w2, sigma_b2, sigma_w2_out=None, sigma_b2_out=None) -> tuple:
     """`(K0, σ_w², σ_b², σ_w,out², σ_b,out²)` as float arrays; the read-out variances default
-    to the hidden ones."""
+    to the hidden ones. Concrete values must be finite and >= 0 (a one-line error)."""
+    for name, value in (
+        ("K0", K0),
+        ("sigma_w2", sigma_w2),
+        ("sigma_b2", sigma_b2),
+        ("sigma_w2_out", sigma_w2_out),
+        ("sigma_b2_out", sigma_b2_out),
+    ):
+        if value is not None:
+            check_finite(value, name, least=0.0)
     f = lambda v: jnp.asarray(v, dtype=float)
     return (
         f(K0),
@@ -79,6 +110,7 @@ def response(
     """
     if isinstance(L, bool) or not isinstance(L, int) or L < 1:
         raise ValueError(f"L must be an integer >= 1, got {L!r}")
+    check_finite(alpha, "alpha")
     return _response(
         jnp.asarray(alpha, dtype=float),
         *variances(K0, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out),
@@ -153,6 +185,9 @@ def output_response_curve(
 ) -> Array:
     """`χ^out` for every α in `alphas`: one compiled, vmapped call (one program per depth;
     the variances are traced, so sweeping them does not recompile)."""
+    if isinstance(L, bool) or not isinstance(L, int) or L < 1:
+        raise ValueError(f"L must be an integer >= 1, got {L!r}")
+    check_finite(alphas, "alphas")
     return _curve(
         jnp.asarray(alphas, dtype=float),
         *variances(K0, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out),
