@@ -136,12 +136,16 @@ def _as_array(values) -> np.ndarray:
 def median_log_slope(Ls: Sequence[int], samples: np.ndarray) -> float:
     """Least-squares slope of `log median(r)` against `log L`; `samples` is `(n_L, draws)`.
 
-    +∞ if a median is infinite (more than half the draws exploded at some depth).
+    +∞ if a median is infinite (more than half the draws exploded at some depth); −∞ if
+    a median is 0 (more than half the draws left h_L = h_0 exactly in floating point:
+    deep in the identity phase, or α = L^{-β} itself underflowed).
     """
     with np.errstate(invalid="ignore"):  # inf − inf when the middle draws both overflowed
         med = np.median(samples, axis=-1)
-    if not np.all(np.isfinite(med)) or np.any(med <= 0):
+    if not np.all(np.isfinite(med)):
         return math.inf
+    if np.any(med <= 0):
+        return -math.inf
     x = np.log(np.asarray(Ls, dtype=float))
     xc = x - x.mean()
     return float(np.log(med) @ xc / (xc @ xc))
@@ -154,8 +158,9 @@ def zero_crossing(betas: Sequence[float], slopes: Sequence[float]) -> float | No
     s = np.minimum.accumulate(np.asarray(slopes, dtype=float))
     for i in range(len(b) - 1):
         if s[i] > 0 >= s[i + 1]:
-            if not math.isfinite(s[i]):
-                return float(0.5 * (b[i] + b[i + 1]))  # exploded at b[i]: no slope to use
+            if not (math.isfinite(s[i]) and math.isfinite(s[i + 1])):
+                # exploded at b[i] or underflowed at b[i + 1]: no slope to interpolate
+                return float(0.5 * (b[i] + b[i + 1]))
             return float(b[i] + (b[i + 1] - b[i]) * s[i] / (s[i] - s[i + 1]))
     return None
 
@@ -187,6 +192,17 @@ def critical_beta(
     """
     samples = np.asarray(samples, dtype=float)
     samples = np.where(np.isnan(samples), np.inf, samples)
+    if samples.ndim != 3:
+        raise ValueError(
+            f"samples must have shape (len(betas), len(Ls), draws), got {samples.shape}"
+        )
+    b, ls = np.asarray(betas, dtype=float), np.asarray(Ls, dtype=float)
+    if b.ndim != 1 or not np.all(np.isfinite(b)) or np.any(np.diff(b) <= 0):
+        raise ValueError(f"betas must be finite and strictly increasing, got {list(betas)}")
+    if ls.ndim != 1 or np.any(ls <= 0) or len(set(ls.tolist())) < 2:
+        raise ValueError(
+            f"Ls must be depths >= 1 with at least two distinct values, got {list(Ls)}"
+        )
     n_beta, n_L, n_draw = samples.shape
     if n_beta != len(betas) or n_L != len(Ls):
         raise ValueError(
@@ -229,7 +245,7 @@ def critical_beta(
         "bootstrap_failures": n_boot - len(boot_est),
         "method": "zero crossing of the log-log slope of the median ratio against L",
     }
-    if estimate is None:
-        where = "below" if all(s <= 0 for s in slopes) else "above"
+    if estimate is None:  # the envelope is then of one sign: its first value says which
+        where = "below" if slopes[0] <= 0 else "above"
         result["reason"] = f"the slope does not change sign on the β grid: β_c is {where} it"
     return result

@@ -183,14 +183,13 @@ for H in S["hursts"]:
     crit.append(est["estimate"])
     print(f"H={H}: beta_c {est['estimate']} (theory max(H, 1/2) = {max(H, 0.5)})")
 fig, ax = plt.subplots(figsize=(5, 3.5))
-im = ax.imshow(
-    np.array(slopes),
-    origin="lower",
-    aspect="auto",
-    cmap="coolwarm",
-    vmin=-1,
-    vmax=1,
-    extent=[betas[0], betas[-1], 0, len(S["hursts"])],
+# one cell around each β value (not evenly spaced), meeting halfway; one row per H
+b = np.asarray(betas, dtype=float)
+b_edges = np.concatenate(
+    [[1.5 * b[0] - 0.5 * b[1]], (b[1:] + b[:-1]) / 2, [1.5 * b[-1] - 0.5 * b[-2]]]
+)
+im = ax.pcolormesh(
+    b_edges, np.arange(len(S["hursts"]) + 1), np.array(slopes), cmap="coolwarm", vmin=-1, vmax=1
 )
 ax.plot(
     [c if c is not None else np.nan for c in crit], np.arange(len(crit)) + 0.5, "k.-", label="β_c"

@@ -154,6 +154,13 @@ def resolve_config(args) -> dict:
             flag = "--hurst" if args.hurst is not None else "--heatmap-hurst"
             raise StudyInputError(f"{flag}: only used with --weights fbm, not --weights {w}")
         cfg["heatmap_hurst"] = []
+    if w == "smooth":
+        try:  # the law is built before the output folder is made
+            SmoothGPLaw(cfg["d"], cfg["length_scale"])
+        except ValueError as err:
+            raise StudyInputError(f"--length-scale: {str(err).splitlines()[0]}") from None
+    elif args.length_scale is not None:
+        raise StudyInputError(f"--length-scale: only used with --weights smooth, not --weights {w}")
     if len(cfg["L"]) < 2:
         raise StudyInputError(f"--L: need at least two depths for a slope, got {cfg['L']}")
     if len(cfg["beta"]) < 2:
@@ -316,8 +323,13 @@ def run(args):
                     "phase": est["phases"][i],
                 }
             )
-            if not math.isfinite(est["slopes"][i]):
+            if est["slopes"][i] == math.inf:
                 fits[-1]["reason"] = "more than half the draws exploded at some depth"
+            elif est["slopes"][i] == -math.inf:
+                fits[-1]["reason"] = (
+                    "more than half the draws left h_L = h_0 exactly (floating point) at "
+                    "some depth: identity"
+                )
     for q in ("forward", "gradient"):
         n_bad = int(np.sum(~np.isfinite(main[q])))
         if n_bad:
@@ -328,7 +340,13 @@ def run(args):
         **_brief(main_fwd),
         "quantity": "forward ratio |h_L - h_0|/|h_0|",
         "hurst": cfg["hurst"],
-        "from_gradient": {**_brief(main_grad), "quantity": "gradient ratio |p_0 - p_L|/|p_L|"},
+        "from_gradient": {
+            **_brief(main_grad),
+            "quantity": "gradient ratio |p_0 - p_L|/|p_L|",
+            "slopes": main_grad["slopes"],
+            "slopes_ci95": main_grad["slopes_ci95"],
+            "phases": main_grad["phases"],
+        },
         "slopes": main_fwd["slopes"],
         "slopes_ci95": main_fwd["slopes_ci95"],
         "betas": betas,

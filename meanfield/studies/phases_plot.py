@@ -32,7 +32,7 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
     betas, Ls = cfg["beta"], cfg["L"]
     title = TITLES[cfg["weights"]].format(**cfg)
     phases = critical["phases"]
-    grad_phases = critical.get("from_gradient_phases") or phases
+    grad_phases = critical["from_gradient"]["phases"]
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.3))
     for ax, q, label in (
@@ -67,10 +67,7 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
         (critical, "forward", "o"),
         (critical["from_gradient"], "gradient", "s"),
     ):
-        slopes = est.get("slopes", critical["slopes"] if name == "forward" else None)
-        if slopes is None:
-            continue
-        ys = [s if s is not None and math.isfinite(s) else np.nan for s in slopes]
+        ys = [s if s is not None and math.isfinite(s) else np.nan for s in est["slopes"]]
         ax.plot(betas, ys, marker + "-", ms=4, label=f"{name} ratio")
         if est.get("estimate") is not None:
             text = f"β_c ≈ {est['estimate']:.3f}"
@@ -98,14 +95,9 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
         z = np.array([[np.nan if v is None else v for v in row] for row in heat["slope_forward"]])
         z = np.clip(np.nan_to_num(z, nan=1.0), -1.0, 1.0)
         hs = np.asarray(heat["hurst"])
-        im = ax.imshow(
-            z.T,
-            origin="lower",
-            aspect="auto",
-            cmap="RdBu_r",
-            vmin=-1,
-            vmax=1,
-            extent=_extent(hs, np.asarray(betas)),
+        # one cell around each grid value (the grids need not be evenly spaced)
+        im = ax.pcolormesh(
+            _edges(hs), _edges(np.asarray(betas)), z.T, cmap="RdBu_r", vmin=-1, vmax=1
         )
         fig.colorbar(im, ax=ax, label="slope of log median forward ratio vs log L (clipped)")
         est = [c["estimate"] for c in heat["critical_beta"]]
@@ -168,10 +160,11 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
     return written
 
 
-def _extent(xs, ys):
-    def edges(v):
-        if v.size == 1:
-            return v[0] - 0.05, v[0] + 0.05
-        return v[0] - (v[1] - v[0]) / 2, v[-1] + (v[-1] - v[-2]) / 2
-
-    return (*edges(xs), *edges(ys))
+def _edges(v):
+    """Cell edges around the values `v` (increasing): the midpoints between neighbours,
+    and half a step beyond each end (±0.05 for a single value)."""
+    v = np.asarray(v, dtype=float)
+    if v.size == 1:
+        return np.array([v[0] - 0.05, v[0] + 0.05])
+    mid = (v[1:] + v[:-1]) / 2
+    return np.concatenate([[v[0] - (mid[0] - v[0])], mid, [v[-1] + (v[-1] - mid[-1])]])

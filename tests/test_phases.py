@@ -1,0 +1,142 @@
+"""The phases at initialisation (SPEC §4): bounds, estimator, draws and the study's helpers,
+each against values written out here."""
+
+import math
+from types import SimpleNamespace
+
+import jax.random as jr
+import numpy as np
+import pytest
+
+from meanfield.depth import IIDGaussianLaw
+from meanfield.phases import (
+    GRADIENT_BOUNDS,
+    critical_beta,
+    forward_bounds,
+    median_log_slope,
+    zero_crossing,
+)
+from meanfield.studies import phases as study
+from meanfield.studies.phases_plot import _edges
+
+
+def test_bounds_are_those_of_spec_section_4():
+    lo, hi = forward_bounds(8, 0.5)  # sqrt(22/4) = 2.3452, sqrt(10/4) = 1.5811
+    assert lo == pytest.approx(math.exp(0.375 - 2.345207879911715) - 1, rel=1e-14)
+    assert hi == pytest.approx(math.exp(2.5811388300841898) + 1, rel=1e-14)
+    assert GRADIENT_BOUNDS == pytest.approx((0.6487212707001282, 53.598150033144236), rel=1e-14)
+    with pytest.raises(ValueError, match="delta"):
+        forward_bounds(8, 1.0)
+
+
+def test_stability_check_counts_squared_ratios():
+    """The bounds are on ‖h_L − h_0‖²/‖h_0‖²: ratios 0.5, 1, 3, 10 square to 0.25, 1, 9, 100,
+    of which 3 lie below the d = 8, δ = 1/2 upper bound 14.21 (all 4 ratios do)."""
+    cfg = {"d": 8, "L": [4], "deltas": [0.5]}
+    samples = {
+        "forward": np.array([[[0.5, 1.0, 3.0, 10.0]]]),
+        "gradient": np.array([[[1.0, 1.0, 2.0, 2.0]]]),
+    }
+    row = study.stability_check(cfg, samples, 0)["per_L"][0]
+    assert row["forward_sq"][0]["fraction_inside"] == 0.75
+    assert row["gradient_sq_mean"] == pytest.approx(2.5)  # (1 + 1 + 4 + 4) / 4
+    assert row["gradient_inside_bounds"]
+
+
+def test_iid_forward_ratio_has_its_closed_form_mean():
+    """E[‖h_L − h_0‖²/‖h_0‖²] = (1 + L^{-2β}/2)^L − 1 for V, W independent with N(0, 1/d)
+    entries (the increments are orthogonal and E‖V ReLU(W h)‖² = ‖h‖²/2); W drawn from V's
+    key would change it. 4000 draws, within 4 standard errors."""
+    cfg = {**study.DEFAULTS, **study.PRESETS["quick"], "d": 4, "L": [8], "beta": [0.5, 1.0]}
+    cfg.update(weights="iid", seed=3, hurst=None)
+    run = study.chunk_program(cfg, IIDGaussianLaw(4))
+    forward, _ = run(study.seed_keys(cfg, None, 0, 4000))
+    r2 = np.asarray(forward)[:, 0, :] ** 2  # (draws, β)
+    for i, beta in enumerate(cfg["beta"]):
+        exact = (1 + 8 ** (-2 * beta) / 2) ** 8 - 1
+        se = r2[:, i].std(ddof=1) / math.sqrt(len(r2))
+        assert abs(r2[:, i].mean() - exact) < 4 * se, (beta, r2[:, i].mean(), exact, se)
+
+
+def test_seed_keys_do_not_depend_on_chunks():
+    cfg = {"seed": 5}
+    whole = np.asarray(jr.key_data(study.seed_keys(cfg, None, 0, 16)))
+    first, second = (np.asarray(jr.key_data(study.seed_keys(cfg, None, a, a + 8))) for a in (0, 8))
+    np.testing.assert_array_equal(whole, np.concatenate([first, second]))
+    assert len({tuple(k) for k in whole}) == 16
+
+
+def test_theory_beta():
+    assert study.theory_beta("iid", None) == 0.5
+    assert study.theory_beta("smooth", None) == 1.0
+    assert study.theory_beta("fbm", 0.3) == 0.5  # max(H, 1/2)
+    assert study.theory_beta("fbm", 0.8) == 0.8
+
+
+def test_zero_crossing_uses_the_running_minimum():
+    """Slopes 0.3, 0.5, −0.1: the envelope 0.3, 0.3, −0.1 crosses at 0.5 + 0.1·0.3/0.4."""
+    assert zero_crossing([0.4, 0.5, 0.6], [0.3, 0.5, -0.1]) == pytest.approx(0.575)
+    assert zero_crossing([0.4, 0.5], [0.3, -math.inf]) == pytest.approx(0.45)  # no slope at 0.5
+
+
+def test_median_slope_is_robust_and_handles_zero_and_overflow():
+    Ls = [16, 64]
+    # one huge draw at L = 16: the median is 1 at both depths, slope 0 (a mean would not be)
+    assert median_log_slope(Ls, np.array([[1.0, 1.0, 1.0, 1e3], [1.0, 1.0, 1.0, 1.0]])) == 0.0
+    # r = c L^{-1/2} exactly
+    assert median_log_slope(Ls, np.array([[0.25] * 3, [0.125] * 3])) == pytest.approx(-0.5)
+    # h_L = h_0 exactly for most draws (deep identity phase): −inf, not an explosion
+    assert median_log_slope(Ls, np.array([[0.1, 0.1, 0.1], [0.0, 0.0, 0.1]])) == -math.inf
+    assert median_log_slope(Ls, np.array([[0.1, 0.1, 0.1], [np.inf, np.inf, 0.1]])) == math.inf
+
+
+def test_critical_beta_with_underflowed_identity():
+    """The largest β leaves every draw at ratio 0: identity, not explosion; the estimate of
+    a planted β_c = 0.6 does not move."""
+    rng = np.random.default_rng(1)
+    betas, Ls = [0.3, 0.5, 0.7, 4.0], [16, 32, 64]
+    noise = np.exp(0.2 * rng.standard_normal((len(betas), len(Ls), 400)))
+    samples = np.array([[L ** (0.6 - b) for L in Ls] for b in betas])[..., None] * noise
+    ref = critical_beta(betas, Ls, samples, n_boot=50)
+    samples[-1, 1:] = 0.0
+    est = critical_beta(betas, Ls, samples, n_boot=50)
+    assert est["phases"] == ["explosion", "explosion", "identity", "identity"]
+    assert est["slopes"][-1] == -math.inf and est["estimate"] == ref["estimate"]
+    # no crossing: the reason reads the envelope (β_c below the grid here)
+    high = critical_beta(betas[2:], Ls, samples[2:], n_boot=10)
+    assert high["estimate"] is None and "below" in high["reason"]
+
+
+@pytest.mark.parametrize(
+    "betas, Ls, shape, needle",
+    [
+        ([0.8, 0.5], [16, 32], (2, 2, 5), "^betas must"),
+        ([0.5, 0.8], [16, 16], (2, 2, 5), "^Ls must"),
+        ([0.5, 0.8], [16, 32], (2, 5), "^samples must"),
+    ],
+)
+def test_critical_beta_refuses_bad_input(betas, Ls, shape, needle):
+    with pytest.raises(ValueError, match=needle):
+        critical_beta(betas, Ls, np.ones(shape), n_boot=5)
+
+
+def test_heatmap_cells_hold_their_grid_values():
+    """Uneven grid: every value inside its own cell, the cells meeting halfway between
+    neighbours (an evenly spaced extent drew β = 1 at 1.12 on the quick preset's grid)."""
+    values = np.array([0.25, 0.5, 0.55, 1.0])
+    edges = _edges(values)
+    np.testing.assert_allclose(edges, [0.125, 0.375, 0.525, 0.775, 1.225])
+    assert np.all((edges[:-1] < values) & (values < edges[1:]))
+    np.testing.assert_allclose(_edges(np.array([0.7])), [0.65, 0.75])
+
+
+def test_length_scale_is_checked_before_the_study_starts():
+    base = dict(
+        preset="quick", seed=0, x64=True, hurst=None, beta=None, L=None, seeds=None, d=None,
+        heatmap_hurst=None, slope_tol=None, batch=None, bootstrap=None, no_heatmap=False,
+    )  # fmt: skip
+    with pytest.raises(study.StudyInputError, match="^--length-scale: length_scale"):
+        study.resolve_config(SimpleNamespace(**base, weights="smooth", length_scale=1e-5))
+    with pytest.raises(study.StudyInputError, match="^--length-scale: only used"):
+        study.resolve_config(SimpleNamespace(**base, weights="iid", length_scale=0.1))
+    assert study.resolve_config(SimpleNamespace(**base, weights="smooth", length_scale=0.2))
