@@ -25,16 +25,19 @@ instruction tables, Skylake and Zen 3). Clocks: the datasheet boost clock on GPU
 """
 
 import math
+import re
 import time
 
 import jax
 import jax.numpy as jnp
 
-# (substring of jax's device_kind, figures); first match wins. FLOP/s are dense
-# non-tensor-core FMA rates (2 FLOPs per FMA); bandwidth is the HBM figure.
+# (pattern for jax's device_kind, figures); first match wins. FLOP/s are dense
+# non-tensor-core FMA rates (2 FLOPs per FMA); bandwidth is the HBM figure. The
+# patterns name one card each: a variant not listed (H100 NVL, GH200, A100 40GB, ...)
+# has other figures, and gets none (only the measured peaks) rather than a neighbour's.
 DATASHEET = (
     (
-        "H100 PCIe",
+        r"\bH100 PCIe\b",
         {
             "float32": 51e12,
             "float64": 26e12,
@@ -44,7 +47,7 @@ DATASHEET = (
         },
     ),
     (
-        "H100",
+        r"\bH100 (80GB HBM3|SXM)",
         {
             "float32": 67e12,
             "float64": 34e12,
@@ -54,7 +57,7 @@ DATASHEET = (
         },
     ),
     (
-        "H200",
+        r"(?<!G)\bH200\b(?!.*NVL)",
         {
             "float32": 67e12,
             "float64": 34e12,
@@ -64,7 +67,7 @@ DATASHEET = (
         },
     ),
     (
-        "A100",
+        r"\bA100\b.*\b80GB\b(?!.*PCIe)",
         {
             "float32": 19.5e12,
             "float64": 9.7e12,
@@ -86,8 +89,9 @@ ACTIVATION_OPS = {"identity": 0, "relu": 1}
 
 
 def datasheet(device_kind: str) -> dict | None:
-    for key, figures in DATASHEET:
-        if key.lower() in device_kind.lower():
+    """The datasheet figures of the card `device_kind` names, or None if not listed."""
+    for pattern, figures in DATASHEET:
+        if re.search(pattern, device_kind, flags=re.IGNORECASE):
             return figures
     return None
 

@@ -144,15 +144,21 @@ def diffrax_euler(block, alpha, which):
     return jax.jit(jax.vmap(one, in_axes=(0, None, None)))
 
 
-def torch_eager(torch, activation, alpha, which, device, dtype):
-    act = {
+def torch_activations(torch) -> dict:
+    """meanfield's activations written in torch (gelu: the exact, erf-based one)."""
+    return {
         "tanh": torch.tanh,
         "relu": torch.relu,
+        "erf": torch.special.erf,
         "gelu": torch.nn.functional.gelu,
         "sigmoid": torch.sigmoid,
         "softplus": torch.nn.functional.softplus,
         "identity": lambda x: x,
-    }[activation]
+    }
+
+
+def torch_eager(torch, activation, alpha, which, device, dtype):
+    act = torch_activations(torch)[activation]
 
     def forward(U, V, X):
         h = X
@@ -253,6 +259,8 @@ def _compare(which, block, alpha, params, per_seed, xs, ys, args, torch, dtype, 
 
     if torch is None:
         notes["torch-eager"] = "skipped: torch not installed"
+    elif args.activation not in torch_activations(torch):
+        notes["torch-eager"] = f"skipped: no torch form of activation {args.activation!r}"
     else:
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         tdtype = torch.float64 if dtype == jnp.float64 else torch.float32
@@ -343,18 +351,19 @@ def sde_suite(cfg, args, dtype, report) -> None:
     are compared in distribution only (mean of |H_1|), not value by value."""
     import diffrax
 
+    from meanfield.activations import resolve_activation
     from meanfield.depth import BrownianLaw
     from meanfield.neural_sde import NeuralSDE
 
     d, S = cfg["d"], cfg["seeds"]
-    act = {"tanh": jnp.tanh, "relu": jax.nn.relu}.get(args.activation, jnp.tanh)
+    act = resolve_activation(args.activation)  # both sides solve the requested σ
     x = jnp.linspace(-1.0, 1.0, d, dtype=dtype) + 0.5
     for n in cfg["sde_steps"]:
         base = {"suite": "sde", "d": d, "L": n, "M": "-", "seeds": S, "inputs": 1}
         if report.out_of_time(base, ["forward"]):
             continue
         law = BrownianLaw(d, n)
-        model = NeuralSDE(args.activation if args.activation in ("tanh", "relu") else "tanh")
+        model = NeuralSDE(args.activation)
         keys = jax.random.split(jax.random.key(args.seed), S)
 
         @jax.jit

@@ -123,6 +123,9 @@ def test_grid_benchmark_splits_the_study_and_times_the_natural_way(tmp_path):
     assert r["grid"]["points"] == 6 * 2  # (L, M) pairs x steps 0..1
     for key in ("compile_s", "reference_s", "finite_s", "euler_s", "fit_s"):
         assert 0 < ours[key] < ours["wall_s"], key
+    # the parts do not overlap in the main thread: with the wait for compiles they and
+    # the rest ("other") make up the wall time
+    assert ours["compile_wait_s"] >= 0 and ours["other_s"] >= 0
     rows = r["natural"]["rows"]
     assert [(row["L"], row["M"]) for row in rows] == [
         (4, 1),
@@ -179,3 +182,86 @@ def test_grid_natural_part_spreads_its_timing_and_keeps_a_budget():
     assert "not started within the time budget" in nat["extrapolated"]
     for r in nat["rows"]:
         assert r["total_s"] == r["compile_s"] + 4 * r["per_seed_s"] > 0
+
+
+# ---- the arithmetic behind the reported numbers, at hand-computed values ----
+
+
+def test_ratios_are_paired_by_round():
+    """Rounds (2, 1), (4, 1), (6, 2): per-round ratios 2, 4, 3, median 3 (a ratio of the
+    medians would say 4)."""
+    from benchmarks.timing import ratio_summary
+
+    r = ratio_summary([2.0, 4.0, 6.0], [1.0, 1.0, 2.0])
+    assert r == {"median": 3.0, "q25": 2.5, "q75": 3.5, "min": 2.0, "max": 4.0}
+
+
+def test_timing_summary_and_interleaving():
+    from benchmarks.timing import Timing, interleaved, time_jax
+
+    s = Timing(compile_s=0.5, warmup_s=9.0, times=[3.0, 1.0, 2.0, 10.0]).summary()
+    assert (s["median_s"], s["q25_s"], s["q75_s"]) == (2.5, 1.75, 4.75)
+    assert (s["min_s"], s["max_s"], s["rel_iqr"], s["reps"]) == (1.0, 10.0, 3.0 / 2.5, 4)
+    order = []
+    out = interleaved(
+        {"a": lambda: order.append("a"), "b": lambda: order.append("b")},
+        min_rounds=3,
+        max_rounds=3,
+    )
+    assert order == ["a", "b"] * 4  # one warm-up each, then 3 rounds, a before b in each
+    assert [len(t.times) for t in out.values()] == [3, 3]
+    t = time_jax(jax.jit(lambda x: jnp.sin(x) @ x), jnp.ones((64, 64)), min_reps=2, max_reps=2)
+    assert t.compile_s > 0 and len(t.times) == 2  # compiled ahead, not in the warm-up
+
+
+def test_depth_loop_counts_and_bounds():
+    """The 2LP layer h ← h + α Σ_j v_j ρ(u_j·h) per input: forward 2dM (the M dot
+    products) + M (ρ) + 2dM (Σ_j v_j ρ_j) + 2d (scale, add); the adjoint layer and the
+    two weight gradients 8dM + 2M + 2d. d 2, M 3, L 5, n 7: 35·31 = 1085 and 35·58."""
+    from benchmarks import hardware
+    from benchmarks.depth_loop import byte_count, flop_count
+
+    assert flop_count(2, 3, 5, 7, "forward") == 1085
+    assert flop_count(2, 3, 5, 7, "forward+backward") == 1085 + 2030
+    # u and v read once (2LMd), inputs read and outputs written (2nd); twice the weights
+    # (read, gradients written) with the backward pass
+    assert byte_count(2, 3, 5, 7, "forward", 4) == 4 * (60 + 28)
+    assert byte_count(2, 3, 5, 7, "forward+backward", 8) == 8 * (120 + 28)
+    # d 8, M 16: u·h 1 + 3, tanh 1, sum over units 1 + 4, update 1
+    assert hardware.chain_ops_forward(8, 16, "tanh") == 11
+    assert hardware.chain_ops_forward(8, 16, "identity") == 10
+    assert hardware.chain_ops_backward(8, 16) == 11
+    fig = {"flops": 1e12, "bandwidth": 1e12, "clock_hz": 1e9, "fma_cycles": 4}
+    lim = hardware.limits(2e9, 1e9, 10, 100, fig)
+    assert (lim["compute"], lim["memory"], lim["chain"]) == (2e-3, 1e-3, 4e-6)
+    assert (lim["bound"], lim["bound_s"]) == ("compute", 2e-3)  # the largest applies
+
+
+def test_datasheet_names_one_card_each():
+    from benchmarks.hardware import datasheet
+
+    assert datasheet("NVIDIA H100 80GB HBM3")["bandwidth"] == 3.35e12
+    assert datasheet("NVIDIA H100 PCIe")["bandwidth"] == 2.0e12
+    assert datasheet("NVIDIA H200")["bandwidth"] == 4.8e12
+    for other in ("NVIDIA H100 NVL", "NVIDIA GH200 480GB", "NVIDIA A100-SXM4-40GB", "cpu"):
+        assert datasheet(other) is None, other
+
+
+def test_depth_loop_runs_on_cpu(tmp_path):
+    """The README's CPU command, on two small shapes of the quick table."""
+    payload = _run(
+        "depth_loop", tmp_path, "--shapes", "quick", "--M", "1", "--L", "64", "--batch", "64",
+        "--methods", "scan,unroll",
+    )  # fmt: skip
+    rows = payload["rows"]
+    assert {(r["method"], r["pass"]) for r in rows} == {
+        (m, p) for m in ("scan", "unroll") for p in ("forward", "forward+backward")
+    }
+    for r in rows:
+        assert r["median_s"] > 0 and r["compile_s"] > 0, r
+        assert r["flops"] == flop_count_hand(8, 1, 64, 64, r["pass"]), r
+
+
+def flop_count_hand(d, M, L, n, which):
+    per_layer = 4 * d * M + M + 2 * d + (0 if which == "forward" else 8 * d * M + 2 * M + 2 * d)
+    return n * L * per_layer

@@ -534,9 +534,13 @@ def run(args):
     if not bool(ref["ok"]):
         runner.warn("the reference ODE solve did not succeed (max_steps reached?)")
 
+    compile_wait = []  # this thread's waits for a program still compiling
+
     def finite_point(spec):
         box = boxes[(spec["L"], spec["M"])]
+        t_wait = time.perf_counter()
         compiled, seconds = ahead[box].result()
+        compile_wait.append(time.perf_counter() - t_wait)
         t1 = time.perf_counter()
         out = jax.block_until_ready(gather_processes(compiled(*point_inputs(spec))))
         compile_seconds[f"L{box[0]}_M{box[1]}"] = seconds
@@ -647,6 +651,8 @@ def run(args):
         timing={
             "reference_seconds": ref_seconds,
             "compile_seconds": sum(compile_seconds.values()),
+            # of which the main thread waited for (the rest overlapped other work)
+            "compile_wait_seconds": sum(compile_wait),
             "programs": len(compile_seconds),
             "program_boxes": sorted({f"L{b[0]}_M{b[1]}" for b in boxes.values()}),
             "pad_units": pad_units,
