@@ -87,6 +87,7 @@ from .theory.response import response as response
 
 # running fast: fused depth loop, seeds over devices, compilation cache
 from .compilation import CompileCounter as CompileCounter
+from .compilation import disable_compilation_cache as disable_compilation_cache
 from .compilation import enable_compilation_cache as enable_compilation_cache
 from .depth_loop import BatchAdjoint as BatchAdjoint
 from .depth_loop import PallasOptions as PallasOptions

@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--compile-cache",
         metavar="DIR",
-        help="persistent JAX compilation cache folder, or 'off' "
+        help="persistent JAX compilation cache folder, or 'off' (also none, 0, false) "
         "(default: $MEANFIELD_COMPILE_CACHE, else ~/.cache/meanfield/jax)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -30,8 +30,10 @@ def enable_compilation_cache(
     **Arguments:**
 
     - `path`: the cache folder. `None`: the environment variable
-      `MEANFIELD_COMPILE_CACHE` if set, else `~/.cache/meanfield/jax`. `"off"` (or the
-      variable set to `off`) leaves the cache disabled.
+      `MEANFIELD_COMPILE_CACHE` if set, else `~/.cache/meanfield/jax`. `"off"` (also
+      `"none"`, `"0"`, `"false"` or empty, in any case; or the variable set to one of
+      these) turns the cache off, as `disable_compilation_cache` does, even if an
+      earlier call turned it on.
     - `min_compile_seconds`: programs that compiled faster than this are not stored
       (JAX's default is 1 s; 0 stores every program, which is what makes a second
       run of a study start at once).
@@ -41,6 +43,7 @@ def enable_compilation_cache(
     if path is None:
         path = os.environ.get(ENV_VAR, DEFAULT_CACHE_DIR)
     if str(path).strip().lower() in _OFF:
+        disable_compilation_cache()
         return None
     folder = Path(path).expanduser()
     try:

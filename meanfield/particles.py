@@ -23,6 +23,8 @@ from ._validation import check_positive_int
 from .laws import AbstractGaussianLaw, AbstractLaw
 
 MAX_QUADRATURE_NODES = 2**22
+# Golub–Welsch here diagonalises a dense order × order matrix: 4096 takes about a second
+MAX_HERMITE_ORDER = 4096
 
 
 class Particles(eqx.Module):
@@ -78,6 +80,10 @@ def hermite_rule(order: int) -> tuple[np.ndarray, np.ndarray]:
     underflow to 0 are dropped.
     """
     check_positive_int(order, "order")
+    if order > MAX_HERMITE_ORDER:
+        raise ValueError(
+            f"order must be at most {MAX_HERMITE_ORDER} (dense Golub–Welsch), got {order}"
+        )
     off = np.sqrt(np.arange(1, order, dtype=np.float64))
     nodes = np.linalg.eigvalsh(np.diag(off, 1) + np.diag(off, -1))
     total = np.zeros_like(nodes)

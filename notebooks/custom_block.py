@@ -41,6 +41,8 @@ SIZES = {
         L=[8, 16, 32, 64, 128, 256], M=[1, 4, 16, 64, 256], big_M=262144, seeds=32, order=40
     ),
 }
+if SIZE not in SIZES:
+    raise SystemExit(f"MEANFIELD_NOTEBOOK_SIZE must be one of {', '.join(SIZES)}, got {SIZE!r}")
 cfg = SIZES[SIZE]
 
 # %% [markdown]

@@ -45,6 +45,8 @@ SIZES = {
         L=[8, 16, 32, 64, 128, 256], M=[1, 4, 16, 64, 256, 65536], L_for_M=8192, seeds=64, order=256
     ),
 }
+if SIZE not in SIZES:
+    raise SystemExit(f"MEANFIELD_NOTEBOOK_SIZE must be one of {', '.join(SIZES)}, got {SIZE!r}")
 cfg = SIZES[SIZE]
 print(SIZE, cfg)
 

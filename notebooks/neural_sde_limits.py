@@ -61,6 +61,8 @@ SIZES = {
         hursts=[0.1, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95],
     ),
 }
+if SIZE not in SIZES:
+    raise SystemExit(f"MEANFIELD_NOTEBOOK_SIZE must be one of {', '.join(SIZES)}, got {SIZE!r}")
 S = SIZES[SIZE]
 d = 4
 x = 0.5 + jnp.linspace(-1.0, 1.0, d)

@@ -42,6 +42,8 @@ SIZES = {
     "cpu": dict(width=500, d_out=100, inits=300, depths=[2, 5, 10, 20, 30]),
     "gpu": dict(width=500, d_out=100, inits=2000, depths=[2, 5, 10, 20, 30]),
 }
+if SIZE not in SIZES:
+    raise SystemExit(f"MEANFIELD_NOTEBOOK_SIZE must be one of {', '.join(SIZES)}, got {SIZE!r}")
 S = SIZES[SIZE]
 P = dict(K0=0.05, sigma_w2=1.25, sigma_b2=0.05)
 

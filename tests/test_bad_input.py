@@ -62,6 +62,17 @@ PER_STUDY = [
     ("variance", ["--nets", "0"], "--nets"),
     ("variance", ["--nets", "1"], "--nets"),  # no standard error from one network
     ("variance", ["--c-samples", "1"], "--c-samples"),
+    ("tangent-kernel", ["--nets", "1"], "--nets"),
+    ("phases", ["--bootstrap", "5"], "--bootstrap"),
+    # options of another depth law
+    ("sde", ["--weights", "brownian", "--length-scale", "0.1"], "--length-scale"),
+    ("sde", ["--weights", "fbm", "--rtol", "1e-8"], "--rtol"),
+    ("sde", ["--weights", "smooth", "--young-solver", "euler"], "--young-solver"),
+    ("sde", ["--weights", "smooth", "--n-fine", "64"], "--n-fine"),
+    ("phases", ["--weights", "iid", "--length-scale", "0.1"], "--length-scale"),
+    # the quadrature's check rule must be coarser; a zero input
+    ("mean-ode", ["--order", "2"], "--order"),
+    ("mean-ode", ["--d", "1", "--inputs", "3"], "--d/--inputs"),
     ("tangent-kernel", ["--d", "0"], "--d"),
     # seeds outside [0, 2^31): refused before anything runs
     *[(s, ["--seed=-1"], "--seed") for s in ALL],

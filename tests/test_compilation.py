@@ -39,6 +39,9 @@ def test_cache_switches(tmp_path, monkeypatch):
     try:
         assert mf.enable_compilation_cache() == tmp_path / "env"
         assert jax.config.jax_compilation_cache_dir == str(tmp_path / "env")
+        # "off" after an earlier "on" turns it off (it used to leave it on)
+        assert mf.enable_compilation_cache("OFF") is None
+        assert jax.config.jax_compilation_cache_dir is None
     finally:
         disable_compilation_cache()
     blocker = tmp_path / "file"

@@ -31,6 +31,10 @@ def test_hermite_rule_matches_numpy_and_moments():
     x, w = hermite_rule(300)  # beyond numpy's overflow
     for k, moment in ((2, 1.0), (4, 3.0), (6, 15.0)):
         assert abs(float(w @ x**k) - moment) < 1e-9 * moment
+    # a dense order x order eigenproblem: 65536 (a one-coordinate law's default before the
+    # cap) asked numpy for 32 GiB
+    with pytest.raises(ValueError, match="^order must be at most 4096"):
+        hermite_rule(4097)
 
 
 def test_gauss_hermite_particles_reproduce_the_law_moments():

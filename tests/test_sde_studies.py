@@ -25,7 +25,11 @@ def _run(out, *argv):
 
 @pytest.mark.parametrize(
     "weights, extra",
-    [("brownian", []), ("fbm", ["--hurst", "0.75"]), ("smooth", [])],
+    [
+        ("brownian", ["--n-fine", "256"]),
+        ("fbm", ["--hurst", "0.75", "--n-fine", "256"]),
+        ("smooth", []),  # no fine grid: the limit is an adaptive ODE solve
+    ],
 )
 def test_sde_study_end_to_end(tmp_path, weights, extra):
     r = _run(
@@ -38,8 +42,6 @@ def test_sde_study_end_to_end(tmp_path, weights, extra):
         "4,8,16",
         "--seeds",
         "6",
-        "--n-fine",
-        "256",
         "--batch",
         "4",
     )

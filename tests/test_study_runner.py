@@ -130,6 +130,11 @@ def test_runner_refusals(tmp_path):
         StudyRunner("toy", blocker, {}, progress=False)
     with pytest.raises(StudyInputError, match="--out"):
         StudyRunner("toy", blocker / "below", {}, progress=False)
+    # a dangling link on the way (a results link to a disk not mounted): one line, no
+    # traceback from mkdir
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere" / "x")
+    with pytest.raises(StudyInputError, match=r"^--out: cannot create .*dangling"):
+        StudyRunner("toy", tmp_path / "dangling" / "v", {}, progress=False).open()
     if os.geteuid() != 0:  # root can write anywhere
         locked = tmp_path / "locked"
         locked.mkdir()

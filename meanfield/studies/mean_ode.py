@@ -32,6 +32,7 @@ from ..fits import fit_loglog, fit_rate_sum, summarize
 from ..laws import TwoLayerGaussianLaw, TwoLayerNonCentredLaw
 from ..meanode import MeanODE, solve_mean_ode
 from ..particles import (
+    MAX_HERMITE_ORDER,
     MAX_QUADRATURE_NODES,
     gauss_hermite_particles,
     monte_carlo_particles,
@@ -216,6 +217,11 @@ def resolve_config(args) -> dict:
         raise StudyInputError("--L/--M: need at least two depths and two widths for slopes")
     if cfg["reference"] == "quadrature":  # before the study's folder is made
         _quadrature_order(make_law(cfg), cfg["order"])
+    if float(jnp.min(jnp.linalg.norm(make_data(cfg)[0], axis=1))) < 1e-6:  # float32 too
+        raise StudyInputError(
+            f"--d/--inputs: d = {cfg['d']} with {cfg['inputs']} inputs puts an input at 0 "
+            "(for d = 1 the inputs are cos(π(i + 1/2)/n)): use an even number of inputs"
+        )
     return cfg
 
 
@@ -265,12 +271,18 @@ def _quadrature_order(law, order):
     """The requested order, or the largest order within the default node budget."""
     p = law.gaussian_dim
     if order is None:
-        return max(2, int(math.floor(QUADRATURE_NODES ** (1.0 / p) + 1e-9)))
-    cap = int(math.floor(MAX_QUADRATURE_NODES ** (1.0 / p) + 1e-9))
+        return max(4, min(MAX_HERMITE_ORDER, int(math.floor(QUADRATURE_NODES ** (1.0 / p) + 1e-9))))
+    cap = min(MAX_HERMITE_ORDER, int(math.floor(MAX_QUADRATURE_NODES ** (1.0 / p) + 1e-9)))
+    if order < 4:  # the check set (order q // 2) must be a coarser rule that still exists
+        raise StudyInputError(
+            f"--order: at least 4 nodes per coordinate, so that the error check uses a "
+            f"coarser rule (order q // 2 >= 2), got {order}"
+        )
     if order > cap:
         raise StudyInputError(
             f"--order: {order} nodes in each of {p} Gaussian coordinates is more than "
-            f"{MAX_QUADRATURE_NODES} in all; use at most {cap}"
+            f"{MAX_QUADRATURE_NODES} in all or {MAX_HERMITE_ORDER} per coordinate; use at "
+            f"most {cap}"
         )
     return order
 

@@ -169,6 +169,10 @@ def resolve_config(args) -> dict:
         raise StudyInputError(f"--beta: values must be > 0, got {cfg['beta']}")
     if cfg["seeds"] < 4:
         raise StudyInputError(f"--seeds: need at least 4 draws for medians, got {cfg['seeds']}")
+    if cfg["bootstrap"] < 20:
+        raise StudyInputError(
+            f"--bootstrap: need at least 20 replicates for a 95% interval, got {cfg['bootstrap']}"
+        )
     if w == "fbm":
         top = max(cfg["L"])
         bad = [L for L in cfg["L"] if top % L]

@@ -184,7 +184,13 @@ class StudyRunner:
                     f"--out: {self.out} already holds a study; pass --resume to continue it "
                     "or --overwrite to start again"
                 )
-        self.points_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.points_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:  # a dangling link, a vanished mount, /proc, ...
+            where = f" ({err.filename})" if err.filename else ""
+            raise StudyInputError(
+                f"--out: cannot create {self.out}: {err.strerror}{where}"
+            ) from None
         if not config_path.exists():
             write_json_atomic(config_path, stored)
         self._opened = True

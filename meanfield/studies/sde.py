@@ -117,6 +117,16 @@ def resolve_config(args) -> dict:
             )
     elif args.hurst is not None:
         raise StudyInputError(f"--hurst: only used with --weights fbm, not --weights {w}")
+    for flag, name, used_with in (
+        ("--length-scale", "length_scale", ("smooth",)),
+        ("--rtol", "rtol", ("smooth",)),
+        ("--young-solver", "young_solver", ("fbm",)),
+        ("--n-fine", "n_fine", ("brownian", "fbm")),
+    ):
+        if getattr(args, name) is not None and w not in used_with:
+            raise StudyInputError(
+                f"{flag}: only used with --weights {' or '.join(used_with)}, not --weights {w}"
+            )
     check_activation(cfg["activation"])
     if len(cfg["L"]) < 2:
         raise StudyInputError(f"--L: need at least two depths for a slope, got {cfg['L']}")

@@ -49,6 +49,8 @@ def run(args):
         )
     if any(g <= 0 for g in args.gammas):
         raise StudyInputError(f"--gammas: values must be > 0, got {args.gammas}")
+    if args.nets is not None and args.nets < 2:
+        raise StudyInputError(f"--nets: need at least 2 networks for a spread, got {args.nets}")
     cfg = {
         "L": args.L,
         "M": args.M,
