@@ -72,6 +72,7 @@ PER_STUDY = [
     ("phases", ["--weights", "iid", "--length-scale", "0.1"], "--length-scale"),
     # the quadrature's check rule must be coarser; a zero input
     ("mean-ode", ["--order", "2"], "--order"),
+    ("mean-ode", ["--d", "16"], "--d"),  # 2 nodes per coordinate: no checked reference
     ("mean-ode", ["--d", "1", "--inputs", "3"], "--d/--inputs"),
     ("tangent-kernel", ["--d", "0"], "--d"),
     # seeds outside [0, 2^31): refused before anything runs

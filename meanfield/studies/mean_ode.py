@@ -271,12 +271,19 @@ def _quadrature_order(law, order):
     """The requested order, or the largest order within the default node budget."""
     p = law.gaussian_dim
     if order is None:
-        return max(4, min(MAX_HERMITE_ORDER, int(math.floor(QUADRATURE_NODES ** (1.0 / p) + 1e-9))))
+        order = min(MAX_HERMITE_ORDER, int(math.floor(QUADRATURE_NODES ** (1.0 / p) + 1e-9)))
+        if order < 3:
+            raise StudyInputError(
+                f"--d: the law has {p} Gaussian coordinates, so the default budget of "
+                f"{QUADRATURE_NODES} quadrature nodes gives {order} per coordinate, too few "
+                "for a reference with an error check: use --reference monte-carlo"
+            )
+        return order
     cap = min(MAX_HERMITE_ORDER, int(math.floor(MAX_QUADRATURE_NODES ** (1.0 / p) + 1e-9)))
-    if order < 4:  # the check set (order q // 2) must be a coarser rule that still exists
+    if order < 3:  # the check set (order max(q // 2, 2)) must be a coarser rule
         raise StudyInputError(
-            f"--order: at least 4 nodes per coordinate, so that the error check uses a "
-            f"coarser rule (order q // 2 >= 2), got {order}"
+            f"--order: at least 3 nodes per coordinate, so that the error check uses a "
+            f"coarser rule (order max(q // 2, 2)), got {order}"
         )
     if order > cap:
         raise StudyInputError(
