@@ -3,6 +3,9 @@
 import math
 import numbers
 
+import jax
+import numpy as np
+
 
 def as_number(value):
     """Converter for static numeric fields: numpy/JAX scalars become Python numbers."""
@@ -34,3 +37,24 @@ def check_number(value, name: str, *, positive: bool = False, non_negative: bool
     if not ok:
         kind = "positive " if positive else "non-negative " if non_negative else ""
         raise ValueError(f"{name} must be a finite {kind}number, got {value!r}")
+
+
+def concrete(value):
+    """`value` as a numpy array, or None where it is traced (checked by the caller's
+    caller, or not at all)."""
+    try:
+        return np.asarray(value, dtype=float)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return None
+    except (TypeError, ValueError):
+        return np.asarray(np.nan)
+
+
+def check_finite(value, name: str, *, least: float | None = None) -> None:
+    """A one-line error unless every concrete entry of `value` is finite (and >= `least`)."""
+    v = concrete(value)
+    if v is None:
+        return
+    if not np.all(np.isfinite(v)) or (least is not None and np.any(v < least)):
+        bound = f" >= {least:g}" if least is not None else ""
+        raise ValueError(f"{name} must be finite{bound}, got {value!r}")

@@ -312,28 +312,39 @@ def test_c_standard_error_matches_its_spread_over_keys(activation):
     assert 0.7 < ses.mean() / cs.std(ddof=1) < 1.5
 
 
+def _jacrev_kernel(net, x, x2):
+    """Σ_θ ∂h^L(x)/∂θ ∂h^L(x2)/∂θᵀ over the units' parameters, by `jax.jacrev`."""
+
+    def jac(xx):
+        return jax.jacrev(lambda p: eqx.tree_at(lambda n: n.params, net, p).hidden(xx))(net.params)
+
+    return sum(
+        jnp.einsum("a...,b...->ab", a, b)
+        for a, b in zip(jax.tree.leaves(jac(x)), jax.tree.leaves(jac(x2)), strict=True)
+    )
+
+
+def _shallow_tanh_2lp(net, h, h2):
+    """Σ_units D_2φ(h) D_2φ(h2)ᵀ for φ = v tanh(uᵀh), written out by hand (no α²)."""
+    d = h.shape[0]
+    U, V = np.asarray(net.params.u).reshape(-1, d), np.asarray(net.params.v).reshape(-1, d)
+    S = np.zeros((d, d))
+    for u, v in zip(U, V, strict=True):
+        a, b = np.tanh(u @ h), np.tanh(u @ h2)
+        S += a * b * np.eye(d) + (1 - a**2) * (1 - b**2) * (h @ h2) * np.outer(v, v)
+    return S
+
+
 def test_tangent_kernel_matches_jacrev_and_shallow_limit(key):
     d = 3
     net = mf.ResNet.sample(
         mf.TwoLayerBlock("tanh"), mf.TwoLayerGaussianLaw(d), L=5, M=4, scaling=0.2, key=key
     )
     x, x2 = jnp.array([1.0, 0.5, -0.2]), jnp.array([0.1, -1.0, 0.3])
-
-    def jac(xx):
-        return jax.jacrev(lambda p: eqx.tree_at(lambda n: n.params, net, p).hidden(xx))(net.params)
-
-    ref = sum(
-        jnp.einsum("a...,b...->ab", a, b)
-        for a, b in zip(jax.tree.leaves(jac(x)), jax.tree.leaves(jac(x2)), strict=True)
-    )
+    ref = _jacrev_kernel(net, x, x2)
     np.testing.assert_allclose(np.asarray(tangent_kernel(net, x, x2)), np.asarray(ref), atol=1e-13)
     # the shallow kernel, written out for the 2LP unit by hand
-    U, V = np.asarray(net.params.u).reshape(-1, d), np.asarray(net.params.v).reshape(-1, d)
-    S = np.zeros((d, d))
-    for u, v in zip(U, V, strict=True):
-        a, b = np.tanh(u @ np.asarray(x)), np.tanh(u @ np.asarray(x2))
-        da, db = 1 - a**2, 1 - b**2
-        S += a * b * np.eye(d) + da * db * (np.asarray(x) @ np.asarray(x2)) * np.outer(v, v)
+    S = _shallow_tanh_2lp(net, np.asarray(x), np.asarray(x2))
     np.testing.assert_allclose(np.asarray(shallow_tangent_kernel(net, x, x2)), 0.04 * S, atol=1e-13)
     # relative difference shrinks with M L α² (α = 1/(2L), M = 4: M L α² = 1/L)
     x2 = jnp.array([1.0, 1.0, 0.0]) / math.sqrt(2)
@@ -367,21 +378,9 @@ def test_shallow_tangent_kernel_takes_the_embedding(key):
         embedding=W,
     )  # fmt: skip
     x, x2 = jnp.array([1.0, 0.5]), jnp.array([-0.3, 0.8])
-    h, h2 = np.asarray(W @ x), np.asarray(W @ x2)
-    U, V = np.asarray(net.params.u).reshape(-1, D), np.asarray(net.params.v).reshape(-1, D)
-    S = np.zeros((D, D))
-    for u, v in zip(U, V, strict=True):
-        a, b = np.tanh(u @ h), np.tanh(u @ h2)
-        S += a * b * np.eye(D) + (1 - a**2) * (1 - b**2) * (h @ h2) * np.outer(v, v)
+    S = _shallow_tanh_2lp(net, np.asarray(W @ x), np.asarray(W @ x2))
     np.testing.assert_allclose(np.asarray(shallow_tangent_kernel(net, x, x2)), 0.04 * S, atol=1e-13)
-
-    def jac(xx):
-        return jax.jacrev(lambda p: eqx.tree_at(lambda n: n.params, net, p).hidden(xx))(net.params)
-
-    ref = sum(
-        jnp.einsum("a...,b...->ab", a, b)
-        for a, b in zip(jax.tree.leaves(jac(x)), jax.tree.leaves(jac(x2)), strict=True)
-    )
+    ref = _jacrev_kernel(net, x, x2)
     np.testing.assert_allclose(np.asarray(tangent_kernel(net, x, x2)), np.asarray(ref), atol=1e-13)
     with pytest.raises(ValueError, match="embedding expects 2"):
         shallow_tangent_kernel(net, jnp.ones(3), x2)

@@ -19,8 +19,9 @@ import jax.lax as lax
 import jax.numpy as jnp
 import numpy as np
 
+from .._validation import check_finite, concrete
 from .gaussian import DEFAULT_ORDER
-from .response import _concrete, check_finite, response, variances
+from .response import response, variances
 
 GOLDEN = (5**0.5 - 1) / 2
 
@@ -109,7 +110,7 @@ def _ratio(L, K0, sigma_w2, sigma_b2, dynamic_range):
     check_finite(sigma_b2, "sigma_b2", least=0.0)
     check_finite(sigma_w2, "sigma_w2", least=0.0)
     check_finite(dynamic_range, "dynamic_range", least=0.0)
-    v = _concrete(sigma_w2)
+    v = concrete(sigma_w2)
     if v is not None and np.any(v == 0):
         raise ValueError(f"sigma_w2 must be > 0, got {sigma_w2!r}")
     return (sigma_w2 * (dynamic_range / 2) ** 2 + sigma_b2) / (sigma_w2 * K0 + sigma_b2)

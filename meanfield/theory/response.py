@@ -22,9 +22,9 @@ import equinox as eqx
 import jax
 import jax.lax as lax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Float
 
+from .._validation import check_finite
 from .gaussian import DEFAULT_ORDER, gain, second_moment
 
 
@@ -38,27 +38,6 @@ class ResponseCurves(eqx.Module):
     chi: Float[Array, " L+1"]
     K_out: Float[Array, ""]
     chi_out: Float[Array, ""]
-
-
-def _concrete(value):
-    """`value` as a numpy array, or None where it is traced (checked by the caller's
-    caller, or not at all)."""
-    try:
-        return np.asarray(value, dtype=float)
-    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
-        return None
-    except (TypeError, ValueError):
-        return np.asarray(np.nan)
-
-
-def check_finite(value, name: str, *, least: float | None = None) -> None:
-    """A one-line error unless every concrete entry of `value` is finite (and >= `least`)."""
-    v = _concrete(value)
-    if v is None:
-        return
-    if not np.all(np.isfinite(v)) or (least is not None and np.any(v < least)):
-        bound = f" >= {least:g}" if least is not None else ""
-        raise ValueError(f"{name} must be finite{bound}, got {value!r}")
 
 
 def variances(K0, sigma_w2, sigma_b2, sigma_w2_out=None, sigma_b2_out=None) -> tuple:
