@@ -93,6 +93,9 @@ def _split(results: dict, wall: float) -> dict:
         "reference_s": t.get("reference_seconds"),
         "finite_s": t.get("finite_seconds"),
         "euler_s": t.get("euler_seconds"),  # the decomposition's Euler part
+        # its programs' compile, summed (in the same threads, ahead; not in compile_s)
+        "euler_compile_s": t.get("euler_compile_seconds"),
+        "euler_programs": t.get("euler_programs"),
         "fit_s": t.get("fit_seconds"),
         "plot_s": t.get("plot_seconds"),
         # wall time in none of the parts (start-up, tracing, writing points, the reports)
@@ -354,7 +357,7 @@ def _lines(payload: dict, results: dict) -> list[str]:
     )
     line = (
         "{}: wall {}  compile {} ({} programs, {} threads; waited for {})  reference {}  "
-        "finite {}  Euler part {}  fit {}  plot {}  other {}"
+        "finite {}  Euler part {} (its {} programs compiled ahead: {})  fit {}  plot {}  other {}"
     )
     lines = [
         f"grid benchmark, preset {payload['preset']}: {payload['grid']['points']} (L, M, k) "
@@ -362,10 +365,18 @@ def _lines(payload: dict, results: dict) -> list[str]:
     ]
     for name, row in (("ours, cold cache", ours), ("ours, warm cache", warm)):
         if row is not None:
-            values = [timing.format_seconds(row[k] or 0.0) for k in keys]
+            v = [timing.format_seconds(row[k] or 0.0) for k in keys]
+            euler_compile = timing.format_seconds(row.get("euler_compile_s") or 0.0)
             lines.append(
                 line.format(
-                    name, values[0], values[1], row["programs"], row["compile_workers"], *values[2:]
+                    name,
+                    *v[:2],
+                    row["programs"],
+                    row["compile_workers"],
+                    *v[2:6],
+                    row.get("euler_programs"),
+                    euler_compile,
+                    *v[6:],
                 )
             )
     loops = list((ours.get("depth_loop_by_program") or {}).values())

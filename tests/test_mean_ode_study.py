@@ -253,12 +253,13 @@ def test_study_points_equal_a_direct_computation(tiny_run):
     study's documented key scheme: `fold_in` of 2, L, M, then one key per seed) and
     coupled with `coupled_errors` at the study's learning rate. Every seed's Δ^h, Δ^b,
     Δ^Z at every step must equal the study's, which pads points into shared programs."""
+    import jax
     import jax.numpy as jnp
     import jax.random as jr
     import numpy as np
 
     import meanfield as mf
-    from meanfield.coupling import LimitOnGrid, coupled_errors, draw_units
+    from meanfield.coupling import LimitOnGrid, coupled_errors, draw_units, euler_errors
     from meanfield.meanode import MeanODE, solve_mean_ode
     from meanfield.particles import gauss_hermite_particles
 
@@ -287,3 +288,16 @@ def test_study_points_equal_a_direct_computation(tiny_run):
                                ("delta_z", errs.delta_z)):  # fmt: skip
                     want = point[step][q]["values"][s]
                     np.testing.assert_allclose(float(got[step]), want, rtol=1e-8, atol=1e-13)
+    # the decomposition's Euler part (compiled ahead by the study): the limit's own
+    # particles, with the probe units of its key scheme (`fold_in` of 5)
+    probes = jax.vmap(law.sample)(jr.split(jr.fold_in(jr.key(cfg["seed"]), 5), cfg["probes"]))
+    for L in cfg["L"]:
+        e = euler_errors(
+            block, model.particles, xs, ys, mf.limit_on_grid(sol, L), learning_rate=cfg["lr"],
+            probes=probes,
+        )  # fmt: skip
+        rows = {row["steps"]: row for row in r["decomposition"] if row["L"] == L}
+        for step in range(cfg["steps"] + 1):
+            for q, got in (("delta_h", e.delta_h), ("delta_b", e.delta_b), ("delta_z", e.delta_z)):
+                want = rows[step][f"{q}_euler"]
+                np.testing.assert_allclose(float(got[step]), want, rtol=1e-8, atol=1e-13)

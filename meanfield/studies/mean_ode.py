@@ -530,6 +530,20 @@ def run(args):
         compiled = program.jitted.lower(*point_inputs(spec)).compile()
         return compiled, time.perf_counter() - t0
 
+    # the decomposition's Euler part: one program per depth, the same probe units at
+    # every depth
+    euler_specs = [{"L": L, "units": "limit-particles"} for L in cfg["L"]]
+    probes = jax.vmap(law.sample)(jr.split(jr.fold_in(master, 5), cfg["probes"]))
+
+    def compile_euler(L):
+        t0 = time.perf_counter()
+        zeros = jnp.zeros((steps + 1, L + 1, cfg["inputs"], cfg["d"]))  # the limit's shape
+        grid = LimitOnGrid(h=zeros, b=zeros)
+        compiled = euler_errors.lower(
+            block, main, xs, ys, grid, learning_rate=lr, probes=probes
+        ).compile()
+        return compiled, time.perf_counter() - t0
+
     # compile ahead in threads (XLA compiles release the GIL), one program per box, while
     # this thread solves the reference: the programs need only its shapes
     pool = ThreadPoolExecutor(max_workers=workers)
@@ -548,6 +562,11 @@ def run(args):
     except BaseException:
         pool.shutdown(cancel_futures=True)
         raise
+    # then one per Euler depth, while this thread runs the finite networks (submitted
+    # now, not with the others: on a 2-core CPU they slowed the reference down more than
+    # they saved; quick preset, one run each: wall 120 s submitted with the others,
+    # 109 s submitted here, 113 s compiled by this thread when needed)
+    euler_ahead = {s["L"]: pool.submit(compile_euler, s["L"]) for s in runner.pending(euler_specs)}
     error_estimate = float(ref["err_quadrature"].max() + ref["err_tolerance"].max())
     error_estimate_z = float(ref["err_z"])
     if not bool(ref["ok"]):
@@ -572,18 +591,15 @@ def run(args):
         }
         return {"steps": _errors_dict(values, steps)}
 
-    try:
-        raw = runner.run_points(specs, finite_point, describe=lambda s: f"L={s['L']} M={s['M']}")
-    finally:
-        pool.shutdown(cancel_futures=True)
-
-    # the same probe units at every depth
-    probes = jax.vmap(law.sample)(jr.split(jr.fold_in(master, 5), cfg["probes"]))
+    euler_compile_seconds = {}
 
     def euler_point(spec):
         L = spec["L"]
+        t_wait = time.perf_counter()
+        compiled, euler_compile_seconds[f"L{L}"] = euler_ahead[L].result()
+        compile_wait.append(time.perf_counter() - t_wait)
         grid = LimitOnGrid(h=jnp.asarray(ref[f"h_L{L}"]), b=jnp.asarray(ref[f"b_L{L}"]))
-        e = euler_errors(block, main, xs, ys, grid, learning_rate=lr, probes=probes)
+        e = compiled(block, main, xs, ys, grid, learning_rate=lr, probes=probes)
         return {
             "steps": [
                 {
@@ -595,14 +611,18 @@ def run(args):
             ]
         }
 
-    t_euler = time.perf_counter()
-    euler_raw = runner.run_points(
-        [{"L": L, "units": "limit-particles"} for L in cfg["L"]],
-        euler_point,
-        describe=lambda s: f"Euler part, L={s['L']}",
-    )
+    try:
+        raw = runner.run_points(specs, finite_point, describe=lambda s: f"L={s['L']} M={s['M']}")
+        wait_finite = sum(compile_wait)
+        t_euler = time.perf_counter()
+        euler_raw = runner.run_points(
+            euler_specs, euler_point, describe=lambda s: f"Euler part, L={s['L']}"
+        )
+        # the Euler part's own time, without its waits for programs still compiling
+        euler_seconds = time.perf_counter() - t_euler - (sum(compile_wait) - wait_finite)
+    finally:
+        pool.shutdown(cancel_futures=True)
 
-    euler_seconds = time.perf_counter() - t_euler
     t_fit = time.perf_counter()
     points = [
         {"L": p["L"], "M": p["M"], "steps": k, **p["steps"][k]}
@@ -670,7 +690,11 @@ def run(args):
         timing={
             "reference_seconds": ref_seconds,
             "compile_seconds": sum(compile_seconds.values()),
-            # of which the main thread waited for (the rest overlapped other work)
+            # the Euler part's programs (one per depth), compiled ahead in the same threads
+            "euler_compile_seconds": sum(euler_compile_seconds.values()),
+            "euler_programs": len(euler_compile_seconds),
+            # how long the main thread waited for programs (finite and Euler) still
+            # compiling; the rest of the compile time overlapped other work
             "compile_wait_seconds": sum(compile_wait),
             "programs": len(compile_seconds),
             "program_boxes": sorted({f"L{b[0]}_M{b[1]}" for b in boxes.values()}),
