@@ -260,8 +260,8 @@ def forward_batch(
     - `xs`: `(n, d_in)` inputs.
     - `method`: `"auto"` (default), `"scan"`, `"unroll"` or `"pallas"` (module docstring).
     - `return_all`: return the hidden states h^0..h^L as `(n, L + 1, d)` instead of
-      the outputs. Differentiable for `"scan"` and `"unroll"`; for the kernels use
-      `adjoint_batch` to get backward states.
+      the outputs. Differentiable for `"scan"` and `"unroll"`; for the kernels
+      `jax.grad` raises (use `adjoint_batch` to get backward states).
     - `unroll`: layers per loop step of `"unroll"`.
     - `options`: `PallasOptions` for `"pallas"`.
 

@@ -418,17 +418,35 @@ class FusedStates(NamedTuple):
     v: Array
 
 
+@partial(jax.custom_vjp, nondiff_argnums=(3,))
 def fused_forward_states(
     h0: Float[Array, "n d"],
     u: Float[Array, "L M d"],
     v: Float[Array, "L M d"],
     cfg: KernelConfig,
 ) -> Float[Array, "n L+1 d"]:
-    """h^0..h^L of every row of `h0` (one fused kernel; not differentiable)."""
+    """h^0..h^L of every row of `h0` (one fused kernel; not differentiable: `jax.grad`
+    through it raises, pointing to `fused_states`)."""
     s, h0p, up, vp = _pad_all(h0, u, v, cfg)
     hL, hs = _forward(h0p, up, vp, cfg, s, save=True)
     h = jnp.concatenate([hs[: s.L, : s.n, : s.d], hL[None, : s.n, : s.d]], axis=0)
     return jnp.swapaxes(h, 0, 1)
+
+
+def _states_fwd(h0, u, v, cfg):
+    return fused_forward_states(h0, u, v, cfg), None
+
+
+def _states_bwd(cfg, res, g):
+    raise ValueError(
+        "the fused kernels' states h^0..h^L (forward_batch(return_all=True, "
+        "method='pallas')) are not differentiable: differentiate the outputs "
+        "(return_all=False), use method='scan' or 'unroll', or get the backward states "
+        "from adjoint_batch"
+    )
+
+
+fused_forward_states.defvjp(_states_fwd, _states_bwd)
 
 
 def fused_states(

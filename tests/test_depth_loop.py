@@ -76,6 +76,20 @@ def test_methods_match_scan_all_states_and_readout(key):
         _close(states, ref_all)
 
 
+def test_gradient_of_kernel_states_is_refused_clearly(key):
+    """The fused kernels' states have no backward rule: `jax.grad` through them raises a
+    one-line error that names the alternatives (it was JAX's 'Linearization failed'),
+    while the outputs of the same kernels stay differentiable."""
+    net, xs = _net(key), _inputs(key)
+    kw = dict(method="pallas", return_all=True, options=SMALL)
+    states = lambda xs: jnp.sum(mf.forward_batch(net, xs, **kw))
+    with pytest.raises(ValueError, match="adjoint_batch") as err:
+        jax.grad(states)(xs)
+    assert len(str(err.value).splitlines()) == 1
+    out = lambda m: lambda xs: jnp.sum(mf.forward_batch(net, xs, method=m, options=SMALL))
+    _close(jax.grad(out("pallas"))(xs), jax.grad(out("scan"))(xs))
+
+
 def test_seeds_batched_by_vmap(key):
     """All seeds of a grid point in one program: vmap over networks (the kernel's grid
     gains an axis) equals running each seed alone with the plain scan."""
