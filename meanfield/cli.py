@@ -8,6 +8,7 @@ Bad input gets one line on stderr naming the argument and exit code 2.
 
 import argparse
 import platform
+import re
 import sys
 from importlib import metadata
 
@@ -66,9 +67,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# a list whose first value is negative, such as `-1,0.5`: argparse takes a token that
+# starts with '-' and is not a single number for an option ("expected one argument")
+_NEGATIVE_LIST = re.compile(r"^-\.?\d[^=]*,")
+
+
+def join_negative_lists(argv: list[str]) -> list[str]:
+    """`--beta -1,1` as `--beta=-1,1`, so that argparse reads the list as the value."""
+    out: list[str] = []
+    for token in argv:
+        previous = out[-1] if out else ""
+        if _NEGATIVE_LIST.match(token) and previous.startswith("--") and "=" not in previous:
+            out[-1] = f"{previous}={token}"
+        else:
+            out.append(token)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(join_negative_lists(sys.argv[1:] if argv is None else list(argv)))
     if args.command == "info":
         print(info())
         return 0

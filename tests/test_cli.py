@@ -37,3 +37,24 @@ def test_python_dash_m_runs():
     )
     assert proc.returncode == 0, proc.stderr
     assert "meanfield" in proc.stdout
+
+
+def test_a_list_starting_with_a_negative_number_is_a_value(capsys):
+    """`--beta -1,0.5` is read as the list (argparse alone says 'expected one argument'):
+    a decreasing one reaches the list's own check, in one line naming the argument."""
+    from meanfield.cli import join_negative_lists
+
+    assert join_negative_lists(["study", "phases", "--beta", "-1,0.5", "--L", "4,8"]) == [
+        "study",
+        "phases",
+        "--beta=-1,0.5",
+        "--L",
+        "4,8",
+    ]
+    # a single negative number argparse reads already; a flag's value is left alone
+    assert join_negative_lists(["--lr", "-0.5", "--beta=-1,1"]) == ["--lr", "-0.5", "--beta=-1,1"]
+    with pytest.raises(SystemExit) as err:
+        main(["study", "phases", "--beta", "-0.5,-1"])
+    assert err.value.code == 2
+    msg = capsys.readouterr().err
+    assert "--beta" in msg and "increasing" in msg and len(msg.strip().splitlines()) == 1
