@@ -36,11 +36,12 @@ def split_exploded(values, threshold: float = EXPLOSION_THRESHOLD) -> tuple[np.n
 
 
 def summarize(values, *, threshold: float = EXPLOSION_THRESHOLD, keep_values: bool = True) -> dict:
-    """Mean, std (ddof=1), count of usable values, and count of exploded ones."""
+    """Mean, std (ddof=1; None for fewer than two usable values, where it is undefined),
+    count of usable values, and count of exploded ones."""
     good, exploded = split_exploded(values, threshold)
     out = {
         "mean": float(good.mean()) if good.size else None,
-        "std": float(good.std(ddof=1)) if good.size > 1 else (0.0 if good.size else None),
+        "std": float(good.std(ddof=1)) if good.size > 1 else None,
         "count": int(good.size),
         "exploded": exploded,
     }

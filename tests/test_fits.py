@@ -17,6 +17,9 @@ def test_summarize_counts_explosions_and_never_averages_them():
     assert s["values"] == [1.0, 3.0, None, None, 2e6, 5.0]
     empty = mf.summarize([np.inf, np.nan])
     assert empty["mean"] is None and empty["std"] is None and empty["exploded"] == 2
+    # one usable value: a mean, but no sample std (it used to say 0.0, i.e. certain)
+    one = mf.summarize([4.0, np.inf])
+    assert one["mean"] == 4.0 and one["std"] is None and one["count"] == 1
 
 
 def test_loglog_slope_of_an_exact_power_law():

@@ -140,7 +140,7 @@ def _figure(out, cfg, points):
         ax.errorbar(
             [p["MLalpha2"] for p in rows],
             [p["relative_difference"]["mean"] for p in rows],
-            [p["relative_difference"]["std"] for p in rows],
+            [np.nan if (v := p["relative_difference"]["std"]) is None else v for p in rows],
             fmt="o-",
             color=color,
             label=f"γ={g}",
