@@ -562,10 +562,11 @@ def run(args):
     except BaseException:
         pool.shutdown(cancel_futures=True)
         raise
-    # then one per Euler depth, while this thread runs the finite networks (submitted
-    # now, not with the others: on a 2-core CPU they slowed the reference down more than
-    # they saved; quick preset, one run each: wall 120 s submitted with the others,
-    # 109 s submitted here, 113 s compiled by this thread when needed)
+    # then one per Euler depth, while this thread runs the finite networks (where an
+    # accelerator leaves the CPU cores idle). Submitted now, not with the others: on a
+    # 2-core CPU they then slowed the reference down more than they saved (quick preset:
+    # wall 120 s; submitted here 109 s and 115 s, against 113 s and 119 s compiled by
+    # this thread when needed: the same within the spread of runs)
     euler_ahead = {s["L"]: pool.submit(compile_euler, s["L"]) for s in runner.pending(euler_specs)}
     error_estimate = float(ref["err_quadrature"].max() + ref["err_tolerance"].max())
     error_estimate_z = float(ref["err_z"])
