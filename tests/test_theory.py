@@ -139,6 +139,38 @@ def test_response_at_K0_zero():
     np.testing.assert_allclose(float(r.chi_out), chi * chi_out, rtol=1e-10)
 
 
+@pytest.mark.parametrize("x64", [True, False])
+def test_gain_at_K_zero_is_the_right_limit(x64):
+    """G(0) = φ'(0)² + φ''(0)φ(0) for smooth φ (written by hand), 1/2 for relu, in float64
+    and float32. Where φ(0)φ'(0) ≠ 0 (sigmoid, softplus), autodiff through sqrt(K) at a
+    floored K gave 0.0486 for 1/16 (float64) and −5.6e6 (float32)."""
+    log2 = math.log(2)
+    right_limits = {
+        "sigmoid": 0.25**2 + 0.0 * 0.5,
+        "softplus": 0.5**2 + 0.25 * log2,
+        "tanh": 1.0,
+        "erf": 4 / math.pi,
+        "gelu": 0.5**2 + 2 / math.sqrt(2 * math.pi) * 0.0,
+        "relu": 0.5,
+    }
+    rel = 1e-13 if x64 else 1e-6
+    with jax.enable_x64(x64):
+        for name, want in right_limits.items():
+            assert float(gain(name, 0.0)) == pytest.approx(want, rel=rel), name
+            # continuous into K > 0, on both sides of the switch to autodiff (K = 0.01)
+            for K in (1e-12, 1e-3, 0.0099, 0.0101):
+                near = float(gain(name, K, order=512))
+                assert near == pytest.approx(float(gain(name, K)), rel=1e-6 if x64 else 1e-4)
+            assert abs(float(gain(name, 1e-12)) - want) <= (1e-10 if x64 else 1e-5) * want
+        # an odd rule has a node at 0, relu's kink: still 1/2 on both sides of the switch
+        for K in (0.0, 1e-3, 1.0):
+            assert float(gain("relu", K, order=101)) == pytest.approx(0.5, rel=rel)
+        # the response at K^0 = 0 is finite and equals its K^0 -> 0 limit
+        kw = dict(L=4, sigma_w2=1.25, sigma_b2=0.05, activation="sigmoid")
+        at0 = float(response(0.3, K0=0.0, **kw).chi_out)
+        assert at0 == pytest.approx(float(response(0.3, K0=1e-9, **kw).chi_out), rel=1e-5)
+
+
 def test_saturation_formulas_at_hand_computed_values():
     """Fischer et al. (8) and (9) written out: ratio = (σ_w² (𝒱/2)² + σ_b²)/(σ_w² K^0 + σ_b²)."""
     kw = dict(K0=0.05, sigma_w2=1.25, sigma_b2=0.05)
