@@ -64,6 +64,8 @@ PER_STUDY = [
     ("variance", ["--c-samples", "1"], "--c-samples"),
     ("tangent-kernel", ["--nets", "1"], "--nets"),
     ("phases", ["--bootstrap", "5"], "--bootstrap"),
+    # no α* for relu: the response study, built around it, names the activation
+    ("response", ["--activation", "relu", "--no-simulate"], "--activation"),
     # options of another depth law
     ("sde", ["--weights", "brownian", "--length-scale", "0.1"], "--length-scale"),
     ("sde", ["--weights", "fbm", "--rtol", "1e-8"], "--rtol"),

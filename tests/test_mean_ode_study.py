@@ -301,3 +301,19 @@ def test_study_points_equal_a_direct_computation(tiny_run):
             for q, got in (("delta_h", e.delta_h), ("delta_b", e.delta_b), ("delta_z", e.delta_z)):
                 want = rows[step][f"{q}_euler"]
                 np.testing.assert_allclose(float(got[step]), want, rtol=1e-8, atol=1e-13)
+
+
+def test_order_advice_is_one_that_can_be_taken():
+    """A law whose Gaussian coordinates leave no rule of >= 3 nodes within the node
+    budget is pointed to the Monte-Carlo reference (it was told 'use at most 2', which
+    the next check refuses); otherwise to the largest order that fits."""
+    from meanfield.studies.mean_ode import StudyInputError, _quadrature_order, make_law
+
+    wide = make_law({"init": "centred", "d": 8, "sigma_u": 1.0, "sigma_v": 1.0})
+    assert wide.gaussian_dim == 16
+    with pytest.raises(StudyInputError, match="^--order: .*use --reference monte-carlo$"):
+        _quadrature_order(wide, 3)
+    narrow = make_law({"init": "centred", "d": 2, "sigma_u": 1.0, "sigma_v": 1.0})
+    with pytest.raises(StudyInputError, match="use at most 45$"):  # floor(2^22 ** (1/4))
+        _quadrature_order(narrow, 46)
+    assert _quadrature_order(narrow, 45) == 45

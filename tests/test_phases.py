@@ -105,6 +105,12 @@ def test_critical_beta_with_underflowed_identity():
     # no crossing: the reason reads the envelope (β_c below the grid here)
     high = critical_beta(betas[2:], Ls, samples[2:], n_boot=10)
     assert high["estimate"] is None and "below" in high["reason"]
+    # a slope that rises again after a negative one (noise): the running minimum never
+    # crosses 0, and the envelope's first value, not every slope's sign, says "below"
+    rises = np.array([[L**s for L in Ls] for s in (-0.1, 0.3)])[..., None] * noise[:2]
+    late = critical_beta([1.0, 1.5], Ls, rises, n_boot=10)
+    assert late["slopes"][0] < 0 < late["slopes"][1]
+    assert late["estimate"] is None and "below" in late["reason"]
 
 
 @pytest.mark.parametrize(
@@ -140,3 +146,22 @@ def test_length_scale_is_checked_before_the_study_starts():
     with pytest.raises(study.StudyInputError, match="^--length-scale: only used"):
         study.resolve_config(SimpleNamespace(**base, weights="iid", length_scale=0.1))
     assert study.resolve_config(SimpleNamespace(**base, weights="smooth", length_scale=0.2))
+
+
+def test_gradient_panel_shows_the_gradient_phases():
+    """The gradient panel of `phases.png` labels each β with the gradient ratio's phase
+    (it showed the forward ratio's)."""
+    from meanfield.studies.phases_plot import phase_labels
+
+    critical = {
+        "phases": ["explosion", "identity"],
+        "from_gradient": {"phases": ["stability", "explosion"]},
+    }
+    assert phase_labels([0.25, 1.0], critical, "forward") == [
+        "β=0.25 (explosion)",
+        "β=1 (identity)",
+    ]
+    assert phase_labels([0.25, 1.0], critical, "gradient") == [
+        "β=0.25 (stability)",
+        "β=1 (explosion)",
+    ]

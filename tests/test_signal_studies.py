@@ -36,6 +36,21 @@ def test_response_study(tmp_path):
         assert {"numeric", "formula", "asymptotic", "simulated"} <= set(s)
         assert {"value", "ci95"} <= set(s["simulated"])
     assert r["points"][0]["alpha"] == 0.3
+    # the layer point against the library called with the study's documented key scheme
+    # (`fold_in` of 1, then of round(1e6 α): int(1e4 α) put α values within 1e-4 on one draw)
+    import jax.random as jr
+    import numpy as np
+
+    from meanfield.signal_propagation import simulate_response
+
+    cfg = r["config"]
+    key = jr.fold_in(jr.fold_in(jr.key(cfg["seed"]), 1), round(1e6 * 0.3))
+    names = ("K0", "sigma_w2", "sigma_b2", "activation", "width", "d_out", "inits", "method")
+    sim = simulate_response(0.3, L=10, key=key, **{k: cfg[k] for k in names})
+    for q in ("chi", "chi_out"):  # float32 samples (documented), averaged in float64
+        got = np.asarray(r["points"][0][q]["sim_mean"], float)
+        want = np.asarray(getattr(sim, q), float).mean(axis=0)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
     for fig in (
         "figure2_resnet_vs_ffnet",
         "figure4_optimal_scaling",

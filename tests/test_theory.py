@@ -154,7 +154,9 @@ def test_gain_at_K_zero_is_the_right_limit(x64):
         "relu": 0.5,
     }
     rel = 1e-13 if x64 else 1e-6
-    with jax.enable_x64(x64):
+    before = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", x64)
+    try:
         for name, want in right_limits.items():
             assert float(gain(name, 0.0)) == pytest.approx(want, rel=rel), name
             # continuous into K > 0, on both sides of the switch to autodiff (K = 0.01)
@@ -169,6 +171,8 @@ def test_gain_at_K_zero_is_the_right_limit(x64):
         kw = dict(L=4, sigma_w2=1.25, sigma_b2=0.05, activation="sigmoid")
         at0 = float(response(0.3, K0=0.0, **kw).chi_out)
         assert at0 == pytest.approx(float(response(0.3, K0=1e-9, **kw).chi_out), rel=1e-5)
+    finally:
+        jax.config.update("jax_enable_x64", before)
 
 
 def test_saturation_formulas_at_hand_computed_values():
@@ -185,6 +189,10 @@ def test_saturation_formulas_at_hand_computed_values():
     # the input already beyond the edge of the dynamic range: no α, NaN (not 0)
     assert math.isnan(float(saturation_formula(10, K0=0.3, sigma_w2=1.25, sigma_b2=0.05)))
     assert math.isnan(float(saturation_asymptotic(10, K0=0.3, sigma_w2=1.25, sigma_b2=0.05)))
+    # on the edge (K^0 = (𝒱/2)²): α = 0, the limit from below, not NaN
+    for f in (saturation_formula, saturation_asymptotic):
+        assert float(f(10, K0=0.25, sigma_w2=1.25, sigma_b2=0.05)) == 0.0
+        assert float(f(10, K0=0.25 - 1e-7, sigma_w2=1.25, sigma_b2=0.05)) < 1e-3
 
 
 def test_optimal_scaling_outside_its_range_is_nan():
@@ -196,6 +204,11 @@ def test_optimal_scaling_outside_its_range_is_nan():
     curve = np.asarray(output_response_curve(np.array([0.9, 1.0, 1.1]) * float(a), L=1, K0=0.01,
                                              sigma_w2=1.0, sigma_b2=0.0))  # fmt: skip
     assert 3 < float(a) < 30 and curve[1] > max(curve[0], curve[2])
+    # the lower edge too: σ_w² 0.1, σ_b² 1, L 5, χ^out only falls with α
+    low = dict(L=5, K0=0.0, sigma_w2=0.1, sigma_b2=1.0)
+    falls = np.asarray(output_response_curve(np.array([1e-3, 1e-2, 0.1, 1.0]), **low))
+    assert np.all(np.diff(falls) < 0)
+    assert math.isnan(float(optimal_scaling(**low)[0]))
 
 
 _KW = dict(K0=0.1, sigma_w2=1.0, sigma_b2=0.1)
@@ -305,10 +318,12 @@ def test_variance_law_estimate_and_prediction(key):
 @pytest.mark.parametrize("norm", [1.0, 2.0])
 def test_c_is_taken_at_the_given_norm(key, norm):
     """For tanh, c depends on ‖h‖: against Gauss–Hermite quadrature of
-    d σ_v² E[tanh(σ_u ‖h‖ g)²] / ‖h‖² (g ~ N(0, 1)), within 4 standard errors."""
+    d σ_v² E[tanh(σ_u ‖h‖ g)²] / ‖h‖² (g ~ N(0, 1)), within 4 standard errors. The norm
+    is passed as the docstring says, `jnp.linalg.norm(x)` (a JAX scalar)."""
     d, s_u, s_v = 3, 0.7, 1.2
     law = mf.TwoLayerGaussianLaw(d, sigma_u=s_u, sigma_v=s_v)
-    c, se, _ = estimate_c(mf.TwoLayerBlock("tanh"), law, d, key=key, samples=40_000, norm=norm)
+    x_norm = jnp.linalg.norm(jnp.array([norm, 0.0, 0.0]))
+    c, se, _ = estimate_c(mf.TwoLayerBlock("tanh"), law, d, key=key, samples=40_000, norm=x_norm)
     g, w = np.polynomial.hermite_e.hermegauss(80)
     exact = d * s_v**2 * np.sum(w * np.tanh(s_u * norm * g) ** 2) / np.sqrt(2 * np.pi) / norm**2
     assert abs(float(c) - exact) < 4 * float(se), (float(c), exact, float(se))

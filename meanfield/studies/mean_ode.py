@@ -122,7 +122,8 @@ def add_arguments(parser):
     parser.add_argument(
         "--order",
         type=positive_int,
-        help="Gauss-Hermite order per coordinate (default: 2^16 nodes in all)",
+        help="Gauss-Hermite order per coordinate, >= 3 (default: the largest with at most "
+        "2^16 nodes in all and 4096 per coordinate)",
     )
     parser.add_argument("--particles", type=positive_int, help="Monte-Carlo reference particles")
     parser.add_argument(
@@ -286,10 +287,10 @@ def _quadrature_order(law, order):
             f"coarser rule (order max(q // 2, 2)), got {order}"
         )
     if order > cap:
+        advice = f"use at most {cap}" if cap >= 3 else "use --reference monte-carlo"
         raise StudyInputError(
             f"--order: {order} nodes in each of {p} Gaussian coordinates is more than "
-            f"{MAX_QUADRATURE_NODES} in all or {MAX_HERMITE_ORDER} per coordinate; use at "
-            f"most {cap}"
+            f"{MAX_QUADRATURE_NODES} in all or {MAX_HERMITE_ORDER} per coordinate; {advice}"
         )
     return order
 

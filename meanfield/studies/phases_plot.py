@@ -21,6 +21,13 @@ def _finite_median(v):
     return med if math.isfinite(med) else np.nan
 
 
+def phase_labels(betas, critical, quantity: str) -> list[str]:
+    """The legend of the `quantity` panel ("forward" or "gradient") of `phases.png`: each
+    β with the phase of that ratio (the two ratios' phases may differ)."""
+    est = critical if quantity == "forward" else critical["from_gradient"]
+    return [f"β={b:g} ({p})" for b, p in zip(betas, est["phases"], strict=True)]
+
+
 def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Path]:
     """Write `phases.png`, `critical_beta.png` and, when present, `heatmap.png` and
     `stability.png` into `out`."""
@@ -31,8 +38,6 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
     written = []
     betas, Ls = cfg["beta"], cfg["L"]
     title = TITLES[cfg["weights"]].format(**cfg)
-    phases = critical["phases"]
-    grad_phases = critical["from_gradient"]["phases"]
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.3))
     for ax, q, label in (
@@ -40,13 +45,13 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
         (axes[1], "gradient", r"$\|p_0 - p_L\| / \|p_L\|$"),
     ):
         cmap = plt.get_cmap("viridis")
-        for i, beta in enumerate(betas):
+        labels = phase_labels(betas, critical, q)
+        for i in range(len(betas)):
             med = [_finite_median(samples[q][i, j]) for j in range(len(Ls))]
             lo = [np.percentile(samples[q][i, j], 25) for j in range(len(Ls))]
             hi = [np.percentile(samples[q][i, j], 75) for j in range(len(Ls))]
             colour = cmap(i / max(len(betas) - 1, 1))
-            phase = phases[i] if q == "forward" else grad_phases[i]
-            ax.plot(Ls, med, "o-", color=colour, ms=3, label=f"β={beta:g} ({phase})")
+            ax.plot(Ls, med, "o-", color=colour, ms=3, label=labels[i])
             ax.fill_between(Ls, lo, hi, color=colour, alpha=0.12, lw=0)
         ax.set_xscale("log")
         ax.set_yscale("log")

@@ -92,11 +92,16 @@ def resolve_config(args) -> dict:
         raise StudyInputError(f"--alphas: values must be > 0, got {cfg['alphas']}")
     if cfg["inits"] < 2 or cfg["alpha_star_inits"] < 2:
         raise StudyInputError("--inits/--alpha-star-inits: need at least 2 initialisations")
-    for L in cfg["depths"]:  # one compile per depth, which the theory part reuses
+    # the study is built around α* (its default α values, the α* figures and fits): refuse
+    # settings without one before the folder is made (at the process's precision; the
+    # study then runs at --x64's)
+    for L in cfg["depths"]:
         if not math.isfinite(float(optimal_scaling(L=L, **_theory_kwargs(cfg))[0])):
             raise StudyInputError(
-                f"--depths/--K0/--sigma-w2/--sigma-b2: χ^out of depth {L} has no maximum "
-                "for α in [1e-3, 3] (α* is outside it, or there is none)"
+                f"--activation/--depths/--K0/--sigma-w2/--sigma-b2: with activation "
+                f"{cfg['activation']}, χ^out of depth {L} has no maximum for α in [1e-3, 3] "
+                "(α* is outside it, or there is none, as for relu); the study needs α* "
+                "(the paper's setting: erf)"
             )
     return cfg
 

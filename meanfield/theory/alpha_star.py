@@ -119,13 +119,13 @@ def _ratio(L, K0, sigma_w2, sigma_b2, dynamic_range):
 def saturation_formula(L, *, K0, sigma_w2, sigma_b2, dynamic_range=1.0):
     """Fischer et al.'s eq. (8): the α that puts sqrt(K^L) at the edge 𝒱/2 of the
     dynamic range of a linearised network. NaN where the input already lies beyond that
-    edge (`σ_w² K^0 + σ_b² > σ_w² (𝒱/2)² + σ_b²`): no α does it."""
+    edge (`σ_w² K^0 + σ_b² > σ_w² (𝒱/2)² + σ_b²`): no α does it; 0 where it lies on it."""
     r = _ratio(L, K0, sigma_w2, sigma_b2, dynamic_range)
-    return jnp.sqrt(jnp.where(r > 1, r ** (1.0 / L) - 1.0, jnp.nan) / sigma_w2)
+    return jnp.sqrt(jnp.where(r >= 1, r ** (1.0 / L) - 1.0, jnp.nan) / sigma_w2)
 
 
 def saturation_asymptotic(L, *, K0, sigma_w2, sigma_b2, dynamic_range=1.0):
     """The large-L form (9): `sqrt(1/L) sqrt(log(ratio)/σ_w²)` (NaN as in
     `saturation_formula`)."""
     r = _ratio(L, K0, sigma_w2, sigma_b2, dynamic_range)
-    return jnp.sqrt(jnp.where(r > 1, jnp.log(r), jnp.nan) / (sigma_w2 * L))
+    return jnp.sqrt(jnp.where(r >= 1, jnp.log(r), jnp.nan) / (sigma_w2 * L))

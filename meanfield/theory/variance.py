@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import jax.random as jr
 
 from .._mapping import map_batched
+from .._validation import as_number
 from ..blocks import AbstractUnitBlock
 from ..laws import AbstractLaw
 from ..resnet import ResNet
@@ -45,6 +46,7 @@ def estimate_c(
     for name, value, least in (("d", d, 1), ("samples", samples, 2), ("directions", directions, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    norm = as_number(norm)  # numpy and JAX scalars too (`jnp.linalg.norm(x)`)
     if isinstance(norm, bool) or not isinstance(norm, int | float) or not 0 < norm < math.inf:
         raise ValueError(f"norm must be a finite number > 0, got {norm!r}")
     try:
