@@ -426,7 +426,7 @@ def fused_forward_states(
     cfg: KernelConfig,
 ) -> Float[Array, "n L+1 d"]:
     """h^0..h^L of every row of `h0` (one fused kernel; not differentiable: `jax.grad`
-    through it raises, pointing to `fused_states`)."""
+    through it raises a one-line error; `fused_states` gives the backward states)."""
     s, h0p, up, vp = _pad_all(h0, u, v, cfg)
     hL, hs = _forward(h0p, up, vp, cfg, s, save=True)
     h = jnp.concatenate([hs[: s.L, : s.n, : s.d], hL[None, : s.n, : s.d]], axis=0)
