@@ -112,7 +112,8 @@ def _check_coupling(net: ResNet, xs, grid: LimitOnGrid, learning_rate, depth, wi
             f"grid: h and b must have shape (k + 1, L + 1, n, d) with (n, d) = {(n, d)} "
             f"(the inputs'), got {grid.h.shape} and {grid.b.shape}"
         )
-    if abs(net.alpha * net.L * net.M - 1.0) > 1e-9:
+    # 1/(LM) to float32 rounding (an α held as a float32 array: 1 + 3e-8 at L 4, M 3)
+    if not math.isclose(float(net.alpha) * net.L * net.M, 1.0, rel_tol=1e-6):
         raise ValueError(
             f"net: the coupling is for the mean-ODE scaling α = 1/(LM) = {1 / (net.L * net.M)!r}"
             f", got α = {net.alpha!r}"
@@ -149,12 +150,13 @@ def coupled_errors(
     `(L, M)` units, and the rest is padding: padded units carry weight 0 (they add
     nothing, receive no gradient and are left out of Δ^Z), so layers beyond `depth` are
     the identity, and the real units are weighted so that the network has
-    `α = net.alpha · L·M / (depth·width)` (for `net.alpha = 1/(LM)`: `1/(depth·width)`,
-    the mean-ODE scaling of the real network). `grid` must then have `L + 1` rows, its
-    rows beyond `depth` equal to row `depth` (the limit at s = 1); with that, Δ^h and
-    Δ^b are those of the real network. One compiled program thus serves every
-    `depth <= L`, `width <= M` (this is how `meanfield study mean-ode` keeps its number
-    of programs low); the result equals the unpadded computation up to rounding.
+    `α = net.alpha · L·M / (depth·width) = 1/(depth·width)`, the mean-ODE scaling of the
+    real network (`net.alpha` must be 1/(LM), as without padding). `grid` must then
+    have `L + 1` rows, its rows beyond `depth` equal to row `depth` (the limit at
+    s = 1); with that, Δ^h and Δ^b are those of the real network. One compiled program
+    thus serves every `depth <= L`, `width <= M` (this is how `meanfield study mean-ode`
+    keeps its number of programs low); the result equals the unpadded computation up
+    to rounding.
 
     `method`, `options`: how the training runs its depth loops (`train`); with
     `"pallas"` a 2LP network, padded or not, trains through the fused kernels.

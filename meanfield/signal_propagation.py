@@ -34,7 +34,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._mapping import map_batched
-from ._validation import as_number, check_number
+from ._validation import as_number, check_number, concrete
 from .activations import resolve_activation
 from .laws import DenseGaussianLaw
 from .layer_blocks import DenseBlock
@@ -188,7 +188,11 @@ def simulate_response(
     for name, value in (("L", L), ("width", width), ("d_out", d_out), ("inits", inits)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    check_number(as_number(K0), "K0", positive=True)  # χ is a derivative in K0 at √K0
+    # χ is a derivative in K0 at √K0; K0 and α may be traced (jit, grad, vmap over them):
+    # their values are checked where they are concrete
+    k0 = concrete(K0)
+    if k0 is not None and (k0.ndim != 0 or not (np.isfinite(k0) and k0 > 0)):
+        raise ValueError(f"K0 must be a finite positive number, got {K0!r}")
     for name, value in (
         ("sigma_w2", sigma_w2),
         ("sigma_b2", sigma_b2),
@@ -197,7 +201,8 @@ def simulate_response(
     ):
         if value is not None or not name.endswith("_out"):
             check_number(as_number(value), name, non_negative=True)
-    if jnp.ndim(alpha) > 1 or not np.all(np.isfinite(np.asarray(alpha, dtype=float))):
+    a = concrete(alpha)
+    if jnp.ndim(alpha) > 1 or (a is not None and not np.all(np.isfinite(a))):
         raise ValueError(f"alpha must be a finite number or a 1-D array of them, got {alpha!r}")
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch must be an integer >= 1, got {batch!r}")

@@ -410,6 +410,7 @@ def test_coupled_errors_bad_inputs_name_the_argument(key):
         with pytest.raises(ValueError, match=needle):
             run(**kw)
     run(depth=jnp.int32(L), width=np.int64(M), learning_rate=np.float32(0.3))  # accepted
+    run(net=mf.ResNet(block, net.params, np.float32(1.0 / (L * M))))  # 1/(LM) in float32
 
 
 def test_draw_units_does_not_depend_on_the_array_shape(key):

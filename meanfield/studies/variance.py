@@ -112,7 +112,8 @@ def run(args):
                 alpha=alpha,
                 x=x,
                 # L and γ folded in one after the other (L·1000 + 1000γ collided, e.g.
-                # (4, 1.25) and (5, 0.25)); γ on a 1e-6 grid, finer than point names
+                # (4, 1.25) and (5, 0.25)); γ on a 1e-6 grid: γ values closer than that
+                # share their networks (the points stay distinct)
                 key=jr.fold_in(jr.fold_in(jr.fold_in(master, 2), L), round(1e6 * g)),
                 nets=cfg["nets"],
             )

@@ -68,12 +68,18 @@ def estimate_c(
     r = jax.vmap(ratios)(hs)  # (directions, samples): every direction sees the same draws
     c = jnp.mean(r)
     # the draws are shared across directions, so the directions x samples values are not
-    # independent: the draws' part from the per-draw means over directions, plus the
-    # directions' own spread (which also carries some draw noise: on the safe side)
+    # independent. Two-way crossed random effects, r_ij = c + a_j (draw) + b_i (direction)
+    # + e_ij: Var(ĉ) = σ_a²/S + σ_b²/D + σ_e²/(DS). The per-draw means' variance / S
+    # estimates σ_a²/S + σ_e²/(DS), the per-direction means' / D estimates σ_b²/D +
+    # σ_e²/(DS), and the residual mean square σ_e², whose double count is taken off
+    # (floored at the first part: the variance cannot be below it)
     per_draw, per_direction = jnp.mean(r, axis=0), jnp.mean(r, axis=1)
     var = jnp.var(per_draw, ddof=1) / samples
     if directions > 1:
-        var = var + jnp.var(per_direction, ddof=1) / directions
+        resid = r - per_draw[None, :] - per_direction[:, None] + c
+        s2e = jnp.sum(resid**2) / ((directions - 1) * (samples - 1))
+        both = var + jnp.var(per_direction, ddof=1) / directions - s2e / (directions * samples)
+        var = jnp.maximum(var, both)
     return c, jnp.sqrt(var), per_direction
 
 
