@@ -114,6 +114,24 @@ def test_every_gd_step_solves_in_one_program(monkeypatch):
     )
     once = meanode._forward_field(0.4, h, (model, slots, jnp.asarray(1)))
     assert float(jnp.max(jnp.abs(once - stacked))) > 1e-3 * float(jnp.max(jnp.abs(stacked)))
+    # every step against plain per-step solves (a tuple history; an off-by-one count,
+    # which made step 1 equal step 0, passed the checks above)
+    tol = dict(rtol=1e-10, atol=1e-10)
+
+    def plain_step(hist):
+        z_at = lambda s: model.evolve(model.particles.z, s, hist)
+        f = solve_dense(lambda s, h, a: model.velocity(h, z_at(s)), model.xs, t0=0.0, t1=1.0, **tol)
+        back = lambda s, bb, a: model.adjoint_velocity(f.evaluate(s), bb, z_at(s))
+        b1 = model.terminal_adjoint(f.evaluate(1.0))
+        return f, solve_dense(back, b1, t0=1.0, t1=0.0, **tol)
+
+    history = ()
+    for k in range(3):
+        f, b = plain_step(history)
+        history += ((f, b),)
+        for s in (0.0, 0.4, 1.0):
+            np.testing.assert_allclose(sol.h(k, s), f.evaluate(s), rtol=1e-12, atol=1e-14)
+            np.testing.assert_allclose(sol.b(k, s), b.evaluate(s), rtol=1e-12, atol=1e-14)
 
 
 def test_forward_matches_closed_form_radial_ode():
@@ -220,6 +238,65 @@ def test_particle_recursion_converges_to_the_limit_at_order_one():
                 continue
             slope = np.polyfit(np.log(Ls), np.log(errs[:, q, k]), 1)[0]
             assert -1.1 < slope < -0.9, (q, k, slope, errs[:, q, k])
+
+
+def test_euler_errors_against_a_plain_layer_loop():
+    """`euler_errors` against the recursion written out: the limit's particles in every
+    layer (α = 1/L), b^l as the gradient of the loss in a perturbation of h^l, each
+    layer's particles and probes stepped with h^{l-1} and b^l, the probes compared with
+    the dense limit's `params` at s = l/L. (Its slope test cannot see an O(1/L) slip such
+    as b^{l-1} for b^l: that left the slope at −1 and moved the numbers by 64%.)"""
+    model, law = _small_model(order=3)
+    block, P, xs, ys, lr = model.block, model.particles, model.xs, model.ys, 0.4
+    L, K, n = 4, 1, xs.shape[0]
+    sol = solve_mean_ode(MeanODE(block, P, xs, ys, lr), K, rtol=1e-11, atol=1e-11)
+    grid = limit_on_grid(sol, L)
+    probes = jax.vmap(law.sample)(jr.split(jr.key(5), 3))
+    e = euler_errors(block, P, xs, ys, grid, learning_rate=lr, probes=probes)
+    layer = lambda tree, l: jax.tree.map(lambda a: a[l], tree)
+
+    def forward(zs, x, eps):  # zs: particles per layer, eps: a perturbation of each h^l
+        hs = [x + eps[0]]
+        for l in range(L):
+            values = jax.vmap(lambda zp, h=hs[-1]: block(h, zp))(layer(zs, l))
+            hs.append(hs[-1] + jnp.tensordot(P.weights, values, axes=1) / L + eps[l + 1])
+        return hs
+
+    def states(zs):  # h^l, b^l (n, L + 1, d) and the loss
+        H, B, losses = np.zeros((L + 1, n, 2)), np.zeros((L + 1, n, 2)), []
+        for i in range(n):
+            eps0 = jnp.zeros((L + 1, 2))
+            loss = lambda eps, i=i: mf.squared_loss(ys[i], forward(zs, xs[i], eps)[-1])
+            H[:, i] = np.stack(forward(zs, xs[i], eps0))
+            B[:, i] = np.asarray(jax.grad(loss)(eps0))
+            losses.append(float(loss(eps0)))
+        return H, B, np.mean(losses)
+
+    def gd(tree, H, B):  # layer l + 1 steps with h^l and b^{l+1}
+        steps = [
+            jax.vmap(lambda z, l=l: particle_step(block, z, H[l], B[l + 1], lr))(layer(tree, l))
+            for l in range(L)
+        ]
+        return jax.tree.map(lambda *a: jnp.stack(a), *steps)
+
+    def norm(tree):
+        return jnp.sqrt(sum(jnp.sum(a**2, axis=-1) for a in jax.tree.leaves(tree)))
+
+    stacked = lambda tree: jax.tree.map(lambda a: jnp.broadcast_to(a, (L,) + a.shape), tree)
+    zs, zp = stacked(P.z), stacked(probes)
+    for k in range(K + 1):
+        H, B, loss = states(zs)
+        for got, want in (
+            (e.delta_h[k], np.max(np.linalg.norm(H - grid.h[k], axis=-1))),
+            (e.delta_b[k], np.max(np.linalg.norm(B - grid.b[k], axis=-1))),
+            (e.loss[k], loss),
+        ):
+            np.testing.assert_allclose(float(got), want, rtol=1e-12)
+        copies = [sol.params(layer(stacked(probes), l), k, (l + 1) / L) for l in range(L)]
+        gaps = [jax.tree.map(jnp.subtract, c, layer(zp, l)) for l, c in enumerate(copies)]
+        dz = max(float(jnp.max(norm(g))) for g in gaps)
+        np.testing.assert_allclose(float(e.delta_z[k]), dz, rtol=1e-10, atol=1e-15)
+        zs, zp = gd(zs, jnp.asarray(H), jnp.asarray(B)), gd(zp, jnp.asarray(H), jnp.asarray(B))
 
 
 def test_limit_copies_and_coupling_basics(key):
