@@ -190,7 +190,7 @@ def simulate_response(
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     # χ is a derivative in K0 at √K0; K0 and α may be traced (jit, grad, vmap over them):
     # their values are checked where they are concrete
-    k0 = concrete(K0)
+    k0 = concrete(np.nan if isinstance(K0, str | bytes | bool) else K0)
     if k0 is not None and (k0.ndim != 0 or not (np.isfinite(k0) and k0 > 0)):
         raise ValueError(f"K0 must be a finite positive number, got {K0!r}")
     for name, value in (

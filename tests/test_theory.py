@@ -449,6 +449,7 @@ def test_bad_inputs():
     for name, bad in (
         ("K0", 0.0),
         ("K0", -0.1),
+        ("K0", "0.1"),
         ("sigma_w2", -1.0),
         ("sigma_b2", float("nan")),
         ("sigma_w2_out", -1.0),
