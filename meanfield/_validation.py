@@ -24,7 +24,8 @@ def as_number(value):
 
 
 def check_positive_int(value, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    """A one-line error unless `value` is an integer >= 1 (numpy integers too)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
@@ -41,7 +42,9 @@ def check_number(value, name: str, *, positive: bool = False, non_negative: bool
 
 def concrete(value):
     """`value` as a numpy array, or None where it is traced (checked by the caller's
-    caller, or not at all)."""
+    caller, or not at all); NaN for what is not a number (a string or a bool too)."""
+    if isinstance(value, str | bytes | bool):
+        return np.asarray(np.nan)
     try:
         return np.asarray(value, dtype=float)
     except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
@@ -50,11 +53,13 @@ def concrete(value):
         return np.asarray(np.nan)
 
 
-def check_finite(value, name: str, *, least: float | None = None) -> None:
-    """A one-line error unless every concrete entry of `value` is finite (and >= `least`)."""
+def check_finite(value, name: str, *, least: float | None = None, positive: bool = False) -> None:
+    """A one-line error unless every concrete entry of `value` is finite (and >= `least`,
+    and > 0 if `positive`); traced values pass."""
     v = concrete(value)
     if v is None:
         return
-    if not np.all(np.isfinite(v)) or (least is not None and np.any(v < least)):
-        bound = f" >= {least:g}" if least is not None else ""
+    bad = not np.all(np.isfinite(v)) or (least is not None and np.any(v < least))
+    if bad or (positive and np.any(v <= 0)):
+        bound = " > 0" if positive else f" >= {least:g}" if least is not None else ""
         raise ValueError(f"{name} must be finite{bound}, got {value!r}")

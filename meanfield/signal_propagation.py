@@ -34,7 +34,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._mapping import map_batched
-from ._validation import as_number, check_number, concrete
+from ._validation import as_number, check_finite, check_number, concrete
 from .activations import resolve_activation
 from .laws import DenseGaussianLaw
 from .layer_blocks import DenseBlock
@@ -190,9 +190,9 @@ def simulate_response(
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     # χ is a derivative in K0 at √K0; K0 and α may be traced (jit, grad, vmap over them):
     # their values are checked where they are concrete
-    k0 = concrete(np.nan if isinstance(K0, str | bytes | bool) else K0)
-    if k0 is not None and (k0.ndim != 0 or not (np.isfinite(k0) and k0 > 0)):
-        raise ValueError(f"K0 must be a finite positive number, got {K0!r}")
+    if jnp.ndim(K0) != 0:
+        raise ValueError(f"K0 must be a number, got {K0!r}")
+    check_finite(K0, "K0", positive=True)
     for name, value in (
         ("sigma_w2", sigma_w2),
         ("sigma_b2", sigma_b2),

@@ -17,9 +17,8 @@ import math
 import jax
 import jax.lax as lax
 import jax.numpy as jnp
-import numpy as np
 
-from .._validation import check_finite, concrete
+from .._validation import check_finite, check_positive_int
 from .gaussian import DEFAULT_ORDER
 from .response import response, variances
 
@@ -83,8 +82,7 @@ def optimal_scaling(
     saturate). One compiled program per depth; the variances and K^0 are traced (vmap
     over them).
     """
-    if isinstance(L, bool) or not isinstance(L, int) or L < 1:
-        raise ValueError(f"L must be an integer >= 1, got {L!r}")
+    check_positive_int(L, "L")
     try:
         lo, hi = (float(a) for a in alpha_range)
     except (TypeError, ValueError):
@@ -104,15 +102,11 @@ def optimal_scaling(
 
 
 def _ratio(L, K0, sigma_w2, sigma_b2, dynamic_range):
-    if isinstance(L, bool) or not isinstance(L, int | np.integer) or L < 1:
-        raise ValueError(f"L must be an integer >= 1, got {L!r}")
+    check_positive_int(L, "L")
     check_finite(K0, "K0", least=0.0)
     check_finite(sigma_b2, "sigma_b2", least=0.0)
-    check_finite(sigma_w2, "sigma_w2", least=0.0)
+    check_finite(sigma_w2, "sigma_w2", positive=True)
     check_finite(dynamic_range, "dynamic_range", least=0.0)
-    v = concrete(sigma_w2)
-    if v is not None and np.any(v == 0):
-        raise ValueError(f"sigma_w2 must be > 0, got {sigma_w2!r}")
     return (sigma_w2 * (dynamic_range / 2) ** 2 + sigma_b2) / (sigma_w2 * K0 + sigma_b2)
 
 

@@ -24,7 +24,7 @@ import jax.lax as lax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._validation import check_finite
+from .._validation import check_finite, check_positive_int
 from .gaussian import DEFAULT_ORDER, gain, second_moment
 
 
@@ -87,8 +87,7 @@ def response(
     - `activation`: φ (default erf); `order`: Gauss–Hermite order.
     - `residual`: ResNet (True) or feed-forward network (False).
     """
-    if isinstance(L, bool) or not isinstance(L, int) or L < 1:
-        raise ValueError(f"L must be an integer >= 1, got {L!r}")
+    check_positive_int(L, "L")
     check_finite(alpha, "alpha")
     return _response(
         jnp.asarray(alpha, dtype=float),
@@ -164,8 +163,7 @@ def output_response_curve(
 ) -> Array:
     """`χ^out` for every α in `alphas`: one compiled, vmapped call (one program per depth;
     the variances are traced, so sweeping them does not recompile)."""
-    if isinstance(L, bool) or not isinstance(L, int) or L < 1:
-        raise ValueError(f"L must be an integer >= 1, got {L!r}")
+    check_positive_int(L, "L")
     check_finite(alphas, "alphas")
     return _curve(
         jnp.asarray(alphas, dtype=float),
