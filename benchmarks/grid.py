@@ -30,8 +30,9 @@
 `DIR/grid.json` and `DIR/grid.txt` are rewritten after each part (the study, its
 warm-cache run, the natural part), so that a run cut short keeps the parts it finished.
 
-The ratio reported is `natural finite-network time / ours` for the same grid, same
-process, same device. Results: `DIR/grid.json` and `DIR/grid.txt`.
+The ratios reported are `natural finite-network time / ours` for the same grid, same
+process, same device, with our compile counted two ways (`ratios`). Results:
+`DIR/grid.json` and `DIR/grid.txt`.
 """
 
 import argparse
@@ -249,6 +250,20 @@ def natural(
     }
 
 
+def ratios(natural_s: float, ours: dict) -> dict:
+    """`natural_s` (the natural finite-network time, compiles included) over ours, two
+    ways. `ratio_finite`, the headline: over our compile time summed over programs (the
+    compiling threads overlap each other and the reference solves, so this charges us
+    more than the wall clock) plus the finite networks. `ratio_finite_wall`: over the
+    part of the compile the study's main thread waited for plus the finite networks,
+    the wall time the finite networks add to the study."""
+    finite = ours["finite_s"]
+    return {
+        "ratio_finite": natural_s / (ours["compile_s"] + finite),
+        "ratio_finite_wall": natural_s / ((ours["compile_wait_s"] or 0.0) + finite),
+    }
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="results/bench/grid", help="output folder")
@@ -329,13 +344,15 @@ def main(argv=None):
         nat = natural(results, args.natural_seeds, args.natural_configs, args.natural_budget)
         ours = payload["ours"]
         payload["natural"] = nat
-        payload["ratio_finite"] = nat["total_s"] / (ours["compile_s"] + ours["finite_s"])
+        payload.update(ratios(nat["total_s"], ours))
         lines.append(
             f"natural (jit per configuration, Python loop over seeds): "
             f"{timing.format_seconds(nat['total_s'])} ({nat['extrapolated']})"
         )
         lines.append(
-            f"ratio natural / ours (finite networks incl. compile): {payload['ratio_finite']:.1f}x"
+            f"ratio natural / ours (finite networks incl. compile): {payload['ratio_finite']:.1f}x "
+            f"with our compiles summed over threads, {payload['ratio_finite_wall']:.1f}x "
+            "with only the compile our main thread waited for"
         )
         _write(out, payload, lines)
     print("\n".join(lines))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import pytest
 
 from meanfield import fused_two_layer as fused
 
@@ -146,7 +147,10 @@ def test_grid_benchmark_splits_the_study_and_times_the_natural_way(tmp_path):
     assert by[(8, 1)]["per_seed_s"] == by[(4, 1)]["per_seed_s"]
     assert by[(16, 4)]["per_seed_s"] != by[(4, 1)]["per_seed_s"]
     assert r["natural"]["total_s"] == sum(row["total_s"] for row in rows)
-    assert r["ratio_finite"] > 0
+    total = r["natural"]["total_s"]
+    assert r["ratio_finite"] == pytest.approx(total / (ours["compile_s"] + ours["finite_s"]))
+    finite_wall = ours["compile_wait_s"] + ours["finite_s"]
+    assert r["ratio_finite_wall"] == pytest.approx(total / finite_wall)
     assert "3 of 6 configurations timed" in r["natural"]["extrapolated"]
     bad = subprocess.run(
         [sys.executable, str(script), "--out", str(tmp_path / "bad"), "--natural-configs", "1"],
