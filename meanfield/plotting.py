@@ -1,4 +1,5 @@
-"""Log-log convergence plots with fitted and theoretical slopes (fit → plot)."""
+"""Plot helpers: log-log convergence plots with fitted and theoretical slopes (fit →
+plot), and cell edges for heat maps."""
 
 import math
 
@@ -10,6 +11,17 @@ def use_agg() -> None:
     import matplotlib
 
     matplotlib.use("Agg", force=True)
+
+
+def cell_edges(v):
+    """Cell edges around the values `v` (increasing), for `pcolormesh` over unevenly
+    spaced values: the midpoints between neighbours, and half a step beyond each end
+    (±0.05 for a single value)."""
+    v = np.asarray(v, dtype=float)
+    if v.size == 1:
+        return np.array([v[0] - 0.05, v[0] + 0.05])
+    mid = (v[1:] + v[:-1]) / 2
+    return np.concatenate([[v[0] - (mid[0] - v[0])], mid, [v[-1] + (v[-1] - mid[-1])]])
 
 
 def loglog_series(

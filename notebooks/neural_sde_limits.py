@@ -35,6 +35,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import meanfield as mf
+from meanfield.plotting import cell_edges
 
 jax.config.update("jax_enable_x64", True)
 SIZE = os.environ.get("MEANFIELD_NOTEBOOK_SIZE", "cpu")
@@ -186,12 +187,13 @@ for H in S["hursts"]:
     print(f"H={H}: beta_c {est['estimate']} (theory max(H, 1/2) = {max(H, 0.5)})")
 fig, ax = plt.subplots(figsize=(5, 3.5))
 # one cell around each β value (not evenly spaced), meeting halfway; one row per H
-b = np.asarray(betas, dtype=float)
-b_edges = np.concatenate(
-    [[1.5 * b[0] - 0.5 * b[1]], (b[1:] + b[:-1]) / 2, [1.5 * b[-1] - 0.5 * b[-2]]]
-)
 im = ax.pcolormesh(
-    b_edges, np.arange(len(S["hursts"]) + 1), np.array(slopes), cmap="coolwarm", vmin=-1, vmax=1
+    cell_edges(betas),
+    np.arange(len(S["hursts"]) + 1),
+    np.array(slopes),
+    cmap="coolwarm",
+    vmin=-1,
+    vmax=1,
 )
 ax.plot(
     [c if c is not None else np.nan for c in crit], np.arange(len(crit)) + 0.5, "k.-", label="β_c"

@@ -16,8 +16,8 @@ from meanfield.phases import (
     median_log_slope,
     zero_crossing,
 )
+from meanfield.plotting import cell_edges
 from meanfield.studies import phases as study
-from meanfield.studies.phases_plot import _edges
 
 
 def test_bounds_are_those_of_spec_section_4():
@@ -130,10 +130,10 @@ def test_heatmap_cells_hold_their_grid_values():
     """Uneven grid: every value inside its own cell, the cells meeting halfway between
     neighbours (an evenly spaced extent drew β = 1 at 1.12 on the quick preset's grid)."""
     values = np.array([0.25, 0.5, 0.55, 1.0])
-    edges = _edges(values)
+    edges = cell_edges(values)
     np.testing.assert_allclose(edges, [0.125, 0.375, 0.525, 0.775, 1.225])
     assert np.all((edges[:-1] < values) & (values < edges[1:]))
-    np.testing.assert_allclose(_edges(np.array([0.7])), [0.65, 0.75])
+    np.testing.assert_allclose(cell_edges(np.array([0.7])), [0.65, 0.75])
 
 
 def test_length_scale_is_checked_before_the_study_starts():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..plotting import use_agg
+from ..plotting import cell_edges, use_agg
 
 PHASE_COLOURS = {"identity": "tab:blue", "stability": "tab:green", "explosion": "tab:red"}
 TITLES = {
@@ -102,7 +102,7 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
         hs = np.asarray(heat["hurst"])
         # one cell around each grid value (the grids need not be evenly spaced)
         im = ax.pcolormesh(
-            _edges(hs), _edges(np.asarray(betas)), z.T, cmap="RdBu_r", vmin=-1, vmax=1
+            cell_edges(hs), cell_edges(np.asarray(betas)), z.T, cmap="RdBu_r", vmin=-1, vmax=1
         )
         fig.colorbar(im, ax=ax, label="slope of log median forward ratio vs log L (clipped)")
         est = [c["estimate"] for c in heat["critical_beta"]]
@@ -163,13 +163,3 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
         fig.savefig(written[-1], dpi=120)
         plt.close(fig)
     return written
-
-
-def _edges(v):
-    """Cell edges around the values `v` (increasing): the midpoints between neighbours,
-    and half a step beyond each end (±0.05 for a single value)."""
-    v = np.asarray(v, dtype=float)
-    if v.size == 1:
-        return np.array([v[0] - 0.05, v[0] + 0.05])
-    mid = (v[1:] + v[:-1]) / 2
-    return np.concatenate([[v[0] - (mid[0] - v[0])], mid, [v[-1] + (v[-1] - mid[-1])]])
