@@ -54,8 +54,10 @@ from .coupling import coupled_errors as coupled_errors
 from .coupling import euler_errors as euler_errors
 from .coupling import limit_copies as limit_copies
 from .coupling import limit_on_grid as limit_on_grid
+from .fits import exploded_draws as exploded_draws
 from .fits import fit_loglog as fit_loglog
 from .fits import fit_rate_sum as fit_rate_sum
+from .fits import fit_values as fit_values
 from .fits import summarize as summarize
 from .meanode import MeanODE as MeanODE
 from .meanode import MeanODESolution as MeanODESolution

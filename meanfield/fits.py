@@ -1,7 +1,9 @@
 """Error summaries and rate fits (errors → fit).
 
 * `summarize`: mean, standard deviation and count over seeds, with exploded
-  draws (non-finite or above a threshold) counted and excluded, never averaged.
+  draws (non-finite or above a threshold, or flagged by `exploded_draws` because the
+  same network exploded in another quantity) counted and excluded, never averaged;
+  `fit_values` gives its draws back as the fits take them.
 * `fit_loglog`: the log-log slope of error against a size, with a 95% bootstrap
   interval over seeds and a regression (t) interval for misfit.
 * `fit_rate_sum`: a joint least-squares fit of `a/L + b/sqrt(LM)`.
@@ -35,19 +37,61 @@ def split_exploded(values, threshold: float = EXPLOSION_THRESHOLD) -> tuple[np.n
     return v[~bad], int(bad.sum())
 
 
-def summarize(values, *, threshold: float = EXPLOSION_THRESHOLD, keep_values: bool = True) -> dict:
+def exploded_draws(*values, threshold: float = EXPLOSION_THRESHOLD) -> np.ndarray:
+    """Per draw, whether it exploded in any of `values` (arrays over the same draws, one
+    per quantity measured on the same networks): a network whose loss blew up has
+    exploded, even in an error that is still below the threshold."""
+    if not values:
+        raise ValueError("values: give at least one array of draws")
+    flat = [np.asarray(v, dtype=float).ravel() for v in values]
+    if len({v.size for v in flat}) != 1:
+        raise ValueError(f"values: the arrays differ in length ({[v.size for v in flat]})")
+    return np.logical_or.reduce([~np.isfinite(v) | (np.abs(v) > threshold) for v in flat])
+
+
+def summarize(
+    values,
+    *,
+    threshold: float = EXPLOSION_THRESHOLD,
+    keep_values: bool = True,
+    exploded=None,
+) -> dict:
     """Mean, std (ddof=1; None for fewer than two usable values, where it is undefined),
-    count of usable values, and count of exploded ones."""
-    good, exploded = split_exploded(values, threshold)
+    count of usable values, and count of exploded ones.
+
+    `exploded`: a mask over the draws to count as exploded whatever their value here
+    (`exploded_draws` over every quantity of the same networks). With `keep_values`,
+    `values` holds every draw (None where not finite) and `exploded_draws` the indices of
+    those counted as exploded; `fit_values` turns them back into fit input."""
+    v = np.asarray(values, dtype=float).ravel()
+    bad = ~np.isfinite(v) | (np.abs(v) > threshold)
+    if exploded is not None:
+        mask = np.asarray(exploded, dtype=bool).ravel()
+        if mask.shape != v.shape:
+            raise ValueError(f"exploded: {mask.size} flags for {v.size} draws")
+        bad |= mask
+    good = v[~bad]
     out = {
         "mean": float(good.mean()) if good.size else None,
         "std": float(good.std(ddof=1)) if good.size > 1 else None,
         "count": int(good.size),
-        "exploded": exploded,
+        "exploded": int(bad.sum()),
     }
     if keep_values:
-        v = np.asarray(values, dtype=float).ravel()
         out["values"] = [float(x) if math.isfinite(x) else None for x in v]
+        out["exploded_draws"] = [int(i) for i in np.flatnonzero(bad)]
+    return out
+
+
+def fit_values(summary: dict) -> list[float]:
+    """The draws of a `summarize` result as the fits take them: those counted as exploded
+    (by their own value or by another quantity of the same network) as inf, which the fits
+    count as exploded and leave out."""
+    if "values" not in summary:
+        raise ValueError("summary: made with keep_values=False, it has no draws to fit")
+    out = [math.inf if x is None else x for x in summary["values"]]
+    for i in summary.get("exploded_draws", ()):
+        out[i] = math.inf
     return out
 
 

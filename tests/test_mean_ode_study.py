@@ -108,6 +108,29 @@ def test_output_folder_that_is_a_file(tmp_path, capsys):
     assert target.read_text() == "not a folder"
 
 
+def test_a_seed_whose_network_exploded_is_out_of_every_error_at_that_step():
+    """As at L = 8, M = 1 of the quick preset: one network's loss blows up in its GD step
+    while its Δ^h is still below the threshold; at that step it is out of every error's
+    mean, and at step 0 (before the step) it counts as usual."""
+    from meanfield.studies.mean_ode import _errors_dict
+
+    values = {  # (seeds, steps + 1)
+        "delta_h": [[0.5, 0.2], [0.7, 6.8e4], [0.6, 0.4]],
+        "delta_b": [[2.0, 0.6], [3.0, 2.3e10], [4.0, 1.0]],
+        "delta_z": [[0.0, 1.0], [0.0, 14.0], [0.0, 2.0]],
+        "loss": [[1.0, 1.3], [2.0, 7.6e8], [3.0, 1.1]],
+    }
+    before, after = _errors_dict(values, steps=1)
+    for q, v in values.items():
+        column = [row[0] for row in v]
+        assert before[q]["count"] == 3 and before[q]["exploded"] == 0
+        assert before[q]["mean"] == pytest.approx(sum(column) / 3)
+        kept = [v[0][1], v[2][1]]
+        assert after[q]["count"] == 2 and after[q]["exploded_draws"] == [1]
+        assert after[q]["mean"] == pytest.approx(sum(kept) / 2)
+        assert after[q]["values"][1] == v[1][1]  # the measured value is still recorded
+
+
 def test_program_boxes_pad_only_cheap_points():
     from meanfield.studies.mean_ode import program_boxes
 

@@ -3,7 +3,8 @@
 The headline study (SPEC §3, §7). A grid over depth L and width M; at every point,
 many seeds of a finite 2LP ResNet with α = 1/(LM), trained for k GD steps in the
 mean-ODE convention, each coupled unit by unit to its limit copy. Reported per
-point and per step: Δ^h, Δ^b, Δ^Z (mean, std, count, exploded). Fitted: the log-log
+point and per step: Δ^h, Δ^b, Δ^Z and the loss (mean, std, count, exploded; a network
+that exploded in any of them is left out of all of them there). Fitted: the log-log
 slope against L at the largest M (theory −1, or −1/2 when the limit is trivial), against
 M at a fixed L (theory −1/2), and the joint `a/L + b/sqrt(LM)`, each with a 95%
 bootstrap interval over seeds. Decomposition: the same recursion run with the limit's
@@ -28,7 +29,7 @@ from ..activations import ACTIVATIONS
 from ..blocks import AbstractUnitBlock
 from ..coupling import LimitOnGrid, coupled_errors, draw_units, euler_errors
 from ..depth_loop import pallas_supported
-from ..fits import fit_loglog, fit_rate_sum, summarize
+from ..fits import exploded_draws, fit_loglog, fit_rate_sum, fit_values, summarize
 from ..laws import TwoLayerGaussianLaw, TwoLayerNonCentredLaw
 from ..meanode import MeanODE, solve_mean_ode
 from ..particles import (
@@ -459,12 +460,14 @@ def pad_grid(values, L: int):
 
 
 def _errors_dict(values_by_name, steps):
-    """Per step, summaries of each error over seeds."""
+    """Per step, summaries of each error over seeds. A network that exploded at a step in
+    any of its quantities (its loss, say) is counted as exploded in all of them there:
+    an error still below the threshold is not averaged in."""
     per_step = []
     for k in range(steps + 1):
-        per_step.append(
-            {name: summarize(np.asarray(v)[:, k]) for name, v in values_by_name.items()}
-        )
+        at_k = {name: np.asarray(v)[:, k] for name, v in values_by_name.items()}
+        exploded = exploded_draws(*at_k.values())
+        per_step.append({name: summarize(v, exploded=exploded) for name, v in at_k.items()})
     return per_step
 
 
@@ -744,7 +747,7 @@ def make_fits(cfg, points, decomposition, error_estimate, error_estimate_z):
             fits.append(
                 fit_loglog(
                     [p["L"] for p in line],
-                    [_vals(p[q]) for p in line],
+                    [fit_values(p[q]) for p in line],
                     quantity=q,
                     against="L",
                     fixed={"M": M_line, "steps": k},
@@ -760,7 +763,7 @@ def make_fits(cfg, points, decomposition, error_estimate, error_estimate_z):
             fits.append(
                 fit_loglog(
                     [p["M"] for p in col],
-                    [_vals(p[q]) for p in col],
+                    [fit_values(p[q]) for p in col],
                     quantity=q,
                     against="M",
                     fixed={"L": L_M, "steps": k},
@@ -771,7 +774,7 @@ def make_fits(cfg, points, decomposition, error_estimate, error_estimate_z):
             joint = fit_rate_sum(
                 [p["L"] for p in good],
                 [p["M"] for p in good],
-                [_vals(p[q]) for p in good],
+                [fit_values(p[q]) for p in good],
                 quantity=q,
                 seed=seed,
             )
@@ -795,8 +798,3 @@ def make_fits(cfg, points, decomposition, error_estimate, error_estimate_z):
             fit["ci95"] = None  # one deterministic value per depth: no seeds to resample
             fits.append(fit)
     return fits, excluded_points
-
-
-def _vals(summary):
-    """Per-seed values with non-finite ones as inf (counted as exploded by the fits)."""
-    return [math.inf if v is None else v for v in summary["values"]]

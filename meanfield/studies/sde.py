@@ -31,7 +31,7 @@ import numpy as np
 
 from ..activations import ACTIVATIONS
 from ..depth import BrownianLaw, FractionalBrownianLaw, SmoothGPLaw
-from ..fits import fit_loglog, summarize
+from ..fits import exploded_draws, fit_loglog, fit_values, summarize
 from ..neural_sde import NeuralODE, NeuralSDE, matrix_resnet
 from ..sharding import shard_seeds
 from .args import check_activation, int_list, override, positive_float, positive_int
@@ -290,7 +290,14 @@ def run(args):
     for i, L in enumerate(cfg["L"]):
         final, sup = seeds["final"][:, i].copy(), seeds["sup"][:, i].copy()
         final[~ok], sup[~ok] = np.inf, np.inf
-        points.append({"L": L, "error_final": summarize(final), "error_sup": summarize(sup)})
+        exploded = exploded_draws(final, sup)  # a path that blew up midway, say
+        points.append(
+            {
+                "L": L,
+                "error_final": summarize(final, exploded=exploded),
+                "error_sup": summarize(sup, exploded=exploded),
+            }
+        )
 
     t_fit = time.perf_counter()
     fits, excluded = make_fits(cfg, points, {"error_final": est_final, "error_sup": est_sup})
@@ -368,7 +375,7 @@ def make_fits(cfg, points, estimates):
         fits.append(
             fit_loglog(
                 [p["L"] for p in usable],
-                [[math.inf if v is None else v for v in p[q]["values"]] for p in usable],
+                [fit_values(p[q]) for p in usable],
                 quantity=q,
                 against="L",
                 fixed={"weights": cfg["weights"], "beta": critical_beta(cfg)},

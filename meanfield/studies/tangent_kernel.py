@@ -14,7 +14,7 @@ import jax.random as jr
 import numpy as np
 
 from ..activations import ACTIVATIONS
-from ..fits import fit_loglog, summarize
+from ..fits import fit_loglog, fit_values, summarize
 from ..laws import TwoLayerGaussianLaw
 from ..plotting import use_agg
 from ..resnet import ResNet
@@ -89,7 +89,7 @@ def run(args):
     fits = []
     for g in cfg["gammas"]:
         rows = sorted((p for p in points if p["gamma"] == g), key=lambda p: p["L"])
-        vals = [[v for v in p["relative_difference"]["values"] if v is not None] for p in rows]
+        vals = [fit_values(p["relative_difference"]) for p in rows]  # exploded: counted
         if g > 0.5:
             fits.append(
                 fit_loglog(
