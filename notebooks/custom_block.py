@@ -134,15 +134,17 @@ vs_L = [coupled(L, cfg["big_M"], jr.fold_in(key, L)) for L in cfg["L"]]
 vs_M = [coupled(max(cfg["L"]), M, jr.fold_in(key, 10_000 + M)) for M in cfg["M"]]
 fit_L = mf.fit_loglog(cfg["L"], vs_L, quantity="delta_h", against="L", theory=-1.0)
 fit_M = mf.fit_loglog(cfg["M"], vs_M, quantity="delta_h", against="M", theory=-0.5)
+# mean and std over the seeds that did not explode
+sum_L, sum_M = [mf.summarize(v) for v in vs_L], [mf.summarize(v) for v in vs_M]
 fig, ax = plt.subplots(1, 2, figsize=(9, 3.5))
-ax[0].errorbar(cfg["L"], [v.mean() for v in vs_L], [v.std() for v in vs_L], marker="o")
+ax[0].errorbar(cfg["L"], [s["mean"] for s in sum_L], [s["std"] for s in sum_L], marker="o")
 ax[0].set(
     xscale="log",
     yscale="log",
     xlabel="L",
     title=f"Δ^h, M={cfg['big_M']}: slope {fit_L['slope']:.2f} (theory −1)",
 )
-ax[1].errorbar(cfg["M"], [v.mean() for v in vs_M], [v.std() for v in vs_M], marker="o")
+ax[1].errorbar(cfg["M"], [s["mean"] for s in sum_M], [s["std"] for s in sum_M], marker="o")
 ax[1].set(
     xscale="log",
     yscale="log",

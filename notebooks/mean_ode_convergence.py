@@ -140,8 +140,8 @@ for col, q in enumerate(names):
     ax = axes[0, col]
     ax.errorbar(
         cfg["L"],
-        [v.mean() for v in vals_L],
-        [v.std() for v in vals_L],
+        [s["mean"] for s in map(mf.summarize, vals_L)],  # exploded seeds left out
+        [s["std"] for s in map(mf.summarize, vals_L)],
         marker="o",
         label=f"M={M_max}: slope {fit_L['slope']:.2f}",
     )
@@ -151,8 +151,8 @@ for col, q in enumerate(names):
     ax = axes[1, col]
     ax.errorbar(
         Ms,
-        [v.mean() for v in vals_M],
-        [v.std() for v in vals_M],
+        [s["mean"] for s in map(mf.summarize, vals_M)],  # exploded seeds left out
+        [s["std"] for s in map(mf.summarize, vals_M)],
         marker="o",
         label=f"L={L_M}: slope {fit_M['slope']:.2f}",
     )
