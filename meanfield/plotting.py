@@ -1,5 +1,5 @@
 """Plot helpers: log-log convergence plots with fitted and theoretical slopes (fit →
-plot), and cell edges for heat maps."""
+plot), ticks at a grid's sizes, and cell edges for heat maps."""
 
 import math
 
@@ -22,6 +22,21 @@ def cell_edges(v):
         return np.array([v[0] - 0.05, v[0] + 0.05])
     mid = (v[1:] + v[:-1]) / 2
     return np.concatenate([[v[0] - (mid[0] - v[0])], mid, [v[-1] + (v[-1] - mid[-1])]])
+
+
+def size_ticks(ax, values, *, axis: str = "x", most: int = 8) -> None:
+    """Ticks at a grid's own sizes (depths, widths) on a log axis, labelled as plain
+    numbers (every other one, or sparser, past `most`), and no minor-tick labels: over one
+    to two decades matplotlib labels its minor ticks too (2×10^1, 3×10^1, ...), and they
+    run into each other."""
+    from matplotlib.ticker import NullFormatter
+
+    if axis not in ("x", "y"):
+        raise ValueError(f"axis: 'x' or 'y', not {axis!r}")
+    vals = sorted({float(v) for v in values})
+    vals = vals[:: math.ceil(len(vals) / most)] if vals else vals
+    getattr(ax, f"set_{axis}ticks")(vals, [f"{v:g}" for v in vals])
+    getattr(ax, f"{axis}axis").set_minor_formatter(NullFormatter())
 
 
 def loglog_series(

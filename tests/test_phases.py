@@ -16,7 +16,7 @@ from meanfield.phases import (
     median_log_slope,
     zero_crossing,
 )
-from meanfield.plotting import cell_edges
+from meanfield.plotting import cell_edges, size_ticks, use_agg
 from meanfield.studies import phases as study
 
 
@@ -134,6 +134,29 @@ def test_heatmap_cells_hold_their_grid_values():
     np.testing.assert_allclose(edges, [0.125, 0.375, 0.525, 0.775, 1.225])
     assert np.all((edges[:-1] < values) & (values < edges[1:]))
     np.testing.assert_allclose(cell_edges(np.array([0.7])), [0.65, 0.75])
+
+
+def test_depth_axis_is_labelled_at_the_grid_depths_only():
+    """The quick preset's depths 16..512 on a log axis: matplotlib labelled its minor
+    ticks too (2×10^1, 3×10^1, 4×10^1, 6×10^1, ...), running into each other; the axis now
+    carries the grid's depths and no minor labels."""
+    use_agg()
+    import matplotlib.pyplot as plt
+
+    Ls = [16, 32, 64, 128, 256, 512]
+    fig, ax = plt.subplots()
+    ax.plot(Ls, np.ones(len(Ls)))
+    ax.set_xscale("log")
+    size_ticks(ax, Ls)
+    fig.canvas.draw()
+    assert list(ax.get_xticks()) == Ls
+    assert [t.get_text() for t in ax.get_xticklabels()] == [str(L) for L in Ls]
+    assert all(not t.get_text() for t in ax.get_xticklabels(minor=True))
+    size_ticks(ax, range(1, 20), axis="y")  # 19 sizes: every third labelled
+    assert list(ax.get_yticks()) == list(range(1, 20, 3))
+    plt.close(fig)
+    with pytest.raises(ValueError, match="^axis: 'x' or 'y', not 'z'$"):
+        size_ticks(ax, Ls, axis="z")
 
 
 def test_length_scale_is_checked_before_the_study_starts():

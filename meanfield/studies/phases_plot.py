@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..plotting import cell_edges, use_agg
+from ..plotting import cell_edges, size_ticks, use_agg
 
 PHASE_COLOURS = {"identity": "tab:blue", "stability": "tab:green", "explosion": "tab:red"}
 TITLES = {
@@ -55,6 +55,7 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
             ax.fill_between(Ls, lo, hi, color=colour, alpha=0.12, lw=0)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        size_ticks(ax, Ls)
         ax.set_xlabel("depth L")
         ax.set_ylabel(label + " (median, quartiles)")
         ax.legend(fontsize=6, ncol=2)
