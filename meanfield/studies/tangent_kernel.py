@@ -149,7 +149,7 @@ def _figure(out, cfg, points):
         xscale="log",
         yscale="log",
         xlabel="M L α²",
-        ylabel="‖K − K_shallow‖ / ‖K‖",
+        ylabel="‖K − K_shallow‖ / ‖K‖ (mean ± std over networks)",
         title="tangent kernel vs shallow M·L-unit kernel",
     )
     ax.legend(fontsize=7)
