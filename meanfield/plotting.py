@@ -35,7 +35,8 @@ def size_ticks(ax, values, *, axis: str = "x", most: int = 8) -> None:
         raise ValueError(f"axis: 'x' or 'y', not {axis!r}")
     vals = sorted({float(v) for v in values})
     vals = vals[:: math.ceil(len(vals) / most)] if vals else vals
-    getattr(ax, f"set_{axis}ticks")(vals, [f"{v:g}" for v in vals])
+    labels = [str(int(v)) if v.is_integer() else f"{v:g}" for v in vals]  # 16384, not 1.6e+04
+    getattr(ax, f"set_{axis}ticks")(vals, labels)
     getattr(ax, f"{axis}axis").set_minor_formatter(NullFormatter())
 
 

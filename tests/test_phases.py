@@ -154,6 +154,8 @@ def test_depth_axis_is_labelled_at_the_grid_depths_only():
     assert all(not t.get_text() for t in ax.get_xticklabels(minor=True))
     size_ticks(ax, range(1, 20), axis="y")  # 19 sizes: every third labelled
     assert list(ax.get_yticks()) == list(range(1, 20, 3))
+    size_ticks(ax, [1024, 1048576, 0.5])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0.5", "1024", "1048576"]
     plt.close(fig)
     with pytest.raises(ValueError, match="^axis: 'x' or 'y', not 'z'$"):
         size_ticks(ax, Ls, axis="z")
