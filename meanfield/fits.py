@@ -30,10 +30,15 @@ def _t975(dof: int) -> float:
     return _T975[dof - 1] if dof <= len(_T975) else 1.96
 
 
+def _exploded(v: np.ndarray, threshold: float) -> np.ndarray:
+    """Per value of the flat float array `v`: not finite, or above the threshold."""
+    return ~np.isfinite(v) | (np.abs(v) > threshold)
+
+
 def split_exploded(values, threshold: float = EXPLOSION_THRESHOLD) -> tuple[np.ndarray, int]:
     """The usable values (finite, |v| <= threshold) and the number of exploded ones."""
     v = np.asarray(values, dtype=float).ravel()
-    bad = ~np.isfinite(v) | (np.abs(v) > threshold)
+    bad = _exploded(v, threshold)
     return v[~bad], int(bad.sum())
 
 
@@ -46,7 +51,7 @@ def exploded_draws(*values, threshold: float = EXPLOSION_THRESHOLD) -> np.ndarra
     flat = [np.asarray(v, dtype=float).ravel() for v in values]
     if len({v.size for v in flat}) != 1:
         raise ValueError(f"values: the arrays differ in length ({[v.size for v in flat]})")
-    return np.logical_or.reduce([~np.isfinite(v) | (np.abs(v) > threshold) for v in flat])
+    return np.logical_or.reduce([_exploded(v, threshold) for v in flat])
 
 
 def summarize(
@@ -64,7 +69,7 @@ def summarize(
     `values` holds every draw (None where not finite) and `exploded_draws` the indices of
     those counted as exploded; `fit_values` turns them back into fit input."""
     v = np.asarray(values, dtype=float).ravel()
-    bad = ~np.isfinite(v) | (np.abs(v) > threshold)
+    bad = _exploded(v, threshold)
     if exploded is not None:
         mask = np.asarray(exploded, dtype=bool).ravel()
         if mask.shape != v.shape:

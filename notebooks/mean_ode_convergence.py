@@ -132,6 +132,8 @@ for col, q in enumerate(names):
     Ms = [M for M in cfg["M"] if M <= 64]
     vals_M = [np.asarray(getattr(results[(L_M, M)], q))[:, steps] for M in Ms]
     fit_M = mf.fit_loglog(Ms, vals_M, quantity=q, against="M", theory=-0.5)
+    # mean and std over the seeds that did not explode
+    sum_L, sum_M = [mf.summarize(v) for v in vals_L], [mf.summarize(v) for v in vals_M]
     e = [float(getattr(euler[L], q)[steps]) for L in cfg["L"]]
     print(
         f"{names[q]}: slope in L {fit_L['slope']:.2f} {np.round(fit_L['ci95'], 2)}, "
@@ -140,8 +142,8 @@ for col, q in enumerate(names):
     ax = axes[0, col]
     ax.errorbar(
         cfg["L"],
-        [s["mean"] for s in map(mf.summarize, vals_L)],  # exploded seeds left out
-        [s["std"] for s in map(mf.summarize, vals_L)],
+        [s["mean"] for s in sum_L],
+        [s["std"] for s in sum_L],
         marker="o",
         label=f"M={M_max}: slope {fit_L['slope']:.2f}",
     )
@@ -151,8 +153,8 @@ for col, q in enumerate(names):
     ax = axes[1, col]
     ax.errorbar(
         Ms,
-        [s["mean"] for s in map(mf.summarize, vals_M)],  # exploded seeds left out
-        [s["std"] for s in map(mf.summarize, vals_M)],
+        [s["mean"] for s in sum_M],
+        [s["std"] for s in sum_M],
         marker="o",
         label=f"L={L_M}: slope {fit_M['slope']:.2f}",
     )
