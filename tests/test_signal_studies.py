@@ -137,3 +137,35 @@ def test_bad_input(args, needle, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert needle in err and len(err.splitlines()) == 1, err
     assert not out.exists()
+
+
+def test_tangent_kernel_figure_bars_stay_on_the_log_axis(tmp_path, monkeypatch):
+    """Where the spread over networks exceeds the mean, mean − std is below zero: the bar
+    must end at a positive value on the log axis (not at a negative one left to the axis's
+    clipping), and the upper end must still be mean + std."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from meanfield.studies import tangent_kernel
+
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig=None: None)  # keep the figure to inspect
+    means, stds = [0.2, 0.05, 0.01], [0.1, 0.08, None]  # the 2nd bar would go below zero
+    points = [
+        {"gamma": 1.0, "L": L, "MLalpha2": x, "relative_difference": {"mean": m, "std": s}}
+        for L, x, m, s in zip([4, 16, 64], [1.0, 0.25, 0.0625], means, stds, strict=True)
+    ]
+    tangent_kernel._figure(tmp_path, {"gammas": [1.0]}, points)
+    fig = plt.gcf()
+    try:
+        segments = [s for c in fig.axes[0].collections for s in c.get_segments() if len(s)]
+        ends = {float(s[0, 0]): sorted(s[:, 1]) for s in segments}
+        assert ends[1.0] == pytest.approx([0.1, 0.3])
+        low, high = ends[0.25]
+        assert 0 < low < 0.05 and high == pytest.approx(0.13)
+        # no std (fewer than two networks): a bar of length zero
+        assert ends.get(0.0625, [0.01, 0.01]) == pytest.approx([0.01, 0.01])
+        assert np.all(np.asarray(fig.axes[0].get_ylim()) > 0)
+    finally:
+        close(fig)
+    assert (tmp_path / "tangent_kernel.png").exists()

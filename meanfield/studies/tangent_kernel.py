@@ -16,7 +16,7 @@ import numpy as np
 from ..activations import ACTIVATIONS
 from ..fits import fit_loglog, fit_values, summarize
 from ..laws import TwoLayerGaussianLaw
-from ..plotting import use_agg
+from ..plotting import loglog_series, use_agg
 from ..resnet import ResNet
 from ..theory.tangent import relative_difference
 from ..two_layer import TwoLayerBlock
@@ -137,11 +137,12 @@ def _figure(out, cfg, points):
     fig, ax = plt.subplots(figsize=(6, 4))
     for g, color in zip(cfg["gammas"], plt.cm.tab10(np.arange(len(cfg["gammas"]))), strict=False):
         rows = sorted((p for p in points if p["gamma"] == g), key=lambda p: p["L"])
-        ax.errorbar(
+        # on the log axis a bar below zero (std > mean) stops just above it
+        loglog_series(
+            ax,
             [p["MLalpha2"] for p in rows],
             [p["relative_difference"]["mean"] for p in rows],
-            [np.nan if (v := p["relative_difference"]["std"]) is None else v for p in rows],
-            fmt="o-",
+            [p["relative_difference"]["std"] for p in rows],
             color=color,
             label=f"γ={g}",
         )
