@@ -1,7 +1,8 @@
 """Benchmark: the standard mean-ODE convergence grid, end to end, beside the natural way.
 
     PYTHONPATH=. python3 benchmarks/grid.py --out DIR [--preset quick|paper] [--natural-seeds 2]
-        [--natural-configs N] [--natural-budget S] [--warm-cache] [--study-args "..."]
+        [--natural-configs N] [--natural-budget S] [--warm-cache] [--warm-runs N]
+        [--study-args "..."]
 
 1. Runs `meanfield study mean-ode --preset P` (float64, fresh output folder, an empty
    persistent compilation cache, so compile times are cold) and splits its wall time
@@ -10,6 +11,8 @@
    (grid points share programs by padding, `--pad-units`). With `--warm-cache` it runs
    the study a second time in the same process on the now-filled cache: what a second
    invocation costs (tracing and lowering still run; loading programs replaces compiling).
+   `--warm-runs N` repeats that run N times and reports each part's median and spread
+   (min, quartiles, max) over the N runs; the cold run is one timing by nature.
 2. The natural implementation of the finite-network part, as public research code
    writes it: for every (L, M) of the grid, one jitted function per configuration
    called from a Python loop over seeds (the same per-seed computation as the study:
@@ -119,6 +122,40 @@ def _split(results: dict, wall: float) -> dict:
             sorted((t.get("compile_seconds_by_program") or {}).items(), key=lambda kv: -kv[1])[:10]
         ),
     }
+
+
+# the parts of a `_split` that are times: summarised over repeated warm-cache runs
+TIME_KEYS = (
+    "wall_s",
+    "study_total_s",
+    "compile_s",
+    "compile_wait_s",
+    "reference_s",
+    "finite_s",
+    "euler_s",
+    "euler_compile_s",
+    "fit_s",
+    "plot_s",
+    "other_s",
+)
+
+
+def warm_summary(runs: list[dict]) -> tuple[dict, dict]:
+    """Repeated runs of the study (each a `_split`) as one row and its spread: the row is
+    the first run's with every time in `TIME_KEYS` replaced by its median over the runs
+    (so the parts' medians need not add up to the median wall time); the spread gives
+    each time's min, quartiles and max, and the number of runs."""
+    if not runs:
+        raise ValueError("runs: need at least one run")
+    row, spread = dict(runs[0]), {"runs": len(runs)}
+    for key in TIME_KEYS:
+        values = [r[key] for r in runs if r.get(key) is not None]
+        if not values:
+            continue
+        t = timing.Timing(compile_s=None, warmup_s=0.0, times=values).summary()
+        row[key] = t["median_s"]
+        spread[key] = {"min": t["min_s"], "q25": t["q25_s"], "q75": t["q75_s"], "max": t["max_s"]}
+    return row, spread
 
 
 def sample_configs(configs: list[tuple[int, int]], count: int | None) -> list[tuple[int, int]]:
@@ -292,6 +329,12 @@ def main(argv=None):
     parser.add_argument(
         "--warm-cache", action="store_true", help="run the study again on the filled cache"
     )
+    parser.add_argument(
+        "--warm-runs",
+        type=int,
+        help="runs on the filled cache (implies --warm-cache; default 1): each part's "
+        "median and spread over them",
+    )
     parser.add_argument("--pad-units", type=int, help="passed to the study (default: its own)")
     parser.add_argument(
         "--study-args",
@@ -305,6 +348,9 @@ def main(argv=None):
         parser.error(f"--natural-seeds: must be >= 1, got {args.natural_seeds}")
     if args.natural_configs is not None and args.natural_configs < 2:
         parser.error(f"--natural-configs: must be >= 2, got {args.natural_configs}")
+    if args.warm_runs is not None and args.warm_runs < 1:
+        parser.error(f"--warm-runs: must be >= 1, got {args.warm_runs}")
+    warm_runs = args.warm_runs or (1 if args.warm_cache else 0)
     preset = args.preset or ("quick" if jax.default_backend() == "cpu" else "paper")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -328,15 +374,19 @@ def main(argv=None):
             },
             "ours": _split(results, time.perf_counter() - t0),
             "ours_warm_cache": None,
+            "ours_warm_cache_spread": None,
+            "ours_warm_cache_runs": [],
         }
         lines = _lines(payload, results)
         _write(out, payload, lines)  # each part survives a run cut short after it
-        if args.warm_cache:
+        for _ in range(warm_runs):
             t0 = time.perf_counter()
             again = run_study(preset, Path(tmp) / "study2", Path(tmp) / "cache", extra)
-            payload["ours_warm_cache"] = _split(again, time.perf_counter() - t0)
+            payload["ours_warm_cache_runs"].append(_split(again, time.perf_counter() - t0))
+            row, spread = warm_summary(payload["ours_warm_cache_runs"])
+            payload["ours_warm_cache"], payload["ours_warm_cache_spread"] = row, spread
             lines = _lines(payload, results)
-            _write(out, payload, lines)
+            _write(out, payload, lines)  # after each run: a run cut short keeps the others
     from meanfield.compilation import disable_compilation_cache
 
     disable_compilation_cache()  # the folder is gone; the natural runs compile cold
@@ -360,7 +410,11 @@ def main(argv=None):
 
 def _lines(payload: dict, results: dict) -> list[str]:
     """The table's lines for the study runs in `payload`."""
-    ours, warm = payload["ours"], payload["ours_warm_cache"]
+    ours, warm, spread = (
+        payload["ours"],
+        payload["ours_warm_cache"],
+        payload["ours_warm_cache_spread"],
+    )
     keys = (
         "wall_s",
         "compile_s",
@@ -380,7 +434,10 @@ def _lines(payload: dict, results: dict) -> list[str]:
         f"grid benchmark, preset {payload['preset']}: {payload['grid']['points']} (L, M, k) "
         f"points, {payload['grid']['seeds']} seeds, device {results['timing'].get('device')}",
     ]
-    for name, row in (("ours, cold cache", ours), ("ours, warm cache", warm)):
+    warm_name = "ours, warm cache"
+    if spread and spread["runs"] > 1:
+        warm_name += f" (medians of {spread['runs']} runs)"
+    for name, row in (("ours, cold cache", ours), (warm_name, warm)):
         if row is not None:
             v = [timing.format_seconds(row[k] or 0.0) for k in keys]
             euler_compile = timing.format_seconds(row.get("euler_compile_s") or 0.0)
@@ -396,6 +453,16 @@ def _lines(payload: dict, results: dict) -> list[str]:
                     *v[6:],
                 )
             )
+    if spread and spread["runs"] > 1:
+        lines.append(
+            "  spread over the warm runs (min-max): "
+            + ", ".join(
+                f"{k[:-2]} {timing.format_seconds(spread[k]['min'])}-"
+                f"{timing.format_seconds(spread[k]['max'])}"
+                for k in ("wall_s", "compile_s", "reference_s", "finite_s", "euler_s", "fit_s")
+                if k in spread
+            )
+        )
     loops = list((ours.get("depth_loop_by_program") or {}).values())
     lines.append(
         f"depth loops (--depth-loop {ours.get('depth_loop')}): "

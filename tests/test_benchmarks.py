@@ -109,7 +109,7 @@ def test_grid_benchmark_splits_the_study_and_times_the_natural_way(tmp_path):
     )
     script = ROOT / "benchmarks" / "grid.py"
     args = ["--out", str(tmp_path), "--preset", "quick", "--natural-seeds", "1"]
-    args += ["--natural-configs", "3", "--study-args", study]
+    args += ["--natural-configs", "3", "--warm-runs", "2", "--study-args", study]
     done = subprocess.run(
         [sys.executable, str(script), *args], capture_output=True, text=True, timeout=600
     )
@@ -128,6 +128,15 @@ def test_grid_benchmark_splits_the_study_and_times_the_natural_way(tmp_path):
     # the parts do not overlap in the main thread: with the wait for compiles they and
     # the rest ("other") make up the wall time
     assert ours["compile_wait_s"] >= 0 and ours["other_s"] >= 0
+    # two more runs on the filled compilation cache: each part's median over them
+    runs, warm = r["ours_warm_cache_runs"], r["ours_warm_cache"]
+    assert len(runs) == 2 and r["ours_warm_cache_spread"]["runs"] == 2
+    for key in ("wall_s", "compile_s", "finite_s", "reference_s"):
+        values = [run[key] for run in runs]
+        assert warm[key] == pytest.approx(sum(values) / 2), key
+        assert r["ours_warm_cache_spread"][key]["max"] == max(values), key
+    assert warm["programs"] == ours["programs"]
+    assert "medians of 2 runs" in (tmp_path / "grid.txt").read_text()
     rows = r["natural"]["rows"]
     assert [(row["L"], row["M"]) for row in rows] == [
         (4, 1),
@@ -152,14 +161,39 @@ def test_grid_benchmark_splits_the_study_and_times_the_natural_way(tmp_path):
     finite_wall = ours["compile_wait_s"] + ours["finite_s"]
     assert r["ratio_finite_wall"] == pytest.approx(total / finite_wall)
     assert "3 of 6 configurations timed" in r["natural"]["extrapolated"]
-    bad = subprocess.run(
-        [sys.executable, str(script), "--out", str(tmp_path / "bad"), "--natural-configs", "1"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert bad.returncode == 2 and "--natural-configs: must be >= 2" in bad.stderr
-    assert not (tmp_path / "bad").exists()  # refused before any study ran
+    for option, value, message in [
+        ("--natural-configs", "1", "--natural-configs: must be >= 2, got 1"),
+        ("--warm-runs", "0", "--warm-runs: must be >= 1, got 0"),
+    ]:
+        bad = subprocess.run(
+            [sys.executable, str(script), "--out", str(tmp_path / "bad"), option, value],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert bad.returncode == 2 and message in bad.stderr, option
+        assert not (tmp_path / "bad").exists()  # refused before any study ran
+
+
+def test_grid_warm_summary_takes_medians_and_spreads():
+    """Three runs with wall 1, 3, 2 s: median 2, quartiles 1.5 and 2.5 (numpy's linear
+    interpolation); a time missing from a run is summarised over the others; the other
+    fields are the first run's."""
+    from benchmarks.grid import warm_summary
+
+    runs = [
+        {"wall_s": 1.0, "finite_s": None, "programs": 5},
+        {"wall_s": 3.0, "finite_s": 4.0, "programs": 5},
+        {"wall_s": 2.0, "finite_s": 6.0, "programs": 5},
+    ]
+    row, spread = warm_summary(runs)
+    assert row["wall_s"] == 2.0 and row["finite_s"] == 5.0 and row["programs"] == 5
+    assert spread["runs"] == 3
+    assert spread["wall_s"] == {"min": 1.0, "q25": 1.5, "q75": 2.5, "max": 3.0}
+    assert spread["finite_s"]["min"] == 4.0 and spread["finite_s"]["max"] == 6.0
+    assert "fit_s" not in spread and runs[0]["wall_s"] == 1.0  # the runs are left alone
+    with pytest.raises(ValueError, match="runs"):
+        warm_summary([])
 
 
 def test_grid_natural_part_spreads_its_timing_and_keeps_a_budget():
