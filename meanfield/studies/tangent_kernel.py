@@ -137,7 +137,7 @@ def _figure(out, cfg, points):
     fig, ax = plt.subplots(figsize=(6, 4))
     for g, color in zip(cfg["gammas"], plt.cm.tab10(np.arange(len(cfg["gammas"]))), strict=False):
         rows = sorted((p for p in points if p["gamma"] == g), key=lambda p: p["L"])
-        # on the log axis a bar below zero (std > mean) stops just above it
+        # on the log axis a bar that would go below zero (std > mean) ends at mean / 1000
         loglog_series(
             ax,
             [p["MLalpha2"] for p in rows],
