@@ -124,31 +124,16 @@ def _split(results: dict, wall: float) -> dict:
     }
 
 
-# the parts of a `_split` that are times: summarised over repeated warm-cache runs
-TIME_KEYS = (
-    "wall_s",
-    "study_total_s",
-    "compile_s",
-    "compile_wait_s",
-    "reference_s",
-    "finite_s",
-    "euler_s",
-    "euler_compile_s",
-    "fit_s",
-    "plot_s",
-    "other_s",
-)
-
-
 def warm_summary(runs: list[dict]) -> tuple[dict, dict]:
     """Repeated runs of the study (each a `_split`) as one row and its spread: the row is
-    the first run's with every time in `TIME_KEYS` replaced by its median over the runs
-    (so the parts' medians need not add up to the median wall time); the spread gives
-    each time's min, quartiles and max, and the number of runs."""
+    the first run's with every time (a number under a key ending in `_s`) replaced by its
+    median over the runs (so the parts' medians need not add up to the median wall
+    time); the spread gives each time's min, quartiles and max, and the number of runs."""
     if not runs:
         raise ValueError("runs: need at least one run")
     row, spread = dict(runs[0]), {"runs": len(runs)}
-    for key in TIME_KEYS:
+    times = {k for r in runs for k, v in r.items() if k.endswith("_s") and type(v) in (int, float)}
+    for key in sorted(times):
         values = [r[key] for r in runs if r.get(key) is not None]
         if not values:
             continue
