@@ -16,6 +16,7 @@ The limit enters only through its mean fields on the grid s = l/L
 """
 
 import math
+from collections.abc import Callable
 
 import equinox as eqx
 import jax
@@ -25,7 +26,7 @@ import jax.random as jr
 from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
 from ._validation import as_number, check_positive_int
-from .backward import loss_and_gradients
+from .backward import loss_and_gradients, squared_loss
 from .blocks import AbstractUnitBlock, WeightedUnits
 from .depth_loop import PallasOptions
 from .laws import AbstractGaussianLaw
@@ -38,10 +39,17 @@ class LimitOnGrid(eqx.Module):
     """The limit's mean fields at s = l/L, l = 0..L, for steps 0..k.
 
     - `h`, `b`: `(k + 1, L + 1, n, d)`.
+    - `learning_rate`, `loss`: those the limit was trained with (`limit_on_grid` records
+      the `MeanODE`'s; None, the default, where unknown, as for a grid built by hand).
+      Where they are known, `coupled_errors` and `euler_errors` refuse another learning
+      rate or loss (the errors would measure the distance between two different GD
+      dynamics), and use the grid's loss when given none.
     """
 
     h: Float[Array, "k+1 L+1 n d"]
     b: Float[Array, "k+1 L+1 n d"]
+    learning_rate: float | None = eqx.field(static=True, default=None)
+    loss: Callable | None = eqx.field(static=True, default=None)
 
     @property
     def L(self) -> int:
@@ -56,7 +64,8 @@ def limit_on_grid(solution: MeanODESolution, L: int) -> LimitOnGrid:
     """Evaluate a solved limit at s = l/L for every step (one compiled call per L)."""
     check_positive_int(L, "L")
     h, b = solution.fields(jnp.arange(L + 1) / L)
-    return LimitOnGrid(h=h, b=b)
+    model = solution.model
+    return LimitOnGrid(h=h, b=b, learning_rate=model.learning_rate, loss=model.loss)
 
 
 def _tree_norm(tree: PyTree, lead: int) -> Array:
@@ -102,6 +111,33 @@ def _state_errors(adjoint, grid: LimitOnGrid):
     dh = jnp.max(jnp.linalg.norm(hs - grid.h, axis=-1), axis=(1, 2))
     db = jnp.max(jnp.linalg.norm(bs - grid.b, axis=-1), axis=(1, 2))
     return dh, db
+
+
+def _limit_loss(grid: LimitOnGrid, learning_rate, loss) -> Callable:
+    """The loss to train with (the grid's by default); refuses a learning rate or loss
+    other than those the limit was solved with, where the grid records them."""
+    lr = as_number(learning_rate)
+    if (
+        grid.learning_rate is not None
+        and isinstance(lr, int | float)  # a traced rate goes unchecked
+        and not math.isclose(lr, grid.learning_rate, rel_tol=1e-6)
+    ):
+        raise ValueError(
+            f"learning_rate must be the limit's ({grid.learning_rate!r}, the MeanODE's), "
+            f"got {learning_rate!r}"
+        )
+    if loss is None:
+        return squared_loss if grid.loss is None else grid.loss
+    if grid.loss is not None and loss is not grid.loss:
+        raise ValueError(
+            f"loss must be the function the limit was solved with ({_name(grid.loss)}, the "
+            f"MeanODE's), got {_name(loss)}"
+        )
+    return loss
+
+
+def _name(f) -> str:
+    return getattr(f, "__qualname__", None) or repr(f)
 
 
 def _check_coupling(net: ResNet, xs, grid: LimitOnGrid, learning_rate, depth, width) -> None:
@@ -158,15 +194,17 @@ def coupled_errors(
     keeps its number of programs low); the result equals the unpadded computation up
     to rounding.
 
+    `learning_rate`, `loss`: η (mean-ODE convention) and `loss(y, prediction)` of the GD
+    steps, those of the limit (default loss: the grid's, else `½‖prediction − y‖²`); a
+    grid from `limit_on_grid` knows the limit's and refuses others.
+
     `method`, `options`: how the training runs its depth loops (`train`); with
     `"pallas"` a 2LP network, padded or not, trains through the fused kernels.
     """
     if net.L != grid.L:
         raise ValueError(f"the network has L={net.L} but the limit grid has L={grid.L}")
     _check_coupling(net, xs, grid, learning_rate, depth, width)
-    from .backward import squared_loss
-
-    loss = squared_loss if loss is None else loss
+    loss = _limit_loss(grid, learning_rate, loss)
     padded = depth is not None or width is not None
     depth = net.L if depth is None else depth
     width = net.M if width is None else width
@@ -244,9 +282,7 @@ def euler_errors(
 
     Compiled (`eqx.filter_jit`): one program per depth and particle count.
     """
-    from .backward import squared_loss
-
-    loss = squared_loss if loss is None else loss
+    loss = _limit_loss(grid, learning_rate, loss)
     L = grid.L
     n_probe = jax.tree.leaves(probes)[0].shape[0]
     tile = lambda a: jnp.broadcast_to(a, (L,) + a.shape)

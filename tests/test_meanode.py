@@ -490,6 +490,48 @@ def test_coupled_errors_bad_inputs_name_the_argument(key):
     run(net=mf.ResNet(block, net.params, np.float32(1.0 / (L * M))))  # 1/(LM) in float32
 
 
+def _sum_of_squares(y, prediction):  # 2 × the default ½‖·‖²: another GD dynamics
+    return jnp.sum((prediction - y) ** 2)
+
+
+def test_limit_on_grid_carries_the_limit_learning_rate_and_loss(key):
+    """A grid from `limit_on_grid` knows the η and loss the limit was trained with: the
+    coupled errors train with that loss by default (the same numbers as passing it by
+    hand, other numbers than the default ½‖·‖²), and refuse another η or loss, which
+    would compare two different GD dynamics."""
+    from meanfield.backward import squared_loss
+    from meanfield.coupling import draw_units
+
+    model, law = _small_model(order=4)
+    model = MeanODE(model.block, model.particles, model.xs, model.ys, 0.3, _sum_of_squares)
+    grid = limit_on_grid(solve_mean_ode(model, 1, rtol=1e-8, atol=1e-8), 4)
+    assert (grid.learning_rate, grid.loss) == (0.3, _sum_of_squares)
+    net = mf.ResNet(model.block, draw_units(law, key, 4, 3), 1.0 / 12)
+    xs, ys = model.xs, model.ys
+    bare = LimitOnGrid(h=grid.h, b=grid.b)  # built by hand: settings unknown, unchecked
+    default = coupled_errors(net, xs, ys, grid, learning_rate=0.3)
+    by_hand = coupled_errors(net, xs, ys, bare, learning_rate=0.3, loss=_sum_of_squares)
+    half = coupled_errors(net, xs, ys, bare, learning_rate=0.3)
+    for name in ("delta_h", "delta_b", "delta_z", "loss"):
+        np.testing.assert_array_equal(
+            np.asarray(getattr(default, name)), np.asarray(getattr(by_hand, name))
+        )
+    assert not np.allclose(np.asarray(default.delta_b), np.asarray(half.delta_b))
+    with pytest.raises(ValueError, match=r"^learning_rate must be the limit's \(0\.3, "):
+        coupled_errors(net, xs, ys, grid, learning_rate=0.5)
+    with pytest.raises(ValueError, match="^loss must be the function the limit was solved "):
+        coupled_errors(net, xs, ys, grid, learning_rate=0.3, loss=squared_loss)
+    probes = jax.vmap(law.sample)(jr.split(key, 2))
+    P = model.particles
+    with pytest.raises(ValueError, match=r"^learning_rate must be the limit's \(0\.3, "):
+        euler_errors(model.block, P, xs, ys, grid, learning_rate=0.5, probes=probes)
+    e = euler_errors(model.block, P, xs, ys, grid, learning_rate=np.float32(0.3), probes=probes)
+    e_hand = euler_errors(
+        model.block, P, xs, ys, bare, learning_rate=0.3, probes=probes, loss=_sum_of_squares
+    )
+    np.testing.assert_allclose(np.asarray(e.delta_b), np.asarray(e_hand.delta_b), rtol=1e-6)
+
+
 def test_draw_units_does_not_depend_on_the_array_shape(key):
     from meanfield.coupling import draw_units
 
