@@ -428,6 +428,8 @@ def run(args):
                 "K_max_meaning": "largest K^L for alpha <= 2 alpha*(L)",
                 "K_max": float(theory["K_max"]),
                 "K_accurate": K_ACCURATE,
+                "K_accurate_meaning": "K up to which the default rule is accurate to 1e-10 "
+                "for erf (tanh: about 20; meanfield.theory.gaussian)",
                 "argmax": "log grid of 256 alphas in [1e-3, 3] + 80 golden-section steps",
                 "simulation": {
                     "method": cfg["method"],
