@@ -59,8 +59,9 @@ class NeuralSDE(eqx.Module):
         on its grid (default n) and the states saved at `j/save`.
 
         `solver="euler"` is Euler–Maruyama, the Itô solution for a Brownian path (and
-        exactly the finite network when `steps = L`); `"heun"` is second order for
-        Young equations (H > 1/2) only: on a Brownian path it converges to the
+        exactly the finite network when `steps = L`); `"heun"` is for Young equations
+        (H > 1/2) only, where it converges faster than Euler (about 2H − 1/2 against
+        2H − 1, `solvers.solve_young`): on a Brownian path it converges to the
         Stratonovich solution, a different equation.
         """
         steps = path.shape[0] - 1 if steps is None else steps

@@ -131,9 +131,10 @@ def solve_controlled(
     - `steps`: the number of solver steps (must divide n); the steps land on the grid.
     - `save`: the number of intervals of the save grid `j/save` (must divide `steps`).
     - `solver`: `euler` (Euler–Maruyama: Itô for Brownian paths; the scheme the finite
-      network is), `heun` or `midpoint` (second-order: Stratonovich for Brownian paths,
-      so only for Young equations, H > 1/2, where every Riemann–Stieltjes scheme
-      converges to the same solution).
+      network is), `heun` or `midpoint` (second order for smooth paths; Stratonovich for
+      Brownian paths, so only for Young equations, H > 1/2, where every
+      Riemann–Stieltjes scheme converges to the same solution, Heun at a rate of about
+      2H − 1/2: see `solve_young`).
 
     **Returns:** a `ControlledSolution` with the states on the save grid.
     """
@@ -179,7 +180,10 @@ def solve_young(
 
     Euler converges at rate 2H − 1 on Young equations; Heun (the trapezoid rule)
     resolves the symmetric second-order term and converges faster, so it is the
-    reference; its own error is measured against half the grid.
+    reference; its own error is measured against half the grid. Its rate is not 2 on
+    these paths: measured about 2H − 1/2 (mean error over 100 fBm paths in d = 4 with
+    tanh, against Heun on 2^14 steps, from 1024 to 4096 steps: 0.73, 1.01 and 1.31 at
+    H = 0.6, 0.75 and 0.9).
     """
     return solve_controlled(
         vector_field, path, y0, steps=steps, save=save, solver=solver, args=args
