@@ -2,12 +2,15 @@
 
     PYTHONPATH=. python3 benchmarks/depth_loop.py --out DIR [--shapes quick|headline|full]
 
-For every shape (d, M, L, batch) and every method of `meanfield.forward_batch`
-(`scan`: the foundation's `jax.vmap(net)`, `unroll`, `pallas`) it times the forward
-pass and forward+backward (`jax.value_and_grad` of the mean squared loss in the
-weights), and reports achieved FLOP/s and bytes/s and the three limits of
-`benchmarks/hardware.py` (compute roofline, memory roofline, dependency chain), the
-largest of which is the applicable one: `fraction = limit / time` (1 = at the limit).
+For every shape (d, M, L, batch) and every method, a depth loop of `meanfield.ResNet`
+(`scan`: `ScanLoop()`, one layer per loop step; `unroll`: `ScanLoop(unroll)`; `pallas`:
+the fused kernels, `FusedLoop(...)` with the tiling options below), it times the
+forward pass of the whole batch through the loop (`AbstractDepthLoop.forward`) and
+forward+backward (`jax.value_and_grad` of the mean squared loss in the weights:
+autodiff through the scan, the kernels' custom VJP), and reports achieved FLOP/s and
+bytes/s and the three limits of `benchmarks/hardware.py` (compute roofline, memory
+roofline, dependency chain), the largest of which is the applicable one:
+`fraction = limit / time` (1 = at the limit).
 
 Counts (s = bytes per number; n inputs; per layer and input):
 
@@ -39,8 +42,8 @@ import jax
 import jax.numpy as jnp
 
 from benchmarks import hardware, timing
-from meanfield.depth_loop import PallasOptions
-from meanfield.fused_two_layer import WEIGHT_LOADS
+from meanfield.engine import FusedLoop, ScanLoop
+from meanfield.engine.kernels import WEIGHT_LOADS
 from meanfield.studies.args import int_list
 
 FULL = {
@@ -108,13 +111,29 @@ def build(d, M, L, n, activation, dtype, key):
     return block, net.alpha, params, xs, ys
 
 
-def programs(block, alpha, method: str, unroll: int, options):
+def depth_loop(method: str, unroll: int, fused: FusedLoop):
+    """The `ResNet` depth loop of a method name (`--methods`)."""
+    if method == "pallas":
+        return fused
+    return ScanLoop(unroll if method == "unroll" else 1)
+
+
+def method_name(loop) -> str:
+    """The method name of a depth loop (what `AutoLoop` resolves to)."""
+    if isinstance(loop, FusedLoop):
+        return "pallas"
+    return "scan" if loop.unroll == 1 else "unroll"
+
+
+def programs(block, alpha, method: str, unroll: int, fused: FusedLoop):
     """The forward and forward+backward functions of one method (arrays as arguments)."""
     import meanfield as mf
 
+    loop = depth_loop(method, unroll, fused)
+
     def out(params, xs):
-        net = mf.ResNet(block, params, alpha)
-        return mf.forward_batch(net, xs, method=method, unroll=unroll, options=options)
+        net = mf.ResNet(block, params, alpha, loop=loop)  # no embedding: h^0 = x
+        return net.loop.forward(net.block, net.params, net.alpha, xs)
 
     def loss(params, xs, ys):
         return 0.5 * jnp.mean(jnp.sum((out(params, xs) - ys) ** 2, axis=-1))
@@ -165,7 +184,7 @@ def main(argv=None):
     parser.add_argument("--num-stages", type=int, help="pallas (Triton): pipeline stages")
     parser.add_argument(
         "--weight-loads",
-        default=PallasOptions().weight_loads,
+        default=FusedLoop().weight_loads,
         choices=WEIGHT_LOADS,
         help="pallas: when each layer's weights are loaded (default: %(default)s)",
     )
@@ -204,7 +223,7 @@ def main(argv=None):
         clock_hz=args.clock_ghz and args.clock_ghz * 1e9,
         fma_cycles=args.fma_cycles,
     )
-    options = mf.PallasOptions(
+    fused = mf.FusedLoop(
         block_batch=args.block_batch,
         layers_per_step=args.layers_per_step,
         num_warps=args.num_warps,
@@ -238,19 +257,19 @@ def main(argv=None):
         key = jax.random.fold_in(jax.random.key(0), d * 1_000_003 + M * 10_007 + L * 101 + n)
         block, alpha, params, xs, ys = build(d, M, L, n, args.activation, dtype, key)
         net = mf.ResNet(block, params, alpha)
-        auto = mf.choose_method(net, n, "auto", options)
+        auto = method_name(mf.AutoLoop(fused=fused).resolve(net.block, net.params, n))
         baseline = {}
         for method, which_pass in itertools.product(methods, passes):
             row = {"d": d, "M": M, "L": L, "batch": n, "pass": which_pass, "method": method}
             row["auto_choice"] = auto
-            note = _skip_reason(method, which_pass, net, n, options, args, on_cpu)
+            note = _skip_reason(method, net, n, fused, args, on_cpu)
             need = scan_residual_bytes(d, M, L, n, itemsize) if which_pass != "forward" else 0
             if note is None and need > memory_limit:
                 note = f"needs ~{need / 2**30:.1f} GiB for residuals"
             if note is not None:
                 rows.append({**row, "note": note})
                 continue
-            fns = programs(block, alpha, method, args.unroll, options)
+            fns = programs(block, alpha, method, args.unroll, fused)
             fn_args = (params, xs) if which_pass == "forward" else (params, xs, ys)
             t = timing.time_jax(
                 fns[which_pass],
@@ -291,14 +310,12 @@ def main(argv=None):
     return payload
 
 
-def _skip_reason(method, which_pass, net, n, options, args, on_cpu):
-    import meanfield as mf
-
+def _skip_reason(method, net, n, fused: FusedLoop, args, on_cpu):
     if method != "pallas":
         return None
     if on_cpu and not args.pallas_interpret:
         return "pallas: CPU runs it interpreted only (--pallas-interpret)"
-    ok, reason = mf.pallas_supported(net, n, options)
+    ok, reason = fused.supports(net.block, net.params, n)
     return None if ok else f"pallas: {reason}"
 
 

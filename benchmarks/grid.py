@@ -16,7 +16,8 @@
 2. The natural implementation of the finite-network part, as public research code
    writes it: for every (L, M) of the grid, one jitted function per configuration
    called from a Python loop over seeds (the same per-seed computation as the study:
-   sample the network, k GD steps, the coupled errors). To keep the run short it is
+   sample the network, k GD steps, the coupled errors; the networks run the plain scan
+   over layers, `ScanLoop()`). To keep the run short it is
    timed on `--natural-seeds` seeds per configuration (after its compile) and scaled to
    the preset's seed count: `natural = compile + seeds × per-seed time`, per
    configuration, summed. The scaling is stated in the JSON (`natural.extrapolated`).
@@ -196,6 +197,7 @@ def natural(
     `spread_order`; with `budget` (seconds), none is started after it is spent, beyond
     the first two (the smallest and the largest L·M), and the rest count as untimed."""
     from meanfield.coupling import LimitOnGrid, coupled_errors
+    from meanfield.engine import ScanLoop
     from meanfield.resnet import ResNet
     from meanfield.scaling import MeanODEScaling
     from meanfield.studies import mean_ode as study
@@ -218,7 +220,9 @@ def natural(
 
         @jax.jit
         def one(key, grid=grid, L=L, M=M):
-            net = ResNet.sample(block, law, L=L, M=M, scaling=MeanODEScaling(), key=key)
+            net = ResNet.sample(
+                block, law, L=L, M=M, scaling=MeanODEScaling(), key=key, loop=ScanLoop()
+            )
             return coupled_errors(net, xs, ys, grid, learning_rate=cfg["lr"])
 
         keys = jr.split(jr.key(cfg["seed"]), natural_seeds + 1)

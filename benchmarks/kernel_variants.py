@@ -2,14 +2,14 @@
 
     PYTHONPATH=. python3 benchmarks/kernel_variants.py --out DIR [--shape d,M,L,batch]
 
-The fused depth loop (`meanfield.fused_two_layer`) is a Pallas kernel whose speed on a
-GPU depends on how Triton lays the per-layer tile out over threads, which the kernel
-does not choose directly. This script times, on one shape (default the headline
-d 8, M 16, L 4096, batch 256), the forward pass of:
+The fused depth loop (`meanfield.engine.kernels`, run by `meanfield.FusedLoop`) is a
+Pallas kernel whose speed on a GPU depends on how Triton lays the per-layer tile out
+over threads, which the kernel does not choose directly. This script times, on one
+shape (default the headline d 8, M 16, L 4096, batch 256), the forward pass of:
 
 * `rows`: the library's kernel (`fused_hidden`): h as (inputs, d), products
   (inputs, M, d), reductions over d then M — swept over `block_batch`, `num_warps`,
-  `layers_per_step` and `weight_loads` (what `meanfield.PallasOptions` exposes);
+  `layers_per_step` and `weight_loads` (what `meanfield.FusedLoop` exposes);
 * `lanes`: h transposed to (d, inputs), products (M, d, inputs): the inputs on the
   fast axis, so that a thread can own an input and reduce over M and d in registers;
 * `lanes_exp`: `lanes` with tanh written as 1 - 2 / (exp(2x) + 1) (one exp, one
@@ -20,11 +20,11 @@ d 8, M 16, L 4096, batch 256), the forward pass of:
 every formulation (`--blocks`, `--warps`: the tilings to try instead of each one's
 defaults) with each placement of the weight loads (`--weight-loads`: at each
 layer, hoisted to the start of a loop step, or prefetched one step ahead; see
-`meanfield.fused_two_layer.layer_loop`), each beside the plain `lax.scan` in the same
+`meanfield.engine.kernels.layer_loop`), each beside the plain `lax.scan` in the same
 run (`vs scan`), with the largest
 difference from the scan (float32: differences of order 1e-6 are rounding). `lanes`
 and `dot` are experiments written here, not library code: the fastest formulation on
-a device is the one to move into `meanfield.fused_two_layer`. On a CPU every kernel
+a device is the one to move into `meanfield.engine.kernels`. On a CPU every kernel
 runs in Pallas interpret mode (a correctness check of this script only; the timings
 mean nothing there). Results: `DIR/kernel_variants.json` and `.txt`.
 """
@@ -43,7 +43,7 @@ import jax.lax as lax
 import jax.numpy as jnp
 
 from benchmarks import timing
-from meanfield import fused_two_layer as fused
+from meanfield.engine import kernels as fused
 from meanfield.studies.args import int_list
 
 

@@ -6,11 +6,13 @@ Suite `finite` (the finite 2LP ResNet, forward and forward+backward, for several
 of each configuration; all implementations get the same weights and inputs and their
 outputs are checked against ours):
 
-* `ours`: `meanfield.forward_batch(method="auto")` for every seed and input of a
-  configuration in one program (`meanfield.shard_seeds`: seeds over all devices,
-  vmapped within a device);
-* `jax-scan-loop`: the foundation's `jax.vmap(net)` (a `lax.scan` over layers),
-  jitted once and called per seed from a Python loop;
+* `ours`: a `meanfield.ResNet` with its default depth loop (`AutoLoop`: the fused
+  kernels on a GPU where they apply, the scan on a CPU), all inputs through the loop
+  at once (`AbstractDepthLoop.forward`), every seed and input of a configuration in
+  one program (`meanfield.shard_seeds`: seeds over all devices, vmapped within a
+  device);
+* `jax-scan-loop`: the foundation's `jax.vmap(net)` with `ScanLoop()` (a `lax.scan`
+  over layers), jitted once and called per seed from a Python loop;
 * `diffrax-euler`: the recursion as an ODE with a piecewise-constant vector field,
   `diffrax.diffeqsolve(ODETerm, Euler(), t0=0, t1=L, dt0=1)`, one jitted solve per
   configuration vmapped over seeds and inputs (gradients through diffrax's default
@@ -83,11 +85,21 @@ def _loss(out, ys):
     return 0.5 * jnp.mean(jnp.sum((out - ys) ** 2, axis=-1))
 
 
+def _method_name(loop) -> str:
+    """`pallas`, `scan` or `unroll`: the depth loop `AutoLoop` runs (`ours_method`)."""
+    import meanfield as mf
+
+    if isinstance(loop, mf.FusedLoop):
+        return "pallas"
+    return "scan" if loop.unroll == 1 else "unroll"
+
+
 def ours(block, alpha, which):
     import meanfield as mf
 
     def out(params, xs):
-        return mf.forward_batch(mf.ResNet(block, params, alpha), xs)
+        net = mf.ResNet(block, params, alpha)  # no embedding: h^0 = x
+        return net.loop.forward(net.block, net.params, net.alpha, xs)
 
     def one(params, xs, ys):
         if which == "forward":
@@ -100,12 +112,13 @@ def ours(block, alpha, which):
 def jax_scan_loop(block, alpha, which):
     import meanfield as mf
 
+    def net(params):
+        return mf.ResNet(block, params, alpha, loop=mf.ScanLoop())
+
     def one(params, xs, ys):
         if which == "forward":
-            return jax.vmap(mf.ResNet(block, params, alpha))(xs)
-        return jax.value_and_grad(lambda p: _loss(jax.vmap(mf.ResNet(block, p, alpha))(xs), ys))(
-            params
-        )
+            return jax.vmap(net(params))(xs)
+        return jax.value_and_grad(lambda p: _loss(jax.vmap(net(p))(xs), ys))(params)
 
     step = jax.jit(one)
     return step, lambda per_seed, xs, ys: [step(p, xs, ys) for p in per_seed]
@@ -218,7 +231,7 @@ def finite_suite(cfg, args, dtype, report) -> None:
             xs = jax.random.normal(jax.random.fold_in(key, 1), (n, d), dtype)
             ys = jnp.roll(xs, 1, axis=1)
             per_seed = [jax.tree.map(lambda a, s=s: a[s], params) for s in range(S)]
-            auto = mf.choose_method(mf.ResNet(block, per_seed[0], alpha), n)
+            auto = _method_name(mf.AutoLoop().resolve(block, per_seed[0], n))
             for which in args.passes:
                 if report.out_of_time(base, [which]):
                     continue

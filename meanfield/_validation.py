@@ -2,13 +2,15 @@
 
 import math
 import numbers
+from typing import Any
 
 import jax
 import numpy as np
 
 
-def as_number(value):
-    """Converter for static numeric fields: numpy/JAX scalars become Python numbers."""
+def as_number(value: Any) -> Any:
+    """Converter for static numeric fields: numpy/JAX scalars become Python numbers
+    (typed `Any`: the field's own annotation says what it holds once checked)."""
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, numbers.Integral):

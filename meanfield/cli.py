@@ -37,7 +37,7 @@ def info() -> str:
     for pkg in ("jax", "jaxlib", "diffrax", "equinox", "optax", "lineax", "matplotlib"):
         lines.append(f"  {pkg:<11}{_version(pkg)}")
     lines.append(f"  backend    {jax.default_backend()}")
-    lines.append(f"  x64        {jax.config.jax_enable_x64}")
+    lines.append(f"  x64        {jax.config.read('jax_enable_x64')}")
     for dev in jax.devices():
         lines.append(f"  device     {dev.platform}:{dev.id} {dev.device_kind}")
     return "\n".join(lines)

@@ -93,10 +93,10 @@ class CompileCounter:
         self.cache_misses = 0
         self.compile_seconds = 0.0
 
-    def _duration(self, event: str, duration: float, **kwargs) -> None:
+    def _duration(self, event: str, duration_secs: float, **kwargs) -> None:
         if event == _BACKEND_COMPILE:
             self.compiles += 1
-            self.compile_seconds += duration
+            self.compile_seconds += duration_secs
 
     def _event(self, event: str, **kwargs) -> None:
         if event == _CACHE_HITS:

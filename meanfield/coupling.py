@@ -23,16 +23,16 @@ import jax
 import jax.lax as lax
 import jax.numpy as jnp
 import jax.random as jr
+import optax
 from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
 from ._validation import as_number, check_positive_int
-from .backward import loss_and_gradients, squared_loss
 from .blocks import AbstractUnitBlock, WeightedUnits
-from .depth_loop import PallasOptions
 from .laws import AbstractGaussianLaw
-from .meanode import MeanODESolution, particle_step
+from .meanode import MeanODESolution
+from .particles import Particles, particle_gradients
 from .resnet import ResNet
-from .training import mean_ode_sgd, train
+from .training import gd_loop, loss_and_gradients, mean_ode_sgd, squared_loss, train
 
 
 class LimitOnGrid(eqx.Module):
@@ -76,24 +76,28 @@ def _tree_norm(tree: PyTree, lead: int) -> Array:
     return jnp.sqrt(sum(sq))
 
 
+def _layer_gradients(block: AbstractUnitBlock, z: PyTree, hs: Array, bs: Array) -> PyTree:
+    """`particle_gradients` of every layer's units: `z` leaves `(L, N, ...)`, layer l
+    with the states `hs[l]` (h^{l-1}) and `bs[l]` (b^l), each `(n, d)`."""
+    return jax.vmap(lambda zl, h, b: particle_gradients(block, zl, h, b))(z, hs, bs)
+
+
 def limit_copies(
     block: AbstractUnitBlock, z0: PyTree, grid: LimitOnGrid, learning_rate: float
 ) -> PyTree:
-    """`Z_k^{j,l}(l/L)` for k = 0..steps from the draws `z0` (leaves `(L, M, ...)`).
+    """`Z_k^{j,l}(l/L)` for k = 0..steps from the draws `z0` (leaves `(L, M, ...)`): the
+    limit's GD step with the limit's mean fields at s = l/L (`particle_gradients`), run
+    by the one GD loop (`gd_loop`, plain SGD at rate η).
 
     Returns the history with a leading step axis, like `TrainResult.params`.
     """
-    out = [z0]
-    z = z0
-    for k in range(grid.steps):
+
+    def grad_fn(z, k):
         hs, bs = grid.h[k, 1:], grid.b[k, 1:]  # layer l uses s = l/L, l = 1..L
+        return _layer_gradients(block, z, hs, bs), None
 
-        def layer(zl, h, b):
-            return jax.vmap(lambda zj: particle_step(block, zj, h, b, learning_rate))(zl)
-
-        z = jax.vmap(layer)(z, hs, bs)
-        out.append(z)
-    return jax.tree.map(lambda *zs: jnp.stack(zs), *out)
+    history, _ = gd_loop(grad_fn, z0, optax.sgd(learning_rate), grid.steps, last=False)
+    return history
 
 
 class CoupledErrors(eqx.Module):
@@ -175,8 +179,6 @@ def coupled_errors(
     loss=None,
     depth: int | Int[Array, ""] | None = None,
     width: int | Int[Array, ""] | None = None,
-    method: str = "scan",
-    options: PallasOptions | None = None,
 ) -> CoupledErrors:
     """Train the finite network for `grid.steps` GD steps (mean-ODE convention) and
     measure its distance to the limit and to the limit copies of its own units.
@@ -198,12 +200,15 @@ def coupled_errors(
     steps, those of the limit (default loss: the grid's, else `½‖prediction − y‖²`); a
     grid from `limit_on_grid` knows the limit's and refuses others.
 
-    `method`, `options`: how the training runs its depth loops (`train`); with
-    `"pallas"` a 2LP network, padded or not, trains through the fused kernels.
+    The training runs the network's own depth loop (`net.loop`); with the fused
+    kernels (`FusedLoop`) a 2LP network, padded or not, trains through them.
     """
     if net.L != grid.L:
         raise ValueError(f"the network has L={net.L} but the limit grid has L={grid.L}")
     _check_coupling(net, xs, grid, learning_rate, depth, width)
+    block = net.block
+    if not isinstance(block, AbstractUnitBlock):
+        raise ValueError(f"net must have a unit block (the mean ODE's), got {type(block).__name__}")
     loss = _limit_loss(grid, learning_rate, loss)
     padded = depth is not None or width is not None
     depth = net.L if depth is None else depth
@@ -214,9 +219,7 @@ def coupled_errors(
         mask = (jnp.arange(net.L)[:, None] < depth) & (jnp.arange(net.M)[None, :] < width)
         scale = jnp.asarray(net.L * net.M, dtype) / (depth * width)
         weights = jnp.where(mask, scale, 0).astype(dtype)
-        model = ResNet(
-            WeightedUnits(net.block), (net.params, weights), net.alpha, unroll=net.unroll
-        )
+        model = ResNet(WeightedUnits(block), (net.params, weights), net.alpha, loop=net.loop)
     result = train(
         model,
         xs,
@@ -225,15 +228,14 @@ def coupled_errors(
         steps=grid.steps,
         loss=loss,
         return_adjoint=True,
-        method=method,
-        options=options,
     )
+    assert result.adjoint is not None  # return_adjoint=True
     dh, db = _state_errors(result.adjoint, grid)
     trained = result.params[0] if padded else result.params
     # the copies start from the units the training history holds at step 0, not from
     # `net.params`: XLA may compute a draw made in the same program twice (two fusions,
     # rounded differently), and Z_0 = Ẑ_0 must hold exactly
-    copies = limit_copies(net.block, jax.tree.map(lambda a: a[0], trained), grid, learning_rate)
+    copies = limit_copies(block, jax.tree.map(lambda a: a[0], trained), grid, learning_rate)
     dz = _tree_norm(jax.tree.map(jnp.subtract, copies, trained), 3)  # (k+1, L, M)
     if mask is not None:
         dz = jnp.where(mask, dz, 0)
@@ -262,7 +264,7 @@ def draw_units(law: AbstractGaussianLaw, key: PRNGKeyArray, L: int, M: int) -> P
 @eqx.filter_jit
 def euler_errors(
     block: AbstractUnitBlock,
-    particles,
+    particles: Particles,
     xs: Float[Array, "n d"],
     ys: Float[Array, "n d"],
     grid: LimitOnGrid,
@@ -290,22 +292,19 @@ def euler_errors(
     w = tile(jnp.concatenate([particles.weights, jnp.zeros(n_probe)]))
     wblock = WeightedUnits(block)
 
-    # steps + 1 evaluations in one loop, as in `train` (one forward and one backward
-    # loop over layers in the program); the particle update after the last is skipped
-    def gd(z, k):
-        net = ResNet(wblock, (z, w), 1.0 / L)
-        g = loss_and_gradients(net, xs, ys, loss)
-        h, b = g.adjoint.h, g.adjoint.b  # (n, L+1, d)
+    # each particle moves by its own gradient (weights aside: a probe of weight zero
+    # moves too), skipped after the last step, where only the states are kept
+    def grad_fn(z, k):
+        g = loss_and_gradients(ResNet(wblock, (z, w), 1.0 / L), xs, ys, loss)
+        h, b = jnp.swapaxes(g.adjoint.h, 0, 1), jnp.swapaxes(g.adjoint.b, 0, 1)  # (L+1, n, d)
+        grads = lax.cond(
+            k < grid.steps,
+            lambda: _layer_gradients(block, z, h[:-1], b[1:]),
+            lambda: jax.tree.map(jnp.zeros_like, z),
+        )
+        return grads, (g.adjoint, g.loss)
 
-        def layer(zl, hl, bl):
-            return jax.vmap(lambda zp: particle_step(block, zp, hl, bl, learning_rate))(zl)
-
-        def update(z):
-            return jax.vmap(layer)(z, jnp.swapaxes(h[:, :-1], 0, 1), jnp.swapaxes(b[:, 1:], 0, 1))
-
-        return lax.cond(k < grid.steps, update, lambda z: z, z), (z, g.adjoint, g.loss)
-
-    _, (history, adjoints, losses) = lax.scan(gd, z0, jnp.arange(grid.steps + 1))
+    history, (adjoints, losses) = gd_loop(grad_fn, z0, optax.sgd(learning_rate), grid.steps)
     dh, db = _state_errors(adjoints, grid)
     probe_hist = jax.tree.map(lambda a: a[:, :, -n_probe:], history)
     copies = limit_copies(block, jax.tree.map(lambda a: a[0], probe_hist), grid, learning_rate)

@@ -287,3 +287,16 @@ def fit_rate_sum(
         float(np.percentile(coefs[:, 1], 97.5)),
     ]
     return result
+
+
+def parabola_argmax(x, y) -> float:
+    """The abscissa of the maximum of sampled y(x) (x increasing): the vertex of the
+    least-squares parabola through the 5 points around the largest value, clipped to
+    the range of x; the largest point itself where that parabola opens upwards. Used
+    for α* of simulated response curves and, the same way, of their theory curves."""
+    i = int(np.argmax(y))
+    lo, hi = max(i - 2, 0), min(i + 3, len(x))
+    c = np.polyfit(x[lo:hi], y[lo:hi], 2)
+    if c[0] >= 0:
+        return float(x[i])
+    return float(np.clip(-c[1] / (2 * c[0]), x[0], x[-1]))

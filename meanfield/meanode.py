@@ -24,33 +24,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PyTree
 
-from solvers import DenseSolution, evaluate_many, solve_dense
-
 from ._validation import as_number
-from .backward import squared_loss
 from .blocks import AbstractUnitBlock
-from .particles import Particles
-
-
-def particle_step(
-    block: AbstractUnitBlock,
-    z: PyTree,
-    hs: Float[Array, "n d"],
-    bs: Float[Array, "n d"],
-    learning_rate: float,
-) -> PyTree:
-    """One GD step of one unit: `z − η (1/n) Σ_i D_2φ(h_i, z)ᵀ b_i`.
-
-    This is both the limit update (with the mean fields h_k(s), b_k(s)) and the
-    finite update in the mean-ODE convention (with ĥ^{l-1}, b̂^l).
-    """
-
-    def d2(h, b):
-        _, vjp = jax.vjp(lambda zz: block(h, zz), z)
-        return vjp(b)[0]
-
-    grads = jax.vmap(d2)(hs, bs)
-    return jax.tree.map(lambda zz, g: zz - learning_rate * jnp.mean(g, axis=0), z, grads)
+from .particles import Particles, particle_step
+from .solvers import DenseSolution, evaluate_many, solve_dense
+from .training import squared_loss
 
 
 class MeanODE(eqx.Module):
@@ -128,8 +106,9 @@ class MeanODE(eqx.Module):
     def gd_step(self, z: PyTree, s, forward: DenseSolution, backward: DenseSolution) -> PyTree:
         """One limit GD step of particles `z` (leading axis) at depth s, with the mean
         fields of one step's `forward` and `backward` solutions."""
-        step = jax.vmap(particle_step, in_axes=(None, 0, None, None, None))
-        return step(self.block, z, forward.evaluate(s), backward.evaluate(s), self.learning_rate)
+        return particle_step(
+            self.block, z, forward.evaluate(s), backward.evaluate(s), self.learning_rate
+        )
 
 
 def _evolve_stacked(model: "MeanODE", z0: PyTree, s, history, count) -> PyTree:
@@ -163,10 +142,10 @@ def _solution_shapes(state: jax.ShapeDtypeStruct, tol: jax.ShapeDtypeStruct, sol
     shape), traced once per state, tolerance type and solver, with a trivial field."""
 
     def solves(xs, tol):
-        kw = dict(rtol=tol, atol=tol, solver=solver)
+        field = lambda s, h, args: h
         return (
-            solve_dense(lambda s, h, args: h, xs, t0=0.0, t1=1.0, **kw),
-            solve_dense(lambda s, h, args: h, xs, t0=1.0, t1=0.0, **kw),
+            solve_dense(field, xs, t0=0.0, t1=1.0, rtol=tol, atol=tol, solver=solver),
+            solve_dense(field, xs, t0=1.0, t1=0.0, rtol=tol, atol=tol, solver=solver),
         )
 
     return eqx.filter_eval_shape(solves, state, tol)
@@ -290,27 +269,27 @@ def solve_mean_ode(
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
-    rtol, atol = as_number(rtol), as_number(atol)
-    if not all(isinstance(t, int | float) and math.isfinite(t) and t > 0 for t in (rtol, atol)):
+    tols = as_number(rtol), as_number(atol)
+    if not all(isinstance(t, int | float) and math.isfinite(t) and t > 0 for t in tols):
         raise ValueError(f"rtol and atol must be finite numbers > 0, got rtol={rtol}, atol={atol}")
     # tolerances are traced values: solves that differ only in them share one program
-    rtol, atol = jnp.asarray(rtol, dtype=float), jnp.asarray(atol, dtype=float)
+    rtol_a, atol_a = (jnp.asarray(t, dtype=float) for t in tols)
     if steps == 0:
-        f, b = _solve_step(model, None, 0, rtol, atol, solver)
+        f, b = _solve_step(model, None, 0, rtol_a, atol_a, solver)
         return MeanODESolution(model=model, forward=(f,), backward=(b,))
     # every step's solve is one program: the solutions of the earlier steps sit in
     # `steps` stacked slots (zeros until solved) and a traced count says how many count
     # (non-array leaves, such as diffrax's `max_steps` statistic, stay as they are); the
     # shapes of a solution do not depend on its vector field: traced with a trivial one
     state = jax.ShapeDtypeStruct(model.xs.shape, model.xs.dtype)
-    shapes = _solution_shapes(state, jax.ShapeDtypeStruct((), rtol.dtype), solver)
+    shapes = _solution_shapes(state, jax.ShapeDtypeStruct((), rtol_a.dtype), solver)
     is_array = lambda x: isinstance(x, jax.ShapeDtypeStruct)
     slots = jax.tree.map(
         lambda x: np.zeros((steps,) + x.shape, x.dtype) if is_array(x) else x, shapes
     )
     forward, backward = [], []
     for k in range(steps + 1):
-        f, b = _solve_step(model, slots, jnp.asarray(k), rtol, atol, solver)
+        f, b = _solve_step(model, slots, jnp.asarray(k), rtol_a, atol_a, solver)
         forward.append(f)
         backward.append(b)
         if k < steps:

@@ -9,23 +9,25 @@ converges to
 * smooth weights 𝒱, β = 1: the ODE `dH_t = 𝒱(t) σ(H_t) dt`.
 
 These modules describe the vector fields; `solvers` integrates them on the very
-path the finite networks read (so errors are pathwise, strong errors).
+path the finite networks read (so errors are pathwise, strong errors). `strong_errors`
+measures, for one path, the errors of the networks of several depths against the
+limit and the limit's own error.
 """
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import equinox as eqx
 import jax.numpy as jnp
-from jaxtyping import Array, Float
-
-from solvers import ControlledSolution, evaluate_many, solve_controlled, solve_dense
+from jaxtyping import Array, Float, PRNGKeyArray
 
 from ._validation import check_positive_int
 from .activations import resolve_activation
+from .depth import BrownianLaw, FractionalBrownianLaw, SmoothGPLaw
 from .depth.smooth import SmoothPath
 from .layer_blocks import MatrixBlock
 from .resnet import ResNet
+from .solvers import ControlledSolution, evaluate_many, solve_controlled, solve_dense
 
 
 class NeuralSDE(eqx.Module):
@@ -106,6 +108,71 @@ class NeuralODE(eqx.Module):
         )
         ts = jnp.arange(save + 1, dtype=x.dtype) / save
         return evaluate_many(sol, ts), sol.ok, sol.num_steps
+
+
+def limit_beta(law: BrownianLaw | FractionalBrownianLaw | SmoothGPLaw) -> float:
+    """β of the limit: 1/2 (Brownian), H (fBm), 1 (smooth weights)."""
+    return 1.0 if isinstance(law, SmoothGPLaw) else float(law.hurst)
+
+
+def strong_errors(
+    law: BrownianLaw | FractionalBrownianLaw | SmoothGPLaw,
+    x: Float[Array, " d"],
+    depths: Sequence[int],
+    *,
+    key: PRNGKeyArray,
+    activation: str | Callable = "tanh",
+    young_solver: str = "heun",
+    rtol: float = 1e-10,
+) -> dict[str, Array]:
+    """For one path of `law` (drawn from `key`): the errors of the finite networks of
+    every depth in `depths` against the limit solved on that same path, and the
+    limit's own error.
+
+    The network of depth L is `matrix_resnet(law.weights_from_path(path, L),
+    limit_beta(law))`; the limit is Euler–Maruyama on the fine grid (Brownian: the
+    Itô SDE), `young_solver` on the fine grid (fBm: the Young equation), or Dopri8 at
+    `rtol` (smooth: the ODE). Its error is measured against the same solver on half
+    the fine grid (Brownian, fBm) or at `rtol / 100` (smooth). Every depth must divide
+    the largest, and for paths half the fine grid.
+
+    **Returns:** `final` and `sup` `(len(depths),)`: `‖H_1 − h_L‖` and
+    `max_k ‖H_{k/L} − h_k‖`; `check_final`, `check_sup`: the same distances between the
+    reference and its check; `ok`; `solver_steps`.
+    """
+    save = max(depths)
+    if isinstance(law, SmoothGPLaw):
+        model = NeuralODE(activation)
+        path = law.path(key)
+        ys, ok, steps = model.solve(path, x, save=save, rtol=rtol, atol=rtol)
+        yc, okc, _ = model.solve(path, x, save=save, rtol=rtol / 100, atol=rtol / 100)
+        ok = ok & okc
+        weights = [law.weights_from_path(path, L) for L in depths]
+    else:
+        sde = NeuralSDE(activation)
+        solver = "euler" if isinstance(law, BrownianLaw) else young_solver
+        n = law.n_fine
+        path = law.path(key)
+        ref = sde.solve(path, x, steps=n, save=save, solver=solver)
+        check = sde.solve(path, x, steps=n // 2, save=save, solver=solver)
+        ys, yc, ok, steps = ref.ys, check.ys, ref.ok & check.ok, jnp.asarray(n)
+        weights = [law.weights_from_path(path, L) for L in depths]
+    beta = limit_beta(law)
+    finals, sups = [], []
+    for L, V in zip(depths, weights, strict=True):  # a handful of static depths
+        net = matrix_resnet(V, beta, activation)
+        err = jnp.linalg.norm(net.states(x[None])[0] - ys[:: save // L], axis=-1)
+        finals.append(err[-1])
+        sups.append(jnp.max(err))
+    diff = jnp.linalg.norm(ys - yc, axis=-1)
+    return {
+        "final": jnp.stack(finals),
+        "sup": jnp.stack(sups),
+        "check_final": diff[-1],
+        "check_sup": jnp.max(diff),
+        "ok": ok,
+        "solver_steps": steps,
+    }
 
 
 def matrix_resnet(

@@ -8,6 +8,10 @@
   the p Gaussian coordinates of an `AbstractGaussianLaw` (q^p nodes); spectrally
   accurate for smooth integrands (tanh, gelu, erf, ...), only algebraically for
   relu's kink.
+
+`particle_step` is the one particle update of the library: the limit's GD step
+(`meanfield.meanode`), the limit copies of a finite network's units and the Euler part
+of the error decomposition (`meanfield.coupling`) all move their units with it.
 """
 
 import math
@@ -20,6 +24,7 @@ import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
 from ._validation import check_positive_int
+from .blocks import AbstractUnitBlock
 from .laws import AbstractGaussianLaw, AbstractLaw
 
 MAX_QUADRATURE_NODES = 2**22
@@ -118,3 +123,36 @@ def gauss_hermite_particles(law: AbstractGaussianLaw, order: int) -> Particles:
     weights = np.prod(np.stack([g.ravel() for g in wgrids], axis=1), axis=1)
     z = jax.vmap(law.transform)(jnp.asarray(nodes))
     return Particles(z=z, weights=jnp.asarray(weights / weights.sum()))
+
+
+def particle_gradients(
+    block: AbstractUnitBlock, z: PyTree, hs: Float[Array, "n d"], bs: Float[Array, "n d"]
+) -> PyTree:
+    """`(1/n) Σ_i D_2φ(h_i, z_p)ᵀ b_i` for every particle `z_p` (leaves of `z` with a
+    leading particle axis): the mean-field gradient of a unit at one depth.
+
+    With the limit's mean fields `h_k(s), b_k(s)` this is the limit's GD direction
+    (SPEC §3); with a finite network's `ĥ^{l-1}, b̂^l` it is the gradient of one of
+    its units in the mean-ODE convention (the raw gradient times L·M, at α = 1/(LM)).
+    """
+
+    def one(zp):
+        def d2(h, b):
+            _, vjp = jax.vjp(lambda zz: block(h, zz), zp)
+            return vjp(b)[0]
+
+        return jax.tree.map(lambda g: jnp.mean(g, axis=0), jax.vmap(d2)(hs, bs))
+
+    return jax.vmap(one)(z)
+
+
+def particle_step(
+    block: AbstractUnitBlock,
+    z: PyTree,
+    hs: Float[Array, "n d"],
+    bs: Float[Array, "n d"],
+    learning_rate: float,
+) -> PyTree:
+    """One GD step of every particle: `z_p − η (1/n) Σ_i D_2φ(h_i, z_p)ᵀ b_i`."""
+    grads = particle_gradients(block, z, hs, bs)
+    return jax.tree.map(lambda zz, g: zz - learning_rate * g, z, grads)

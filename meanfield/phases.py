@@ -2,7 +2,7 @@
 
 For `h_k = h_{k−1} + L^{-β} V_k ReLU(W_k h_{k−1})` at initialisation, the forward
 ratio `‖h_L − h_0‖/‖h_0‖` and the gradient ratio `‖p_0 − p_L‖/‖p_L‖`
-(`p_k = ∂𝓛/∂h_k`, from the explicit backward recursion of `meanfield.backward`)
+(`p_k = ∂𝓛/∂h_k`, from the explicit backward recursion, `ResNet.adjoint`)
 go to 0 (identity) for β above a critical β_c, to ∞ (explosion) below it, and stay
 of order one at β_c: β_c = 1/2 for i.i.d. weights, 1 for smooth weights, and a
 continuum in between for fBm increments.
@@ -34,13 +34,15 @@ import math
 from collections.abc import Callable, Sequence
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
+import jax.random as jr
 import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import Array, Float, PRNGKeyArray
 
 from .activations import resolve_activation
-from .backward import backward_from_states
 from .blocks import AbstractLayerBlock
+from .depth.base import AbstractDepthLaw, AbstractPathLaw
 from .resnet import ResNet
 
 # E[‖p_0 − p_L‖²/‖p_L‖²] at β = 1/2 with i.i.d. weights (SPEC §4)
@@ -115,15 +117,52 @@ def depth_ratios(net: ResNet, x: Float[Array, " d"], y: Float[Array, " d"]) -> D
     """The forward and gradient ratios for the loss `½‖h_L − y‖²` at input x.
 
     The gradients `p_k = ∂𝓛/∂h_k` are the backward states `b^k` of the explicit
-    recursion (B) (`meanfield.backward`), started from `p_L = h_L − y`.
+    recursion (B) (`ResNet.adjoint`), started from `p_L = h_L − y`.
     """
-    hs = net.hidden(x, return_all=True)
-    adj = backward_from_states(net, hs, hs[-1] - y)
-    h0, p0, pL = adj.h[0], adj.b[0], adj.b[-1]
+    adj = net.adjoint(x[None], lambda hL: hL - y[None])
+    h, b = adj.h[0], adj.b[0]
+    h0, p0, pL = h[0], b[0], b[-1]
     return DepthRatios(
-        forward=jnp.linalg.norm(adj.h[-1] - h0) / jnp.linalg.norm(h0),
+        forward=jnp.linalg.norm(h[-1] - h0) / jnp.linalg.norm(h0),
         gradient=jnp.linalg.norm(p0 - pL) / jnp.linalg.norm(pL),
     )
+
+
+def ratio_draw(
+    law: AbstractDepthLaw,
+    depths: Sequence[int],
+    betas: Float[Array, " n_beta"],
+    *,
+    key: PRNGKeyArray,
+    activation: str = "relu",
+) -> tuple[Float[Array, "n_L n_beta"], Float[Array, "n_L n_beta"]]:
+    """One draw of the phase study: V and W from `law` (one path each for a path law,
+    shared by every depth), input x and target y standard normal; the forward and
+    gradient ratios (`depth_ratios`) of `perceptron_resnet(V, W, L^{-β})` for every depth
+    L in `depths` and every β in `betas` (vmapped: one program serves every β).
+
+    **Returns:** `(forward, gradient)`, each `(len(depths), len(betas))`.
+    """
+    d = law.d
+    kv, kw, kx, ky = (jr.fold_in(key, i) for i in range(4))
+    x, y = jr.normal(kx, (d,)), jr.normal(ky, (d,))
+    if isinstance(law, AbstractPathLaw):
+        pv, pw = law.path(kv), law.path(kw)
+        draw = lambda L: (law.weights_from_path(pv, L), law.weights_from_path(pw, L))
+    else:
+        draw = lambda L: (law.weights(kv, L), law.weights(kw, L))
+    fwd, grad = [], []
+    for L in depths:  # a handful of static depths, each a lax.scan over its layers
+        V, W = draw(L)
+
+        def at(beta, V=V, W=W, L=L):
+            r = depth_ratios(perceptron_resnet(V, W, float(L) ** -beta, activation), x, y)
+            return r.forward, r.gradient
+
+        f, g = jax.vmap(at)(betas)
+        fwd.append(f)
+        grad.append(g)
+    return jnp.stack(fwd), jnp.stack(grad)
 
 
 def _as_array(values) -> np.ndarray:

@@ -1,15 +1,16 @@
-"""The finite ResNet h^l = h^{l-1} + α · layer(h^{l-1}, θ_l) (SPEC §1)."""
+"""The finite ResNet h^l = h^{l-1} + α · layer(h^{l-1}, θ_l) (SPEC §1), on the engine."""
 
 import math
 
 import equinox as eqx
 import jax
-import jax.lax as lax
 import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
 from .blocks import AbstractBlock, AbstractUnitBlock
+from .engine import AbstractDepthLoop, Adjoint, AutoLoop
+from .engine.base import Final
 from .laws import AbstractGaussianLaw, AbstractLaw
 from .scaling import AbstractScaling, resolve_alpha
 
@@ -48,24 +49,24 @@ class ResNet(eqx.Module):
     - `alpha`: the residual scaling α (a positive Python number).
     - `embedding`: optional `(D, d_in)` matrix W_in, `h^0 = W_in x`.
     - `readout`: optional `(D, d_out)` matrix W_out, output `W_outᵀ h^L / D`.
-    - `unroll`: layers per step of the loops over layers (`lax.scan(unroll=...)`, here
-      and in `backward`): changes the speed, never the values. Default 1. On a GPU,
-      where each loop step costs kernel launches, 8 layers per step ran a launch-bound
-      forward pass 2.1× faster (`benchmarks/depth_loop.py`, method `unroll`; see
-      benchmarks/RESULTS.md), at a longer compile; on a CPU it gains nothing.
+    - `loop`: how the network runs over depth, an `AbstractDepthLoop` (`ScanLoop`,
+      `FusedLoop`, `AutoLoop`); default `AutoLoop()`: the scan on a CPU, the fused
+      kernels of a 2LP on a GPU where they apply. It changes the speed, never the
+      values (up to rounding).
 
-    Use `ResNet.sample` to draw the parameters from a law μ_0. The forward pass
-    is a `lax.scan` over layers; batch over inputs with `jax.vmap(net)`.
+    Use `ResNet.sample` to draw the parameters from a law μ_0. `net(x)` is the output
+    for one input (batch with `jax.vmap(net)`); `net.states(xs)` and
+    `net.adjoint(xs, w)` run a batch through the depth loop at once.
     """
 
     block: AbstractBlock
     params: PyTree
     embedding: Float[Array, "D d_in"] | None
     readout: Float[Array, "D d_out"] | None
+    loop: AbstractDepthLoop
     alpha: float = eqx.field(static=True)
     L: int = eqx.field(static=True)
     M: int = eqx.field(static=True)
-    unroll: int = eqx.field(static=True)
 
     def __init__(
         self,
@@ -75,7 +76,7 @@ class ResNet(eqx.Module):
         *,
         embedding: Float[Array, "D d_in"] | None = None,
         readout: Float[Array, "D d_out"] | None = None,
-        unroll: int = 1,
+        loop: AbstractDepthLoop | None = None,
     ):
         if not isinstance(block, AbstractBlock):
             raise ValueError(
@@ -98,14 +99,15 @@ class ResNet(eqx.Module):
                     f"embedding (shape {jnp.shape(embedding)}) and readout "
                     f"(shape {jnp.shape(readout)}) must share their first dimension D"
                 )
-        if isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 1:
-            raise ValueError(f"unroll must be an integer >= 1, got {unroll!r}")
-        self.unroll = unroll
+        loop = AutoLoop() if loop is None else loop
+        if not isinstance(loop, AbstractDepthLoop):
+            raise ValueError(f"loop must be an AbstractDepthLoop, got {type(loop).__name__}")
         self.block = block
         self.params = params
         self.alpha = alpha
         self.embedding = embedding
         self.readout = readout
+        self.loop = loop
 
     @classmethod
     def sample(
@@ -119,13 +121,13 @@ class ResNet(eqx.Module):
         key: PRNGKeyArray,
         embedding: Float[Array, "D d_in"] | None = None,
         readout: Float[Array, "D d_out"] | None = None,
-        unroll: int = 1,
+        loop: AbstractDepthLoop | None = None,
     ) -> "ResNet":
         """Draw the parameters i.i.d. from `law`, one draw per unit (or per layer).
 
         **Arguments:**
 
-        - `block`, `embedding`, `readout`, `unroll`: as in `ResNet`.
+        - `block`, `embedding`, `readout`, `loop`: as in `ResNet`.
         - `law`: the initial law μ_0 of one unit's (or one layer's) parameters.
         - `L`: depth (>= 1). `M`: units per layer (>= 1), for unit blocks only.
         - `scaling`: an `AbstractScaling` evaluated at `(L, M)`, or a number.
@@ -139,11 +141,11 @@ class ResNet(eqx.Module):
                 raise ValueError(f"M must be an integer >= 1 for a unit block, got {M!r}")
         elif M not in (None, 1):
             raise ValueError(f"M must be None (or 1) for a layer block, got {M!r}")
-        M = M if unit else 1
+        width = M if unit and M is not None else 1
         if not isinstance(law, AbstractLaw):
             raise ValueError(f"law must be an AbstractLaw, got {type(law).__name__}")
-        alpha = resolve_alpha(scaling, L, M)
-        shape = (L, M) if unit else (L,)
+        alpha = resolve_alpha(scaling, L, width)
+        shape = (L, width) if unit else (L,)
         if isinstance(law, AbstractGaussianLaw):
             # one draw of every Gaussian coordinate: the same law as one key per unit, and
             # far cheaper to compile than splitting L·M keys
@@ -153,9 +155,10 @@ class ResNet(eqx.Module):
         else:
             keys = jr.split(key, shape)
             params = jax.vmap(jax.vmap(law.sample))(keys) if unit else jax.vmap(law.sample)(keys)
-        return cls(block, params, alpha, embedding=embedding, readout=readout, unroll=unroll)
+        return cls(block, params, alpha, embedding=embedding, readout=readout, loop=loop)
 
-    def _check_input(self, x):
+    def embed(self, x: Float[Array, " d_in"]) -> Float[Array, " d"]:
+        """h^0 for one input: `x`, or `W_in x` with an embedding."""
         if jnp.ndim(x) != 1:
             raise ValueError(
                 f"x must be a single input of shape (d,), got shape {jnp.shape(x)}; "
@@ -166,14 +169,10 @@ class ResNet(eqx.Module):
                 f"x has dimension {jnp.shape(x)[0]} but the embedding expects "
                 f"{jnp.shape(self.embedding)[1]}"
             )
-
-    def embed(self, x: Float[Array, " d_in"]) -> Float[Array, " d"]:
-        """h^0: `x`, or `W_in x` with an embedding."""
-        self._check_input(x)
         return x if self.embedding is None else self.embedding @ x
 
     def output(self, h: Float[Array, " d"]) -> Float[Array, " d_out"]:
-        """The network output from h^L: `h^L`, or `W_outᵀ h^L / D` with a readout."""
+        """The output for one final state h^L: `h^L`, or `W_outᵀ h^L / D` with a readout."""
         if self.readout is None:
             return h
         if jnp.shape(h) != jnp.shape(self.readout)[:1]:
@@ -183,32 +182,50 @@ class ResNet(eqx.Module):
             )
         return self.readout.T @ h / self.readout.shape[0]
 
-    def hidden(self, x: Float[Array, " d_in"], *, return_all: bool = False) -> Array:
-        """The hidden state h^L, or every h^l stacked as `(L + 1, d)` if `return_all`."""
-        h0 = self.embed(x)
+    def _initial(self, xs: Float[Array, "n d_in"]) -> Float[Array, "n d"]:
+        """h^0 of a batch; a one-line error unless `xs` is `(n, d_in)` and fits the block."""
+        if jnp.ndim(xs) != 2:
+            raise ValueError(f"xs must have shape (n, d_in), got {jnp.shape(xs)}")
+        h0 = jax.vmap(self.embed)(xs)
         first = jax.tree.map(lambda p: p[0], self.params)
         try:
-            out = jax.eval_shape(self.block.layer, h0, first)
+            out = jax.eval_shape(self.block.layer, h0[0], first)
         except (TypeError, ValueError) as err:
             reason = str(err).splitlines()[0] if str(err) else type(err).__name__
             raise ValueError(
-                f"x (state shape {h0.shape}) does not fit the block and params: {reason}"
+                f"x (state shape {h0.shape[1:]}) does not fit the block and params: {reason}"
             ) from None
-        if out.shape != h0.shape:
+        if out.shape != h0.shape[1:]:
             raise ValueError(
-                f"block.layer maps a state of shape {h0.shape} to shape {out.shape}; "
+                f"block.layer maps a state of shape {h0.shape[1:]} to shape {out.shape}; "
                 "the residual increment must have the shape of the state (check x and params)"
             )
+        return h0
 
-        def step(h, theta):
-            h = h + self.alpha * self.block.layer(h, theta)
-            return h, (h if return_all else None)
+    def states(self, xs: Float[Array, "n d_in"]) -> Float[Array, "n L+1 d"]:
+        """Every hidden state h^0..h^L of a batch of inputs, `(n, L + 1, d)`.
 
-        hL, hs = lax.scan(step, h0, self.params, unroll=min(self.unroll, self.L))
-        if return_all:
-            return jnp.concatenate([h0[None], hs], axis=0)
-        return hL
+        Differentiable through `ScanLoop`; the fused kernels' states are not (use
+        `adjoint` for the backward states).
+        """
+        h0 = self._initial(xs)
+        return self.loop.forward(self.block, self.params, self.alpha, h0, return_all=True)
+
+    def adjoint(self, xs: Float[Array, "n d_in"], final: Final) -> Adjoint:
+        """The forward pass and the adjoint recursion (B) of SPEC §2 for a batch.
+
+        `final` is `b^L`: an `(n, d)` array, or a function of the final states h^L
+        `(n, d)` returning it (a loss gradient). **Returns:** an `Adjoint` with every
+        input's states `h`, `b` (`(n, L + 1, d)`) and the parameter gradients summed
+        over the inputs, `Σ_i α D_2φ(h_i^{l-1}, z^{j,l})ᵀ b_i^l`. They agree with
+        `jax.grad` of the forward pass to round-off (tested for every loop).
+        """
+        h0 = self._initial(xs)
+        return self.loop.adjoint(self.block, self.params, self.alpha, h0, final)
 
     def __call__(self, x: Float[Array, " d_in"]) -> Float[Array, " d_out"]:
         """The network output for one input x."""
-        return self.output(self.hidden(x))
+        self.embed(x)  # a one-line error unless x is one input that fits the embedding
+        h0 = self._initial(x[None])
+        hL = self.loop.forward(self.block, self.params, self.alpha, h0)[0]
+        return self.output(hL)

@@ -69,7 +69,7 @@ def _seed_count(args, axes) -> int:
     }
     if len(sizes) != 1 or None in sizes:
         raise ValueError(f"mapped arguments must share one leading seed axis, got sizes {sizes}")
-    return sizes.pop()
+    return int(sizes.pop() or 0)
 
 
 def shard_seeds(
@@ -78,7 +78,7 @@ def shard_seeds(
     *,
     batch_size: int | None = None,
     devices: Sequence | None = None,
-) -> Callable:
+) -> "SeedProgram":
     """Map `fn` over a leading seed axis, seeds split over devices.
 
     **Arguments:**
@@ -125,13 +125,19 @@ def shard_seeds(
         out = _shard_map(local, mesh, specs, PartitionSpec(SEED_AXIS))(*padded)
         return jax.tree.map(lambda o: o[:seeds], out)
 
-    jitted = jax.jit(run)
+    return SeedProgram(jax.jit(run))
 
-    def call(*args):
-        return gather_processes(jitted(*args))
 
-    call.jitted = jitted  # for `.lower(...).compile()` (then `gather_processes` its outputs)
-    return call
+class SeedProgram:
+    """The function `shard_seeds` returns: call it with the arguments; `jitted` is the
+    jitted function itself, for `.lower(...).compile()` ahead of time (then
+    `gather_processes` its outputs)."""
+
+    def __init__(self, jitted):
+        self.jitted = jitted
+
+    def __call__(self, *args):
+        return gather_processes(self.jitted(*args))
 
 
 def gather_processes(out):

@@ -126,7 +126,7 @@ def _one_init_full(key, alpha, K0, cfg):
     def states(k0):
         h0 = jnp.sqrt(k0) * g
         if cfg["residual"]:
-            return ResNet(block, params, cfg["alpha"]).hidden(h0, return_all=True)
+            return ResNet(block, params, cfg["alpha"]).states(h0[None])[0]
 
         def ff(h, p):
             h = block(h, p)
@@ -209,7 +209,7 @@ def simulate_response(
     many = jnp.ndim(alpha) == 1
     if method == "full" and (many or not isinstance(alpha, int | float)):
         raise ValueError("alpha must be one Python number for method='full'")
-    cfg = dict(
+    cfg: dict = dict(
         width=width,
         L=L,
         d_out=d_out,
@@ -223,13 +223,13 @@ def simulate_response(
         method=method,
         inits=inits,
     )
-    K0 = jnp.asarray(K0, dtype=jnp.float32)
+    K0_array = jnp.asarray(K0, dtype=jnp.float32)
     if method == "full":  # memory: L·N² weights per initialisation, ≤ 2^24 per batch
         size = max(1, min(batch, 2**24 // (L * width * width)))
         cfg["alpha"] = float(alpha)
-        out = _simulate(float(alpha), K0, key, cfg=tuple(sorted(cfg.items())), size=size)
+        out = _simulate(float(alpha), K0_array, key, cfg=tuple(sorted(cfg.items())), size=size)
         return SimulatedKernels(*out)
     alphas = jnp.atleast_1d(jnp.asarray(alpha, dtype=jnp.float32))
-    out = _simulate(alphas, K0, key, cfg=tuple(sorted(cfg.items())), size=batch)
+    out = _simulate(alphas, K0_array, key, cfg=tuple(sorted(cfg.items())), size=batch)
     out = out if many else jax.tree.map(lambda a: a[0], out)
     return SimulatedKernels(*out)

@@ -1,15 +1,14 @@
-"""Full-batch gradient descent on the finite ResNet (SPEC §2).
+"""Gradient descent (SPEC §2): one GD loop, for finite networks and for limit copies.
 
-Every optimiser is an `optax.GradientTransformation`:
+`gd_loop` runs any optax optimiser on any gradient function; `train` is that loop on
+the loss of a `ResNet`, with the gradients from the network's depth loop
+(`ResNet.adjoint`: the explicit recursion (B), or the fused kernels on a GPU);
+`meanfield.coupling` runs the limit copies of a network's units through the same loop.
 
-* `mean_ode_sgd(η, L=L, M=M)`: the mean-ODE convention, the raw gradient step
-  multiplied by L·M, so the limit moves at rate Θ(1) when α = 1/(LM);
-* `plain_sgd(η)`: plain gradient descent;
-* any other optax optimiser (`optax.adam(1e-3)`, ...).
-
-Gradients come from the explicit backward recursion (`loss_and_gradients`), or with
-`method=` from the batched depth loops of `meanfield.depth_loop` (the fused kernels on
-a GPU).
+Optimisers are `optax.GradientTransformation`s: `mean_ode_sgd(η, L=L, M=M)` (the
+mean-ODE convention, the raw gradient step multiplied by L·M, so that the limit moves
+at rate Θ(1) when α = 1/(LM)), `optax.sgd(η)` (plain GD), or any other
+(`optax.adam(1e-3)`, ...).
 """
 
 from collections.abc import Callable
@@ -17,15 +16,22 @@ from collections.abc import Callable
 import equinox as eqx
 import jax
 import jax.lax as lax
+import jax.numpy as jnp
 import optax
-from jaxtyping import Array, Float, PyTree
+from jaxtyping import Array, Float, Int, PyTree
 
-from .backward import Adjoint, squared_loss
-from .depth_loop import METHODS, PallasOptions, loss_and_gradients_batch
+from .engine import Adjoint
 from .resnet import ResNet
 
 
-def mean_ode_sgd(learning_rate: float, *, L: int, M: int) -> optax.GradientTransformation:
+def squared_loss(y: Array, prediction: Array) -> Array:
+    """`½ ‖prediction − y‖²`, so that its gradient is `prediction − y`."""
+    return 0.5 * jnp.sum((prediction - y) ** 2)
+
+
+def mean_ode_sgd(
+    learning_rate: float, *, L: int | Array, M: int | Array
+) -> optax.GradientTransformation:
     """GD in the mean-ODE convention: `Z ← Z − η · L · M · ∇_Z 𝓛` (SPEC §2).
 
     The convention is defined for the units Z only. It is one `optax.sgd`, so with
@@ -37,9 +43,122 @@ def mean_ode_sgd(learning_rate: float, *, L: int, M: int) -> optax.GradientTrans
     return optax.sgd(learning_rate * L * M)
 
 
-def plain_sgd(learning_rate: float) -> optax.GradientTransformation:
-    """Plain gradient descent `θ ← θ − η ∇𝓛`."""
-    return optax.sgd(learning_rate)
+class Gradients(eqx.Module):
+    """Loss and gradients of `𝓛(θ) = (1/n) Σ_i loss(y_i, f(x_i))`.
+
+    - `loss`: the scalar 𝓛.
+    - `grads`: a `ResNet`-shaped pytree of gradients (params, embedding and
+      readout), ready for `optax` and `eqx.apply_updates`.
+    - `adjoint`: the `Adjoint` states h and b of every input (`grads=None`: the
+      gradients are in `grads`).
+    """
+
+    loss: Float[Array, ""]
+    grads: ResNet
+    adjoint: Adjoint
+
+
+def check_data(net: ResNet, xs: Array, ys: Array) -> None:
+    """Raise a one-line `ValueError` if `(xs, ys)` does not fit the network."""
+    if jnp.ndim(xs) != 2:
+        raise ValueError(f"xs must have shape (n, d_in), got {jnp.shape(xs)}")
+    if jnp.ndim(ys) != 2:
+        raise ValueError(f"ys must have shape (n, d_out), got {jnp.shape(ys)}")
+    if jnp.shape(xs)[0] != jnp.shape(ys)[0]:
+        raise ValueError(
+            f"xs and ys must hold the same number of examples, got {jnp.shape(xs)[0]} "
+            f"and {jnp.shape(ys)[0]}"
+        )
+    out = jax.eval_shape(net, xs[0])
+    if out.shape != jnp.shape(ys)[1:]:
+        raise ValueError(
+            f"ys rows must have the network's output shape {out.shape}, got {jnp.shape(ys)[1:]}"
+        )
+
+
+def loss_and_gradients(
+    net: ResNet,
+    xs: Float[Array, "n d_in"],
+    ys: Float[Array, "n d_out"],
+    loss: Callable = squared_loss,
+) -> Gradients:
+    """Mean loss over the data set and its gradients by the explicit recursion (B).
+
+    The forward and backward loops run once for the whole batch (`ResNet.adjoint`,
+    with the loss gradient as the final cotangent), by the network's depth loop.
+    `loss(y, prediction)` is any differentiable scalar function; its gradient in the
+    prediction comes from `jax.grad`.
+    """
+    check_data(net, xs, ys)
+    n = jnp.shape(xs)[0]
+
+    def head(hL, y):
+        """(loss value, w = ∇_{h^L} loss, ∇_prediction loss) of one input."""
+        pred, out_vjp = jax.vjp(net.output, hL)
+        value, dpred = jax.value_and_grad(lambda p: loss(y, p))(pred)
+        (w,) = out_vjp(dpred)
+        return value, w, dpred
+
+    heads = jax.vmap(head)
+    adj = net.adjoint(xs, lambda hL: heads(hL, ys)[1])
+    hL = adj.h[:, -1]
+    values, _, dpred = heads(hL, ys)
+    g_emb = g_read = None
+    if net.embedding is not None:
+        g_emb = jnp.einsum("nd,ne->de", adj.b[:, 0], xs) / n
+    if net.readout is not None:
+        g_read = jnp.einsum("nd,no->do", hL, dpred) / (n * net.readout.shape[0])
+    grads = ResNet(
+        net.block,
+        jax.tree.map(lambda g: g / n, adj.grads),
+        net.alpha,
+        embedding=g_emb,
+        readout=g_read,
+        loop=net.loop,
+    )
+    return Gradients(loss=jnp.mean(values), grads=grads, adjoint=Adjoint(h=adj.h, b=adj.b))
+
+
+def gd_loop(
+    grad_fn: Callable[[PyTree, Int[Array, ""]], tuple[PyTree, PyTree]],
+    theta0: PyTree,
+    optimizer: optax.GradientTransformation,
+    steps: int,
+    *,
+    last: bool = True,
+) -> tuple[PyTree, PyTree]:
+    """`steps` optimiser steps from `theta0`, in one `lax.scan`.
+
+    `grad_fn(theta, k)` returns `(grads, aux)` at step k: the gradients of the
+    parameters `theta`, and anything to keep (a loss, states). With `last` (default) it
+    runs `steps + 1` times, the last after the last update, so that `aux` is also known
+    there; that last update is computed and dropped (the loop body is compiled once,
+    not twice; a `grad_fn` whose gradients cost more than its `aux` can skip them at
+    `k == steps` with `lax.cond`). Without `last` it runs `steps` times.
+
+    **Returns:** `(thetas, auxes)`: the parameters before step k, k = 0..steps (index
+    `steps`: after the last), and the aux at every step `grad_fn` ran.
+    """
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
+    if not isinstance(optimizer, optax.GradientTransformation):
+        raise ValueError(
+            f"optimizer must be an optax.GradientTransformation, got {type(optimizer).__name__}"
+        )
+
+    def step(carry, k):
+        theta, state = carry
+        grads, aux = grad_fn(theta, k)
+        updates, state = optimizer.update(grads, state, theta)
+        return (optax.apply_updates(theta, updates), state), (theta, aux)
+
+    init = (theta0, optimizer.init(theta0))
+    if last:
+        _, (thetas, auxes) = lax.scan(step, init, jnp.arange(steps + 1))
+        return thetas, auxes
+    (final, _), (thetas, auxes) = lax.scan(step, init, jnp.arange(steps))
+    thetas = jax.tree.map(lambda a, b: jnp.concatenate([a, b[None]]), thetas, final)
+    return thetas, auxes
 
 
 class TrainResult(eqx.Module):
@@ -49,11 +168,8 @@ class TrainResult(eqx.Module):
     - `params`: the params history, every leaf with a leading axis of length
       `steps + 1` (index k holds the parameters after k steps).
     - `losses`: `(steps + 1,)`, the loss before each step and after the last.
-    - `adjoint`: with `return_adjoint=True`, the `Adjoint` (forward states h, backward
-      states b, gradients) of every input at every step, leaves with leading axes
-      `(steps + 1, n)`; otherwise `None`. Its per-input gradients are `None` when the
-      steps ran a batched method (`loss_and_gradients_batch`; `"auto"` is the scan on
-      a CPU).
+    - `adjoint`: with `return_adjoint=True`, the `Adjoint` states h and b of every input
+      at every step, leaves with leading axes `(steps + 1, n)`; otherwise `None`.
     """
 
     net: ResNet
@@ -69,18 +185,9 @@ def _trainable(net: ResNet, train_embedding: bool):
 
 
 def _with_trainable(net: ResNet, values, train_embedding: bool) -> ResNet:
-    if train_embedding:
-        params, embedding, readout = values
-        return ResNet(
-            net.block, params, net.alpha, embedding=embedding, readout=readout, unroll=net.unroll
-        )
+    embedding, readout = (values[1], values[2]) if train_embedding else (net.embedding, net.readout)
     return ResNet(
-        net.block,
-        values[0],
-        net.alpha,
-        embedding=net.embedding,
-        readout=net.readout,
-        unroll=net.unroll,
+        net.block, values[0], net.alpha, embedding=embedding, readout=readout, loop=net.loop
     )
 
 
@@ -94,44 +201,25 @@ def train(
     loss: Callable = squared_loss,
     train_embedding: bool = False,
     return_adjoint: bool = False,
-    method: str = "scan",
-    options: PallasOptions | None = None,
 ) -> TrainResult:
     """Run `steps` full-batch optimiser steps on `(1/n) Σ_i loss(y_i, net(x_i))`.
 
-    The loop over steps is a `lax.scan`; wrap the call in `eqx.filter_jit` (or
-    `jax.jit` with the network as an argument) to compile it. The embedding and
-    readout, if any, are trained only when `train_embedding` is true. With
-    `return_adjoint`, the forward and backward states computed at every step are kept
-    (they cost nothing extra: the gradients need them).
-
-    `method` runs each step's depth loops (one of `meanfield.depth_loop.METHODS`,
-    `options` for `"pallas"`): `"scan"` (default) is `loss_and_gradients`, the
-    others `loss_and_gradients_batch` (`"auto"`: the fused kernels on a GPU where they
-    apply). The values agree up to rounding.
+    `gd_loop` with the gradients of `loss_and_gradients` (the network's own depth
+    loop, `net.loop`); wrap the call in `eqx.filter_jit` (or `jax.jit` with the
+    network as an argument) to compile it. The embedding and readout, if any, are
+    trained only when `train_embedding` is true. With `return_adjoint`, the forward
+    and backward states computed at every step are kept (they cost nothing extra: the
+    gradients need them).
     """
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    if not isinstance(optimizer, optax.GradientTransformation):
-        raise ValueError(
-            f"optimizer must be an optax.GradientTransformation, got {type(optimizer).__name__}"
-        )
-    theta0 = _trainable(net, train_embedding)
-    state0 = optimizer.init(theta0)
+    check_data(net, xs, ys)
 
-    # steps + 1 evaluations in one loop: the last one (the loss and states after the last
-    # step) shares the loop body, so the compiled program holds one forward and one
-    # backward loop over layers, not two of each; its update is computed and dropped
-    def step(carry, _):
-        theta, state = carry
-        current = _with_trainable(net, theta, train_embedding)
-        g = loss_and_gradients_batch(current, xs, ys, loss, method=method, options=options)
-        updates, state = optimizer.update(_trainable(g.grads, train_embedding), state, theta)
+    def grad_fn(theta, k):
+        g = loss_and_gradients(_with_trainable(net, theta, train_embedding), xs, ys, loss)
         kept = g.adjoint if return_adjoint else None
-        return (optax.apply_updates(theta, updates), state), (theta, g.loss, kept)
+        return _trainable(g.grads, train_embedding), (g.loss, kept)
 
-    _, (thetas, losses, adjoints) = lax.scan(step, (theta0, state0), None, length=steps + 1)
+    thetas, (losses, adjoints) = gd_loop(
+        grad_fn, _trainable(net, train_embedding), optimizer, steps
+    )
     final = _with_trainable(net, jax.tree.map(lambda a: a[-1], thetas), train_embedding)
     return TrainResult(net=final, params=thetas[0], losses=losses, adjoint=adjoints)

@@ -83,9 +83,7 @@ def strong_errors(law, beta, limit):
         ref = limit(path)
         return jnp.stack(
             [
-                jnp.linalg.norm(
-                    mf.matrix_resnet(law.weights_from_path(path, L), beta).hidden(x) - ref
-                )
+                jnp.linalg.norm(mf.matrix_resnet(law.weights_from_path(path, L), beta)(x) - ref)
                 for L in S["L"]
             ]
         )

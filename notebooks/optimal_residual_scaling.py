@@ -34,6 +34,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import meanfield as mf
+from meanfield.theory.alpha_star import saturation_asymptotic, saturation_formula
+from meanfield.theory.response import output_response_curve
 
 jax.config.update("jax_enable_x64", True)
 SIZE = os.environ.get("MEANFIELD_NOTEBOOK_SIZE", "cpu")
@@ -55,10 +57,10 @@ alphas = jnp.linspace(0.01, 1.5, 300)
 fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.8))
 rows = []
 for L in S["depths"]:
-    a1.plot(alphas, mf.output_response_curve(alphas, L=L, **P), label=f"L={L}")
+    a1.plot(alphas, output_response_curve(alphas, L=L, **P), label=f"L={L}")
     star, _ = mf.optimal_scaling(L=L, **P)
-    formula = float(mf.saturation_formula(L, **P))
-    rows.append((L, float(star), formula, float(mf.saturation_asymptotic(L, **P))))
+    formula = float(saturation_formula(L, **P))
+    rows.append((L, float(star), formula, float(saturation_asymptotic(L, **P))))
     print(
         f"L={L:3d}  alpha* numeric {float(star):.4f}  formula {formula:.4f}  "
         f"rel. diff {formula / float(star) - 1:+.1%}"
@@ -69,9 +71,9 @@ a1.legend()
 Ls = np.array([r[0] for r in rows])
 a2.loglog(Ls, [r[1] for r in rows], "o", label="numeric argmax")
 fine = np.arange(2, max(Ls) + 1)
-a2.loglog(fine, [float(mf.saturation_formula(int(L), **P)) for L in fine], "-", label="formula")
+a2.loglog(fine, [float(saturation_formula(int(L), **P)) for L in fine], "-", label="formula")
 a2.loglog(
-    fine, [float(mf.saturation_asymptotic(int(L), **P)) for L in fine], "--", label="large-L form"
+    fine, [float(saturation_asymptotic(int(L), **P)) for L in fine], "--", label="large-L form"
 )
 a2.set_xlabel("L")
 a2.set_ylabel("α*")
@@ -84,7 +86,7 @@ plt.show()
 # %%
 fig, ax = plt.subplots(figsize=(5, 3.5))
 for sw2 in (0.5, 1.25, 2.5):
-    chi = mf.output_response_curve(alphas, L=10, K0=0.05, sigma_w2=sw2, sigma_b2=0.05)
+    chi = output_response_curve(alphas, L=10, K0=0.05, sigma_w2=sw2, sigma_b2=0.05)
     ax.plot(alphas * np.sqrt(sw2), chi / chi.max(), label=f"σ_w² = {sw2}")
 ax.set_xlabel("α σ_w")
 ax.set_ylabel("χ^out / max")

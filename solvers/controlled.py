@@ -34,8 +34,10 @@ class GridPath(diffrax.AbstractPath):
     """
 
     values: Float[Array, "n+1 ..."]
-    t0: float = eqx.field(static=True, default=0.0)
-    t1: float = eqx.field(static=True, default=1.0)
+    # diffrax declares t0, t1 as abstract variables of a wider scalar type; a static
+    # Python float implements them (the ignore is for that declaration only)
+    t0: float = eqx.field(static=True, default=0.0)  # pyright: ignore[reportIncompatibleVariableOverride]
+    t1: float = eqx.field(static=True, default=1.0)  # pyright: ignore[reportIncompatibleVariableOverride]
 
     def __check_init__(self):
         if jnp.ndim(self.values) < 1 or jnp.shape(self.values)[0] < 2:
@@ -158,6 +160,7 @@ def solve_controlled(
         max_steps=steps,
         throw=False,
     )
+    assert sol.ys is not None  # SaveAt(ts=...) saves
     return ControlledSolution(ys=sol.ys, ok=sol.result == diffrax.RESULTS.successful)
 
 

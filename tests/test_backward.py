@@ -18,7 +18,7 @@ def _rel(a, b):
     return np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300)
 
 
-def _nets(key, d=4, L=6, M=3):
+def _nets(key, d=4, L=6, M=3, loop=None):
     nets = {
         act: mf.ResNet.sample(
             mf.TwoLayerBlock(act),
@@ -27,37 +27,44 @@ def _nets(key, d=4, L=6, M=3):
             M=M,
             scaling=mf.CriticalScaling(),
             key=key,
+            loop=loop,
         )
         for act in ("tanh", "gelu", "softplus", "erf")
     }
-    nets["sine"] = mf.ResNet.sample(SineBlock(), sine_law(d), L=L, M=M, scaling=0.2, key=key)
-    nets["dense"] = mf.ResNet.sample(
-        mf.DenseBlock("erf"), mf.DenseGaussianLaw(d, 1.25, 0.05), L=L, scaling=0.3, key=key
+    nets["sine"] = mf.ResNet.sample(
+        SineBlock(), sine_law(d), L=L, M=M, scaling=0.2, key=key, loop=loop
     )
+    nets["dense"] = mf.ResNet.sample(
+        mf.DenseBlock("erf"), mf.DenseGaussianLaw(d, 1.25, 0.05), L=L, scaling=0.3, key=key,
+        loop=loop,
+    )  # fmt: skip
     return nets
 
 
+@pytest.mark.parametrize("unroll", [1, 4])  # 4 does not divide L = 6
 @pytest.mark.parametrize("name", ["tanh", "gelu", "softplus", "erf", "sine", "dense"])
-def test_backward_recursion_matches_jax_grad(name, key):
-    net = _nets(key)[name]
+def test_backward_recursion_matches_jax_grad(name, unroll, key):
+    net = _nets(key, loop=mf.ScanLoop(unroll=unroll))[name]
     d = 4
     x = jr.normal(jr.fold_in(key, 1), (d,))
     w = jr.normal(jr.fold_in(key, 2), (d,))
-    adj = mf.backward(net, x, w)
+    adj = net.adjoint(x[None], w[None])  # a batch of one: its gradients are the input's
+    assert adj.h.shape == adj.b.shape == (1, net.L + 1, d)
     # b^0 = (∂h^L/∂h^0)ᵀ w  and  ∇_θ (w · h^L)
-    b0 = jax.grad(lambda x_: w @ net.hidden(x_))(x)
-    assert _rel(adj.b[0], b0) < 1e-10
-    assert np.array_equal(np.asarray(adj.b[-1]), np.asarray(w))
-    gparams = jax.grad(lambda p: w @ eqx.tree_at(lambda n: n.params, net, p).hidden(x))(net.params)
+    b0 = jax.grad(lambda x_: w @ net(x_))(x)
+    assert _rel(adj.b[0, 0], b0) < 1e-10
+    assert np.array_equal(np.asarray(adj.b[0, -1]), np.asarray(w))
+    gparams = jax.grad(lambda p: w @ eqx.tree_at(lambda n: n.params, net, p)(x))(net.params)
     for g, r in zip(jax.tree.leaves(adj.grads), jax.tree.leaves(gparams), strict=True):
         assert g.shape == r.shape
         assert _rel(g, r) < 1e-10
     # every intermediate b^l = (∂h^L/∂h^l)ᵀ w: check l = L/2 by differentiating the tail
-    hs = net.hidden(x, return_all=True)
+    hs = net.states(x[None])[0]
+    np.testing.assert_array_equal(np.asarray(adj.h[0]), np.asarray(hs))
     half = net.L // 2
     tail = eqx.tree_at(lambda n: n.params, net, jax.tree.map(lambda p: p[half:], net.params))
-    bl = jax.grad(lambda h: w @ tail.hidden(h))(hs[half])
-    assert _rel(adj.b[half], bl) < 1e-10
+    bl = jax.grad(lambda h: w @ tail(h))(hs[half])
+    assert _rel(adj.b[0, half], bl) < 1e-10
 
 
 def test_loss_and_gradients_matches_jax_grad_with_embedding_and_readout(key):
@@ -100,18 +107,24 @@ def _scans(jaxpr) -> int:
 
 def test_loss_and_gradients_runs_one_forward_loop(key):
     """One loop over layers forward and one backward: the forward states that give h^L
-    (hence the loss gradient w) are the states the backward recursion reuses."""
-    net = _nets(key)["tanh"]
+    (hence the loss gradient w) are the states the backward recursion reuses. A final
+    cotangent given as a function of h^L equals the same cotangent given as an array."""
+    net = _nets(key, loop=mf.ScanLoop())["tanh"]  # a GPU's default loop is the kernels
     xs, ys = jr.normal(jr.fold_in(key, 1), (3, 4)), jr.normal(jr.fold_in(key, 2), (3, 4))
     jaxpr = jax.make_jaxpr(lambda n_: mf.loss_and_gradients(n_, xs, ys))(net)
     assert _scans(jaxpr) == 2
-    hs = net.hidden(xs[0], return_all=True)
-    w = hs[-1] - ys[0]
-    a, b = mf.backward_from_states(net, hs, w), mf.backward(net, xs[0], w)
+    jaxpr = jax.make_jaxpr(lambda n_: n_.adjoint(xs, lambda hL: hL - ys))(net)
+    assert _scans(jaxpr) == 2
+    hs = net.states(xs)
+    w = hs[:, -1] - ys
+    a, b = net.adjoint(xs, lambda hL: hL - ys), net.adjoint(xs, w)
     for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
         np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
-    with pytest.raises(ValueError, match="hs must have shape"):
-        mf.backward_from_states(net, hs[1:], w)
+    np.testing.assert_array_equal(np.asarray(a.h), np.asarray(hs))
+    with pytest.raises(ValueError, match=r"^final must give the shape of h\^L"):
+        net.adjoint(xs, w[1:])
+    with pytest.raises(ValueError, match=r"^final must give the shape of h\^L"):
+        net.adjoint(xs, lambda hL: hL[:, 1:])
 
 
 def test_per_unit_gradient_formula_for_two_layer(key):
@@ -126,9 +139,9 @@ def test_per_unit_gradient_formula_for_two_layer(key):
         key=key,
     )
     x, w = jnp.array([0.3, -0.2, 1.0]), jnp.array([1.0, 2.0, -1.0])
-    adj = mf.backward(net, x, w)
+    adj = net.adjoint(x[None], w[None])
     U, V = np.asarray(net.params.u), np.asarray(net.params.v)
-    H, B = np.asarray(adj.h), np.asarray(adj.b)
+    H, B = np.asarray(adj.h[0]), np.asarray(adj.b[0])
     alpha = 1 / (L * M)
     for l in range(L):
         for j in range(M):

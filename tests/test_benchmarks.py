@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from meanfield import fused_two_layer as fused
+from meanfield.engine import kernels as fused
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -299,6 +299,28 @@ def test_depth_loop_runs_on_cpu(tmp_path):
     for r in rows:
         assert r["median_s"] > 0 and r["compile_s"] > 0, r
         assert r["flops"] == flop_count_hand(8, 1, 64, 64, r["pass"]), r
+
+
+def test_depth_loop_runs_the_fused_kernels_interpreted(tmp_path):
+    """`--methods pallas` maps to the fused kernels (`FusedLoop` with the tiling options),
+    interpreted on a CPU with `--pallas-interpret` and skipped there without it; `auto`
+    marks the loop that `AutoLoop` takes (the scan on a CPU)."""
+    on_cpu = jax.default_backend() == "cpu"  # the suite also runs on a GPU machine
+    args = ["--shapes", "quick", "--M", "1", "--L", "64", "--batch", "64"]
+    args += ["--methods", "scan,pallas", "--block-batch", "16", "--layers-per-step", "4"]
+    rows = _run("depth_loop", tmp_path, *args, "--pallas-interpret")["rows"]
+    assert {(r["method"], r["pass"]) for r in rows} == {
+        (m, p) for m in ("scan", "pallas") for p in ("forward", "forward+backward")
+    }
+    for r in rows:
+        assert r["median_s"] > 0 and r["compile_s"] > 0, r
+        if on_cpu:
+            assert r["auto_choice"] == "scan", r
+            assert r["note"] == ("auto" if r["method"] == "scan" else ""), r
+    if on_cpu:  # without --pallas-interpret a CPU skips the kernels and says why
+        rows = _run("depth_loop", tmp_path / "skipped", *args)["rows"]
+        pallas = [r for r in rows if r["method"] == "pallas"]
+        assert len(pallas) == 2 and all("--pallas-interpret" in r["note"] for r in pallas)
 
 
 def flop_count_hand(d, M, L, n, which):

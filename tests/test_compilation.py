@@ -6,7 +6,7 @@ import pytest
 
 import meanfield as mf
 from meanfield.cli import main
-from meanfield.compilation import disable_compilation_cache
+from meanfield.compilation import CompileCounter, disable_compilation_cache
 
 
 def test_persistent_cache_round_trip(tmp_path, monkeypatch):
@@ -18,12 +18,12 @@ def test_persistent_cache_round_trip(tmp_path, monkeypatch):
         assert mf.enable_compilation_cache(folder) == folder
         f = lambda x: jnp.sin(x) * 3.25 + jnp.cos(x) ** 2  # a program no other test compiles
         x = jnp.arange(17.0)
-        with mf.CompileCounter() as first:
+        with CompileCounter() as first:
             expected = jax.jit(f)(x)
         assert first.compiles == 1 and first.cache_misses == 1 and first.cache_hits == 0
         assert any(folder.iterdir())
         jax.clear_caches()
-        with mf.CompileCounter() as second:
+        with CompileCounter() as second:
             again = jax.jit(f)(x)
         assert second.cache_hits == 1 and second.cache_misses == 0
         assert jnp.array_equal(again, expected)

@@ -61,7 +61,27 @@ CASES = [
     ),
     ("x", lambda: _net()(jnp.ones((2, 3)))),
     ("x", lambda: _net()(jnp.ones(5))),
-    ("w", lambda: mf.backward(_net(), jnp.ones(3), jnp.ones(4))),
+    ("final", lambda: _net().adjoint(jnp.ones((1, 3)), jnp.ones((1, 4)))),
+    ("final", lambda: _net().adjoint(jnp.ones((2, 3)), lambda hL: hL[:1])),
+    ("xs", lambda: _net().states(jnp.ones(3))),
+    ("loop", lambda: mf.ResNet(BLOCK, _net().params, 0.1, loop="scan")),
+    ("loop", lambda: mf.ResNet(BLOCK, _net().params, 0.1, loop=mf.ScanLoop)),
+    (
+        "loop",
+        lambda: mf.ResNet.sample(
+            mf.MatrixBlock(),
+            mf.MatrixGaussianLaw(3),
+            L=3,
+            scaling=0.1,
+            key=KEY,
+            loop=mf.FusedLoop(),
+        )(jnp.ones(3)),
+    ),
+    ("unroll", lambda: mf.ScanLoop(unroll=0)),
+    ("unroll", lambda: mf.ScanLoop(unroll=1.5)),
+    ("block_batch", lambda: mf.FusedLoop(block_batch=6)),
+    ("layers_per_step", lambda: mf.FusedLoop(layers_per_step=0)),
+    ("weight_loads", lambda: mf.FusedLoop(weight_loads="later")),
     ("xs", lambda: mf.loss_and_gradients(_net(), jnp.ones(3), jnp.ones((1, 3)))),
     ("ys", lambda: mf.loss_and_gradients(_net(), jnp.ones((2, 3)), jnp.ones(3))),
     ("xs and ys", lambda: mf.loss_and_gradients(_net(), jnp.ones((2, 3)), jnp.ones((3, 3)))),
@@ -76,6 +96,8 @@ CASES = [
         "optimizer",
         lambda: mf.train(_net(), jnp.ones((2, 3)), jnp.ones((2, 3)), optimizer=0.1, steps=1),
     ),
+    ("steps", lambda: mf.gd_loop(lambda t, k: (t, None), jnp.ones(2), optax.sgd(0.1), 1.0)),
+    ("optimizer", lambda: mf.gd_loop(lambda t, k: (t, None), jnp.ones(2), optax.sgd, 1)),
 ]
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield.fits import _bootstrap_means, _rate_sum_coefficients
+from meanfield.fits import _bootstrap_means, _rate_sum_coefficients, exploded_draws, fit_values
 
 
 def test_summarize_counts_explosions_and_never_averages_them():
@@ -27,14 +27,14 @@ def test_a_network_exploded_in_one_quantity_is_exploded_in_all():
     the error is counted as exploded, left out of the mean, and given to the fits as inf."""
     loss = np.array([1.2, 1.4, 8e8, 1.1])
     error = np.array([0.5, 0.3, 7e4, np.nan])
-    mask = mf.exploded_draws(loss, error)
+    mask = exploded_draws(loss, error)
     assert mask.tolist() == [False, False, True, True]
     s = mf.summarize(error, exploded=mask)
     assert s["count"] == 2 and s["exploded"] == 2 and s["exploded_draws"] == [2, 3]
     assert s["mean"] == pytest.approx(0.4) and s["std"] == pytest.approx(np.std([0.5, 0.3], ddof=1))
     assert s["values"] == [0.5, 0.3, 7e4, None]  # every draw kept as measured
-    assert mf.fit_values(s) == [0.5, 0.3, math.inf, math.inf]
-    fit = mf.fit_loglog([8, 16], [mf.fit_values(s), [0.2, 0.2]], quantity="q", against="L")
+    assert fit_values(s) == [0.5, 0.3, math.inf, math.inf]
+    fit = mf.fit_loglog([8, 16], [fit_values(s), [0.2, 0.2]], quantity="q", against="L")
     assert fit["excluded"] == 2
     # without the mask, the error alone is below the threshold and would be averaged in
     alone = mf.summarize(error)
@@ -43,9 +43,9 @@ def test_a_network_exploded_in_one_quantity_is_exploded_in_all():
     with pytest.raises(ValueError, match="^exploded: 3 flags for 4 draws$"):
         mf.summarize(error, exploded=mask[:3])
     with pytest.raises(ValueError, match="^values: the arrays differ in length"):
-        mf.exploded_draws(loss, error[:2])
+        exploded_draws(loss, error[:2])
     with pytest.raises(ValueError, match="^summary: made with keep_values=False"):
-        mf.fit_values(mf.summarize(error, keep_values=False))
+        fit_values(mf.summarize(error, keep_values=False))
 
 
 def test_loglog_slope_of_an_exact_power_law():

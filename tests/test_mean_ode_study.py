@@ -112,7 +112,7 @@ def test_a_seed_whose_network_exploded_is_out_of_every_error_at_that_step():
     """As at L = 8, M = 1 of the quick preset: one network's loss blows up in its GD step
     while its Δ^h is still below the threshold; at that step it is out of every error's
     mean, and at step 0 (before the step) it counts as usual."""
-    from meanfield.studies.mean_ode import _errors_dict
+    from meanfield.convergence import summarize_steps
 
     values = {  # (seeds, steps + 1)
         "delta_h": [[0.5, 0.2], [0.7, 6.8e4], [0.6, 0.4]],
@@ -120,7 +120,7 @@ def test_a_seed_whose_network_exploded_is_out_of_every_error_at_that_step():
         "delta_z": [[0.0, 1.0], [0.0, 14.0], [0.0, 2.0]],
         "loss": [[1.0, 1.3], [2.0, 7.6e8], [3.0, 1.1]],
     }
-    before, after = _errors_dict(values, steps=1)
+    before, after = summarize_steps(values, steps=1)
     for q, v in values.items():
         column = [row[0] for row in v]
         assert before[q]["count"] == 3 and before[q]["exploded"] == 0
@@ -132,9 +132,9 @@ def test_a_seed_whose_network_exploded_is_out_of_every_error_at_that_step():
 
 
 def test_program_boxes_pad_only_cheap_points():
-    from meanfield.studies.mean_ode import program_boxes
+    from meanfield.convergence import program_boxes
 
-    specs = [{"L": L, "M": M} for L in (8, 64) for M in (1, 16, 4096)]
+    specs = [(L, M) for L in (8, 64) for M in (1, 16, 4096)]
     none = program_boxes(specs, seeds=10, pad_units=0)
     assert all(box == pair for pair, box in none.items())
     budget = 10 * 64 * 16
@@ -165,7 +165,7 @@ def test_padded_box_program_equals_the_point_own(key):
     import numpy as np
 
     import meanfield as mf
-    from meanfield.studies.mean_ode import _seed_program, pad_grid
+    from meanfield.convergence import pad_grid, seed_program
 
     law = mf.TwoLayerNonCentredLaw(2, sigma_u=1.25, sigma_xi=0.3)
     block = mf.TwoLayerBlock("gelu")
@@ -175,15 +175,16 @@ def test_padded_box_program_equals_the_point_own(key):
     h = jr.normal(jr.fold_in(key, 2), (steps + 1, L + 1, 3, 2))
     b = jr.normal(jr.fold_in(key, 3), (steps + 1, L + 1, 3, 2))
     keys = jr.split(jr.fold_in(key, 4), seeds)
-    own = _seed_program(block, law, xs, ys, 0.3, L, M, seeds, 2**20)
-    box = _seed_program(block, law, xs, ys, 0.3, Lb, Mb, seeds, 2**20)
+    own = seed_program(block, law, xs, ys, 0.3, L, M, seeds, 2**20)
+    box = seed_program(block, law, xs, ys, 0.3, Lb, Mb, seeds, 2**20)
     exact = own(keys, h, b, jnp.int32(L), jnp.int32(M))
     padded = box(keys, pad_grid(h, Lb), pad_grid(b, Lb), jnp.int32(L), jnp.int32(M))
     # and with the loops over layers unrolled (`--unroll`), 4 layers per step
-    unrolled = _seed_program(block, law, xs, ys, 0.3, Lb, Mb, seeds, 2**20, unroll=4)
+    unroll = mf.ScanLoop(unroll=4)
+    unrolled = seed_program(block, law, xs, ys, 0.3, Lb, Mb, seeds, 2**20, loop=unroll)
     both = unrolled(keys, pad_grid(h, Lb), pad_grid(b, Lb), jnp.int32(L), jnp.int32(M))
     # and trained through the fused kernels (`--depth-loop pallas`; interpret mode here)
-    kernels = _seed_program(block, law, xs, ys, 0.3, Lb, Mb, seeds, 2**20, method="pallas")
+    kernels = seed_program(block, law, xs, ys, 0.3, Lb, Mb, seeds, 2**20, loop=mf.FusedLoop())
     fused = kernels(keys, pad_grid(h, Lb), pad_grid(b, Lb), jnp.int32(L), jnp.int32(M))
     for name in ("delta_h", "delta_b", "delta_z", "loss"):
         np.testing.assert_allclose(getattr(padded, name), getattr(exact, name), rtol=1e-12)
@@ -195,37 +196,42 @@ def test_padded_box_program_equals_the_point_own(key):
     np.testing.assert_array_equal(pad_grid(h, Lb)[:, L + 1 :], jnp.repeat(h[:, L:], Lb - L, 1))
 
 
-def test_depth_loop_method_per_program(monkeypatch):
+def test_depth_loop_per_program(monkeypatch):
     """`--depth-loop`: the scan on a CPU unless the kernels are asked for; the kernels only
     where a program's layer fits a kernel tile (M·d), the scan elsewhere; on a GPU
     (`auto`), only where the kernels also compile there."""
     import jax
 
     import meanfield as mf
-    from meanfield.studies import mean_ode
-    from meanfield.studies.mean_ode import depth_loop_method
+    from meanfield.studies.mean_ode import depth_loop, loop_name
 
     law = mf.TwoLayerNonCentredLaw(2, sigma_u=1.25)
     block = mf.TwoLayerBlock("gelu")
     on_cpu = jax.default_backend() == "cpu"  # the suite also runs on a GPU machine
-    assert depth_loop_method("auto", block, law, 64, 16, 3) == ("scan" if on_cpu else "pallas")
-    assert depth_loop_method("scan", block, law, 64, 16, 3) == "scan"
-    assert depth_loop_method("pallas", block, law, 64, 1024, 3) == "pallas"  # 1024 x 2 fits
-    assert depth_loop_method("pallas", block, law, 64, 1025, 3) == "scan"  # 2048 x 2 does not
+
+    def name(requested, L, M):
+        return loop_name(depth_loop(requested), block, law, L, M, 3)
+
+    assert name("auto", 64, 16) == ("scan" if on_cpu else "pallas")
+    assert name("scan", 64, 16) == "scan"
+    assert name("pallas", 64, 1024) == "pallas"  # 1024 x 2 fits a tile
+    assert name("pallas", 64, 1025) == "scan"  # 2048 x 2 does not
+    assert depth_loop("scan", 4) == mf.ScanLoop(4)
     with pytest.raises(ValueError, match="depth loop must be one of"):
-        depth_loop_method("fast", block, law, 64, 16, 3)
+        depth_loop("fast")
     # `auto` on an accelerator follows the compile probe, which sees the program's shapes
     seen = []
 
-    def probe(net, n):
-        seen.append((net.params.u.shape, n))
-        return net.M <= 64, "ok" if net.M <= 64 else "does not compile"
+    def probe(self, block, params, n):
+        seen.append((params.u.shape, n))
+        M = params.u.shape[1]
+        return M <= 64, "ok" if M <= 64 else "does not compile"
 
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
-    monkeypatch.setattr(mean_ode, "pallas_supported", probe)
-    assert depth_loop_method("auto", block, law, 16384, 64, 3) == "pallas"
-    assert depth_loop_method("auto", block, law, 16384, 256, 3) == "scan"
-    assert depth_loop_method("scan", block, law, 16384, 64, 3) == "scan"
+    monkeypatch.setattr(mf.FusedLoop, "supports", probe)
+    assert name("auto", 16384, 64) == "pallas"
+    assert name("auto", 16384, 256) == "scan"
+    assert name("scan", 16384, 64) == "scan"
     assert seen == [((16384, 64, 2), 3), ((16384, 256, 2), 3)]
 
 
@@ -245,11 +251,11 @@ def test_fused_training_program_lowers_for_a_gpu(key, lower_for_cuda):
     xs = jr.normal(jr.fold_in(key, 1), (3, 2))
     Lb, Mb, steps = 12, 6, 2
     grid = jr.normal(jr.fold_in(key, 2), (2, steps + 1, Lb + 1, 3, 2))
-    gpu = mf.PallasOptions(interpret=False)
+    gpu = mf.FusedLoop(interpret=False)
 
     def program(keys, h, b, depth, width):
         def one(k):
-            net = mf.ResNet(block, draw_units(law, k, Lb, Mb), 1.0 / (Lb * Mb))
+            net = mf.ResNet(block, draw_units(law, k, Lb, Mb), 1.0 / (Lb * Mb), loop=gpu)
             return coupled_errors(
                 net,
                 xs,
@@ -258,8 +264,6 @@ def test_fused_training_program_lowers_for_a_gpu(key, lower_for_cuda):
                 learning_rate=0.3,
                 depth=depth,
                 width=width,
-                method="pallas",
-                options=gpu,
             )
 
         return jax.vmap(one)(keys)

@@ -11,6 +11,7 @@ import pytest
 from scipy import integrate
 
 import meanfield as mf
+from meanfield.compilation import CompileCounter
 from meanfield.coupling import (
     LimitOnGrid,
     coupled_errors,
@@ -18,9 +19,15 @@ from meanfield.coupling import (
     limit_copies,
     limit_on_grid,
 )
-from meanfield.meanode import MeanODE, particle_step, solve_mean_ode
-from meanfield.particles import gauss_hermite_particles, hermite_rule, monte_carlo_particles
-from solvers import solve_dense
+from meanfield.meanode import MeanODE, solve_mean_ode
+from meanfield.particles import (
+    gauss_hermite_particles,
+    hermite_rule,
+    monte_carlo_particles,
+    particle_gradients,
+    particle_step,
+)
+from meanfield.solvers import solve_dense
 
 
 def test_hermite_rule_matches_numpy_and_moments():
@@ -65,7 +72,7 @@ def test_padded_particles_keep_the_limit_and_its_compiled_solve():
     np.testing.assert_allclose(padded.expect(second), coarse.expect(second), atol=1e-15)
     with_model = lambda P: MeanODE(model.block, P, model.xs, model.ys, model.learning_rate)
     solve_mean_ode(model, 1, rtol=1e-10, atol=1e-10)  # compiles the fine rule's program
-    with mf.CompileCounter() as counter:
+    with CompileCounter() as counter:
         sol = solve_mean_ode(with_model(padded), 1, rtol=1e-10, atol=1e-10)
         jax.block_until_ready(sol.forward[-1])
     assert counter.compiles == 0
@@ -186,6 +193,50 @@ def test_adjoint_matches_jax_grad_through_the_forward_solve():
     np.testing.assert_allclose(np.asarray(sol.b(0, 0.0)), np.asarray(grad_x), rtol=1e-7, atol=1e-9)
 
 
+@pytest.mark.parametrize("kind", ["2lp", "dict"])
+def test_particle_step_against_a_hand_loop_over_particles_and_inputs(key, kind):
+    """`particle_gradients` and `particle_step` on a stack of particles against a loop
+    written here over the particles and the inputs, one `jax.vjp` of the unit each:
+    `(1/n) Σ_i D_2φ(h_i, z_p)ᵀ b_i` and `z_p − η` times it; one unit as a stack of one."""
+    d, N, n, lr = 3, 5, 4, 0.7
+    if kind == "2lp":
+        block = mf.TwoLayerBlock("gelu", inner_scale=0.6)
+        law = mf.TwoLayerNonCentredLaw(d, sigma_u=0.9, sigma_xi=0.4)
+    else:
+        block = mf.FunctionBlock(lambda h, z: z["a"] * jnp.sin(z["w"] @ h + z["c"]))
+        law = mf.SamplerLaw(
+            lambda k: {
+                "a": jr.normal(k, (d,)),
+                "w": jr.normal(jr.fold_in(k, 1), (d,)),
+                "c": jr.normal(jr.fold_in(k, 2), ()),
+            }
+        )
+    z = jax.vmap(law.sample)(jr.split(key, N))
+    hs = jr.normal(jr.fold_in(key, 1), (n, d))
+    bs = jr.normal(jr.fold_in(key, 2), (n, d))
+    grads = particle_gradients(block, z, hs, bs)
+    stepped = particle_step(block, z, hs, bs, lr)
+    for p in range(N):
+        zp = jax.tree.map(lambda a, p=p: a[p], z)
+        total = jax.tree.map(jnp.zeros_like, zp)
+        for i in range(n):
+            _, vjp = jax.vjp(lambda zz, i=i: block(hs[i], zz), zp)
+            total = jax.tree.map(jnp.add, total, vjp(bs[i])[0])
+        want = jax.tree.map(lambda t: t / n, total)
+        got = jax.tree.map(lambda a, p=p: a[p], grads)
+        for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-13, atol=1e-15)
+        moved = jax.tree.map(lambda a, p=p: a[p], stepped)
+        want = jax.tree.map(lambda a, g: a - lr * g, zp, want)
+        for a, b in zip(jax.tree.leaves(moved), jax.tree.leaves(want), strict=True):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-13, atol=1e-15)
+        one = particle_step(block, jax.tree.map(lambda a: a[None], zp), hs, bs, lr)
+        for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(moved), strict=True):
+            np.testing.assert_allclose(np.asarray(a[0]), np.asarray(b), rtol=1e-13, atol=1e-15)
+    assert float(jnp.max(jnp.abs(jax.tree.leaves(grads)[0]))) > 0  # not vacuous
+    assert mf.particle_step is particle_step
+
+
 def test_particle_gradient_is_the_depth_integral_of_the_adjoint():
     """∂(Σ_i loss_i)/∂z_p = w_p ∫_0^1 Σ_i D_2φ(h_i(s), z_p)ᵀ b_i(s) ds for depth-constant z_p."""
     model, _ = _small_model()
@@ -194,11 +245,9 @@ def test_particle_gradient_is_the_depth_integral_of_the_adjoint():
     nodes, weights = np.polynomial.legendre.leggauss(40)
     s_all = jnp.asarray((nodes + 1) / 2)
     n = model.xs.shape[0]
-    # particle_step with η = 1 gives z − (1/n) Σ_i D_2φᵀ b_i
+    # particle_step with η = 1 gives z − (1/n) Σ_i D_2φᵀ b_i for every particle
     step = jax.vmap(
-        lambda s: jax.vmap(
-            lambda zp: particle_step(model.block, zp, sol.h(0, s), sol.b(0, s), 1.0)
-        )(model.particles.z)
+        lambda s: particle_step(model.block, model.particles.z, sol.h(0, s), sol.b(0, s), 1.0)
     )(s_all)
     integral = jax.tree.map(
         lambda zs, z0: n * jnp.tensordot(jnp.asarray(weights / 2), z0[None] - zs, axes=1),
@@ -273,10 +322,7 @@ def test_euler_errors_against_a_plain_layer_loop():
         return H, B, np.mean(losses)
 
     def gd(tree, H, B):  # layer l + 1 steps with h^l and b^{l+1}
-        steps = [
-            jax.vmap(lambda z, l=l: particle_step(block, z, H[l], B[l + 1], lr))(layer(tree, l))
-            for l in range(L)
-        ]
+        steps = [particle_step(block, layer(tree, l), H[l], B[l + 1], lr) for l in range(L)]
         return jax.tree.map(lambda *a: jnp.stack(a), *steps)
 
     def norm(tree):
@@ -499,8 +545,8 @@ def test_limit_on_grid_carries_the_limit_learning_rate_and_loss(key):
     coupled errors train with that loss by default (the same numbers as passing it by
     hand, other numbers than the default ½‖·‖²), and refuse another η or loss, which
     would compare two different GD dynamics."""
-    from meanfield.backward import squared_loss
     from meanfield.coupling import draw_units
+    from meanfield.training import squared_loss
 
     model, law = _small_model(order=4)
     model = MeanODE(model.block, model.particles, model.xs, model.ys, 0.3, _sum_of_squares)

@@ -16,7 +16,7 @@ from meanfield.layer_blocks import PerceptronBlock, PerceptronParams
 from meanfield.neural_sde import NeuralODE, NeuralSDE, matrix_resnet
 from meanfield.phases import critical_beta, depth_ratios, perceptron_resnet, zero_crossing
 from meanfield.resnet import ResNet
-from solvers import GridPath, solve_controlled
+from meanfield.solvers import GridPath, solve_controlled
 
 
 def plain_loop(V, beta, x):
@@ -50,7 +50,7 @@ def test_euler_solve_on_the_path_is_the_finite_network(law, key):
         sol = NeuralSDE("tanh").solve(path, x, steps=L, save=L, solver="euler")
         assert bool(sol.ok)
         W = law.weights_from_path(path, L)
-        scan = matrix_resnet(W, law.hurst, "tanh").hidden(x, return_all=True)
+        scan = matrix_resnet(W, law.hurst, "tanh").states(x[None])[0]
         np.testing.assert_allclose(np.asarray(sol.ys), np.asarray(scan), rtol=1e-11, atol=1e-12)
         np.testing.assert_allclose(np.asarray(scan), plain_loop(W, law.hurst, x), rtol=1e-11)
 
@@ -66,7 +66,7 @@ def test_brownian_strong_error_shrinks_like_sqrt_L(key):
         ref = NeuralSDE("tanh").solve(path, x, save=256).ys[-1]
         return jnp.stack(
             [
-                jnp.linalg.norm(matrix_resnet(law.weights_from_path(path, L), 0.5).hidden(x) - ref)
+                jnp.linalg.norm(matrix_resnet(law.weights_from_path(path, L), 0.5)(x) - ref)
                 for L in (16, 256)
             ]
         )
@@ -124,7 +124,7 @@ def test_neural_ode_solve_matches_rk4_loop(key):
     np.testing.assert_allclose(np.asarray(ys[-1]), h, rtol=1e-9, atol=1e-10)
     # and the smooth-weight network converges to it at rate 1/L
     e = [
-        float(jnp.linalg.norm(matrix_resnet(law.weights(key, L), 1.0).hidden(x) - ys[-1]))
+        float(jnp.linalg.norm(matrix_resnet(law.weights(key, L), 1.0)(x) - ys[-1]))
         for L in (32, 64)
     ]
     # first order: halving 1/L halves the error (2); a half-order scheme would give
@@ -158,10 +158,10 @@ def test_perceptron_resnet_and_ratios_match_jax_grad(key):
     alpha = L**-0.5
     ours = perceptron_resnet(V, W, alpha)
     ref = ResNet(PerceptronBlock("relu"), PerceptronParams(V=V, W=W), alpha)
-    np.testing.assert_allclose(ours.hidden(x), ref.hidden(x), rtol=1e-12)
+    np.testing.assert_allclose(ours.states(x[None])[0], ref.states(x[None])[0], rtol=1e-12)
     r = depth_ratios(ours, x, y)
-    hL = ref.hidden(x)
-    p0 = jax.grad(lambda h0: 0.5 * jnp.sum((ref.hidden(h0) - y) ** 2))(x)
+    hL = ref(x)
+    p0 = jax.grad(lambda h0: 0.5 * jnp.sum((ref(h0) - y) ** 2))(x)
     pL = hL - y
     np.testing.assert_allclose(r.forward, jnp.linalg.norm(hL - x) / jnp.linalg.norm(x), rtol=1e-12)
     np.testing.assert_allclose(

@@ -64,7 +64,7 @@ def test_two_layer_forward_matches_loop(act, key):
         np.asarray(x),
         lambda h, l, j: V[l, j] * rho(U[l, j] @ h),
     )
-    hs = net.hidden(x, return_all=True)
+    hs = net.states(x[None])[0]
     assert hs.shape == (L + 1, d)
     np.testing.assert_allclose(np.asarray(hs), ref, rtol=0, atol=1e-12)
     np.testing.assert_allclose(np.asarray(net(x)), ref[-1], rtol=0, atol=1e-12)
@@ -78,7 +78,7 @@ def test_user_block_forward_matches_loop(key):
     ref = loop_forward(
         {"shape": (L, M)}, 0.3, np.asarray(x), lambda h, l, j: A[l, j] * np.sin(W[l, j] @ h)
     )
-    np.testing.assert_allclose(np.asarray(net.hidden(x, return_all=True)), ref, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(net.states(x[None])[0]), ref, atol=1e-12)
 
 
 def test_function_block_equals_subclass(key):
@@ -274,15 +274,15 @@ def test_sample_builds_distinct_iid_units(key):
 
 @pytest.mark.parametrize("unroll", [3, 7, 50])
 def test_unroll_changes_no_value(unroll, key):
-    """`unroll` layers per loop step (3 does not divide L = 7; 50 > L): the forward
-    states equal the plain loop, and the backward states and gradients those of
-    `unroll=1`, through `train` too (whose rebuilt networks keep the setting)."""
+    """`ScanLoop(unroll)` layers per loop step (3 does not divide L = 7; 50 > L): the
+    forward states equal the plain loop, and the backward states and gradients those of
+    `unroll=1`, through `train` too (whose rebuilt networks keep the loop)."""
     d, L, M = 4, 7, 5
     kw = dict(L=L, M=M, scaling=mf.MeanODEScaling(), key=key)
     law, block = mf.TwoLayerNonCentredLaw(d), mf.TwoLayerBlock("tanh")
-    one = mf.ResNet.sample(block, law, **kw)
-    many = mf.ResNet.sample(block, law, unroll=unroll, **kw)
-    assert many.unroll == unroll and one.unroll == 1
+    one = mf.ResNet.sample(block, law, loop=mf.ScanLoop(), **kw)
+    many = mf.ResNet.sample(block, law, loop=mf.ScanLoop(unroll=unroll), **kw)
+    assert many.loop.unroll == unroll and one.loop.unroll == 1
     x = jr.normal(jr.fold_in(key, 1), (d,))
     U, V = np.asarray(one.params.u), np.asarray(one.params.v)
     ref = loop_forward(
@@ -291,12 +291,12 @@ def test_unroll_changes_no_value(unroll, key):
         np.asarray(x),
         lambda h, l, j: V[l, j] * np.tanh(U[l, j] @ h),
     )
-    np.testing.assert_allclose(np.asarray(many.hidden(x, return_all=True)), ref, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(many.states(x[None])[0]), ref, rtol=0, atol=1e-12)
     xs, ys = jr.normal(jr.fold_in(key, 2), (3, d)), jr.normal(jr.fold_in(key, 3), (3, d))
     opt = mf.mean_ode_sgd(0.1, L=L, M=M)
     a = mf.train(one, xs, ys, optimizer=opt, steps=2, return_adjoint=True)
     b = jax.jit(lambda n: mf.train(n, xs, ys, optimizer=opt, steps=2, return_adjoint=True))(many)
-    assert b.net.unroll == unroll
+    assert b.net.loop == mf.ScanLoop(unroll=unroll)
     # every loop over layers (forward and backward, in and after the steps) is unrolled
     jaxpr = str(jax.make_jaxpr(lambda n: mf.train(n, xs, ys, optimizer=opt, steps=2))(many))
     assert re.findall(r"\bunroll=(\w+)", jaxpr).count(str(min(unroll, L))) == 2
@@ -304,5 +304,5 @@ def test_unroll_changes_no_value(unroll, key):
         np.testing.assert_allclose(np.asarray(v), np.asarray(u), rtol=1e-13, atol=1e-15)
     assert float(jnp.max(jnp.abs(a.adjoint.b[-1, :, 0] - a.adjoint.b[-1, :, -1]))) > 0
     for bad in (0, 2.0, True):
-        with pytest.raises(ValueError, match="unroll must be an integer >= 1"):
-            mf.ResNet(block, one.params, 0.1, unroll=bad)
+        with pytest.raises(ValueError, match="unroll must be a positive integer"):
+            mf.ResNet(block, one.params, 0.1, loop=mf.ScanLoop(unroll=bad))

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import meanfield as mf
+from meanfield.sharding import seed_mesh
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,7 +28,7 @@ def _seed_fn(key, xs):
     block = mf.TwoLayerBlock("tanh")
     law = mf.TwoLayerNonCentredLaw(3, sigma_u=1.0, sigma_xi=0.5)
     net = mf.ResNet.sample(block, law, L=12, M=4, scaling=mf.MeanODEScaling(), key=key)
-    return {"out": mf.forward_batch(net, xs), "u": net.params.u[-1]}
+    return {"out": jax.vmap(net)(xs), "u": net.params.u[-1]}
 
 
 def test_single_device_matches_loop(key):
@@ -52,7 +53,7 @@ def test_errors(key):
     with pytest.raises(ValueError, match="in_axes entries must be 0"):
         mf.shard_seeds(lambda x: x, 1)(jnp.ones((3, 2)))
     with pytest.raises(ValueError, match="at least one device"):
-        mf.seed_mesh([])
+        seed_mesh([])
     for bad in (0, -2, 1.5):
         with pytest.raises(ValueError, match="^batch_size must be a positive integer"):
             mf.shard_seeds(lambda k: k, batch_size=bad)
@@ -65,6 +66,7 @@ SCRIPT = textwrap.dedent(
     import jax, jax.numpy as jnp, jax.random as jr, numpy as np
     jax.config.update("jax_enable_x64", True)
     import meanfield as mf
+    from meanfield.compilation import CompileCounter
     from tests.test_sharding import _seed_fn
 
     keys = jr.split(jr.key(0), 7)  # 7 seeds on 4 devices: padded to 8
@@ -73,7 +75,7 @@ SCRIPT = textwrap.dedent(
     one = mf.shard_seeds(_seed_fn, (0, None), devices=jax.devices()[:1])(keys, xs)
     for batch in (None, 1):
         four = mf.shard_seeds(_seed_fn, (0, None), batch_size=batch)
-        with mf.CompileCounter() as counter:
+        with CompileCounter() as counter:
             got = four(keys, xs)
             again = four(jr.split(jr.key(5), 7), xs)  # same shape: no new program
         report[f"compiles_{batch}"] = counter.compiles
@@ -121,6 +123,7 @@ STUDY_SCRIPT = textwrap.dedent(
     jax.config.update("jax_enable_x64", True)
     import meanfield as mf
     from meanfield.cli import build_parser
+    from meanfield.convergence import seed_program
     from meanfield.studies import mean_ode, phases, sde
 
     def cfg_of(module, *argv):
@@ -140,8 +143,8 @@ STUDY_SCRIPT = textwrap.dedent(
         xs, ys = mean_ode.make_data(c)
         L, M, n, d = 4, 3, xs.shape[0], xs.shape[1]
         ramp = jnp.linspace(0.0, 0.1, 2 * (L + 1) * n * d).reshape(2, L + 1, n, d)
-        run = mean_ode._seed_program(
-            mf.TwoLayerBlock(c["activation"]), law, xs, ys, c["lr"], L, M, 7, 2**20, devices
+        run = seed_program(
+            mf.TwoLayerBlock(c["activation"]), law, xs, ys, c["lr"], L, M, 7, 2**20, devices=devices
         )
         args = (jr.split(jr.key(3), 7), ramp, -ramp, jnp.int32(L), jnp.int32(2))
         e = run(*args)

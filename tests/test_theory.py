@@ -368,7 +368,8 @@ def _jacrev_kernel(net, x, x2):
     """Σ_θ ∂h^L(x)/∂θ ∂h^L(x2)/∂θᵀ over the units' parameters, by `jax.jacrev`."""
 
     def jac(xx):
-        return jax.jacrev(lambda p: eqx.tree_at(lambda n: n.params, net, p).hidden(xx))(net.params)
+        hL = lambda p: eqx.tree_at(lambda n: n.params, net, p).states(xx[None])[0, -1]
+        return jax.jacrev(hL)(net.params)
 
     return sum(
         jnp.einsum("a...,b...->ab", a, b)

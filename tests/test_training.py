@@ -39,7 +39,7 @@ def test_mean_ode_step_is_raw_gradient_times_LM(key):
     for a, b in zip(jax.tree.leaves(res.net.params), jax.tree.leaves(expected), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-13)
     # plain GD takes the raw step
-    plain = mf.train(net, xs, ys, optimizer=mf.plain_sgd(lr), steps=1)
+    plain = mf.train(net, xs, ys, optimizer=optax.sgd(lr), steps=1)
     expected = jax.tree.map(lambda p, g: p - lr * g, net.params, raw.params)
     for a, b in zip(jax.tree.leaves(plain.net.params), jax.tree.leaves(expected), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-13)
@@ -98,9 +98,9 @@ def test_train_embedding_flag(key):
     k = jr.split(key, 4)
     net = _embedded(k[0], jr.normal(k[1], (D, d_in)))
     xs, ys = jr.normal(k[2], (5, d_in)), jr.normal(k[3], (5, D))
-    frozen = mf.train(net, xs, ys, optimizer=mf.plain_sgd(0.1), steps=2)
+    frozen = mf.train(net, xs, ys, optimizer=optax.sgd(0.1), steps=2)
     assert np.array_equal(np.asarray(frozen.net.embedding), np.asarray(net.embedding))
-    trained = mf.train(net, xs, ys, optimizer=mf.plain_sgd(0.1), steps=2, train_embedding=True)
+    trained = mf.train(net, xs, ys, optimizer=optax.sgd(0.1), steps=2, train_embedding=True)
     assert not np.allclose(np.asarray(trained.net.embedding), np.asarray(net.embedding))
 
 
@@ -169,6 +169,8 @@ def test_train_states_and_one_loop_pair(key):
     loop over layers for all steps + 1 evaluations (the steps loop plus 2 scans; the
     final evaluation outside the loop made it 5)."""
     net, xs, ys = _problem(key)
+    # the scan over layers (a GPU's default loop runs the fused kernels instead)
+    net = mf.ResNet(net.block, net.params, net.alpha, loop=mf.ScanLoop())
     opt = mf.mean_ode_sgd(0.1, L=net.L, M=net.M)
     res = mf.train(net, xs, ys, optimizer=opt, steps=2, return_adjoint=True)
     current = net
@@ -189,20 +191,19 @@ def test_train_states_and_one_loop_pair(key):
 
 
 def test_fused_depth_loop_trains_like_the_scan(key):
-    """`method="pallas"` (Pallas interpret mode on CPU) gives the scan's parameter
-    history, losses and states, up to rounding; its per-input gradients are not kept."""
+    """A network with `FusedLoop` (Pallas interpret mode on CPU) trains to the scan's
+    parameter history, losses and states, up to rounding; the trained network keeps it."""
     net, xs, ys = _problem(key)
     opt = mf.mean_ode_sgd(0.1, L=net.L, M=net.M)
-    small = mf.PallasOptions(block_batch=4, layers_per_step=4)
+    small = mf.FusedLoop(block_batch=4, layers_per_step=4)
 
-    def run(method):
-        fn = lambda n: mf.train(
-            n, xs, ys, optimizer=opt, steps=2, return_adjoint=True, method=method, options=small
-        )
-        return eqx.filter_jit(fn)(net)
+    def run(loop):
+        fn = lambda n: mf.train(n, xs, ys, optimizer=opt, steps=2, return_adjoint=True)
+        return eqx.filter_jit(fn)(mf.ResNet(net.block, net.params, net.alpha, loop=loop))
 
-    ref, got = run("scan"), run("pallas")
-    assert ref.adjoint.grads is not None and got.adjoint.grads is None
+    ref, got = run(mf.ScanLoop()), run(small)
+    assert got.net.loop == small and ref.net.loop == mf.ScanLoop()
+    assert ref.adjoint.grads is None and got.adjoint.grads is None  # states only
     pairs = [(got.losses, ref.losses), (got.adjoint.h, ref.adjoint.h)]
     pairs += [(got.adjoint.b, ref.adjoint.b)]
     pairs += list(zip(jax.tree.leaves(got.params), jax.tree.leaves(ref.params), strict=True))
@@ -210,5 +211,43 @@ def test_fused_depth_loop_trains_like_the_scan(key):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-14)
     moved = jax.tree.leaves(ref.params)[0]
     assert float(jnp.max(jnp.abs(moved[2] - moved[0]))) > 1e-3  # the steps do move the units
-    with pytest.raises(ValueError, match="method must be one of"):
-        mf.train(net, xs, ys, optimizer=opt, steps=1, method="fast")
+    with pytest.raises(ValueError, match="^loop must be an AbstractDepthLoop"):
+        mf.ResNet(net.block, net.params, net.alpha, loop="fast")
+
+
+@pytest.mark.parametrize("steps", [0, 1, 5])
+def test_gd_loop_matches_a_plain_optax_loop(steps):
+    """`gd_loop` against a Python loop of optax updates written here (Adam on a quadratic
+    in a pytree of two leaves): `steps + 1` parameters (before each step, then after the
+    last), the aux of index k computed at the parameters before step k, and k passed."""
+    A = jnp.array([[3.0, 0.5], [0.5, 1.0]])
+    c = jnp.array([1.0, -2.0])
+
+    def value(theta):
+        x = theta["x"]
+        return 0.5 * x @ A @ x - c @ x + jnp.sum((theta["y"] - 2.0) ** 2)
+
+    def grad_fn(theta, k):
+        return jax.grad(value)(theta), (value(theta), k, theta["y"])
+
+    opt = optax.adam(0.3)
+    theta0 = {"x": jnp.array([0.5, 0.5]), "y": jnp.array(-1.0)}
+    run = jax.jit(lambda t: mf.gd_loop(grad_fn, t, opt, steps))
+    thetas, (values, ks, ys) = run(theta0)
+    assert jax.tree.leaves(thetas)[0].shape[0] == steps + 1 and values.shape == (steps + 1,)
+    np.testing.assert_array_equal(np.asarray(ks), np.arange(steps + 1))
+    theta, state = theta0, opt.init(theta0)
+    for k in range(steps + 1):
+        for a, b in zip(jax.tree.leaves(thetas), jax.tree.leaves(theta), strict=True):
+            np.testing.assert_allclose(np.asarray(a[k]), np.asarray(b), rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(float(values[k]), float(value(theta)), rtol=1e-13)
+        np.testing.assert_allclose(float(ys[k]), float(theta["y"]), rtol=1e-13)
+        updates, state = opt.update(jax.grad(value)(theta), state, theta)
+        theta = optax.apply_updates(theta, updates)
+    if steps:  # Adam moves every coordinate by about its rate at the first step
+        assert abs(float(thetas["y"][1] - thetas["y"][0]) - 0.3) < 1e-6
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match="^steps must be an integer >= 0"):
+            mf.gd_loop(grad_fn, theta0, opt, bad)
+    with pytest.raises(ValueError, match="^optimizer must be an optax.GradientTransformation"):
+        mf.gd_loop(grad_fn, theta0, 0.1, 1)

@@ -26,7 +26,7 @@ def test_variance_law_monte_carlo(d, M, L, alpha, sigma_u, sigma_v, key):
 
     def sq_dev(k):
         net = mf.ResNet.sample(mf.TwoLayerBlock("relu"), law, L=L, M=M, scaling=alpha, key=k)
-        hs = net.hidden(x, return_all=True)
+        hs = net.states(x[None])[0]
         return jnp.sum((hs - x[None]) ** 2, axis=1)
 
     R = 20000

@@ -27,14 +27,17 @@ class BrownianLaw(AbstractIncrementLaw):
     d: int = eqx.field(static=True, converter=as_number)
     n_fine: int = eqx.field(static=True, converter=as_number, default=4096)
 
+    # 1/2: Brownian motion is fBm with H = 1/2 (any other value is refused)
+    hurst: float = eqx.field(static=True, converter=as_number, default=0.5)
+
     def __check_init__(self):
         check_positive_int(self.d, "d")
         check_positive_int(self.n_fine, "n_fine")
-
-    @property
-    def hurst(self) -> float:
-        """1/2: Brownian motion is fBm with H = 1/2."""
-        return 0.5
+        if self.hurst != 0.5:
+            raise ValueError(
+                f"hurst: Brownian motion has H = 1/2, got {self.hurst!r} "
+                "(use FractionalBrownianLaw)"
+            )
 
     def path(self, key: PRNGKeyArray) -> Float[Array, "n_fine+1 d d"]:
         """`B(j/n_fine)`, `j = 0..n_fine`, shape `(n_fine + 1, d, d)`, with `B(0) = 0`."""

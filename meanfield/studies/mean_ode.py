@@ -23,23 +23,25 @@ from concurrent.futures import ThreadPoolExecutor
 import jax
 import jax.numpy as jnp
 import jax.random as jr
-import numpy as np
 
 from ..activations import ACTIVATIONS
-from ..blocks import AbstractUnitBlock
-from ..coupling import LimitOnGrid, coupled_errors, draw_units, euler_errors
-from ..depth_loop import pallas_supported
-from ..fits import exploded_draws, fit_loglog, fit_rate_sum, fit_values, summarize
-from ..laws import TwoLayerGaussianLaw, TwoLayerNonCentredLaw
-from ..meanode import MeanODE, solve_mean_ode
-from ..particles import (
-    MAX_HERMITE_ORDER,
-    MAX_QUADRATURE_NODES,
-    gauss_hermite_particles,
-    monte_carlo_particles,
+from ..convergence import (
+    QUANTITIES,
+    circle_data,
+    convergence_fits,
+    pad_grid,
+    program_boxes,
+    reference_error,
+    reference_particles,
+    seed_program,
+    solve_reference,
+    summarize_steps,
 )
-from ..resnet import ResNet
-from ..sharding import gather_processes, shard_seeds
+from ..coupling import LimitOnGrid, draw_units, euler_errors
+from ..engine import AbstractDepthLoop, AutoLoop, FusedLoop, ScanLoop
+from ..laws import TwoLayerGaussianLaw, TwoLayerNonCentredLaw
+from ..particles import MAX_HERMITE_ORDER, MAX_QUADRATURE_NODES
+from ..sharding import gather_processes
 from ..two_layer import TwoLayerBlock
 from .args import check_activation, int_list, override, positive_float, positive_int
 from .runner import StudyInputError, start_study
@@ -80,7 +82,6 @@ DEFAULTS = {
     "rtol": 1e-10,
     "probes": 1024,
 }
-QUANTITIES = ("delta_h", "delta_b", "delta_z")
 # seeds of one grid point run together on a device (vmapped; the seeds are split over
 # every device first, `shard_seeds`) as long as L·M·seeds stays below this;
 # on a CPU a larger batch gains nothing, while on an accelerator one seed of a small
@@ -154,7 +155,7 @@ def add_arguments(parser):
         choices=DEPTH_LOOPS,
         default="auto",
         help="how the finite networks run their loops over layers: 'scan' (a lax.scan step "
-        "per layer), 'pallas' (the fused kernels of meanfield.fused_two_layer in every "
+        "per layer), 'pallas' (the fused kernels of meanfield.engine.FusedLoop in every "
         "program whose layer fits a kernel tile, the scan elsewhere; Pallas interpret mode "
         "on a CPU: slow, for tests) or 'auto' (default: 'pallas' on a GPU/TPU where the "
         "kernels apply and compile, else 'scan'); the values agree up to rounding",
@@ -246,27 +247,14 @@ def make_law(cfg):
     return TwoLayerNonCentredLaw(cfg["d"], sigma_u=cfg["sigma_u"], sigma_xi=cfg["sigma_xi"])
 
 
-def make_data(cfg):
-    """A fixed, seed-independent data set of n unit-norm inputs and unit-norm targets.
-
-    `x_{i,j} = sqrt(2/d) cos(θ_i − jπ/d)` with `θ_i = π(i + ½)/n` (points on a great
-    half-circle; for d = 2 the unit circle), and `y_i` the inputs with their coordinates
-    shifted by one, `y_{i,j} = x_{i,(j+1) mod d}`. Keeping data fixed and of unit scale
-    keeps the limit (and the meaning of the errors) the same for every seed. For d = 1
-    the inputs are `cos θ_i` (not of unit norm: for odd n the middle one is 0) and the
-    targets equal the inputs.
-    """
-    n, d = cfg["inputs"], cfg["d"]
-    theta = jnp.pi * (jnp.arange(n) + 0.5) / n
-    xs = jnp.sqrt(2.0 / d) * jnp.cos(theta[:, None] - jnp.pi * jnp.arange(d)[None, :] / d)
-    if d == 1:
-        xs = jnp.ones((n, 1)) * jnp.cos(theta)[:, None]
-    return xs, jnp.roll(xs, -1, axis=1)
-
-
 def trivial_limit(cfg, step: int) -> bool:
     """With a centred law the k = 0 limit is the identity: only the 1/sqrt(LM) term exists."""
     return cfg["init"] == "centred" and step == 0
+
+
+def make_data(cfg):
+    """The study's data set, `meanfield.convergence.circle_data`."""
+    return circle_data(cfg["inputs"], cfg["d"])
 
 
 def _quadrature_order(law, order):
@@ -299,176 +287,26 @@ def _quadrature_order(law, order):
 def _particle_sets(cfg, law):
     """The reference particles and the coarser check set (order q/2, or N/4 draws)."""
     if cfg["reference"] == "quadrature":
-        q = _quadrature_order(law, cfg["order"])
-        q_check = max(q // 2, 2)
-        return (
-            gauss_hermite_particles(law, q),
-            gauss_hermite_particles(law, q_check),
-            {"method": "gauss-hermite", "order": q, "check_order": q_check},
-        )
+        return reference_particles(law, order=_quadrature_order(law, cfg["order"]))
     key = jr.fold_in(jr.key(cfg["seed"]), 4)
-    n = cfg["particles"]
-    return (
-        monte_carlo_particles(law, n, key=key),
-        monte_carlo_particles(law, max(n // 4, 1), key=jr.fold_in(key, 1)),
-        {"method": "monte-carlo", "particles": n, "check_particles": max(n // 4, 1)},
-    )
+    return reference_particles(law, count=cfg["particles"], key=key)
 
 
-def compute_reference(cfg, block, law, xs, ys, main, check):
-    """Solve the limit; return its mean fields on every grid and its error estimate.
-
-    The coarser check set is padded to the size of the main one (zero-weight particles,
-    `Particles.padded`), so that the three solves share one compiled program per GD step.
-    """
-    t0 = time.perf_counter()
-    check = check.padded(main.count)
-
-    def solve(particles, tol):
-        model = MeanODE(block, particles, xs, ys, cfg["lr"])
-        return solve_mean_ode(model, cfg["steps"], rtol=tol, atol=tol)
-
-    sol, sol_q, sol_t = (
-        solve(main, cfg["rtol"]),
-        solve(check, cfg["rtol"]),
-        solve(main, cfg["rtol"] / 2),
-    )
-    out = {}
-    # every solution at the fine check grid and at every study depth, in one call each
-    grids = [np.arange(1025) / 1024] + [np.arange(L + 1) / L for L in all_depths(cfg)]
-    cuts = np.cumsum([len(g) for g in grids])[:-1]
-    s_all = jnp.asarray(np.concatenate(grids))
-    h, b = sol.fields(s_all)
-    errs = {}
-    fine = slice(0, len(grids[0]))
-    for name, other in (("quadrature", sol_q), ("tolerance", sol_t)):
-        h_o, b_o = other.fields(s_all)
-        errs[name] = [
-            float(jnp.max(jnp.linalg.norm(x[:, fine] - y[:, fine], axis=-1)))
-            for x, y in ((h, h_o), (b, b_o))
-        ]
-    h_grids, b_grids = jnp.split(h, cuts, axis=1)[1:], jnp.split(b, cuts, axis=1)[1:]
-    for L, h_L, b_L in zip(all_depths(cfg), h_grids, b_grids, strict=True):
-        out[f"h_L{L}"], out[f"b_L{L}"] = h_L, b_L
-    # the limit copies' error: Z_k(s) of probe draws under both references
-    probes = jax.vmap(law.sample)(jr.split(jr.fold_in(jr.key(cfg["seed"]), 3), cfg["probes"]))
-    dz = 0.0
-    for k in range(1, cfg["steps"] + 1):
-        for s in (0.0, 0.5, 1.0):
-            z = sol.params(probes, k, s)
-            for other in (sol_q, sol_t):
-                diff = jax.tree.map(
-                    lambda x, y: jnp.sum((x - y).reshape(x.shape[0], -1) ** 2, 1),
-                    z,
-                    other.params(probes, k, s),
-                )
-                dz = max(dz, float(jnp.sqrt(jnp.max(sum(jax.tree.leaves(diff))))))
-    out.update(
-        err_quadrature=np.array(errs["quadrature"]),
-        err_tolerance=np.array(errs["tolerance"]),
-        err_z=np.array(dz),
-        ok=np.array(sol.ok and sol_q.ok and sol_t.ok),
-        num_steps=np.array(sol.num_steps),
-        losses=np.array([float(sol.loss(k)) for k in range(cfg["steps"] + 1)]),
-        particles=np.array(main.count),
-        seconds=np.array(time.perf_counter() - t0),
-    )
-    return out
-
-
-def program_boxes(specs, seeds: int, pad_units: int, pad_depth: bool = False) -> dict:
-    """The compiled program (box `(L_b, M_b)`) of every grid point, as `{(L, M): box}`.
-
-    Points are taken from the largest `L·M` down; each runs in the existing box that
-    holds it with the least padding, `seeds · (L_b·M_b − L·M)` units, if that is at most
-    `pad_units`, else it opens its own box. A box has its points' own depth unless
-    `pad_depth` (the study's default on a CPU, where a padded layer costs what its units
-    cost; not on an accelerator, where each layer is a sequence of kernel launches
-    whatever its width). Padding changes no value: see `coupled_errors` (the padded
-    units are inert, the padded layers the identity, and the draws of the real units do
-    not depend on the box, `draw_units`).
-    """
-    boxes: list[tuple[int, int]] = []
-    out = {}
-    for L, M in sorted({(s["L"], s["M"]) for s in specs}, key=lambda p: (-p[0] * p[1], -p[0])):
-        cost = lambda box, L=L, M=M: seeds * (box[0] * box[1] - L * M)
-        fits = [
-            box
-            for box in boxes
-            if box[1] >= M
-            and (box[0] >= L if pad_depth else box[0] == L)
-            and cost(box) <= pad_units
-        ]
-        if fits:
-            out[(L, M)] = min(fits, key=lambda box: (cost(box), box))
-        else:
-            boxes.append((L, M))
-            out[(L, M)] = (L, M)
-    return out
-
-
-def depth_loop_method(requested: str, block, law, L: int, M: int, n: int) -> str:
-    """The depth loop (`"scan"` or `"pallas"`) of the program of box `(L, M)` for n
-    inputs: `requested` is one of `DEPTH_LOOPS` (`--depth-loop`). `"pallas"` needs the
-    2LP layer to fit a kernel tile; `"auto"` also needs a GPU/TPU and the kernels to
-    compile there (`meanfield.depth_loop.pallas_supported`, checked once per shape)."""
+def depth_loop(requested: str, unroll: int = 1) -> AbstractDepthLoop:
+    """The finite networks' depth loop for `--depth-loop` (one of `DEPTH_LOOPS`):
+    `"scan"` a `ScanLoop`, `"auto"` an `AutoLoop` (the fused kernels on a GPU/TPU where
+    they apply), `"pallas"` the fused kernels wherever they apply, a CPU included."""
     if requested not in DEPTH_LOOPS:
         raise ValueError(f"depth loop must be one of {', '.join(DEPTH_LOOPS)}, got {requested!r}")
-    if requested == "scan" or (requested == "auto" and jax.default_backend() == "cpu"):
-        return "scan"
-    shapes = jax.eval_shape(lambda: ResNet(block, draw_units(law, jr.key(0), L, M), 1.0 / (L * M)))
-    return "pallas" if pallas_supported(shapes, n)[0] else "scan"
+    if requested == "scan":
+        return ScanLoop(unroll)
+    return AutoLoop(unroll=unroll, cpu=requested == "pallas")
 
 
-def _seed_program(
-    block: AbstractUnitBlock,
-    law,
-    xs,
-    ys,
-    lr,
-    L,
-    M,
-    seeds,
-    units_per_batch,
-    devices=None,
-    unroll: int = 1,
-    method: str = "scan",
-):
-    """One program for every point of depth at most L and width at most M, its seeds
-    split over `devices` (default: all; `shard_seeds`): `run(keys, h, b, depth, width)`
-    (`h`, `b`: the limit on the point's grid, padded to L + 1 rows, `pad_grid`), with
-    `run.jitted` to compile ahead. `unroll`: as in `ResNet`; `method`: the depth loop
-    of the training (`"scan"` or `"pallas"`, `depth_loop_method`)."""
-    batch = max(1, min(seeds, units_per_batch // (L * M)))
-
-    def one(key, h, b, depth, width):
-        net = ResNet(block, draw_units(law, key, L, M), 1.0 / (L * M), unroll=unroll)
-        grid = LimitOnGrid(h=h, b=b)
-        return coupled_errors(
-            net, xs, ys, grid, learning_rate=lr, depth=depth, width=width, method=method
-        )
-
-    return shard_seeds(one, (0, None, None, None, None), batch_size=batch, devices=devices)
-
-
-def pad_grid(values, L: int):
-    """Limit values on a grid of `depth + 1` rows (axis 1), padded to `L + 1` rows by
-    repeating the last (the limit at s = 1), as a depth-padded program needs."""
-    values = jnp.asarray(values)
-    extra = L + 1 - values.shape[1]
-    return jnp.pad(values, [(0, 0), (0, extra)] + [(0, 0)] * (values.ndim - 2), mode="edge")
-
-
-def _errors_dict(values_by_name, steps):
-    """Per step, summaries of each error over seeds. A network that exploded at a step in
-    any of its quantities (its loss, say) is counted as exploded in all of them there:
-    an error still below the threshold is not averaged in."""
-    per_step = []
-    for k in range(steps + 1):
-        at_k = {name: np.asarray(v)[:, k] for name, v in values_by_name.items()}
-        exploded = exploded_draws(*at_k.values())
-        per_step.append({name: summarize(v, exploded=exploded) for name, v in at_k.items()})
-    return per_step
+def loop_name(loop: AbstractDepthLoop, block, law, L: int, M: int, n: int) -> str:
+    """`"pallas"` or `"scan"`: what `loop` runs for the program of box `(L, M)`."""
+    params = jax.eval_shape(lambda: draw_units(law, jr.key(0), L, M))
+    return "pallas" if isinstance(loop.resolve(block, params, n), FusedLoop) else "scan"
 
 
 def _for_backend(table: dict):
@@ -486,6 +324,7 @@ def run(args):
         raise StudyInputError(f"--pad-units: must be >= 0, got {pad_units}")
     units_per_batch = args.seed_batch_units or _for_backend(UNITS_PER_BATCH)
     unroll = args.unroll
+    loop = depth_loop(args.depth_loop, unroll)
     runner = start_study(args, cfg)
     block = TwoLayerBlock(cfg["activation"])
     law = make_law(cfg)
@@ -497,7 +336,12 @@ def run(args):
     finite_seconds = {}
     master = jr.key(cfg["seed"])
     specs = grid_specs(cfg)
-    boxes = program_boxes(specs, cfg["seeds"], pad_units, pad_depth=_for_backend(PAD_DEPTH))
+    boxes = program_boxes(
+        [(s["L"], s["M"]) for s in specs],
+        cfg["seeds"],
+        pad_units,
+        pad_depth=_for_backend(PAD_DEPTH),
+    )
     ref = None
 
     def point_inputs(spec):
@@ -517,19 +361,10 @@ def run(args):
 
     def compile_box(box, spec):
         t0 = time.perf_counter()
-        method = depth_loop_method(args.depth_loop, block, law, *box, cfg["inputs"])
-        methods[f"L{box[0]}_M{box[1]}"] = method
-        program = _seed_program(
-            block,
-            law,
-            xs,
-            ys,
-            lr,
-            *box,
-            cfg["seeds"],
-            units_per_batch,
-            unroll=unroll,
-            method=method,
+        Lb, Mb = box
+        methods[f"L{Lb}_M{Mb}"] = loop_name(loop, block, law, Lb, Mb, cfg["inputs"])
+        program = seed_program(
+            block, law, xs, ys, lr, Lb, Mb, cfg["seeds"], units_per_batch, loop=loop
         )
         compiled = program.jitted.lower(*point_inputs(spec)).compile()
         return compiled, time.perf_counter() - t0
@@ -543,7 +378,8 @@ def run(args):
         t0 = time.perf_counter()
         zeros = jnp.zeros((steps + 1, L + 1, cfg["inputs"], cfg["d"]))  # the limit's shape
         grid = LimitOnGrid(h=zeros, b=zeros)
-        compiled = euler_errors.lower(
+        # `eqx.filter_jit` gives the function a `lower` (which pyright does not see)
+        compiled = euler_errors.lower(  # pyright: ignore[reportFunctionMemberAccess]
             block, main, xs, ys, grid, learning_rate=lr, probes=probes
         ).compile()
         return compiled, time.perf_counter() - t0
@@ -558,9 +394,22 @@ def run(args):
             ahead[box] = pool.submit(compile_box, box, spec)
     try:
         t_ref = time.perf_counter()
+        # the limit copies' error is measured on probe draws of their own
+        ref_probes = jax.vmap(law.sample)(jr.split(jr.fold_in(master, 3), cfg["probes"]))
         ref = runner.artifact(
             "reference",
-            lambda: compute_reference(cfg, block, law, xs, ys, main, check),
+            lambda: solve_reference(
+                block,
+                main,
+                check,
+                xs,
+                ys,
+                learning_rate=lr,
+                steps=steps,
+                rtol=cfg["rtol"],
+                depths=all_depths(cfg),
+                probes=ref_probes,
+            ),
         )
         ref_seconds = time.perf_counter() - t_ref
     except BaseException:
@@ -572,8 +421,7 @@ def run(args):
     # wall 120 s; submitted here 109 s and 115 s, against 113 s and 119 s compiled by
     # this thread when needed: the same within the spread of runs)
     euler_ahead = {s["L"]: pool.submit(compile_euler, s["L"]) for s in runner.pending(euler_specs)}
-    error_estimate = float(ref["err_quadrature"].max() + ref["err_tolerance"].max())
-    error_estimate_z = float(ref["err_z"])
+    error_estimate, error_estimate_z = reference_error(ref)
     if not bool(ref["ok"]):
         runner.warn("the reference ODE solve did not succeed (max_steps reached?)")
 
@@ -594,7 +442,7 @@ def run(args):
             "delta_z": out.delta_z,
             "loss": out.loss,
         }
-        return {"steps": _errors_dict(values, steps)}
+        return {"steps": summarize_steps(values, steps)}
 
     euler_compile_seconds = {}
     euler_wait = []  # as compile_wait, for the Euler part's programs
@@ -637,7 +485,19 @@ def run(args):
     decomposition = [
         {"L": p["L"], "steps": k, **p["steps"][k]} for p in euler_raw for k in range(steps + 1)
     ]
-    fits, excluded = make_fits(cfg, points, decomposition, error_estimate, error_estimate_z)
+    fits, excluded = convergence_fits(
+        points,
+        decomposition,
+        steps=steps,
+        depths=cfg["L"],
+        widths=cfg["M"],
+        L_for_M=cfg["L_for_M"],
+        fit_M_max=cfg["fit_M_max"],
+        error_estimate=error_estimate,
+        error_estimate_z=error_estimate_z,
+        trivial=lambda k: trivial_limit(cfg, k),
+        seed=cfg["seed"],
+    )
     smallest = min(
         (
             pt[q]["mean"]
@@ -717,84 +577,3 @@ def run(args):
             "plot_seconds": time.perf_counter() - t_plot,
         },
     )
-
-
-def make_fits(cfg, points, decomposition, error_estimate, error_estimate_z):
-    """Slopes against L and M and the joint fit, for every error and step."""
-    fits = []
-    excluded_points = 0
-    M_min, M_max = min(cfg["M"]), max(cfg["M"])
-    seed = cfg["seed"]
-
-    def usable(pt, q):
-        limit = error_estimate_z if q == "delta_z" else error_estimate
-        mean = pt[q]["mean"]
-        return mean is not None and mean >= 10 * limit
-
-    for k in range(cfg["steps"] + 1):
-        at_k = [p for p in points if p["steps"] == k]
-        for q in QUANTITIES:
-            if q == "delta_z" and k == 0:
-                continue  # Z_0 equals its limit copy by construction
-            bad = [p for p in at_k if p[q]["mean"] is not None and not usable(p, q)]
-            excluded_points += len(bad)
-            good = [p for p in at_k if usable(p, q)]
-            trivial = trivial_limit(cfg, k)
-            M_line = M_min if trivial else M_max
-            line = sorted(
-                (p for p in good if p["M"] == M_line and p["L"] in cfg["L"]), key=lambda p: p["L"]
-            )
-            fits.append(
-                fit_loglog(
-                    [p["L"] for p in line],
-                    [fit_values(p[q]) for p in line],
-                    quantity=q,
-                    against="L",
-                    fixed={"M": M_line, "steps": k},
-                    theory=-0.5 if trivial else -1.0,
-                    seed=seed,
-                )
-            )
-            L_M = cfg["L_for_M"]
-            col = sorted(
-                (p for p in good if p["L"] == L_M and p["M"] <= cfg["fit_M_max"]),
-                key=lambda p: p["M"],
-            )
-            fits.append(
-                fit_loglog(
-                    [p["M"] for p in col],
-                    [fit_values(p[q]) for p in col],
-                    quantity=q,
-                    against="M",
-                    fixed={"L": L_M, "steps": k},
-                    theory=-0.5,
-                    seed=seed,
-                )
-            )
-            joint = fit_rate_sum(
-                [p["L"] for p in good],
-                [p["M"] for p in good],
-                [fit_values(p[q]) for p in good],
-                quantity=q,
-                seed=seed,
-            )
-            joint["fixed"] = {"steps": k}
-            fits.append(joint)
-        for q in ("delta_h_euler", "delta_b_euler", "delta_z_euler"):
-            if (q == "delta_z_euler" and k == 0) or trivial_limit(cfg, k):
-                continue  # no Euler term: the limit is the identity (or Z_0 is exact)
-            rows = sorted((r for r in decomposition if r["steps"] == k), key=lambda r: r["L"])
-            limit = error_estimate_z if q == "delta_z_euler" else error_estimate
-            rows = [r for r in rows if r[q] is not None and r[q] >= 10 * limit]
-            fit = fit_loglog(
-                [r["L"] for r in rows],
-                [[r[q]] for r in rows],
-                quantity=q,
-                against="L",
-                fixed={"units": "limit-particles", "steps": k},
-                theory=-1.0,
-                seed=seed,
-            )
-            fit["ci95"] = None  # one deterministic value per depth: no seeds to resample
-            fits.append(fit)
-    return fits, excluded_points

@@ -40,15 +40,13 @@ import jax.random as jr
 import numpy as np
 
 from ..depth import FractionalBrownianLaw, IIDGaussianLaw, SmoothGPLaw
-from ..depth.base import AbstractPathLaw
 from ..fits import summarize
 from ..phases import (
     GRADIENT_BOUNDS,
     SLOPE_TOL,
     critical_beta,
-    depth_ratios,
     forward_bounds,
-    perceptron_resnet,
+    ratio_draw,
 )
 from ..sharding import shard_seeds
 from .args import float_list, int_list, override, positive_float, positive_int
@@ -190,6 +188,8 @@ def theory_beta(weights: str, hurst: float | None) -> float:
         return 0.5
     if weights == "smooth":
         return 1.0
+    if hurst is None:
+        raise ValueError("hurst: fBm weights need a Hurst index")
     return max(hurst, 0.5)
 
 
@@ -211,34 +211,15 @@ def seed_keys(cfg, hurst, start, stop):
 
 
 def chunk_program(cfg, law, devices=None):
-    """Per draw: V and W for every depth, x, y; both ratios for every (L, β). The draws
+    """Per draw, `meanfield.phases.ratio_draw`: both ratios for every (L, β). The draws
     of a chunk are split over `devices` (default: all; `shard_seeds`).
 
     **Returns:** `keys -> (forward, gradient)`, each `(draws, n_L, n_β)`.
     """
     betas = jnp.asarray(cfg["beta"])
-    d = cfg["d"]
 
     def one(key):
-        kv, kw, kx, ky = (jr.fold_in(key, i) for i in range(4))
-        x, y = jr.normal(kx, (d,)), jr.normal(ky, (d,))
-        if isinstance(law, AbstractPathLaw):
-            pv, pw = law.path(kv), law.path(kw)
-            draw = lambda L: (law.weights_from_path(pv, L), law.weights_from_path(pw, L))
-        else:
-            draw = lambda L: (law.weights(kv, L), law.weights(kw, L))
-        fwd, grad = [], []
-        for L in cfg["L"]:  # a handful of static depths, each a lax.scan over its layers
-            V, W = draw(L)
-
-            def at(beta, V=V, W=W, L=L):
-                r = depth_ratios(perceptron_resnet(V, W, float(L) ** -beta), x, y)
-                return r.forward, r.gradient
-
-            f, g = jax.vmap(at)(betas)
-            fwd.append(f)
-            grad.append(g)
-        return jnp.stack(fwd), jnp.stack(grad)
+        return ratio_draw(law, cfg["L"], betas, key=key)
 
     return shard_seeds(one, devices=devices)
 

@@ -10,16 +10,23 @@ layer by layer, in standard errors, and gives a simulated α* with a bootstrap i
 
 import math
 import time
+from typing import Any
 
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from ..fits import fit_loglog
+from ..fits import fit_loglog, parabola_argmax
 from ..signal_propagation import METHODS, simulate_response
 from ..theory.alpha_star import optimal_scaling, saturation_asymptotic, saturation_formula
 from ..theory.gaussian import DEFAULT_ORDER, K_ACCURATE
-from ..theory.response import output_response_curve, response
+from ..theory.response import (
+    FIG2,
+    FIG5_SIGMA_B2,
+    FIG5_SIGMA_W2,
+    output_response_curve,
+    response,
+)
 from .args import check_activation, float_list, int_list, positive_float, positive_int
 from .runner import StudyInputError, start_study
 
@@ -29,9 +36,6 @@ PRESETS = {
     "quick": {"inits": 1000, "alpha_star_inits": 300},
     "paper": {"inits": 1000, "alpha_star_inits": 1000},
 }
-FIG2 = {"sigma_w2": 1.2, "sigma_b2": 0.2, "alpha": 1.0}  # the paper's Figure 2 setting
-FIG5_SIGMA_W2 = [1.0, 1.25, 1.5, 1.75, 2.0]
-FIG5_SIGMA_B2 = [0.05, 0.06, 0.07, 0.08, 0.09, 0.1]
 ALPHA_GRID = np.geomspace(0.01, 1.5, 400)
 
 
@@ -140,7 +144,7 @@ def theory_part(cfg):
     """Every theory curve of the figures, in one go (fast)."""
     depths = cfg["depths"]
     L_max = max(depths)
-    out = {"alpha_grid": ALPHA_GRID}
+    out: dict[str, Any] = {"alpha_grid": ALPHA_GRID}
     for L in depths:
         out[f"chi_out_L{L}"] = output_response_curve(ALPHA_GRID, L=L, **_theory_kwargs(cfg))
     stars = []
@@ -236,17 +240,6 @@ def theory_part(cfg):
     return {k: np.asarray(v) for k, v in out.items()}, stars
 
 
-def _vertex(x, y):
-    """The abscissa of the maximum of y(x): a parabola through the 5 points around the
-    largest value (the same estimator is applied to the theory curve)."""
-    i = int(np.argmax(y))
-    lo, hi = max(i - 2, 0), min(i + 3, len(x))
-    c = np.polyfit(x[lo:hi], y[lo:hi], 2)
-    if c[0] >= 0:
-        return float(x[i])
-    return float(np.clip(-c[1] / (2 * c[0]), x[0], x[-1]))
-
-
 def simulated_alpha_star(cfg, L, alpha_theory, key):
     """α* of the simulated χ̂^out on 15 log-spaced values of α within a factor e^±0.3
     (−26%, +35%) of the theory's α*, all with the same initialisations: the vertex of a
@@ -270,11 +263,11 @@ def simulated_alpha_star(cfg, L, alpha_theory, key):
     )
     chis = np.asarray(sim.chi_out, dtype=float).T  # (inits, alphas)
     x = np.log(alphas)
-    value = float(np.exp(_vertex(x, chis.mean(axis=0))))
+    value = float(np.exp(parabola_argmax(x, chis.mean(axis=0))))
     theory_curve = np.asarray(output_response_curve(alphas, L=L, **_theory_kwargs(cfg)))
     rng = np.random.default_rng(cfg["seed"] + L)
     boots = [
-        np.exp(_vertex(x, chis[rng.integers(0, len(chis), len(chis))].mean(axis=0)))
+        np.exp(parabola_argmax(x, chis[rng.integers(0, len(chis), len(chis))].mean(axis=0)))
         for _ in range(400)
     ]
     return {
@@ -283,7 +276,7 @@ def simulated_alpha_star(cfg, L, alpha_theory, key):
         "ci95": [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))],
         "se": float(np.std(boots, ddof=1)),
         "inits": cfg["alpha_star_inits"],
-        "theory_same_estimator": float(np.exp(_vertex(x, theory_curve))),
+        "theory_same_estimator": float(np.exp(parabola_argmax(x, theory_curve))),
         "alphas": alphas,
         "chi_out_mean": chis.mean(axis=0),
         "chi_out_se": chis.std(axis=0, ddof=1) / np.sqrt(len(chis)),

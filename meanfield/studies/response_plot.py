@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 
 from ..plotting import use_agg
-from .response import FIG2, FIG5_SIGMA_B2, FIG5_SIGMA_W2
+from ..theory.response import FIG2, FIG5_SIGMA_B2, FIG5_SIGMA_W2
 
 
 def _arr(x):

@@ -259,7 +259,7 @@ class StudyRunner:
                 self.loaded.append(name)
                 return {k: data[k] for k in data.files}
         t0 = time.perf_counter()
-        arrays = {k: np.asarray(v) for k, v in compute().items()}
+        arrays: dict[str, Any] = {k: np.asarray(v) for k, v in compute().items()}
         fd, tmp = tempfile.mkstemp(dir=self.points_dir, prefix=f".{name}.", suffix=".npz")
         with os.fdopen(fd, "wb") as f:
             np.savez(f, **arrays)

@@ -37,7 +37,7 @@ import numpy as np
 from ..activations import ACTIVATIONS
 from ..depth import BrownianLaw, FractionalBrownianLaw, SmoothGPLaw
 from ..fits import exploded_draws, fit_loglog, fit_values, summarize
-from ..neural_sde import NeuralODE, NeuralSDE, matrix_resnet
+from ..neural_sde import strong_errors
 from ..sharding import shard_seeds
 from .args import check_activation, int_list, override, positive_float, positive_int
 from .runner import StudyInputError, start_study
@@ -190,51 +190,22 @@ def seed_keys(cfg, start: int, stop: int):
 
 def chunk_program(cfg, law, x, devices=None):
     """One compiled program for a chunk of seeds, split over `devices` (default: all;
-    `shard_seeds`): per seed, one path, the limit solved on it (and the check solve),
-    and every depth's network on it with its errors.
+    `shard_seeds`): `meanfield.neural_sde.strong_errors` of every seed's path.
 
     **Returns:** a function `keys -> dict` of per-seed arrays: `final`, `sup` of shape
     `(seeds, n_L)`, `check_final`, `check_sup`, `ok`, `solver_steps`.
     """
-    save = max(cfg["L"])
-    beta = critical_beta(cfg)
-    if cfg["weights"] == "smooth":
-        model = NeuralODE(cfg["activation"])
-        rtol = cfg["rtol"]
-
-        def limit(path):
-            ys, ok, steps = model.solve(path, x, save=save, rtol=rtol, atol=rtol)
-            yc, okc, _ = model.solve(path, x, save=save, rtol=rtol / 100, atol=rtol / 100)
-            return ys, yc, ok & okc, steps
-
-    else:
-        model = NeuralSDE(cfg["activation"])
-        solver = "euler" if cfg["weights"] == "brownian" else cfg["young_solver"]
-        n = cfg["n_fine"]
-
-        def limit(path):
-            ref = model.solve(path, x, steps=n, save=save, solver=solver)
-            check = model.solve(path, x, steps=n // 2, save=save, solver=solver)
-            return ref.ys, check.ys, ref.ok & check.ok, jnp.asarray(n)
 
     def one(key):
-        path = law.path(key)
-        ys, yc, ok, steps = limit(path)
-        finals, sups = [], []
-        for L in cfg["L"]:  # a handful of static depths, each a lax.scan over its layers
-            net = matrix_resnet(law.weights_from_path(path, L), beta, cfg["activation"])
-            err = jnp.linalg.norm(net.hidden(x, return_all=True) - ys[:: save // L], axis=-1)
-            finals.append(err[-1])
-            sups.append(jnp.max(err))
-        diff = jnp.linalg.norm(ys - yc, axis=-1)
-        return {
-            "final": jnp.stack(finals),
-            "sup": jnp.stack(sups),
-            "check_final": diff[-1],
-            "check_sup": jnp.max(diff),
-            "ok": ok,
-            "solver_steps": steps,
-        }
+        return strong_errors(
+            law,
+            x,
+            cfg["L"],
+            key=key,
+            activation=cfg["activation"],
+            young_solver=cfg["young_solver"],
+            rtol=cfg["rtol"],
+        )
 
     return shard_seeds(one, devices=devices)
 

@@ -40,6 +40,13 @@ class ResponseCurves(eqx.Module):
     chi_out: Float[Array, ""]
 
 
+# the settings of Fischer, Dahmen and Helias' figures (seed 004): Figure 2 (ResNet against
+# feed-forward network) and the σ_w², σ_b² sweeps of Figure 5
+FIG2 = {"sigma_w2": 1.2, "sigma_b2": 0.2, "alpha": 1.0}
+FIG5_SIGMA_W2 = [1.0, 1.25, 1.5, 1.75, 2.0]
+FIG5_SIGMA_B2 = [0.05, 0.06, 0.07, 0.08, 0.09, 0.1]
+
+
 def variances(K0, sigma_w2, sigma_b2, sigma_w2_out=None, sigma_b2_out=None) -> tuple:
     """`(K0, σ_w², σ_b², σ_w,out², σ_b,out²)` as float arrays; the read-out variances default
     to the hidden ones. Concrete values must be finite and >= 0 (a one-line error)."""

@@ -16,7 +16,6 @@ with an embedding). Their relative difference vanishes as `M L α² → 0`.
 import jax
 import jax.numpy as jnp
 
-from ..backward import backward
 from ..blocks import AbstractUnitBlock
 from ..resnet import ResNet
 
@@ -29,28 +28,35 @@ def _gram(Ja, Jb):
     return sum(pairs)
 
 
+def _state_dim(net: ResNet, x, x2) -> int:
+    """d, the state dimension; a one-line error unless x and x2 both fit the network
+    (shapes only: no forward pass)."""
+    d = jax.eval_shape(net.states, x[None]).shape[-1]
+    jax.eval_shape(net.states, x2[None])
+    return d
+
+
 def tangent_kernel(net: ResNet, x, x2):
     """The empirical tangent kernel `K(x, x2)` (d×d) of `h^L` in the units' parameters."""
-    d = jax.eval_shape(net.hidden, x).shape[0]  # the shape only: no forward pass
-    jax.eval_shape(net.hidden, x2)  # x2 fits too: a one-line error otherwise
+    d = _state_dim(net, x, x2)
     eye = jnp.eye(d, dtype=jnp.result_type(x))
-    Ja = jax.vmap(lambda e: backward(net, x, e).grads)(eye)
-    Jb = jax.vmap(lambda e: backward(net, x2, e).grads)(eye)
+    Ja = jax.vmap(lambda e: net.adjoint(x[None], e[None]).grads)(eye)
+    Jb = jax.vmap(lambda e: net.adjoint(x2[None], e[None]).grads)(eye)
     return _gram(Ja, Jb)
 
 
 def shallow_tangent_kernel(net: ResNet, x, x2):
     """`α² Σ_{j,l} D_2φ(h^0(x), z^{j,l}) D_2φ(h^0(x2), z^{j,l})ᵀ` (forward and backward
     taken as the identity; `h^0 = net.embed`)."""
-    if not isinstance(net.block, AbstractUnitBlock):
+    block = net.block
+    if not isinstance(block, AbstractUnitBlock):
         raise ValueError("the shallow tangent kernel needs a unit block")
-    d = jax.eval_shape(net.hidden, x).shape[0]  # checks x against the network
-    jax.eval_shape(net.hidden, x2)
+    d = _state_dim(net, x, x2)
     eye = jnp.eye(d, dtype=jnp.result_type(x))
 
     def jac(h):
         def one_unit(z):
-            _, vjp = jax.vjp(lambda zz: net.block(h, zz), z)
+            _, vjp = jax.vjp(lambda zz: block(h, zz), z)
             return jax.vmap(lambda e: vjp(e)[0])(eye)  # leaves (d, ...)
 
         per_unit = jax.vmap(jax.vmap(one_unit))(net.params)  # leaves (L, M, d, ...)

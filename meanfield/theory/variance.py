@@ -95,7 +95,7 @@ def sampled_deviation(block, law, *, L: int, M: int, alpha: float, x, key, nets:
 
     def one(k):
         net = ResNet.sample(block, law, L=L, M=M, scaling=alpha, key=k)
-        hs = net.hidden(x, return_all=True)
+        hs = net.states(x[None])[0]
         return jnp.sum((hs - x[None]) ** 2, axis=1)
 
     return map_batched(one, jr.split(key, nets), 256)

@@ -42,8 +42,8 @@ import jax.lax as lax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from . import special
-from .activations import resolve_activation
+from .. import special
+from ..activations import resolve_activation
 
 # largest tile (inputs × units × coordinates) one kernel program holds for one layer
 MAX_TILE = 2048
@@ -152,7 +152,9 @@ def _compiler_params(cfg: KernelConfig):
         return None
     from jax.experimental.pallas import triton as pltriton
 
-    params = getattr(pltriton, "CompilerParams", None) or pltriton.TritonCompilerParams
+    params = getattr(pltriton, "CompilerParams", None)
+    if params is None:  # its name before jax 0.6
+        params = pltriton.TritonCompilerParams  # pyright: ignore[reportAttributeAccessIssue]
     return params(num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
 
@@ -237,7 +239,8 @@ def _forward_kernel(cfg: KernelConfig, shape: _Padded, save: bool):
             for k in range(K):
                 if save:
                     hs_ref[0][i * K + k] = h  # h^{l-1} of layer l = i K + k + 1
-                h = _layer_forward(h, *get(k), cfg)
+                u, v = get(k)
+                h = _layer_forward(h, u, v, cfg)
             return h
 
         hL_ref[...] = layer_loop(shape.Lp // K, K, h0_ref[...], load_one, body, cfg.weight_loads)
@@ -320,8 +323,8 @@ def _backward_kernel(cfg: KernelConfig, shape: _Padded, per: int, save: bool):
 
 
 def _backward(hs, up, vp, wp, cfg: KernelConfig, shape: _Padded, save: bool):
-    """b^0 (Bp, dp), gradients of u and v (Lp, Mp, dp) summed over inputs, and with
-    `save` the states b^0..b^{Lp-1} as (Lp, Bp, dp)."""
+    """b^0 (Bp, dp), gradients of u and v (Lp, Mp, dp) summed over inputs, and the states
+    b^0..b^{Lp-1} as (Lp, Bp, dp) with `save` (else None)."""
     from jax.experimental import pallas as pl
 
     s = shape
@@ -355,7 +358,7 @@ def _backward(hs, up, vp, wp, cfg: KernelConfig, shape: _Padded, save: bool):
     # `jax.grad` of the scan gives them when the two differ
     gu = jnp.sum(out[1], axis=0).astype(up.dtype)
     gv = jnp.sum(out[2], axis=0).astype(vp.dtype)
-    return (out[0], gu, gv, out[3]) if save else (out[0], gu, gv)
+    return out[0], gu, gv, (out[3] if save else None)
 
 
 def _pad_all(h0, u, v, cfg):
@@ -377,7 +380,7 @@ def _fused_fwd(h0p, up, vp, cfg, shape):
 
 def _fused_bwd(cfg, shape, res, w):
     hs, up, vp = res
-    return _backward(hs, up, vp, w, cfg, shape, save=False)
+    return _backward(hs, up, vp, w, cfg, shape, save=False)[:3]
 
 
 _fused.defvjp(_fused_fwd, _fused_bwd)
@@ -400,7 +403,7 @@ def fused_hidden(
     **Returns:** `(n, d)`, the final states h^L.
     """
     s, h0p, up, vp = _pad_all(h0, u, v, cfg)
-    hL = _fused(h0p, up, vp, cfg, s)
+    hL: Array = _fused(h0p, up, vp, cfg, s)  # pyright: ignore[reportAssignmentType]
     return hL[: s.n, : s.d]
 
 
@@ -439,10 +442,9 @@ def _states_fwd(h0, u, v, cfg):
 
 def _states_bwd(cfg, res, g):
     raise ValueError(
-        "the fused kernels' states h^0..h^L (forward_batch(return_all=True, "
-        "method='pallas')) are not differentiable: differentiate the outputs "
-        "(return_all=False), use method='scan' or 'unroll', or get the backward states "
-        "from adjoint_batch"
+        "the fused kernels' states h^0..h^L (ResNet.states with loop=FusedLoop()) are "
+        "not differentiable: differentiate the outputs (net(x)), use loop=ScanLoop(), "
+        "or get the backward states from ResNet.adjoint"
     )
 
 
@@ -470,6 +472,7 @@ def fused_states(
         raise ValueError(f"w must have shape (n, d) = {(s.n, s.d)}, got {jnp.shape(w)}")
     wp = _pad(w, (s.Bp, s.dp))
     _, gu, gv, bs = _backward(hs, up, vp, wp, cfg, s, save=True)
+    assert bs is not None
     n, L, M, d = s.n, s.L, s.M, s.d
     h = jnp.concatenate([hs[:L, :n, :d], hL[None, :n, :d]], axis=0)
     b = jnp.concatenate([bs[:L, :n, :d], w[None]], axis=0)
