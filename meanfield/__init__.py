@@ -94,4 +94,8 @@ from .fits import summarize as summarize
 from .compilation import enable_compilation_cache as enable_compilation_cache
 from .sharding import shard_seeds as shard_seeds
 
+# the studies from Python (as `meanfield study NAME` on the command line)
+from .studies import mean_ode_study as mean_ode_study
+from .studies import run_study as run_study
+
 __version__ = "0.2.0"

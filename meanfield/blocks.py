@@ -113,3 +113,26 @@ class WeightedUnits(AbstractUnitBlock):
     def __call__(self, h, z):
         zz, w = z
         return lax.stop_gradient(w) * self.block(h, zz)
+
+
+class LayerUnits(AbstractUnitBlock):
+    """A layer block used as a unit: `φ(h, θ) = F(h, θ)`, so that a layer of the network
+    sums M independent draws of the whole layer map, `h^l = h^{l-1} + α Σ_j F(h^{l-1},
+    θ^{j,l})`. With α = 1/(LM) this is the mean-ODE setting (SPEC §3) for any layer block
+    (`meanfield study mean-ode --block` wraps a layer block so).
+
+    **Arguments:**
+
+    - `block`: the `AbstractLayerBlock` F.
+    """
+
+    block: AbstractLayerBlock
+
+    def __check_init__(self):
+        if not isinstance(self.block, AbstractLayerBlock):
+            raise ValueError(
+                f"block must be an AbstractLayerBlock, got {type(self.block).__name__}"
+            )
+
+    def __call__(self, h, z):
+        return self.block(h, z)

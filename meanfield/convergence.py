@@ -18,6 +18,7 @@ whose own error is measured. The pieces, each callable on its own:
 `meanfield study mean-ode` is these calls, its configuration, its runner and its figure.
 """
 
+import math
 import time
 from collections.abc import Callable, Sequence
 
@@ -28,7 +29,7 @@ import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
 from .blocks import AbstractUnitBlock
-from .coupling import LimitOnGrid, coupled_errors, draw_units
+from .coupling import LimitOnGrid, coupled_errors, draw_units, euler_errors
 from .engine import AbstractDepthLoop
 from .fits import exploded_draws, fit_loglog, fit_rate_sum, fit_values, summarize
 from .laws import AbstractGaussianLaw, AbstractLaw
@@ -41,6 +42,9 @@ QUANTITIES = ("delta_h", "delta_b", "delta_z")
 EULER_QUANTITIES = ("delta_h_euler", "delta_b_euler", "delta_z_euler")
 # the reference's error is measured on this grid of depths (and on every study grid)
 CHECK_GRID = 1024
+# one draw's largest share of the sum of squared deviations of φ beyond which a law is
+# treated as heavy-tailed (no N^{-1/2} Monte-Carlo rate): see `first_pass_mean`
+HEAVY_TAIL_SHARE = 0.05
 
 
 def circle_data(n: int, d: int) -> tuple[Float[Array, "n d"], Float[Array, "n d"]]:
@@ -173,11 +177,297 @@ def solve_reference(
     return out
 
 
+def reference_errors(reference: dict) -> dict[str, float]:
+    """The reference's error estimate per quantity: in the norm of Δ^h (its h part), of
+    Δ^b (its b part) and of Δ^Z, each the particle part plus the tolerance part."""
+    particles = reference["err_quadrature" if "err_quadrature" in reference else "err_particles"]
+    tol = reference["err_tolerance"]
+    return {
+        "delta_h": float(particles[0] + tol[0]),
+        "delta_b": float(particles[1] + tol[1]),
+        "delta_z": float(reference["err_z"]),
+    }
+
+
 def reference_error(reference: dict) -> tuple[float, float]:
     """The reference's error estimate in the norm of Δ^h and Δ^b (the larger of its
     particle and tolerance parts, summed) and in that of Δ^Z."""
-    h_b = float(np.max(reference["err_quadrature"]) + np.max(reference["err_tolerance"]))
+    particles = reference["err_quadrature" if "err_quadrature" in reference else "err_particles"]
+    h_b = float(np.max(particles) + np.max(reference["err_tolerance"]))
     return h_b, float(reference["err_z"])
+
+
+def _fine(sol) -> tuple[Array, Array]:
+    """`(h, b)` of every step on the fine check grid, `CHECK_GRID + 1` depths."""
+    return sol.fields(jnp.arange(CHECK_GRID + 1) / CHECK_GRID)
+
+
+def limit_grids(sol, depths: Sequence[int]) -> dict[int, tuple[Array, Array]]:
+    """`{L: (h_L, b_L)}` of a `MeanODESolution`: every step's mean fields at s = l/L of
+    every depth, each `(steps + 1, L + 1, n, d)`, in one compiled call."""
+    grids = [np.arange(L + 1) / L for L in depths]
+    cuts = np.cumsum([len(g) for g in grids])[:-1]
+    h, b = sol.fields(jnp.asarray(np.concatenate(grids)))
+    hs, bs = jnp.split(h, cuts, axis=1), jnp.split(b, cuts, axis=1)
+    return {L: (hs[i], bs[i]) for i, L in enumerate(depths)}
+
+
+def solve_reference_replicas(
+    block: AbstractUnitBlock,
+    particles: Particles,
+    xs: Float[Array, "n d"],
+    ys: Float[Array, "n d"],
+    *,
+    learning_rate: float,
+    steps: int,
+    rtol: float,
+    depths: Sequence[int],
+    probes: PyTree,
+    replicas: int = 8,
+) -> dict[str, np.ndarray]:
+    """`solve_reference` for i.i.d. (Monte-Carlo) particles, whose error is a random
+    O(N^{-1/2}) bias: estimated by batch means, not by a coarser set.
+
+    The limit is solved with each of `replicas` disjoint batches of N/R of the
+    particles (equal weights within each), and the reference is the mean of the R
+    limits (its mean fields h̄, b̄: an N-particle estimate at the cost of one N-particle
+    solve; the batches' own O(R/N) nonlinearity bias is far below their O(N^{-1/2})
+    fluctuation for the sizes used). For each batch r the largest distance
+    `e_r = sup ‖h_r − h̄‖` over steps, inputs and the fine grid is a draw of the error of
+    an N/R-particle limit (times sqrt((R−1)/R)), so the reference's error in the norm of
+    Δ^h is estimated as `mean_r e_r / sqrt(R − 1)`, and the estimate's spread as
+    `std_r e_r / sqrt(R − 1)` (`err_particles_spread`); the same for b and, on the
+    `probes`' limit copies, for Z. The tolerance part is batch 0 solved at `rtol` against
+    `rtol / 2`. Tested against the exact error of a limit in closed form.
+
+    **Returns:** as `solve_reference`, with `err_particles` (`[h, b]`) in place of
+    `err_quadrature`, `err_particles_spread` and `replicas`.
+    """
+    t0 = time.perf_counter()
+    N = particles.count
+    if replicas < 2 or N % replicas:
+        raise ValueError(f"replicas must be >= 2 and divide the {N} particles, got {replicas}")
+    size = N // replicas
+
+    def batch(r):
+        z = jax.tree.map(lambda a: a[r * size : (r + 1) * size], particles.z)
+        w = particles.weights[r * size : (r + 1) * size]
+        return Particles(z=z, weights=w / jnp.sum(w))
+
+    def solve(p, tol):
+        return solve_mean_ode(MeanODE(block, p, xs, ys, learning_rate), steps, rtol=tol, atol=tol)
+
+    parts = [solve(batch(r), rtol) for r in range(replicas)]
+    sol_t = solve(batch(0), rtol / 2)
+    depths = sorted(set(depths))
+    on_depths = [limit_grids(p, depths) for p in parts]
+    grids = {
+        L: tuple(np.mean([np.asarray(g[L][i]) for g in on_depths], axis=0) for i in (0, 1))
+        for L in depths
+    }
+    fine = [_fine(p) for p in parts]
+    h_r = np.stack([np.asarray(f[0]) for f in fine])  # (R, k+1, S, n, d)
+    b_r = np.stack([np.asarray(f[1]) for f in fine])
+    est, spread = [], []
+    for x in (h_r, b_r):
+        e = np.linalg.norm(x - x.mean(0), axis=-1).reshape(replicas, -1).max(1)
+        est.append(float(e.mean() / np.sqrt(replicas - 1)))
+        spread.append(float(e.std(ddof=1) / np.sqrt(replicas - 1)))
+    t_h, t_b = _fine(sol_t)
+    tol_err = [
+        float(jnp.max(jnp.linalg.norm(x - y, axis=-1)))
+        for x, y in ((fine[0][0], t_h), (fine[0][1], t_b))
+    ]
+    # the limit copies: Z_k(s) of the probes under each batch, and at half the tolerance
+    dz_r = np.zeros(replicas)
+    dz_t = 0.0
+    for k in range(1, steps + 1):
+        for s in (0.0, 0.5, 1.0):
+            zs = [p.params(probes, k, s) for p in parts]
+            leaves = [
+                np.stack([np.asarray(lf) for lf in group])
+                for group in zip(*[jax.tree.leaves(z) for z in zs], strict=True)
+            ]  # each (R, P, ...)
+            sq = np.sum(  # (R, P): squared distance of each probe to the batches' mean
+                [
+                    np.sum((x - x.mean(0)).reshape(replicas, x.shape[1], -1) ** 2, axis=-1)
+                    for x in leaves
+                ],
+                axis=0,
+            )
+            dz_r = np.maximum(dz_r, np.sqrt(sq.max(axis=1)))
+            zt = sol_t.params(probes, k, s)
+            diff = jax.tree.map(
+                lambda x, y: jnp.sum((x - y).reshape(x.shape[0], -1) ** 2, 1), zs[0], zt
+            )
+            dz_t = max(dz_t, float(jnp.sqrt(jnp.max(sum(jax.tree.leaves(diff))))))
+    out: dict[str, np.ndarray] = {}
+    for L, (h_L, b_L) in grids.items():
+        out[f"h_L{L}"], out[f"b_L{L}"] = np.asarray(h_L), np.asarray(b_L)
+    ok = sol_t.ok and all(p.ok for p in parts)
+    # the reference's loss: that of the batches' mean state at s = 1, per step
+    h1 = np.mean([np.asarray(p.fields(jnp.ones(1))[0][:, 0]) for p in parts], axis=0)
+    model = parts[0].model
+    out.update(
+        err_particles=np.array(est),
+        err_particles_spread=np.array(spread),
+        err_tolerance=np.array(tol_err),
+        err_z=np.array(float(dz_r.mean() / np.sqrt(replicas - 1)) + dz_t),
+        ok=np.array(ok),
+        num_steps=np.array(parts[0].num_steps),
+        losses=np.array([float(model.loss_value(jnp.asarray(h1[k]))) for k in range(steps + 1)]),
+        particles=np.array(N),
+        replicas=np.array(replicas),
+        seconds=np.array(time.perf_counter() - t0),
+    )
+    return out
+
+
+def first_pass_mean(
+    block: AbstractUnitBlock,
+    law: AbstractLaw,
+    xs: Float[Array, "n d"],
+    *,
+    key: PRNGKeyArray,
+    draws: int = 2**14,
+) -> dict:
+    """Whether the first forward pass of the limit is trivial: `E φ(x_i, Z_0) = 0` for
+    every input, within 4 Monte-Carlo standard errors of `draws` draws (a centred law,
+    as the 2LP with mean-zero v). Then `h_0(s) ≡ x`, and at step 0 only the
+    1/sqrt(LM) term of the error exists (SPEC §3).
+
+    It also flags heavy tails, where no Monte-Carlo reference converges at the rate
+    N^{-1/2} (φ without a finite variance, as under a Cauchy law): `max_share`, the
+    largest share of one draw in the sum of squared deviations of φ (at any input and
+    coordinate), is about 2 log(draws)/draws for a Gaussian φ (0.001 here) and O(1) for an
+    infinite variance; `heavy_tailed` is `max_share > HEAVY_TAIL_SHARE` (0.05).
+
+    **Returns:** `{"centred": bool, "max_abs_mean", "max_standard_error", "max_share",
+    "heavy_tailed": bool, "draws"}`.
+    """
+    z = jax.vmap(law.sample)(jr.split(key, draws))
+    values = jax.vmap(lambda x: jax.vmap(lambda zz: block(x, zz))(z))(xs)  # (n, draws, d)
+    mean = jnp.mean(values, axis=1)
+    se = jnp.std(values, axis=1, ddof=1) / np.sqrt(draws)
+    centred = bool(jnp.all(jnp.abs(mean) <= 4 * se + 1e-12))
+    dev2 = (values - mean[:, None]) ** 2
+    share = float(jnp.max(jnp.max(dev2, axis=1) / jnp.maximum(jnp.sum(dev2, axis=1), 1e-300)))
+    finite = bool(jnp.all(jnp.isfinite(values)))
+    return {
+        "centred": centred and finite,
+        "max_abs_mean": float(jnp.max(jnp.abs(mean))),
+        "max_standard_error": float(jnp.max(se)),
+        "max_share": share,
+        "heavy_tailed": share > HEAVY_TAIL_SHARE or not finite,
+        "draws": draws,
+    }
+
+
+def _pow2_floor(x: float) -> int:
+    return 1 << max(0, int(np.floor(np.log2(max(x, 1.0)))))
+
+
+def _pow2_ceil(x: float) -> int:
+    return 1 << max(0, int(np.ceil(np.log2(max(x, 1.0)) - 1e-9)))
+
+
+def design_lines(
+    a: float,
+    b: float,
+    floor: float,
+    *,
+    seeds: int,
+    units: int,
+    max_depth: int,
+    max_width: int,
+    trivial: bool = False,
+    margin: float = 10.0,
+    safety: float = 1.5,
+    dominance: float = 4.0,
+    dominance_M: float = 3.0,
+) -> dict:
+    """The lines of a convergence grid, from a pilot fit `error ≈ a/L + b/sqrt(LM)` and
+    the reference's error `floor`, so that every fitted point lies `margin × safety`
+    above the floor and each line sees one term of the error.
+
+    * Against L (theory −1): depths L_1 < ... < L_hi (powers of two, up to five, from
+      L_hi/16) at one width M_L large enough that the Monte-Carlo term is at most
+      1/`dominance` of the Euler term at the deepest (`M_L >= (dominance b/a)² L_hi`),
+      with `a/L_hi >= margin × safety × floor` and `seeds L_hi M_L <= units`. Where the
+      limit is `trivial` (a centred law at step 0: no Euler term), the line is taken at
+      M = 1 instead, against the Monte-Carlo term (theory −1/2).
+    * Against M (theory −1/2): widths 1, 4, 16, ... (1, 2, 4, 8, ... where that gives
+      fewer than three) up to M_hi at the depth L_M where
+      the Monte-Carlo term exceeds the Euler term `dominance_M` times at every width and
+      lies above the floor's margin: `M_hi = b² / (dominance_M a E_min)` near
+      `L_M = dominance_M a / E_min` (E_min = margin × safety × floor; of the two powers
+      of two around it, the one with more widths), which maximises the span of widths.
+
+    **Returns:** `{"L": [...], "M_for_L": M_L, "L_for_M": L_M, "M": [...], "ok_L",
+    "ok_M", "reasons": [...]}` (`ok_*` False where a line has fewer than three points).
+    """
+    E_min = margin * safety * max(floor, 1e-300)
+    reasons = []
+    if trivial or a <= 0:
+        # only the Monte-Carlo term: the line against L at M = 1, b/sqrt(L) >= E_min
+        L_hi = min(max_depth, _pow2_floor((b / E_min) ** 2), _pow2_floor(units / seeds))
+        M_L = 1
+    else:
+        ratio2 = (dominance * b / a) ** 2 if b > 0 else 1.0
+        L_hi = min(
+            max_depth,
+            _pow2_floor(a / E_min),
+            _pow2_floor(np.sqrt(units / (seeds * ratio2))),
+        )
+        M_L = min(max_width, _pow2_ceil(ratio2 * L_hi))
+        if M_L < ratio2 * L_hi:
+            reasons.append(
+                f"the width of the L line ({M_L}) leaves the Monte-Carlo term above "
+                f"1/{dominance:g} of the Euler term at L = {L_hi}"
+            )
+    L_line = [L for L in (L_hi // 16, L_hi // 8, L_hi // 4, L_hi // 2, L_hi) if L >= 2]
+    ok_L = len(L_line) >= 3
+    if not ok_L:
+        reasons.append(
+            f"the error above {margin * safety:g}x the reference's ({E_min:.2e}) allows depths "
+            f"up to {L_hi} only: fewer than three depths for the fit against L"
+        )
+    if b <= 0:
+        L_M, M_line, ok_M = max(L_line or [2]), [1], False
+        reasons.append("no Monte-Carlo term in the pilot fit (b = 0): no line against M")
+    else:
+        a_eff = max(a, 1e-12)
+        dom = dominance_M
+
+        def widest(L):
+            return min(
+                L * (b / (dom * a_eff)) ** 2, (b / E_min) ** 2 / L, max_width, units / (seeds * L)
+            )
+
+        best = dom * a_eff / E_min  # where the first two bounds meet
+        candidates = {int(np.clip(f(best), 8, max_depth)) for f in (_pow2_floor, _pow2_ceil)}
+        L_M = max(sorted(candidates), key=widest)
+        M_hi = widest(L_M)
+        # powers of 4 where they give three widths or more, else of 2 (a span of 8 at least)
+        M_line = [4**i for i in range(12) if 4**i <= M_hi]
+        if len(M_line) < 3:
+            M_line = [2**i for i in range(24) if 2**i <= M_hi]
+        ok_M = len(M_line) >= 3 and M_line[-1] >= 8
+        if not ok_M:
+            reasons.append(
+                f"widths up to {M_hi:.3g} only at L = {L_M}: fewer than three for the fit "
+                "against M (the reference is too coarse or the Euler term too large)"
+            )
+    return {
+        "L": L_line,
+        "M_for_L": int(M_L),
+        "L_for_M": int(L_M),
+        "M": M_line,
+        "ok_L": ok_L,
+        "ok_M": ok_M,
+        "E_min": E_min,
+        "reasons": reasons,
+    }
 
 
 def program_boxes(
@@ -215,7 +505,7 @@ def program_boxes(
 
 def seed_program(
     block: AbstractUnitBlock,
-    law: AbstractGaussianLaw,
+    law: AbstractLaw,
     xs: Float[Array, "n d"],
     ys: Float[Array, "n d"],
     learning_rate: float,
@@ -278,13 +568,15 @@ def convergence_fits(
     error_estimate_z: float,
     trivial: Callable[[int], bool] = lambda k: False,
     seed: int = 0,
+    floors: dict[str, float] | None = None,
 ) -> tuple[list[dict], int]:
     """Slopes against L and M and the joint fit, for every error and step.
 
     `points`: one record per (L, M, step) with the `summarize`d `delta_h`, `delta_b`,
     `delta_z`; `decomposition`: one per (L, step) with the Euler part's values. A point
     is fitted only where its mean lies at least 10× above the reference's error
-    (`error_estimate`, `error_estimate_z` for Δ^Z). Against L: the line of `depths` at
+    (`error_estimate`, `error_estimate_z` for Δ^Z; `floors`, a quantity's own estimate
+    where given: `reference_errors`). Against L: the line of `depths` at
     the largest width (the smallest where the limit is `trivial` at that step: only the
     1/sqrt(LM) term exists there, theory −1/2); against M: the widths up to
     `fit_M_max` at depth `L_for_M` (theory −1/2).
@@ -298,6 +590,8 @@ def convergence_fits(
 
     def usable(pt, q):
         limit = error_estimate_z if q == "delta_z" else error_estimate
+        if floors is not None and q in floors:
+            limit = floors[q]
         mean = pt[q]["mean"]
         return mean is not None and mean >= 10 * limit
 
@@ -353,6 +647,8 @@ def convergence_fits(
                 continue  # no Euler term: the limit is the identity (or Z_0 is exact)
             rows = sorted((r for r in decomposition if r["steps"] == k), key=lambda r: r["L"])
             limit = error_estimate_z if q == "delta_z_euler" else error_estimate
+            if floors is not None and q in floors:
+                limit = floors[q]
             rows = [r for r in rows if r[q] is not None and r[q] >= 10 * limit]
             fit = fit_loglog(
                 [r["L"] for r in rows],
@@ -366,3 +662,179 @@ def convergence_fits(
             fit["ci95"] = None  # one deterministic value per depth: no seeds to resample
             fits.append(fit)
     return fits, excluded_points
+
+
+def reference_target(
+    a: float,
+    b: float,
+    design: dict,
+    *,
+    margin: float = 10.0,
+    safety: float = 1.2,
+) -> float:
+    """The reference error the designed lines need: the smallest error the pilot fit
+    predicts on them (`a/L + b/sqrt(LM)` at the deepest point of the L line and the
+    widest of the M line), divided by `margin × safety`."""
+    L_hi, M_L = max(design["L"] or [2]), design["M_for_L"]
+    L_M, M_hi = design["L_for_M"], max(design["M"] or [1])
+    smallest = min(
+        a / L_hi + b / np.sqrt(L_hi * M_L),
+        a / L_M + b / np.sqrt(L_M * M_hi),
+    )
+    return float(smallest / (margin * safety))
+
+
+def pilot_errors(
+    block: AbstractUnitBlock,
+    law: AbstractLaw,
+    xs: Float[Array, "n d"],
+    ys: Float[Array, "n d"],
+    reference: dict,
+    *,
+    learning_rate: float,
+    points: Sequence[tuple[int, int]],
+    seeds: int,
+    key: PRNGKeyArray,
+    units_per_batch: int = 2**20,
+    loop: AbstractDepthLoop | None = None,
+) -> dict[str, np.ndarray]:
+    """Δ^h, Δ^b and Δ^Z of `seeds` networks at each `(L, M)` of `points` against
+    `reference` (grids `h_L{L}`, `b_L{L}` for every depth), every GD step of the
+    reference: the pilot of an automatic design. Each depth is one program, its widths
+    padded into the widest (`program_boxes`).
+
+    **Returns:** `L`, `M` `(P,)` and `delta_h`, `delta_b`, `delta_z` `(P, seeds, steps + 1)`.
+    """
+    boxes = program_boxes(points, seeds, pad_units=2**62)
+    programs = {}
+    out = {"delta_h": [], "delta_b": [], "delta_z": []}
+    for i, (L, M) in enumerate(points):
+        box = boxes[(L, M)]
+        if box not in programs:
+            programs[box] = seed_program(
+                block, law, xs, ys, learning_rate, *box, seeds, units_per_batch, loop=loop
+            )
+        keys = jr.split(jr.fold_in(key, i), seeds)
+        h, b = pad_grid(reference[f"h_L{L}"], box[0]), pad_grid(reference[f"b_L{L}"], box[0])
+        e = programs[box](keys, h, b, jnp.int32(L), jnp.int32(M))
+        for q in out:
+            out[q].append(np.asarray(getattr(e, q)))
+    return {
+        "L": np.array([p[0] for p in points]),
+        "M": np.array([p[1] for p in points]),
+        **{q: np.stack(v) for q, v in out.items()},
+    }
+
+
+def fit_pilot(
+    pilot: dict,
+    floor: float,
+    *,
+    a: float | None = None,
+    step: int = -1,
+    seed: int = 0,
+) -> dict:
+    """The pilot's `a/L + b/sqrt(LM)` for Δ^h at `step`, over the points whose mean lies
+    at least 3× above the reference's error `floor`.
+
+    With `a` given (the Euler part's own coefficient, `euler_coefficient`: the 1/L term
+    measured without Monte-Carlo noise), `b` is the median over the points where the
+    Monte-Carlo term is at least half the error of `(Δ^h − a/L) sqrt(LM)`; otherwise both
+    come from `fit_rate_sum` (free a, b ≥ 0), which is reported beside in either case.
+    """
+    values = np.asarray(pilot["delta_h"])[:, :, step]
+    keep = [i for i in range(len(values)) if np.nanmean(values[i]) >= 3 * floor]
+    fit = fit_rate_sum(
+        [int(pilot["L"][i]) for i in keep],
+        [int(pilot["M"][i]) for i in keep],
+        [values[i] for i in keep],
+        quantity="delta_h",
+        seed=seed,
+    )
+    fit["points_used"] = len(keep)
+    fit["a_from"] = "joint fit"
+    if a is not None:
+        bs = []
+        for i in keep:
+            L, M, mean = int(pilot["L"][i]), int(pilot["M"][i]), float(np.nanmean(values[i]))
+            if mean - a / L >= 0.5 * mean:
+                bs.append((mean - a / L) * np.sqrt(L * M))
+        fit["joint_fit"] = {"a": fit["a"], "b": fit["b"]}
+        fit["a"], fit["a_from"] = float(a), "Euler part"
+        fit["b"] = float(np.median(bs)) if bs else fit["b"]
+        fit["b_points"] = len(bs)
+    return fit
+
+
+def euler_coefficient(
+    block: AbstractUnitBlock,
+    particles: Particles,
+    xs: Float[Array, "n d"],
+    ys: Float[Array, "n d"],
+    *,
+    learning_rate: float,
+    steps: int,
+    depths: Sequence[int],
+    probes: PyTree,
+    rtol: float = 1e-10,
+) -> dict[str, np.ndarray]:
+    """The 1/L coefficient `a` of Δ^h without Monte-Carlo noise: `euler_errors` of a
+    small particle set against its own limit at `depths`; `L Δ^h_euler` at every step
+    and depth (`L_delta_h`, `(len(depths), steps + 1)`), and `a` per step from the deepest.
+    """
+    model = MeanODE(block, particles, xs, ys, learning_rate)
+    sol = solve_mean_ode(model, steps, rtol=rtol, atol=rtol)
+    grids = limit_grids(sol, depths)
+    rows = []
+    for L in depths:
+        e = euler_errors(
+            block,
+            particles,
+            xs,
+            ys,
+            LimitOnGrid(h=grids[L][0], b=grids[L][1]),
+            learning_rate=learning_rate,
+            probes=probes,
+        )
+        rows.append(L * np.asarray(e.delta_h))
+    table = np.stack(rows)
+    return {"depths": np.asarray(depths), "L_delta_h": table, "a": table[-1]}
+
+
+def particles_for(
+    error: float, count: int, target: float, most: int, *, margin: float = 2.0
+) -> int:
+    """The Monte-Carlo particle count, a power of two in `[count, most]`, whose error,
+    extrapolated from `error` at `count` particles as N^{-1/2}, is `target / margin`
+    (the margin covers the spread of a batch-means estimate: ±30% for 8 batches)."""
+    need = count * (margin * error / max(target, 1e-300)) ** 2
+    return int(np.clip(2 ** math.ceil(math.log2(max(need, 1.0))), count, most))
+
+
+def refine_reference(
+    solve: Callable[[int], dict],
+    count: int,
+    target: float,
+    most: int,
+    *,
+    quantity: str = "delta_h",
+    first: dict | None = None,
+) -> tuple[dict, list[dict]]:
+    """A Monte-Carlo reference refined until its own error (`reference_errors`, in the
+    norm of `quantity`) is at most `target`, within a budget of `most` particles.
+
+    `solve(N)` returns the reference arrays with N particles (`solve_reference_replicas`);
+    `first`, if given, is the solve with `count` particles already made. Each further
+    solve takes `particles_for` its last error (at least 4x more particles). Stops at the
+    first reference within the target or at the budget, whichever comes first.
+
+    **Returns:** the last reference and the history `[{"particles", "error"}, ...]`.
+    """
+    ref = first if first is not None else solve(count)
+    history = [{"particles": count, "error": reference_errors(ref)[quantity]}]
+    while history[-1]["error"] > target and count < most:
+        count = max(4 * count, particles_for(history[-1]["error"], count, target, most))
+        count = min(count, most)
+        ref = solve(count)
+        history.append({"particles": count, "error": reference_errors(ref)[quantity]})
+    return ref, history

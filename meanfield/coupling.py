@@ -28,7 +28,7 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
 from ._validation import as_number, check_positive_int
 from .blocks import AbstractUnitBlock, WeightedUnits
-from .laws import AbstractGaussianLaw
+from .laws import AbstractGaussianLaw, AbstractLaw
 from .meanode import MeanODESolution
 from .particles import Particles, particle_gradients
 from .resnet import ResNet
@@ -244,21 +244,30 @@ def coupled_errors(
     )
 
 
-def draw_units(law: AbstractGaussianLaw, key: PRNGKeyArray, L: int, M: int) -> PyTree:
+def draw_units(law: AbstractLaw, key: PRNGKeyArray, L: int, M: int) -> PyTree:
     """L·M unit draws from `law` (leaves `(L, M, ...)`) such that unit (l, j) depends on
     `(key, l, j)` only, not on `L` or `M`.
 
-    Layer l uses `jr.normal(jr.fold_in(key, l), (M, p))` (p Gaussian coordinates); with
-    JAX's partitionable threefry (`jax_threefry_partitionable`, the default since JAX
-    0.5, which `pyproject.toml` requires) the first rows of a larger draw are the
-    smaller draw, so a network drawn inside a padded array (see `coupled_errors`) has
-    exactly the units it would have on its own. With that flag turned off the draws
-    are still i.i.d. from `law`, but they change with the array's shape.
+    For an `AbstractGaussianLaw`, layer l uses `jr.normal(jr.fold_in(key, l), (M, p))`
+    (p Gaussian coordinates); with JAX's partitionable threefry
+    (`jax_threefry_partitionable`, the default since JAX 0.5, which `pyproject.toml`
+    requires) the first rows of a larger draw are the smaller draw, so a network drawn
+    inside a padded array (see `coupled_errors`) has exactly the units it would have on
+    its own. With that flag turned off the draws are still i.i.d. from `law`, but they
+    change with the array's shape. Any other law samples unit (l, j) from the key
+    `fold_in(fold_in(key, l), j)`.
     """
-    if not isinstance(law, AbstractGaussianLaw):
-        raise ValueError(f"law must be an AbstractGaussianLaw, got {type(law).__name__}")
-    g = jax.vmap(lambda l: jr.normal(jr.fold_in(key, l), (M, law.gaussian_dim)))(jnp.arange(L))
-    return jax.vmap(jax.vmap(law.transform))(g)
+    if isinstance(law, AbstractGaussianLaw):
+        g = jax.vmap(lambda l: jr.normal(jr.fold_in(key, l), (M, law.gaussian_dim)))(jnp.arange(L))
+        return jax.vmap(jax.vmap(law.transform))(g)
+    if not isinstance(law, AbstractLaw):
+        raise ValueError(f"law must be an AbstractLaw, got {type(law).__name__}")
+
+    def layer(l):
+        keys = jax.vmap(lambda j: jr.fold_in(jr.fold_in(key, l), j))(jnp.arange(M))
+        return jax.vmap(law.sample)(keys)
+
+    return jax.vmap(layer)(jnp.arange(L))
 
 
 @eqx.filter_jit

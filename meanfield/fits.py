@@ -185,6 +185,7 @@ def fit_loglog(
             xs.append(float(xi))
             goods.append(good)
     result["n_points"] = len(xs)
+    result["sizes"] = xs  # the sizes the fit used
     if len(xs) < 2 or len(set(xs)) < 2:
         result["reason"] = f"only {len(xs)} usable point(s); a slope needs two distinct sizes"
         return result

@@ -70,3 +70,51 @@ def add_common_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         "--overwrite", action="store_true", help="discard a study already in --out and start again"
     )
     parser.add_argument("--no-progress", action="store_true", help="do not show a progress bar")
+
+
+def run_study(name: str, *, out: str, **options) -> dict:
+    """Run the study `meanfield study NAME` from Python and return its `results.json`.
+
+    `options` are the command line's, by their Python names (`L=[4, 8, 16]`,
+    `seeds=10`, `preset="quick"`, `resume=True`, ...) with values of their parsed types;
+    an option the study does not have is refused with a one-line `ValueError` naming
+    it, and so is every value the command line refuses (`StudyInputError`).
+    """
+    import json
+    from pathlib import Path
+
+    if name not in STUDIES:
+        raise ValueError(f"name: unknown study {name!r}; one of {', '.join(STUDIES)}")
+    module = STUDIES[name]
+    parser = argparse.ArgumentParser(prog=f"meanfield study {name}")
+    add_common_arguments(parser, name)
+    module.add_arguments(parser)
+    args = parser.parse_args(["--out", str(out)])
+    for key, value in options.items():
+        if not hasattr(args, key):
+            raise ValueError(f"{key}: not an option of the study {name!r}")
+        setattr(args, key, value)
+    args.study = name
+    module.run(args)
+    with open(Path(out) / "results.json") as f:
+        return json.load(f)
+
+
+def mean_ode_study(block, law, *, out: str, **options) -> dict:
+    """`meanfield study mean-ode --block ... --law ...` from Python: the convergence study
+    of your own block `block` (an `AbstractUnitBlock` or `AbstractLayerBlock`, instance
+    or class) with its parameters' law `law` (an `AbstractLaw`, or a function of no
+    arguments returning one), written to `out` and returned as the `results.json` dict
+    (`points`, `fits`, `reference`, `design`, ...).
+
+    `options`: as `run_study` (`preset="paper"`, `steps=2`, `d=3`, `seed=1`, ...); by
+    default the grid is designed from a pilot (`design="auto"`) and the reference is
+    refined until its own error lies 10x below the errors it judges, within the preset's
+    budget.
+
+    ```python
+    results = meanfield.mean_ode_study(SineUnit(), law, out="results/sine")
+    print([(f["against"], f["slope"]) for f in results["fits"] if f["quantity"] == "delta_h"])
+    ```
+    """
+    return run_study("mean-ode", out=out, block=block, law=law, **options)

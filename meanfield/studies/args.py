@@ -92,3 +92,55 @@ def check_activation(name) -> None:
         raise StudyInputError(
             f"--activation: unknown {name!r}; use one of {', '.join(ACTIVATIONS)}"
         )
+
+
+def load_object(spec: str, flag: str):
+    """The object named by `spec`, `module:name` (importable, e.g. from PYTHONPATH) or
+    `path/to/file.py:name`; a one-line `StudyInputError` naming `flag` otherwise."""
+    import importlib
+    import importlib.util
+    import os
+    import sys
+
+    from .runner import StudyInputError
+
+    where, sep, name = str(spec).rpartition(":")
+    if not sep or not where or not name.isidentifier():
+        raise StudyInputError(
+            f"{flag}: {spec!r} is not MODULE:NAME or PATH.py:NAME (e.g. myblocks:SineUnit)"
+        )
+    if where.endswith(".py"):
+        if not os.path.isfile(where):
+            raise StudyInputError(f"{flag}: no such file {where!r}")
+        module_name = f"meanfield_user_{abs(hash(os.path.abspath(where)))}"
+        loader_spec = importlib.util.spec_from_file_location(module_name, where)
+        if loader_spec is None or loader_spec.loader is None:
+            raise StudyInputError(f"{flag}: cannot load {where!r} as Python")
+        module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[module_name] = module
+        try:
+            loader_spec.loader.exec_module(module)
+        except Exception as err:  # the user's file: any error, reported in one line
+            sys.modules.pop(module_name, None)
+            raise StudyInputError(
+                f"{flag}: importing {where!r} failed: {type(err).__name__}: {_first_line(err)}"
+            ) from None
+    else:
+        try:
+            module = importlib.import_module(where)
+        except ModuleNotFoundError as err:
+            raise StudyInputError(
+                f"{flag}: cannot import module {where!r} ({_first_line(err)}); is it on PYTHONPATH?"
+            ) from None
+        except Exception as err:
+            raise StudyInputError(
+                f"{flag}: importing {where!r} failed: {type(err).__name__}: {_first_line(err)}"
+            ) from None
+    if not hasattr(module, name):
+        raise StudyInputError(f"{flag}: {where!r} has no {name!r}")
+    return getattr(module, name)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

@@ -20,30 +20,51 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
+import numpy as np
 
 from ..activations import ACTIVATIONS
+from ..blocks import AbstractLayerBlock, AbstractUnitBlock, LayerUnits
 from ..convergence import (
     QUANTITIES,
     circle_data,
     convergence_fits,
+    design_lines,
+    euler_coefficient,
+    first_pass_mean,
+    fit_pilot,
+    limit_grids,
     pad_grid,
+    particles_for,
+    pilot_errors,
     program_boxes,
-    reference_error,
+    reference_errors,
     reference_particles,
+    reference_target,
+    refine_reference,
     seed_program,
     solve_reference,
+    solve_reference_replicas,
     summarize_steps,
 )
 from ..coupling import LimitOnGrid, draw_units, euler_errors
 from ..engine import AbstractDepthLoop, AutoLoop, FusedLoop, ScanLoop
-from ..laws import TwoLayerGaussianLaw, TwoLayerNonCentredLaw
-from ..particles import MAX_HERMITE_ORDER, MAX_QUADRATURE_NODES
+from ..laws import AbstractGaussianLaw, AbstractLaw, TwoLayerGaussianLaw, TwoLayerNonCentredLaw
+from ..meanode import MeanODE, solve_mean_ode
+from ..particles import MAX_HERMITE_ORDER, MAX_QUADRATURE_NODES, Particles, monte_carlo_particles
 from ..sharding import gather_processes
 from ..two_layer import TwoLayerBlock
-from .args import check_activation, int_list, override, positive_float, positive_int
+from .args import (
+    check_activation,
+    int_list,
+    load_object,
+    override,
+    positive_float,
+    positive_int,
+)
 from .runner import StudyInputError, start_study
 
 HELP = "finite ResNets vs the neural mean-ODE limit: the 1/L + 1/sqrt(LM) study (SPEC §3)"
@@ -101,6 +122,42 @@ PAD_DEPTH = {"cpu": True, "default": False}
 DEPTH_LOOPS = ("auto", "scan", "pallas")
 # default quadrature budget: order 256 for 2 Gaussian coordinates, 16 for 4
 QUADRATURE_NODES = 2**16
+# options that set the built-in 2LP block (refused with --block) or its law (with --law)
+BUILT_IN_BLOCK = {"activation": "--activation"}
+BUILT_IN_LAW = {
+    "init": "--init",
+    "sigma_u": "--sigma-u",
+    "sigma_v": "--sigma-v",
+    "sigma_xi": "--sigma-xi",
+}
+# the automatic design of a grid for a user's block (`--design auto`): the pilot grid and
+# seeds, and the budgets of the grid (largest depth and width, seeds × L·M units of the
+# largest point) and of the reference (Monte-Carlo particles: the reference's own error
+# falls as their square root)
+PILOT_POINTS = [(L, M) for L in (4, 16, 64) for M in (1, 16, 256)]
+AUTO = {
+    "quick": {
+        "max_depth": 256,
+        "max_width": 2**16,
+        "units": 2**24,
+        "pilot_seeds": 4,
+        "pilot_particles": 2**16,
+        "particles_max": 2**20,
+    },
+    "paper": {
+        "max_depth": 4096,
+        "max_width": 2**20,
+        "units": 2**28,
+        "pilot_seeds": 8,
+        "pilot_particles": 2**18,
+        "particles_max": 2**24,
+    },
+}
+# Monte-Carlo references: batches of the particles that estimate its error (batch means)
+REPLICAS = 8
+# the Euler part runs the limit's particles at every layer: at most this many units
+# (particles × depth) at once; a larger reference gives it a subset of its own
+EULER_UNITS = 2**22
 
 
 def add_arguments(parser):
@@ -117,9 +174,31 @@ def add_arguments(parser):
     parser.add_argument("--sigma-xi", type=float, help="std of ξ in v = u + ξ (default 0)")
     parser.add_argument("--lr", type=float, help="learning rate η, mean-ODE convention")
     parser.add_argument(
+        "--block",
+        help="your residual block: MODULE:NAME (importable, e.g. from PYTHONPATH) or "
+        "PATH.py:NAME, an AbstractUnitBlock or AbstractLayerBlock (class or instance); "
+        "with it --activation is refused",
+    )
+    parser.add_argument(
+        "--law",
+        help="the law of its parameters: MODULE:NAME or PATH.py:NAME, an AbstractLaw or a "
+        "function of no arguments returning one; with it --init and --sigma-* are refused",
+    )
+    parser.add_argument(
+        "--design",
+        choices=["auto", "grid"],
+        help="'auto' (default with --block, unless --L or --M is given): a pilot fit of "
+        "a/L + b/sqrt(LM) places the line of depths where 1/L dominates and the line of "
+        "widths where 1/sqrt(LM) does, within the reference's accuracy; 'grid': --L x --M "
+        "and the preset's lines",
+    )
+    parser.add_argument(
         "--reference",
-        choices=["quadrature", "monte-carlo"],
-        help="how the limit's expectation is computed (default quadrature)",
+        choices=["auto", "quadrature", "monte-carlo"],
+        help="how the limit's expectation is computed: Gauss-Hermite quadrature (Gaussian "
+        "laws) or Monte-Carlo particles with a batch-means error (default: quadrature for "
+        "the built-in block; 'auto' with --block: quadrature where the law is Gaussian and "
+        "has few enough coordinates, else Monte Carlo)",
     )
     parser.add_argument(
         "--order",
@@ -176,7 +255,18 @@ def add_arguments(parser):
 
 
 def resolve_config(args) -> dict:
-    """Preset, then command-line overrides; every value checked (StudyInputError)."""
+    """Preset, then command-line overrides; every value checked (StudyInputError),
+    the user's block and law (`--block`, `--law`) loaded and tried on the data first."""
+    block_arg, law_arg = getattr(args, "block", None), getattr(args, "law", None)
+    if block_arg is not None and law_arg is None:
+        raise StudyInputError("--law: give the law of your block's parameters (with --block)")
+    for given, options, what in (
+        (block_arg, BUILT_IN_BLOCK, "--block"),
+        (law_arg, BUILT_IN_LAW, "--law"),
+    ):
+        for name, flag in options.items():
+            if given is not None and getattr(args, name, None) is not None:
+                raise StudyInputError(f"{flag}: sets the built-in 2LP, not used with {what}")
     cfg = {
         **DEFAULTS,
         **PRESETS[args.preset],
@@ -207,25 +297,173 @@ def resolve_config(args) -> dict:
             "L_for_M",
         ),
     )
-    check_activation(cfg["activation"])
+    custom = block_arg is not None or law_arg is not None
+    if block_arg is not None:
+        cfg.pop("activation")
+        cfg["block"] = _describe(block_arg)
+    if law_arg is not None:
+        for name in BUILT_IN_LAW:
+            cfg.pop(name)
+        cfg["law"] = _describe(law_arg)
+    grid_given = getattr(args, "L", None) is not None or getattr(args, "M", None) is not None
+    design = getattr(args, "design", None)
+    cfg["design"] = design or ("auto" if block_arg is not None and not grid_given else "grid")
+    if getattr(args, "reference", None) is None and custom:
+        cfg["reference"] = "auto"
+    if block_arg is None:
+        check_activation(cfg["activation"])
     if cfg["steps"] < 0:
         raise StudyInputError(f"--steps: must be >= 0, got {cfg['steps']}")
     if cfg["seeds"] < 2:
         raise StudyInputError(f"--seeds: need at least 2 seeds for spreads, got {cfg['seeds']}")
     if not (math.isfinite(cfg["lr"]) and cfg["lr"] >= 0):
         raise StudyInputError(f"--lr: must be a finite number >= 0, got {cfg['lr']}")
-    if not (math.isfinite(cfg["sigma_xi"]) and cfg["sigma_xi"] >= 0):
+    if law_arg is None and not (math.isfinite(cfg["sigma_xi"]) and cfg["sigma_xi"] >= 0):
         raise StudyInputError(f"--sigma-xi: must be a finite number >= 0, got {cfg['sigma_xi']}")
     if len(cfg["L"]) < 2 or len(cfg["M"]) < 2:
         raise StudyInputError("--L/--M: need at least two depths and two widths for slopes")
-    if cfg["reference"] == "quadrature":  # before the study's folder is made
-        _quadrature_order(make_law(cfg), cfg["order"])
     if float(jnp.min(jnp.linalg.norm(make_data(cfg)[0], axis=1))) < 1e-6:  # float32 too
         raise StudyInputError(
             f"--d/--inputs: d = {cfg['d']} with {cfg['inputs']} inputs puts an input at 0 "
             "(for d = 1 the inputs are cos(π(i + 1/2)/n)): use an even number of inputs"
         )
+    block, law = study_block_law(args, cfg)  # loaded and tried: before the folder is made
+    if cfg["reference"] == "auto":
+        cfg["reference"] = "quadrature" if _quadrature_applies(law) else "monte-carlo"
+    if cfg["reference"] == "quadrature":
+        if not isinstance(law, AbstractGaussianLaw):
+            raise StudyInputError(
+                "--reference: quadrature needs a Gaussian law (an AbstractGaussianLaw); "
+                "use --reference monte-carlo"
+            )
+        _quadrature_order(law, cfg["order"])
+    elif cfg["particles"] % REPLICAS:
+        raise StudyInputError(
+            f"--particles: must be a multiple of {REPLICAS} (the batches that estimate the "
+            f"reference's error), got {cfg['particles']}"
+        )
     return cfg
+
+
+def _describe(value) -> str:
+    """How the configuration records a `--block` / `--law`: the spec as given, or the
+    object's type and repr (the Python API)."""
+    if isinstance(value, str):
+        return value
+    kind = value if isinstance(value, type) else type(value)
+    text = f"{kind.__module__}.{kind.__qualname__}"
+    if isinstance(value, eqx.Module):
+        text += f" {value!r}"
+    return text[:300]
+
+
+def _quadrature_applies(law) -> bool:
+    """A Gaussian law whose default node budget gives at least 8 nodes per coordinate."""
+    if not isinstance(law, AbstractGaussianLaw):
+        return False
+    return QUADRATURE_NODES ** (1.0 / law.gaussian_dim) >= 8
+
+
+def study_block_law(args, cfg):
+    """The block (a unit block; a layer block wrapped as `LayerUnits`) and its law: the
+    built-in 2LP and its law from the configuration, or the user's `--block` / `--law`
+    (specs, or objects from the Python API), each tried on a draw and on the data: a bad
+    one is a one-line StudyInputError naming the option."""
+    block_arg, law_arg = getattr(args, "block", None), getattr(args, "law", None)
+    block = TwoLayerBlock(cfg["activation"]) if block_arg is None else user_block(block_arg)
+    law = make_law(cfg) if law_arg is None else user_law(law_arg)
+    check_block_law(block, law, make_data(cfg)[0])
+    return block, law
+
+
+def user_block(value):
+    """`--block` as a unit block (see `study_block_law`)."""
+    obj = load_object(value, "--block") if isinstance(value, str) else value
+    name = value if isinstance(value, str) else repr(value)
+    if isinstance(obj, type):
+        if not issubclass(obj, AbstractUnitBlock | AbstractLayerBlock):
+            raise StudyInputError(
+                f"--block: {name} is the class {obj.__name__}, not a subclass of "
+                "AbstractUnitBlock or AbstractLayerBlock"
+            )
+        try:
+            obj = obj()
+        except Exception as err:
+            raise StudyInputError(
+                f"--block: {obj.__name__}() failed ({type(err).__name__}: {_line(err)}); "
+                "name an instance instead of the class"
+            ) from None
+    if isinstance(obj, AbstractLayerBlock):
+        return LayerUnits(obj)
+    if isinstance(obj, AbstractUnitBlock):
+        return obj
+    raise StudyInputError(
+        f"--block: {name} is a {type(obj).__name__}, not an AbstractUnitBlock or "
+        "AbstractLayerBlock (class or instance)"
+    )
+
+
+def user_law(value):
+    """`--law` as an `AbstractLaw` (an instance, or a function of no arguments or a class
+    that gives one)."""
+    obj = load_object(value, "--law") if isinstance(value, str) else value
+    name = value if isinstance(value, str) else repr(value)
+    if isinstance(obj, AbstractLaw):
+        return obj
+    if callable(obj):
+        try:
+            law = obj()
+        except Exception as err:
+            raise StudyInputError(
+                f"--law: calling {name}() failed ({type(err).__name__}: {_line(err)})"
+            ) from None
+        if isinstance(law, AbstractLaw):
+            return law
+        raise StudyInputError(f"--law: {name}() gives a {type(law).__name__}, not an AbstractLaw")
+    raise StudyInputError(
+        f"--law: {name} is a {type(obj).__name__}, not an AbstractLaw or a function of no "
+        "arguments returning one"
+    )
+
+
+def check_block_law(block, law, xs) -> None:
+    """One draw of `law` must be a pytree of float arrays, and φ(x, z) a finite vector of
+    the state's shape at every input."""
+    try:
+        z = law.sample(jr.key(0))
+    except Exception as err:
+        raise StudyInputError(
+            f"--law: sampling failed ({type(err).__name__}: {_line(err)})"
+        ) from None
+    leaves = jax.tree.leaves(z)
+    bad = [type(v).__name__ for v in leaves if not _float_array(v)]
+    if not leaves or bad:
+        what = ", ".join(sorted(set(bad))) or "no arrays"
+        raise StudyInputError(f"--law: a draw must be a pytree of float arrays, got {what}")
+    d = xs.shape[1]
+    try:
+        out = jax.vmap(lambda x: block(x, z))(xs)
+    except Exception as err:
+        raise StudyInputError(
+            f"--block: φ(h, z) failed on the data (d = {d}) and a draw of the law "
+            f"({type(err).__name__}: {_line(err)})"
+        ) from None
+    if out.shape != xs.shape:
+        raise StudyInputError(
+            f"--block: φ(h, z) has shape {tuple(out.shape[1:])}; it must be the state's "
+            f"({d},) (set the dimension with --d)"
+        )
+    if not bool(jnp.all(jnp.isfinite(out))):
+        raise StudyInputError("--block: φ(h, z) is not finite at the data for a draw of the law")
+
+
+def _float_array(v) -> bool:
+    return hasattr(v, "dtype") and hasattr(v, "shape") and jnp.issubdtype(v.dtype, jnp.floating)
+
+
+def _line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
 
 
 def grid_specs(cfg) -> list[dict]:
@@ -285,11 +523,218 @@ def _quadrature_order(law, order):
 
 
 def _particle_sets(cfg, law):
-    """The reference particles and the coarser check set (order q/2, or N/4 draws)."""
+    """The reference particles and the set that checks them: the Gauss-Hermite rule of
+    order q and that of order q/2; or `--particles` Monte-Carlo draws, checked by batch
+    means (no second set: None)."""
     if cfg["reference"] == "quadrature":
         return reference_particles(law, order=_quadrature_order(law, cfg["order"]))
-    key = jr.fold_in(jr.key(cfg["seed"]), 4)
-    return reference_particles(law, count=cfg["particles"], key=key)
+    main = monte_carlo_particles(law, cfg["particles"], key=jr.fold_in(jr.key(cfg["seed"]), 4))
+    return main, None, _reference_info(cfg, main)
+
+
+def _reference_info(cfg, main) -> dict:
+    """How the reference's particles were made, for the JSON (Monte Carlo)."""
+    if cfg["reference"] == "quadrature":
+        return reference_particles_info(cfg)
+    return {
+        "method": "monte-carlo",
+        "particles": main.count,
+        "error_method": f"batch means over {REPLICAS} disjoint batches of the particles",
+    }
+
+
+def reference_particles_info(cfg) -> dict:
+    return {"method": "gauss-hermite", "order": cfg.get("order")}
+
+
+def _solve(cfg, block, main, check, xs, ys, probes, depths):
+    """The reference limit on every grid of `depths`, with its error estimate: a coarser
+    quadrature rule (`check`), or batch means of Monte-Carlo particles (`check` None)."""
+    kwargs = dict(
+        learning_rate=cfg["lr"], steps=cfg["steps"], rtol=cfg["rtol"], depths=depths, probes=probes
+    )
+    if check is None:
+        return solve_reference_replicas(block, main, xs, ys, replicas=REPLICAS, **kwargs)
+    return solve_reference(block, main, check, xs, ys, **kwargs)
+
+
+def _pow2(x: float) -> int:
+    """The largest power of two at most x (at least 1)."""
+    return 1 << max(0, int(math.floor(math.log2(max(x, 1)))))
+
+
+def _subset(particles: Particles, count: int) -> Particles:
+    """The first `count` of i.i.d. particles, with equal weights."""
+    z = jax.tree.map(lambda a: a[:count], particles.z)
+    return Particles(z=z, weights=jnp.full((count,), 1.0 / count))
+
+
+def auto_design(runner, cfg, block, law, xs, ys, probes, loop, units_per_batch, first_pass):
+    """`--design auto`: the pilot reference, the pilot grid, its fit of a/L + b/sqrt(LM),
+    the lines of the grid (`meanfield.convergence.design_lines`) and the particles of the
+    final reference (Monte Carlo: as many as the lines' smallest predicted error needs,
+    within the preset's budget). Each step is an artifact of the study folder (a resume
+    recomputes nothing).
+
+    **Returns:** `(record, grid, main, reuse)`: the design for the JSON, the grid's
+    configuration (`L`, `M`, `L_for_M`, `fit_M_max`), the final reference's particles, and
+    the pilot's reference arrays where the final reference is that same limit (else None).
+    """
+    budget = AUTO[cfg["preset"]]
+    master = jr.key(cfg["seed"])
+    lr, steps = cfg["lr"], cfg["steps"]
+    # every depth the design may choose (powers of two) and the pilot's
+    depths = sorted(
+        {2**i for i in range(1, int(math.log2(budget["max_depth"])) + 1)}
+        | {L for L, _ in PILOT_POINTS}
+    )
+    quadrature = cfg["reference"] == "quadrature"
+    if quadrature:
+        main0, check0, _ = _particle_sets(cfg, law)
+    else:
+        main0, check0 = _monte_carlo(cfg, law, budget["pilot_particles"]), None
+    pilot_ref = runner.artifact(
+        "pilot_reference", lambda: _solve(cfg, block, main0, check0, xs, ys, probes, depths)
+    )
+    floor0 = reference_errors(pilot_ref)["delta_h"]
+    # the 1/L coefficient without Monte-Carlo noise: the Euler part of 2^10 draws of the
+    # law against their own limit (none at a step where the limit is the identity)
+    euler_probes = jax.vmap(law.sample)(jr.split(jr.fold_in(master, 8), 64))
+    coefficient = runner.artifact(
+        "pilot_euler",
+        lambda: euler_coefficient(
+            block,
+            _monte_carlo(cfg, law, 2**10),
+            xs,
+            ys,
+            learning_rate=lr,
+            steps=steps,
+            depths=[16, 32, 64],
+            probes=euler_probes,
+            rtol=cfg["rtol"],
+        ),
+    )
+    centred_now = first_pass is not None and first_pass["centred"] and steps == 0
+    a_euler = 0.0 if centred_now else float(coefficient["a"][-1])
+    pilot = runner.artifact(
+        "pilot",
+        lambda: pilot_errors(
+            block,
+            law,
+            xs,
+            ys,
+            pilot_ref,
+            learning_rate=lr,
+            points=PILOT_POINTS,
+            seeds=budget["pilot_seeds"],
+            key=jr.fold_in(master, 7),
+            units_per_batch=units_per_batch,
+            loop=loop,
+        ),
+    )
+    fit = fit_pilot(pilot, floor0, a=a_euler, seed=cfg["seed"])
+    record = {
+        "pilot_points": [
+            {
+                "L": int(pilot["L"][i]),
+                "M": int(pilot["M"][i]),
+                "delta_h_mean": float(np.mean(pilot["delta_h"][i, :, -1])),
+            }
+            for i in range(len(pilot["L"]))
+        ],
+        "pilot_seeds": budget["pilot_seeds"],
+        "pilot_step": steps,
+        "pilot_reference_error": floor0,
+        "pilot_reference_particles": int(pilot_ref["particles"]),
+        "pilot_fit": fit,
+        "euler_coefficient": {
+            "depths": coefficient["depths"].tolist(),
+            "L_delta_h_euler": coefficient["L_delta_h"].tolist(),
+            "particles": 2**10,
+        },
+        "budget": budget,
+    }
+    if fit["a"] is None or fit["b"] is None or not fit["b"] > 0:
+        runner.warn(
+            f"design: the pilot fit of a/L + b/sqrt(LM) failed ({fit.get('reason')}); the "
+            "preset's grid is used"
+        )
+        record["why"] = "pilot fit failed: the preset's grid"
+        main = main0 if quadrature else _monte_carlo(cfg, law, cfg["particles"])
+        return record, {}, main, None
+    a, b = fit["a"], fit["b"]
+    # the reference error the budget reaches: Monte Carlo falls as N^{-1/2}
+    N0 = main0.count
+    floor = floor0 if quadrature else floor0 * math.sqrt(N0 / budget["particles_max"])
+    lines = design_lines(
+        a,
+        b,
+        floor,
+        seeds=cfg["seeds"],
+        units=budget["units"],
+        max_depth=budget["max_depth"],
+        max_width=budget["max_width"],
+        trivial=centred_now,
+    )
+    target = reference_target(a, b, lines)
+    for reason in lines["reasons"]:
+        runner.warn(f"design: {reason}")
+    if quadrature:
+        main, reuse = main0, pilot_ref
+    else:
+        # half the target error by the pilot's estimate, within the budget (refined
+        # further in the reference's own solve if its estimate says so)
+        N = particles_for(floor0, N0, target, budget["particles_max"])
+        main = main0 if N == N0 else _monte_carlo(cfg, law, N)
+        reuse = pilot_ref if N == N0 else None
+    record.update(
+        lines=lines,
+        reference_error_budget=floor,
+        reference_target=target,
+        reference_particles=main.count,
+        why=(
+            "the line against L where a/L dominates b/sqrt(LM) (at the width M_for_L), the "
+            "line against M at L_for_M where b/sqrt(LM) dominates, every fitted point "
+            "predicted at least 15x above the reference's error"
+        ),
+    )
+    if len(lines["L"]) < 2:  # nothing to fit against L: two small depths, reported as such
+        runner.warn("design: no line against L within the budget; depths 2 and 4 are run")
+    grid = {
+        "L": lines["L"] if len(lines["L"]) >= 2 else [2, 4],
+        "M": sorted(set(lines["M"] or [1]) | {lines["M_for_L"]}),
+        "L_for_M": lines["L_for_M"],
+        "fit_M_max": max(lines["M"] or [1]),
+        "particles": main.count,
+    }
+    return record, grid, main, reuse
+
+
+def _not_judged(args, runner, cfg, first_pass):
+    """Finish a study whose law no reference can judge (heavy tails): its results say so,
+    with the diagnosis, and hold no points and no fits."""
+    message = (
+        f"the law is heavy-tailed: one of {first_pass['draws']} draws carries "
+        f"{first_pass['max_share']:.0%} of the sum of squared deviations of φ (a finite "
+        "variance gives about 0.1%), so no Monte-Carlo reference converges at the rate "
+        "N^-1/2 and none can be made 10x more accurate than the finite networks within any "
+        "budget: nothing is fitted"
+    )
+    runner.warn(message)
+    runner.finish(
+        {
+            "points": [],
+            "fits": [],
+            "reference": {"method": None, "error_estimate": None, "why": message},
+            "first_pass": first_pass,
+            "verdict": "not judged: heavy-tailed law",
+        }
+    )
+
+
+def _monte_carlo(cfg, law, count: int) -> Particles:
+    """`count` Monte-Carlo particles of the reference (the key depends on the seed only)."""
+    return monte_carlo_particles(law, count, key=jr.fold_in(jr.key(cfg["seed"]), 4))
 
 
 def depth_loop(requested: str, unroll: int = 1) -> AbstractDepthLoop:
@@ -326,15 +771,43 @@ def run(args):
     unroll = args.unroll
     loop = depth_loop(args.depth_loop, unroll)
     runner = start_study(args, cfg)
-    block = TwoLayerBlock(cfg["activation"])
-    law = make_law(cfg)
+    block, law = study_block_law(args, cfg)
     xs, ys = make_data(cfg)
     lr, steps = cfg["lr"], cfg["steps"]
+    master = jr.key(cfg["seed"])
+    # the limit copies' error is measured on probe draws of their own
+    ref_probes = jax.vmap(law.sample)(jr.split(jr.fold_in(master, 3), cfg["probes"]))
+    first_pass = None
+    if "block" in cfg or "law" in cfg:
+        first_pass = first_pass_mean(block, law, xs, key=jr.fold_in(master, 6))
+        if first_pass["heavy_tailed"]:
+            return _not_judged(args, runner, cfg, first_pass)
+        if first_pass["centred"] and steps == 0:
+            runner.warn(
+                "the law is centred (E φ(x, Z_0) = 0 within its Monte-Carlo error), so the "
+                "first forward pass of the limit is the identity and at k = 0 only the "
+                "1/sqrt(LM) term exists; use --steps >= 1 to see the 1/L term"
+            )
 
-    main, check, ref_info = _particle_sets(cfg, law)
+    def trivial(k: int) -> bool:
+        """The limit is the identity at step k: only the 1/sqrt(LM) term exists there."""
+        if first_pass is not None:
+            return k == 0 and first_pass["centred"]
+        return trivial_limit(cfg, k)
+
+    design = None
+    reuse = None  # the pilot's reference, where the final one is the same limit
+    if cfg["design"] == "auto":
+        design, grid, main, reuse = auto_design(
+            runner, cfg, block, law, xs, ys, ref_probes, loop, units_per_batch, first_pass
+        )
+        cfg = {**cfg, **grid}  # the designed lines (results.json keeps the given config)
+        check = None if cfg["reference"] == "monte-carlo" else _particle_sets(cfg, law)[1]
+        ref_info = _reference_info(cfg, main)
+    else:
+        main, check, ref_info = _particle_sets(cfg, law)
     compile_seconds = {}
     finite_seconds = {}
-    master = jr.key(cfg["seed"])
     specs = grid_specs(cfg)
     boxes = program_boxes(
         [(s["L"], s["M"]) for s in specs],
@@ -373,6 +846,11 @@ def run(args):
     # every depth
     euler_specs = [{"L": L, "units": "limit-particles"} for L in cfg["L"]]
     probes = jax.vmap(law.sample)(jr.split(jr.fold_in(master, 5), cfg["probes"]))
+    # a Monte-Carlo reference too large to run at every layer: the Euler part runs a
+    # subset of its particles against the limit of that subset (its own solve)
+    euler_set, euler_own = main, False
+    if check is None and main.count * max(cfg["L"]) > EULER_UNITS:
+        euler_set, euler_own = _subset(main, max(256, _pow2(EULER_UNITS // max(cfg["L"])))), True
 
     def compile_euler(L):
         t0 = time.perf_counter()
@@ -380,7 +858,7 @@ def run(args):
         grid = LimitOnGrid(h=zeros, b=zeros)
         # `eqx.filter_jit` gives the function a `lower` (which pyright does not see)
         compiled = euler_errors.lower(  # pyright: ignore[reportFunctionMemberAccess]
-            block, main, xs, ys, grid, learning_rate=lr, probes=probes
+            block, euler_set, xs, ys, grid, learning_rate=lr, probes=probes
         ).compile()
         return compiled, time.perf_counter() - t0
 
@@ -394,23 +872,41 @@ def run(args):
             ahead[box] = pool.submit(compile_box, box, spec)
     try:
         t_ref = time.perf_counter()
-        # the limit copies' error is measured on probe draws of their own
-        ref_probes = jax.vmap(law.sample)(jr.split(jr.fold_in(master, 3), cfg["probes"]))
-        ref = runner.artifact(
-            "reference",
-            lambda: solve_reference(
-                block,
-                main,
-                check,
-                xs,
-                ys,
-                learning_rate=lr,
-                steps=steps,
-                rtol=cfg["rtol"],
-                depths=all_depths(cfg),
-                probes=ref_probes,
-            ),
-        )
+
+        def reference():
+            if design is not None and check is None and "reference_target" in design:
+                # Monte Carlo, designed: refined until its error meets the design's target
+                out, history = refine_reference(
+                    lambda N: _solve(
+                        cfg,
+                        block,
+                        _monte_carlo(cfg, law, N),
+                        None,
+                        xs,
+                        ys,
+                        ref_probes,
+                        all_depths(cfg),
+                    ),
+                    main.count,
+                    design["reference_target"],
+                    AUTO[cfg["preset"]]["particles_max"],
+                    first=reuse,
+                )
+                out = dict(out)
+                out["refine_particles"] = np.array([r["particles"] for r in history])
+                out["refine_errors"] = np.array([r["error"] for r in history])
+            elif reuse is not None:
+                out = dict(reuse)
+            else:
+                out = _solve(cfg, block, main, check, xs, ys, ref_probes, all_depths(cfg))
+            if euler_own:  # the Euler part's own limit, with its subset of the particles
+                model = MeanODE(block, euler_set, xs, ys, lr)
+                sol = solve_mean_ode(model, steps, rtol=cfg["rtol"], atol=cfg["rtol"])
+                for L, (h, b) in limit_grids(sol, cfg["L"]).items():
+                    out[f"euler_h_L{L}"], out[f"euler_b_L{L}"] = np.asarray(h), np.asarray(b)
+            return out
+
+        ref = runner.artifact("reference", reference)
         ref_seconds = time.perf_counter() - t_ref
     except BaseException:
         pool.shutdown(cancel_futures=True)
@@ -421,7 +917,13 @@ def run(args):
     # wall 120 s; submitted here 109 s and 115 s, against 113 s and 119 s compiled by
     # this thread when needed: the same within the spread of runs)
     euler_ahead = {s["L"]: pool.submit(compile_euler, s["L"]) for s in runner.pending(euler_specs)}
-    error_estimate, error_estimate_z = reference_error(ref)
+    # the reference's own error in the norm of each quantity: Δ^h's is `error_estimate`
+    floors = reference_errors(ref)
+    error_estimate, error_estimate_z = floors["delta_h"], floors["delta_z"]
+    # the Euler part is judged against its own limit: that of the reference, or of the
+    # subset it runs (exact up to the solver's tolerance)
+    tol_floor = float(np.max(ref["err_tolerance"]))
+    euler_floors = {f"{q}_euler": (tol_floor if euler_own else floors[q]) for q in QUANTITIES}
     if not bool(ref["ok"]):
         runner.warn("the reference ODE solve did not succeed (max_steps reached?)")
 
@@ -452,8 +954,9 @@ def run(args):
         t_wait = time.perf_counter()
         compiled, euler_compile_seconds[f"L{L}"] = euler_ahead[L].result()
         euler_wait.append(time.perf_counter() - t_wait)
-        grid = LimitOnGrid(h=jnp.asarray(ref[f"h_L{L}"]), b=jnp.asarray(ref[f"b_L{L}"]))
-        e = compiled(block, main, xs, ys, grid, learning_rate=lr, probes=probes)
+        tag = "euler_" if euler_own else ""
+        grid = LimitOnGrid(h=jnp.asarray(ref[f"{tag}h_L{L}"]), b=jnp.asarray(ref[f"{tag}b_L{L}"]))
+        e = compiled(block, euler_set, xs, ys, grid, learning_rate=lr, probes=probes)
         return {
             "steps": [
                 {
@@ -495,26 +998,36 @@ def run(args):
         fit_M_max=cfg["fit_M_max"],
         error_estimate=error_estimate,
         error_estimate_z=error_estimate_z,
-        trivial=lambda k: trivial_limit(cfg, k),
+        trivial=trivial,
         seed=cfg["seed"],
+        floors={**floors, **euler_floors},
     )
-    smallest = min(
-        (
-            pt[q]["mean"]
-            for pt in points
-            for q in QUANTITIES
-            if pt[q]["mean"] is not None
-            and pt[q]["mean"] > 0
-            and not (q == "delta_z" and pt["steps"] == 0)
-        ),
-        default=None,
-    )
+    smallest_by = {
+        q: min(
+            (
+                pt[q]["mean"]
+                for pt in points
+                if pt[q]["mean"] is not None
+                and pt[q]["mean"] > 0
+                and not (q == "delta_z" and pt["steps"] == 0)
+            ),
+            default=None,
+        )
+        for q in QUANTITIES
+    }
+    smallest = smallest_by["delta_h"]
     if excluded:
         runner.warn(
             f"{excluded} grid point(s) lie less than 10x above the reference's error estimate "
             f"({error_estimate:.2e}; Z: {error_estimate_z:.2e}) and were left out of the fits; "
             "raise --order/--particles or use larger errors"
         )
+    for q, value in smallest_by.items():
+        if value is not None and floors[q] * 10 > value:
+            runner.warn(
+                f"{q}: the reference's error estimate ({floors[q]:.2e}) is not 10x below the "
+                f"smallest finite error ({value:.2e}): the points it cannot judge are left out"
+            )
     for f in fits:
         if f.get("excluded"):
             runner.warn(f"{f['excluded']} exploded draw(s) of {f['quantity']} excluded from a fit")
@@ -525,17 +1038,36 @@ def run(args):
         "solver": "diffrax Dopri8, PID controller, dense output",
         "rtol": cfg["rtol"],
         "atol": cfg["rtol"],
+        # in the norm of Δ^h (the sup over depths and inputs of ‖h − ĥ‖), of Δ^b and of Δ^Z
         "error_estimate": error_estimate,
+        "error_estimate_b": floors["delta_b"],
         "error_estimate_z": error_estimate_z,
-        "error_parts": {
-            "quadrature_h_b": ref["err_quadrature"].tolist(),
-            "tolerance_h_b": ref["err_tolerance"].tolist(),
-        },
+        "error_parts": (
+            {
+                "quadrature_h_b": ref["err_quadrature"].tolist(),
+                "tolerance_h_b": ref["err_tolerance"].tolist(),
+            }
+            if "err_quadrature" in ref
+            else {
+                "monte_carlo_h_b": ref["err_particles"].tolist(),
+                "monte_carlo_spread_h_b": ref["err_particles_spread"].tolist(),
+                "tolerance_h_b": ref["err_tolerance"].tolist(),
+            }
+        ),
         "smallest_finite_error": smallest,
+        "smallest_finite_error_by_quantity": smallest_by,
         "ratio_smallest_to_reference": (
             smallest / error_estimate if smallest and error_estimate > 0 else None
         ),
         "solver_steps": ref["num_steps"].tolist(),
+        "refinement": (
+            [
+                {"particles": int(n), "error_estimate": float(e)}
+                for n, e in zip(ref["refine_particles"], ref["refine_errors"], strict=True)
+            ]
+            if "refine_particles" in ref
+            else None
+        ),
         "ok": bool(ref["ok"]),
         "limit_loss": ref["losses"].tolist(),
         "depth_point": "s_l = l/L for h^l, b^l and the units of layer l",
@@ -544,13 +1076,21 @@ def run(args):
     t_plot = time.perf_counter()
     from .mean_ode_plot import plot_convergence
 
-    plot_convergence(args.out, cfg, points, decomposition, fits)
+    plot_convergence(args.out, cfg, points, decomposition, fits, floor=floors)
+    extra = {}
+    if first_pass is not None:
+        extra["first_pass"] = first_pass
+    if design is not None:
+        extra["design"] = design
+    if euler_own:
+        extra["decomposition_particles"] = euler_set.count
     runner.finish(
         {
             "points": points,
             "fits": fits,
             "reference": reference_entry,
             "decomposition": decomposition,
+            **extra,
         },
         timing={
             "reference_seconds": ref_seconds,

@@ -2,7 +2,9 @@
 
 from pathlib import Path
 
-from ..plotting import loglog_series, use_agg
+import numpy as np
+
+from ..plotting import loglog_series, size_ticks, use_agg
 
 LABELS = {"delta_h": r"$\Delta^h$", "delta_b": r"$\Delta^b$", "delta_z": r"$\Delta^Z$"}
 
@@ -15,10 +17,31 @@ def _find(fits, quantity, against, steps):
     return None
 
 
-def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None):
+def _floor(ax, value, means):
+    """The reference's error `value` on `ax`: a red line, and below 10x it a shaded band
+    (points there are not fitted), when it lies within two decades of the smallest plotted
+    mean; otherwise only named in the legend (drawing it would squash the data)."""
+    if value is None or not np.isfinite(value) or value <= 0:
+        return
+    shown = [m for m in means if m is not None and m > 0]
+    if shown and 10 * value >= min(shown) / 100:
+        ax.axhspan(value, 10 * value, color="tab:red", alpha=0.07, zorder=0)
+        ax.axhline(
+            value,
+            color="tab:red",
+            linestyle="--",
+            linewidth=0.8,
+            label=f"reference error {value:.1e} (shaded: < 10x it, not fitted)",
+        )
+    else:
+        ax.plot([], [], " ", label=f"reference error {value:.1e} (below the axis)")
+
+
+def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor=None):
     """Write `out/convergence.png`: one column per error (at step `steps`, default the
     last), top row against L (finite networks at the fit's fixed M, and the Euler part),
-    bottom row against M at the largest L; dashed: fitted slope, dotted: theory."""
+    bottom row against M at the largest L; dashed: fitted slope, dotted: theory; the
+    reference's own error (`floor`: a dict of each quantity's estimate) as a red line."""
     use_agg()
     import matplotlib.pyplot as plt
 
@@ -71,9 +94,12 @@ def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None):
                 marker="s",
                 linestyle="-",
             )
+        if floor is not None:
+            _floor(ax, floor.get(q), [p[q]["mean"] for p in points if p["steps"] == k])
+        size_ticks(ax, cfg["L"])
         ax.set_xlabel("depth L (gray: the other widths M)")
         ax.set_title(f"{LABELS[q]} after k={k} GD step(s)")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="best")
         ax = axes[1, col]
         fit = _find(fits, q, "M", k)
         colm = sorted(
@@ -88,15 +114,29 @@ def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None):
             theory=-0.5,
             label=f"L={L_M}",
         )
-        if max(p["M"] for p in colm) > cfg["fit_M_max"]:
+        if colm and max(p["M"] for p in colm) > cfg["fit_M_max"]:
             ax.axvspan(cfg["fit_M_max"] * 1.4, max(cfg["M"]) * 1.5, color="0.93", zorder=0)
+        if floor is not None:
+            _floor(ax, floor.get(q), [p[q]["mean"] for p in colm])
+        if colm:
+            size_ticks(ax, [p["M"] for p in colm])
         ax.set_xlabel("units per layer M")
         ax.legend(fontsize=7)
     for ax in axes[:, 0]:
         ax.set_ylabel("error (mean ± std over seeds)")
+    if "block" in cfg or "law" in cfg:
+
+        def short(spec):
+            return str(spec).split("/")[-1][:60]
+
+        what = f"block {short(cfg.get('block', cfg.get('activation')))}, law " + short(
+            cfg.get("law", "2LP")
+        )
+    else:
+        what = f"{cfg['activation']} 2LP, {cfg['init']} init"
     fig.suptitle(
-        f"finite ResNet vs mean-ODE limit: {cfg['activation']} 2LP, {cfg['init']} init, "
-        f"d={cfg['d']}, n={cfg['inputs']}, {cfg['seeds']} seeds; dotted: theory slope",
+        f"finite ResNet vs mean-ODE limit: {what}, d={cfg['d']}, n={cfg['inputs']}, "
+        f"{cfg['seeds']} seeds; dotted: theory slope",
         fontsize=10,
     )
     fig.tight_layout()

@@ -1,0 +1,334 @@
+"""Your own block, end to end: the mean-ODE study for a user's block and law, its
+reference control (batch means, refinement, design) and its refusals."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import jax.scipy.linalg as jsl
+import numpy as np
+import pytest
+
+import meanfield as mf
+from meanfield import convergence as cv
+
+ROOT = Path(__file__).resolve().parents[1]
+USER = ROOT / "notebooks" / "user_blocks.py"
+TINY_GRID = [
+    "--design", "grid", "--L", "2,4", "--M", "1,2", "--L-for-M", "4", "--fit-M-max", "2",
+    "--seeds", "2",
+]  # fmt: skip
+
+
+class Linear(mf.AbstractUnitBlock):
+    """φ(h, z) = z h with a random matrix z: the mean ODE is ∂_s h = E[z] h."""
+
+    def __call__(self, h, z):
+        return z @ h
+
+
+def test_batch_means_estimate_the_true_error_of_a_monte_carlo_reference():
+    """For a limit in closed form (h(s) = exp(sA) x), the batch-means estimate of a
+    Monte-Carlo reference's sup-norm error against its true error over 10 references
+    (independent particle sets): equal on average (the true errors' standard error is
+    about 15% of their mean here)."""
+    A = jnp.array([[0.2, 0.8], [-0.8, 0.1]])
+    law = mf.SamplerLaw(lambda k: A + jr.normal(k, (2, 2)))
+    xs = jnp.array([[1.0, 0.0], [0.6, 0.8]])
+    L = cv.CHECK_GRID
+    s = jnp.arange(L + 1) / L
+    exact = jax.vmap(lambda t: jax.vmap(lambda x: jsl.expm(t * A) @ x)(xs))(s)
+    estimates, true = [], []
+    for seed in range(10):
+        p = mf.monte_carlo_particles(law, 2**11, key=jr.key(seed))
+        ref = cv.solve_reference_replicas(
+            Linear(), p, xs, xs, learning_rate=0.1, steps=0, rtol=1e-10, depths=[L],
+            probes=law.sample(jr.key(99))[None],
+        )  # fmt: skip
+        estimates.append(cv.reference_errors(ref)["delta_h"])
+        true.append(float(jnp.max(jnp.linalg.norm(ref[f"h_L{L}"][0] - exact, axis=-1))))
+    ratio = np.mean(estimates) / np.mean(true)
+    assert 0.7 < ratio < 1.4, (ratio, estimates, true)
+    # and it shrinks as N^{-1/2}: 8x more particles, about sqrt(8) less error
+    p = mf.monte_carlo_particles(law, 2**14, key=jr.key(0))
+    big = cv.solve_reference_replicas(
+        Linear(), p, xs, xs, learning_rate=0.1, steps=0, rtol=1e-10, depths=[L],
+        probes=law.sample(jr.key(99))[None],
+    )  # fmt: skip
+    assert 1.5 < np.mean(estimates) / cv.reference_errors(big)["delta_h"] < 5.0
+
+
+def test_refinement_stops_at_the_target_and_at_the_budget():
+    """`refine_reference` against a solve whose error is exactly c/sqrt(N)."""
+    calls = []
+
+    def solve(N):
+        calls.append(N)
+        e = 1.0 / math.sqrt(N)
+        return {"err_particles": np.array([e, 2 * e]), "err_tolerance": np.zeros(2), "err_z": 0}
+
+    ref, history = cv.refine_reference(solve, 2**10, target=1e-3, most=2**24)
+    assert history[-1]["error"] <= 1e-3 and calls[-1] == history[-1]["particles"]
+    assert all(h["error"] > 1e-3 for h in history[:-1])  # it stopped at the first that met it
+    assert calls[0] == 2**10 and all(b >= 4 * a for a, b in zip(calls, calls[1:], strict=False))
+    calls.clear()
+    ref, history = cv.refine_reference(solve, 2**10, target=1e-6, most=2**16)
+    assert calls[-1] == 2**16 and history[-1]["error"] > 1e-6  # the budget stops it
+    calls.clear()
+    _, history = cv.refine_reference(solve, 2**20, target=1e-2, most=2**24)
+    assert calls == [2**20] and len(history) == 1  # already within the target
+    # the b part is judged where asked
+    _, history = cv.refine_reference(solve, 2**10, target=1e-3, most=2**24, quantity="delta_b")
+    assert history[-1]["error"] <= 1e-3 and history[-1]["particles"] >= 4 * 2**20 - 1
+    assert cv.particles_for(1e-2, 2**10, 1e-3, 2**30) == 2**19  # (2 x 10)^2 x 2^10 -> 2^19
+    assert cv.particles_for(1e-2, 2**10, 1e-3, 2**16) == 2**16  # the budget
+    assert cv.particles_for(1e-4, 2**10, 1e-3, 2**16) == 2**10  # already within
+
+
+@pytest.mark.parametrize("a,b,floor", [(0.12, 0.73, 8e-4), (0.34, 0.92, 2e-3), (0.6, 1.6, 4e-7)])
+def test_design_puts_each_line_where_its_term_dominates_above_the_floor(a, b, floor):
+    d = cv.design_lines(a, b, floor, seeds=10, units=2**24, max_depth=256, max_width=2**16)
+    assert d["ok_L"] and d["ok_M"], d["reasons"]
+    E_min = 15 * floor
+    L_hi, M_L = max(d["L"]), d["M_for_L"]
+    # the L line: Euler term above the floor's margin, Monte-Carlo term 4x below it
+    assert a / L_hi >= E_min * (1 - 1e-12)
+    assert b / math.sqrt(L_hi * M_L) <= a / L_hi / 4 or M_L == 2**16
+    assert 10 * L_hi * M_L <= 2**24
+    # the M line: Monte-Carlo term above the margin and 3x the Euler term
+    L_M, M_hi = d["L_for_M"], max(d["M"])
+    assert b / math.sqrt(L_M * M_hi) >= E_min * (1 - 1e-12)
+    assert b / math.sqrt(L_M * M_hi) >= 3 * a / L_M * (1 - 1e-12)
+    assert len(d["L"]) >= 3 and len(d["M"]) >= 3
+    # the target of the reference then lies 12x below the smallest predicted error
+    target = cv.reference_target(a, b, d)
+    assert target >= floor * 15 / 12 * (1 - 1e-12)
+
+
+def test_design_says_why_it_cannot_place_a_line():
+    d = cv.design_lines(0.01, 1.0, 1e-2, seeds=10, units=2**24, max_depth=256, max_width=2**16)
+    assert not d["ok_L"] and "fewer than three depths" in " ".join(d["reasons"])
+    d = cv.design_lines(1.0, 0.0, 1e-6, seeds=10, units=2**24, max_depth=256, max_width=2**16)
+    assert not d["ok_M"] and "no Monte-Carlo term" in " ".join(d["reasons"])
+    # a centred law at step 0: the line against L at M = 1 (only the Monte-Carlo term)
+    d = cv.design_lines(
+        0.0, 1.0, 1e-4, seeds=10, units=2**24, max_depth=256, max_width=2**16, trivial=True
+    )
+    assert d["M_for_L"] == 1 and d["ok_L"]
+
+
+def _user():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("user_blocks_for_tests", USER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_first_pass_detects_a_centred_law_and_heavy_tails():
+    ub = _user()
+    xs, _ = cv.circle_data(3, 2)
+    layer = mf.blocks.LayerUnits(ub.PerceptronTanh())
+    key = jr.key(6)
+    centred = cv.first_pass_mean(layer, ub.centred_uniform_law(), xs, key=key)
+    assert centred["centred"] and not centred["heavy_tailed"]
+    assert not cv.first_pass_mean(layer, ub.uniform_law(), xs, key=key)["centred"]
+    heavy = cv.first_pass_mean(ub.SineUnit(), ub.cauchy_law(), xs, key=key)
+    assert heavy["heavy_tailed"] and heavy["max_share"] > 0.05
+    light = cv.first_pass_mean(ub.SineUnit(), ub.sine_law(), xs, key=key)
+    assert not light["heavy_tailed"] and light["max_share"] < 0.005
+
+
+def _cli(*argv, cwd=ROOT):
+    return subprocess.run(
+        [sys.executable, "-m", "meanfield", "study", "mean-ode", *argv],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+    )
+
+
+def _bad_files(tmp_path):
+    (tmp_path / "bad.py").write_text(
+        "import jax.numpy as jnp, jax.random as jr\n"
+        "import meanfield as mf\n"
+        "class Wide(mf.AbstractUnitBlock):\n"
+        "    def __call__(self, h, z):\n"
+        "        return jnp.concatenate([h, z['a']])\n"
+        "def strings():\n"
+        "    return mf.SamplerLaw(lambda key: {'a': 1.5})\n"
+        "def law():\n"
+        "    return mf.SamplerLaw(lambda key: {'a': jr.normal(key, (1,))})\n"
+        "boom = 1 / 0 if False else None\n"
+    )
+    return tmp_path / "bad.py"
+
+
+@pytest.mark.parametrize(
+    "argv,flag,text",
+    [
+        (["--block", "no_such_module:X", "--law", f"{USER}:sine_law"], "--block", "cannot import"),
+        (["--block", f"{USER}:Nope", "--law", f"{USER}:sine_law"], "--block", "has no 'Nope'"),
+        (
+            ["--block", f"{USER}:sine_law", "--law", f"{USER}:sine_law"],
+            "--block",
+            "not an Abstract",
+        ),
+        (
+            ["--block", f"{USER}:SineUnit", "--law", f"{USER}:SineUnit"],
+            "--law",
+            "not an AbstractLaw",
+        ),
+        (["--block", "nofile.py:SineUnit", "--law", f"{USER}:sine_law"], "--block", "no such file"),
+        (["--block", "SineUnit", "--law", f"{USER}:sine_law"], "--block", "MODULE:NAME"),
+        (["--block", f"{USER}:SineUnit"], "--law", "give the law"),
+        (
+            ["--block", f"{USER}:SineUnit", "--law", f"{USER}:sine_law", "--activation", "tanh"],
+            "--activation",
+            "built-in",
+        ),
+        (["--law", f"{USER}:sine_law", "--sigma-u", "2"], "--sigma-u", "built-in"),
+        (["--block", "BAD:Wide", "--law", "BAD:law"], "--block", "has shape (3,)"),
+        (["--block", f"{USER}:SineUnit", "--law", "BAD:strings"], "--law", "pytree of float"),
+        (
+            [
+                "--block",
+                f"{USER}:SineUnit",
+                "--law",
+                f"{USER}:sine_law",
+                "--reference",
+                "quadrature",
+            ],
+            "--reference",
+            "Gaussian law",
+        ),
+    ],
+)
+def test_bad_block_or_law_is_one_line_naming_the_option(tmp_path, argv, flag, text):
+    bad = str(_bad_files(tmp_path))
+    argv = [a.replace("BAD", bad) for a in argv]
+    out = tmp_path / "out"
+    result = _cli(*argv, "--out", str(out), "--no-progress")
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"meanfield study mean-ode: error: {flag}:")
+    assert text in lines[0], lines[0]
+    assert not out.exists()  # refused before anything was written
+
+
+def test_a_heavy_tailed_law_is_reported_not_fitted(tmp_path):
+    out = tmp_path / "cauchy"
+    result = _cli(
+        "--block", f"{USER}:SineUnit", "--law", f"{USER}:cauchy_law", "--out", str(out),
+        "--no-progress",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    r = json.loads((out / "results.json").read_text())
+    assert r["verdict"].startswith("not judged") and r["fits"] == [] and r["points"] == []
+    assert r["first_pass"]["heavy_tailed"] and "heavy-tailed" in r["warnings"][0]
+
+
+def test_the_built_in_block_through_the_harness_gives_the_built_in_numbers(tmp_path):
+    """The 2LP and its law given as a user's block and law (`--block`, `--law` through
+    the Python API) give the built-in study's numbers on the same grid and seed."""
+    built_in = mf.run_study(
+        "mean-ode", out=str(tmp_path / "a"), L=[2, 4], M=[1, 2], L_for_M=4, fit_M_max=2,
+        seeds=2, order=8, no_progress=True, activation="gelu", init="non-centred",
+    )  # fmt: skip
+    user = mf.mean_ode_study(
+        mf.TwoLayerBlock("gelu"), mf.TwoLayerNonCentredLaw(2, sigma_u=1.25, sigma_xi=0.0),
+        out=str(tmp_path / "b"), design="grid", L=[2, 4], M=[1, 2], L_for_M=4, fit_M_max=2,
+        seeds=2, order=8, no_progress=True,
+    )  # fmt: skip
+    assert user["reference"]["method"] == "gauss-hermite"
+    for p, q in zip(built_in["points"], user["points"], strict=True):
+        for name in ("delta_h", "delta_b", "delta_z", "loss"):
+            assert p[name]["values"] == q[name]["values"], name
+    assert built_in["fits"] == user["fits"]
+    with pytest.raises(ValueError, match="^colour: not an option"):
+        mf.mean_ode_study(Linear(), mf.SamplerLaw(lambda k: jnp.eye(2)), out=str(tmp_path / "c"),
+                          colour="red")  # fmt: skip
+
+
+class Ridge(mf.AbstractUnitBlock):
+    """φ(h, z) = a tanh(wᵀh + c): a strong drift and small fluctuations (b/a small)."""
+
+    def __call__(self, h, z):
+        return z["a"] * jnp.tanh(z["w"] @ h + z["c"])
+
+
+def ridge_law():
+    def draw(key):
+        kw, ka = jr.split(key)
+        return {
+            "w": jnp.array([1.5, -1.0]) + 0.2 * jr.normal(kw, (2,)),
+            "a": jnp.array([1.2, 0.9]) + 0.2 * jr.normal(ka, (2,)),
+            "c": jnp.asarray(0.3),
+        }
+
+    return mf.SamplerLaw(draw)
+
+
+SMALL = {
+    "max_depth": 32, "max_width": 2**12, "units": 2**16, "pilot_seeds": 2,
+    "pilot_particles": 2**12, "particles_max": 2**17,
+}  # fmt: skip
+
+
+def test_auto_design_on_a_small_budget(tmp_path, monkeypatch):
+    """The whole automatic path on a budget that runs in seconds: pilot reference, Euler
+    coefficient, pilot grid, design, refined Monte-Carlo reference, the grid and its fits;
+    every fitted Δ^h lies 10x above the reference's own error, the slopes near theory."""
+    from meanfield.studies import mean_ode
+
+    monkeypatch.setitem(mean_ode.AUTO, "quick", SMALL)
+    monkeypatch.setattr(mean_ode, "PILOT_POINTS", [(2, 1), (2, 16), (8, 1), (8, 16)])
+    r = mf.mean_ode_study(Ridge(), ridge_law, out=str(tmp_path / "auto"), seeds=4, no_progress=True)
+    design = r["design"]
+    assert r["config"]["design"] == "auto" and r["reference"]["method"] == "monte-carlo"
+    assert design["pilot_fit"]["a_from"] == "Euler part" and design["pilot_fit"]["b"] > 0
+    assert design["lines"]["ok_L"] and design["lines"]["ok_M"], design["lines"]["reasons"]
+    refinement = r["reference"]["refinement"]
+    assert refinement[0]["particles"] <= r["reference"]["particles"] <= SMALL["particles_max"]
+    floor = r["reference"]["error_estimate"]
+    assert refinement[-1]["error_estimate"] == floor
+    by = {(p["L"], p["M"], p["steps"]): p for p in r["points"]}
+    for f in r["fits"]:
+        if f["quantity"] != "delta_h" or f.get("against") not in ("L", "M"):
+            continue
+        k = f["fixed"]["steps"]
+        for size in f["sizes"]:
+            L, M = (size, f["fixed"]["M"]) if f["against"] == "L" else (f["fixed"]["L"], size)
+            assert by[(int(L), int(M), k)]["delta_h"]["mean"] >= 10 * floor
+        theory = -1.0 if f["against"] == "L" else -0.5
+        assert f["slope"] is not None and abs(f["slope"] - theory) < 0.25, f
+    assert (tmp_path / "auto" / "convergence.png").exists()
+
+
+def test_auto_design_says_when_the_budget_cannot_place_the_lines(tmp_path, monkeypatch):
+    """The sine unit (Monte-Carlo term 6x its Euler term) on the small budget: no line
+    against L within it; the study says so, runs two small depths and fits nothing the
+    reference cannot judge."""
+    from meanfield.studies import mean_ode
+
+    monkeypatch.setitem(mean_ode.AUTO, "quick", SMALL)
+    monkeypatch.setattr(mean_ode, "PILOT_POINTS", [(2, 1), (2, 16), (8, 1), (8, 16)])
+    ub = _user()
+    r = mf.mean_ode_study(
+        ub.SineUnit(), ub.sine_law, out=str(tmp_path / "sine"), seeds=3, no_progress=True
+    )
+    assert not r["design"]["lines"]["ok_L"]
+    assert any("fewer than three depths" in w for w in r["warnings"])
+    floor = r["reference"]["error_estimate"]
+    by = {(p["L"], p["M"], p["steps"]): p for p in r["points"]}
+    for f in r["fits"]:
+        if f["quantity"] == "delta_h" and f.get("against") in ("L", "M"):
+            for size in f["sizes"]:
+                L, M = (size, f["fixed"]["M"]) if f["against"] == "L" else (f["fixed"]["L"], size)
+                assert by[(int(L), int(M), f["fixed"]["steps"])]["delta_h"]["mean"] >= 10 * floor
