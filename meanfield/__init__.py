@@ -10,7 +10,8 @@ the ones before it):
 Everything else lives in submodules: `meanfield.engine` (the depth loops and the
 fused kernels), `meanfield.theory` (closed forms at infinite width),
 `meanfield.depth` (depth laws), `meanfield.fits`, `meanfield.sharding`,
-`meanfield.compilation`, `meanfield.studies`.
+`meanfield.compilation`, `meanfield.studies`, `meanfield.embedding` and
+`meanfield.shallow` (seed 002's embedding and two-layer perceptron).
 """
 
 # the user's residual block φ and the laws of its parameters (SPEC §1)

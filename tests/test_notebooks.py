@@ -22,6 +22,7 @@ def test_there_are_notebooks():
         "custom_block",
         "neural_sde_limits",
         "optimal_residual_scaling",
+        "two_layer",
     } <= names
 
 
@@ -74,9 +75,7 @@ def test_readme_custom_block_snippet_runs(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "results" / "sine" / "results.json").exists()
     floor = results["reference"]["error_estimate"]
     fitted = [
-        f
-        for f in results["fits"]
-        if f["quantity"] == "delta_h" and f.get("against") in ("L", "M")
+        f for f in results["fits"] if f["quantity"] == "delta_h" and f.get("against") in ("L", "M")
     ]
     assert fitted and all(f"{f['against']} " in out for f in fitted), out
     by = {(p["L"], p["M"], p["steps"]): p for p in results["points"]}

@@ -22,6 +22,7 @@ _MODULES: dict[str, str] = {
     "response": "meanfield.studies.response",
     "variance": "meanfield.studies.variance",
     "tangent-kernel": "meanfield.studies.tangent_kernel",
+    "two-layer": "meanfield.studies.two_layer",
 }
 
 

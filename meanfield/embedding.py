@@ -1,0 +1,68 @@
+"""The embedding of seed 002 (SPEC §6): inputs embedded in R^D, normalised products, readout.
+
+    h^0 = W_in x,        W_in ∈ R^{D×d_in},  entries N(0, σ_in²)
+    ⟨a, b⟩_D = (1/D) Σ_d a_d b_d,    ‖a‖_D = sqrt(⟨a, a⟩_D)
+    f = W_outᵀ h / D,    W_out ∈ R^{D×d_out}, entries N(0, σ_out²)
+
+Shared by the two-layer perceptron (`meanfield.shallow`) and the deep networks of the joint
+L, M, D limit. `W_in` and `W_out` are frozen (not trained) unless a model says otherwise.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+
+
+def inner_d(a, b):
+    """`⟨a, b⟩_D = (1/D) Σ_d a_d b_d` over the last axis (broadcasting the others)."""
+    return jnp.mean(a * b, axis=-1)
+
+
+def norm_d(a):
+    """`‖a‖_D = sqrt(⟨a, a⟩_D)`: the RMS of the coordinates, over the last axis."""
+    return jnp.sqrt(inner_d(a, a))
+
+
+class Embedding(eqx.Module):
+    """The frozen embedding `W_in` (D×d_in) and readout `W_out` (D×d_out)."""
+
+    w_in: jax.Array
+    w_out: jax.Array
+
+    @classmethod
+    def sample(
+        cls, key, D: int, d_in: int, d_out: int, sigma_in: float = 1.0, sigma_out: float = 1.0
+    ) -> "Embedding":
+        """Draw `W_in`, `W_out` with i.i.d. N(0, σ_in²), N(0, σ_out²) entries."""
+        for name, value in (("D", D), ("d_in", d_in), ("d_out", d_out)):
+            if int(value) != value or value < 1:
+                raise ValueError(f"{name}: must be a positive integer, got {value!r}")
+        for name, value in (("sigma_in", sigma_in), ("sigma_out", sigma_out)):
+            if not value > 0:
+                raise ValueError(f"{name}: must be > 0, got {value!r}")
+        k_in, k_out = jr.split(key)
+        dtype = jnp.result_type(float)
+        return cls(
+            sigma_in * jr.normal(k_in, (D, d_in), dtype),
+            sigma_out * jr.normal(k_out, (D, d_out), dtype),
+        )
+
+    @property
+    def D(self) -> int:
+        return self.w_in.shape[0]
+
+    def embed(self, x):
+        """`h^0 = W_in x` for inputs `x` of shape (..., d_in): shape (..., D)."""
+        return x @ self.w_in.T
+
+    def readout(self, h):
+        """`f = W_outᵀ h / D` for states `h` of shape (..., D): shape (..., d_out)."""
+        return h @ self.w_out / self.D
+
+    def grams(self, xs):
+        """The two Gram matrices the shallow dynamics see of the draw: `⟨h^0_i, h^0_m⟩_D`
+        (n×n, for inputs `xs` of shape (n, d_in)) and `W_outᵀ W_out / D` (d_out×d_out).
+        As D → ∞ they tend to `σ_in² X Xᵀ` and `σ_out² I`."""
+        h0 = self.embed(xs)
+        return h0 @ h0.T / self.D, self.w_out.T @ self.w_out / self.D

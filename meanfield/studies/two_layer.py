@@ -1,0 +1,675 @@
+"""`meanfield study two-layer`: the high-dimensional two-layer perceptron of seed 002.
+
+(a) **Width**: finite perceptrons (M units, embedding dimension D) against their fixed-D
+    mean-field limit at the same embedding draw (`meanfield.shallow.gaussian_limit`, exact
+    up to its stated quadrature error), after k = 0..K GD steps: the output error
+    `max_i |f̂_k(x_i) − f_k(x_i)|` and the hidden error `max_i ‖ĥ_k(x_i) − h_k(x_i)‖_D`
+    against M at each D, slope −1/2; and which of M or D/M their curves collapse against.
+(b) **Dimension**: the fixed-D limit against the D → ∞ limit (skeleton maps / cavity:
+    the same reduced system at the Grams' limits), slope −1/2.
+(c) **Scaling criteria** (seed 002, "Phase diagram"): feature diversity (`σ_u = s_u
+    sqrt(D)` keeps the pre-activations Θ(1), `σ_u = s_u` does not), balanced loss decay
+    (the first step's relative loss decrease against s_v with `η_u = lr_u min(1, 1/s_v²)`
+    and with `η_u = lr_u`), feature learning (how far the pre-activations move, slope −1
+    in s_v past 1 with the balanced rate), and the critical output scale
+    `σ_v ≃ min(sqrt(M), sqrt(d_out))` of the operator-norm heuristic, measured.
+(d) **Lazy regime**: the relative change of the dynamics' empirical tangent kernel over
+    the K steps against s_v (two widths), with its fitted exponent. At the balanced rate
+    the first-order changes of the kernel (in p and in a, each O(1/s_v) relative) are odd
+    in a and cancel in the mean over units, so the change is O(1/s_v²) as M → ∞ (slope
+    −2), plus a fluctuation O(1/(s_v sqrt(M))) that flattens the slope at small M.
+"""
+
+import functools
+import math
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+
+from .. import shallow
+from ..activations import resolve_activation
+from ..embedding import Embedding, norm_d
+from ..fits import fit_loglog, summarize
+from ..plotting import loglog_series, size_ticks, use_agg
+from .args import check_activation, float_list, int_list, positive_float, positive_int
+from .runner import StudyInputError, start_study
+
+HELP = "the two-layer perceptron of seed 002: width, dimension, scaling criteria, lazy regime"
+DEFAULT_X64 = True
+PRESETS = {
+    "quick": {
+        "M": [128, 512, 2048, 8192],
+        "D": [8, 32, 128],
+        "D_limit": [16, 64, 256, 1024, 4096],
+        "s_v_sweep": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0],
+        "sweep_M": [512, 4096],
+        "sweep_D": 64,
+        "seeds": 16,
+    },
+    "paper": {
+        "M": [256, 1024, 4096, 16384, 65536],
+        "D": [16, 64, 256, 1024],
+        "D_limit": [16, 64, 256, 1024, 4096, 16384, 65536],
+        "s_v_sweep": [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0],
+        "sweep_M": [1024, 16384],
+        "sweep_D": 256,
+        "seeds": 32,
+    },
+}
+# the built-in data set: two inputs in R^3 at 53°, one output
+DATA_X = [[1.0, 0.0, 0.0], [0.6, 0.8, 0.0]]
+DATA_Y = [[1.0], [-0.5]]
+S_V_FIT = 2.0  # the criteria's slopes against s_v are fitted over s_v >= S_V_FIT
+JUDGE = 10.0  # a point is fitted only if its error is JUDGE x its reference's own error
+
+
+def add_arguments(parser):
+    parser.add_argument("--activation", default="tanh", help="ρ (default: tanh)")
+    parser.add_argument(
+        "--data", help="FILE.npz with arrays x (n, d_in) and y (n, d_out) (default: built-in)"
+    )
+    parser.add_argument("--sigma-in", type=positive_float, default=1.0, help="σ_in (1)")
+    parser.add_argument("--sigma-out", type=positive_float, default=1.0, help="σ_out (1)")
+    parser.add_argument("--s-u", type=positive_float, default=1.0, help="u ~ N(0, s_u² D) (1)")
+    parser.add_argument("--s-v", type=positive_float, default=1.0, help="v ~ N(0, s_v² D) (1)")
+    parser.add_argument("--lr-u", type=positive_float, default=0.5, help="η_u (0.5)")
+    parser.add_argument("--lr-v", type=positive_float, default=0.5, help="η_v (0.5)")
+    parser.add_argument("--steps", type=positive_int, default=5, help="GD steps K (5)")
+    parser.add_argument("--M", type=int_list, help="widths of part (a)")
+    parser.add_argument("--D", type=int_list, help="embedding dimensions of part (a)")
+    parser.add_argument("--D-limit", type=int_list, help="dimensions of part (b)")
+    parser.add_argument("--s-v-sweep", type=float_list, help="s_v values of parts (c), (d)")
+    parser.add_argument("--sweep-M", type=int_list, help="widths of parts (c), (d)")
+    parser.add_argument("--sweep-D", type=positive_int, help="embedding dimension of (c), (d)")
+    parser.add_argument("--seeds", type=positive_int, help="independent draws per point")
+
+
+def load_data(path):
+    """`x` (n, d_in), `y` (n, d_out) from an .npz (built-in when `path` is None)."""
+    if path is None:
+        return np.array(DATA_X), np.array(DATA_Y)
+    if not Path(path).is_file():
+        raise StudyInputError(f"--data: no such file {path!r}")
+    try:
+        with np.load(path) as npz:
+            missing = [k for k in ("x", "y") if k not in npz.files]
+            if missing:
+                raise StudyInputError(
+                    f"--data: {path!r} has no array {missing[0]!r} (need x (n, d_in), y (n, d_out))"
+                )
+            x, y = np.asarray(npz["x"], dtype=float), np.asarray(npz["y"], dtype=float)
+    except (OSError, ValueError) as err:
+        if isinstance(err, StudyInputError):
+            raise
+        raise StudyInputError(f"--data: cannot read {path!r} as .npz ({err})") from None
+    try:
+        shallow.check_data(x, y)
+    except ValueError as err:
+        raise StudyInputError(f"--data: {err}") from None
+    return x, y
+
+
+def run(args):
+    check_activation(args.activation)
+    preset = PRESETS[args.preset]
+    x, y = load_data(args.data)
+    cfg = {
+        "activation": args.activation,
+        "data": args.data or "built-in",
+        "x": x.tolist(),
+        "y": y.tolist(),
+        "sigma_in": args.sigma_in,
+        "sigma_out": args.sigma_out,
+        "s_u": args.s_u,
+        "s_v": args.s_v,
+        "lr_u": args.lr_u,
+        "lr_v": args.lr_v,
+        "steps": args.steps,
+        "M": args.M or preset["M"],
+        "D": args.D or preset["D"],
+        "D_limit": args.D_limit or preset["D_limit"],
+        "s_v_sweep": args.s_v_sweep or preset["s_v_sweep"],
+        "sweep_M": args.sweep_M or preset["sweep_M"],
+        "sweep_D": args.sweep_D or preset["sweep_D"],
+        "seeds": args.seeds or preset["seeds"],
+        "seed": args.seed,
+        "x64": args.x64,
+        "preset": args.preset,
+    }
+    for name in ("M", "D", "D_limit", "sweep_M"):
+        if any(v < 1 for v in cfg[name]) or len(set(cfg[name])) != len(cfg[name]):
+            flag = "--" + name.replace("_", "-")
+            raise StudyInputError(f"{flag}: need distinct positive integers, got {cfg[name]}")
+    if any(v <= 0 for v in cfg["s_v_sweep"]):
+        raise StudyInputError(f"--s-v-sweep: values must be > 0, got {cfg['s_v_sweep']}")
+    if cfg["seeds"] < 2:
+        raise StudyInputError(f"--seeds: need at least 2 draws for a spread, got {cfg['seeds']}")
+    if min(cfg["D"] + cfg["D_limit"]) < x.shape[0]:
+        raise StudyInputError(
+            f"--D, --D-limit: the Gram of {x.shape[0]} inputs is singular below D = {x.shape[0]}"
+        )
+    runner = start_study(args, cfg)
+    study = _Study(cfg, jnp.asarray(x), jnp.asarray(y))
+    specs = (
+        [{"part": "width", "D": D, "M": M} for D in cfg["D"] for M in cfg["M"]]
+        + [{"part": "dimension", "D": D} for D in cfg["D_limit"]]
+        + [
+            {"part": "criteria", "M": M, "s_v": s, "rule": rule}
+            for M in cfg["sweep_M"]
+            for s in cfg["s_v_sweep"]
+            for rule in ("balanced", "unscaled")
+        ]
+        + [{"part": "diversity", "D": D} for D in cfg["D_limit"]]
+    )
+    points = runner.run_points(specs, study.point, describe=_describe)
+    fits, collapse, warnings = _fits(cfg, points, study.infinite)
+    for w in warnings:
+        runner.warn(w)
+    critical = critical_scale(jr.fold_in(jr.key(cfg["seed"]), 7))
+    table = _criteria_table(cfg, points)
+    _figures(args.out, cfg, points, fits, critical)
+    runner.finish(
+        {
+            "points": points,
+            "fits": fits,
+            "collapse": collapse,
+            "critical_scale": critical,
+            "criteria_table": table,
+            "limit": {
+                "infinite_D": {
+                    "kind": "D -> infinity (skeleton maps / cavity: reduced particles at the "
+                    "Grams' limits sigma_in^2 X X^T, sigma_out^2 I)",
+                    "method": study.infinite.method,
+                    "outputs": study.infinite.outputs,
+                    "error_estimate": max(
+                        study.infinite.error_outputs, study.infinite.error_hidden
+                    ),
+                },
+                "fixed_D": "per draw: Gauss-Hermite quadrature of the reduced particles at the "
+                "draw's Grams; each point records the largest error estimate of its draws",
+            },
+            "reference": {
+                "method": study.infinite.method,
+                "error_estimate": max(study.infinite.error_outputs, study.infinite.error_hidden),
+            },
+        }
+    )
+
+
+def _describe(spec):
+    if spec["part"] == "width":
+        return f"width D={spec['D']} M={spec['M']}"
+    if spec["part"] == "criteria":
+        return f"criteria M={spec['M']} s_v={spec['s_v']} {spec['rule']}"
+    return f"{spec['part']} D={spec['D']}"
+
+
+class _Study:
+    """The per-point computations; every draw is keyed by (seed, part, size, draw)."""
+
+    def __init__(self, cfg, x, y):
+        self.cfg, self.x, self.y = cfg, x, y
+        self.master = jr.key(cfg["seed"])
+        self.kw = {"lr_u": cfg["lr_u"], "lr_v": cfg["lr_v"], "steps": cfg["steps"]}
+        g_in, g_out = shallow.infinite_d_grams(x, y.shape[1], cfg["sigma_in"], cfg["sigma_out"])
+        self.infinite = self.limit(g_in, g_out)
+        self._fixed: dict = {}
+
+    def limit(self, g_in, g_out, s_v=None, lr_u=None):
+        c = self.cfg
+        kw = dict(self.kw, lr_u=c["lr_u"] if lr_u is None else lr_u)
+        return shallow.gaussian_limit(
+            g_in, g_out, self.y, activation=c["activation"], s_u=c["s_u"],
+            s_v=c["s_v"] if s_v is None else s_v, **kw,
+        )  # fmt: skip
+
+    def _embedding(self, key, D):
+        c = self.cfg
+        return Embedding.sample(
+            key, D, self.x.shape[1], self.y.shape[1], c["sigma_in"], c["sigma_out"]
+        )
+
+    def _net(self, key, M, D, *, s_v=None, s_u=None, embedding=None):
+        """A perceptron drawn from `key` (its embedding too, unless `embedding` is given)."""
+        c = self.cfg
+        k_emb, k_units = jr.split(key)
+        net = shallow.Perceptron.sample(
+            k_units, M=M, D=D, d_in=self.x.shape[1], d_out=self.y.shape[1],
+            activation=c["activation"], s_u=c["s_u"] if s_u is None else s_u,
+            s_v=c["s_v"] if s_v is None else s_v,
+        )  # fmt: skip
+        emb = self._embedding(k_emb, D) if embedding is None else embedding
+        return eqx.tree_at(lambda n: n.embedding, net, emb)
+
+    def _draw_key(self, part, D, i):
+        return jr.fold_in(jr.fold_in(jr.fold_in(self.master, part), D), i)
+
+    def fixed_d(self, D, i):
+        """The fixed-D limit at draw i's embedding (shared by every M of part (a))."""
+        if (D, i) not in self._fixed:
+            emb = self._embedding(self._draw_key(0, D, i), D)
+            g_in, g_out = emb.grams(self.x)
+            self._fixed[(D, i)] = (emb, self.limit(g_in, g_out))
+        return self._fixed[(D, i)]
+
+    def point(self, spec):
+        return getattr(self, spec["part"])(spec)
+
+    def width(self, spec):
+        D, M, c = spec["D"], spec["M"], self.cfg
+        out_err, hid_err, ref_err = [], [], []
+        run = jax.jit(lambda net: shallow.train(net, self.x, self.y, **self.kw)[1:])
+        for i in range(c["seeds"]):
+            emb, lim = self.fixed_d(D, i)
+            net = self._net(jr.fold_in(self._draw_key(0, D, i), M), M, D, embedding=emb)
+            f_hat, h_hat = run(net)
+            h_lim = lim.hidden_coef @ emb.w_out.T  # (K+1, n, D)
+            out_err.append(np.asarray(shallow.output_error(f_hat, lim.outputs)))
+            hid_err.append(np.asarray(shallow.hidden_error(h_hat, h_lim)))
+            ref_err.append(max(lim.error_outputs, _hidden_bound(lim.error_hidden, emb)))
+        return _per_step(out_err, hid_err, ref_err)
+
+    def dimension(self, spec):
+        D, c = spec["D"], self.cfg
+        inf = self.infinite
+        out_err, hid_err, ref_err = [], [], []
+        for i in range(c["seeds"]):
+            emb = self._embedding(self._draw_key(1, D, i), D)
+            lim = self.limit(*emb.grams(self.x))
+            out_err.append(np.asarray(shallow.output_error(lim.outputs, inf.outputs)))
+            diff = (lim.hidden_coef - inf.hidden_coef) @ emb.w_out.T
+            hid_err.append(np.asarray(jnp.max(norm_d(diff), axis=-1)))
+            ref_err.append(
+                max(lim.error_outputs + inf.error_outputs,
+                    _hidden_bound(lim.error_hidden + inf.error_hidden, emb))
+            )  # fmt: skip
+        return _per_step(out_err, hid_err, ref_err)
+
+    def criteria(self, spec):
+        """Loss decay, feature movement and tangent-kernel change over the K steps at
+        s_v, with η_u = lr_u min(1, 1/s_v²) ("balanced") or η_u = lr_u ("unscaled")."""
+        c, M, s_v = self.cfg, spec["M"], spec["s_v"]
+        lr_u = c["lr_u"] * (min(1.0, 1.0 / s_v**2) if spec["rule"] == "balanced" else 1.0)
+        keys = jr.split(jr.fold_in(jr.fold_in(self.master, 2), round(1e6 * s_v) + M), c["seeds"])
+        losses, move, kernel = _criteria_draws(
+            keys, self.x, self.y, s_v, lr_u, c["lr_v"], M=M, D=c["sweep_D"],
+            activation=c["activation"], steps=c["steps"], s_u=c["s_u"],
+            sigma_in=c["sigma_in"], sigma_out=c["sigma_out"],
+        )  # fmt: skip
+        losses = np.asarray(losses)
+        decrease = (losses[:, 0] - losses[:, 1]) / losses[:, 0]
+        return {
+            "lr_u": lr_u,
+            "loss": [summarize(losses[:, k], keep_values=False) for k in range(losses.shape[1])],
+            "first_step_decrease": summarize(decrease),
+            "feature_movement": summarize(np.asarray(move)),
+            "kernel_change": summarize(np.asarray(kernel)),
+        }
+
+    def diversity(self, spec):
+        """RMS of the initial pre-activations over units and inputs, with σ_u = s_u sqrt(D)
+        (the seed's criterion) and with σ_u = s_u."""
+        c, D = self.cfg, spec["D"]
+        out = {}
+        for name, s_u in (("scaled", c["s_u"]), ("unscaled", c["s_u"] / math.sqrt(D))):
+            vals = []
+            for i in range(min(c["seeds"], 8)):
+                net = self._net(self._draw_key(3, D, i), 256, D, s_u=s_u)
+                vals.append(float(jnp.sqrt(jnp.mean(net.preactivations(self.x) ** 2))))
+            out[name] = summarize(vals)
+        return out
+
+
+@functools.partial(
+    jax.jit, static_argnames=("M", "D", "activation", "steps", "s_u", "sigma_in", "sigma_out")
+)
+def _criteria_draws(keys, x, y, s_v, lr_u, lr_v, *, M, D, activation, steps, s_u, sigma_in,
+                    sigma_out):  # fmt: skip
+    """Per draw: the losses after k = 0..K steps, the RMS movement of the pre-activations
+    and the relative change of the tangent kernel over the K steps (s_v, rates traced)."""
+
+    def one(key):
+        net = shallow.Perceptron.sample(
+            key, M=M, D=D, d_in=x.shape[1], d_out=y.shape[1], activation=activation,
+            s_u=s_u, sigma_in=sigma_in, sigma_out=sigma_out,
+        )  # fmt: skip
+        net = eqx.tree_at(lambda n: n.v, net, s_v * net.v)
+        thetas, f, _ = shallow.train(net, x, y, lr_u=lr_u, lr_v=lr_v, steps=steps)
+        losses = 0.5 * jnp.mean(jnp.sum((f - y[None]) ** 2, axis=-1), axis=-1)
+        g_in, g_out = net.embedding.grams(x)
+        first = shallow.reduce(net, x)
+        last_net = eqx.tree_at(lambda n: (n.u, n.v), net, (thetas["u"][-1], thetas["v"][-1]))
+        last = shallow.reduce(last_net, x)
+        k0 = tangent_kernel(*first, g_in, g_out, activation, lr_u, lr_v)
+        k1 = tangent_kernel(*last, g_in, g_out, activation, lr_u, lr_v)
+        move = jnp.sqrt(jnp.mean((last[0] - first[0]) ** 2))
+        return losses, move, jnp.linalg.norm(k1 - k0) / jnp.linalg.norm(k0)
+
+    return jax.lax.map(one, keys)
+
+
+def _hidden_bound(coef_error, emb):
+    """A bound on `‖W_out δc‖_D` for coefficients δc with `max |δc| <= coef_error`:
+    `‖W_out δc‖_D² = δcᵀ G_out δc <= d_out tr(G_out) max|δc|²`."""
+    g_out = emb.grams(jnp.zeros((1, emb.w_in.shape[1])))[1]
+    return coef_error * math.sqrt(g_out.shape[0] * float(jnp.trace(g_out)))
+
+
+def _per_step(out_err, hid_err, ref_err):
+    out_err, hid_err = np.stack(out_err), np.stack(hid_err)  # (seeds, K+1)
+    return {
+        "output_error": [summarize(out_err[:, k]) for k in range(out_err.shape[1])],
+        "hidden_error": [summarize(hid_err[:, k]) for k in range(hid_err.shape[1])],
+        "reference_error": float(max(ref_err)),
+    }
+
+
+def tangent_kernel(p, a, g_in, g_out, activation, lr_u, lr_v):
+    """The empirical tangent kernel of the GD dynamics in the seed's convention,
+    `ḟ(x_m) = −(1/n) Σ_i K[m, i] g_i`, from the reduced particles `(p, a)` (M, n), (M, d_out):
+    `K[m, i] = (1/M) Σ_j (η_u ρ'(p_jm) ρ'(p_ji) G_in[m, i] a_j a_jᵀ + η_v ρ(p_jm) ρ(p_ji) G_out)`,
+    shape (n, d_out, n, d_out)."""
+    rho = resolve_activation(activation)
+    drho = jax.vmap(jax.vmap(jax.grad(rho)))
+    act, dact = rho(p), drho(p)
+    M = p.shape[0]
+    ku = lr_u * jnp.einsum("jm,ji,jo,jq->moiq", dact, dact, a, a) * g_in[:, None, :, None]
+    kv = lr_v * jnp.einsum("jm,ji->mi", act, act)[:, None, :, None] * g_out[None, :, None, :]
+    return (ku + kv) / M
+
+
+def critical_scale(key, widths=(16, 64, 256), outputs=(1, 4, 16, 64, 256), draws=8):
+    """The operator-norm heuristic's critical scale, measured: the σ_v at which the readout
+    `V ρ / M` (V: d_out × M, N(0, σ_v²) entries) has RMS→RMS gain 1,
+    `σ_v* = sqrt(M d_out) / E‖V_0‖_2` with V_0 standard, beside `min(sqrt(M), sqrt(d_out))`
+    and the heuristic's `1 / (1/sqrt(M) + 1/sqrt(d_out))`."""
+    rows = []
+    for M in widths:
+        for d_out in outputs:
+            k = jr.fold_in(jr.fold_in(key, M), d_out)
+            v = np.asarray(jr.normal(k, (draws, d_out, M)))
+            norms = np.linalg.svd(v, compute_uv=False)[:, 0]
+            star = math.sqrt(M * d_out) / norms.mean()
+            rows.append(
+                {
+                    "M": M,
+                    "d_out": d_out,
+                    "sigma_v_star": star,
+                    "min_sqrt": min(math.sqrt(M), math.sqrt(d_out)),
+                    "heuristic": 1 / (1 / math.sqrt(M) + 1 / math.sqrt(d_out)),
+                }
+            )
+    ratios = [r["sigma_v_star"] / r["min_sqrt"] for r in rows]
+    heuristic = [r["sigma_v_star"] / r["heuristic"] for r in rows]
+    return {
+        "rows": rows,
+        "ratio_to_min_sqrt": [min(ratios), max(ratios)],
+        "ratio_to_heuristic": [min(heuristic), max(heuristic)],
+    }
+
+
+def _series(points, part, key, fixed, against, quantity, k):
+    rows = sorted(
+        (p for p in points if p["part"] == part and all(p[a] == b for a, b in fixed.items())),
+        key=lambda p: p[against],
+    )
+    return rows, [r[quantity][k] for r in rows]
+
+
+def _fit_judged(rows, stats, against, quantity, fixed, theory, seed, warnings, x=None):
+    """A log-log fit over the points whose error lies JUDGE x above their reference's."""
+    keep = [
+        (r, s) for r, s in zip(rows, stats, strict=True)
+        if s["mean"] is not None and s["mean"] >= JUDGE * r["reference_error"]
+    ]  # fmt: skip
+    if len(keep) < len(rows):
+        warnings.append(
+            f"{quantity} against {against} at {fixed}: {len(rows) - len(keep)} point(s) within "
+            f"{JUDGE:g}x of their reference's own error, not fitted"
+        )
+    xs = [r[against] if x is None else x(r) for r, _ in keep]
+    values = [[v for v in s["values"] if v is not None] for _, s in keep]
+    fit = fit_loglog(
+        xs, values, quantity=quantity, against=against, fixed=fixed, theory=theory, seed=seed
+    )
+    fit["sizes"] = xs
+    return fit
+
+
+def _fits(cfg, points, infinite):
+    fits, warnings = [], []
+    K = cfg["steps"]
+    for k in range(K + 1):
+        for D in cfg["D"]:
+            for q in ("output_error", "hidden_error"):
+                rows, stats = _series(points, "width", "M", {"D": D}, "M", q, k)
+                fits.append(
+                    _fit_judged(
+                        rows, stats, "M", q, {"D": D, "steps": k}, -0.5, cfg["seed"], warnings
+                    )
+                )
+        for q in ("output_error", "hidden_error") if k > 0 else ():  # f_0 = 0 in both limits
+            rows, stats = _series(points, "dimension", "D", {}, "D", q, k)
+            fits.append(_fit_judged(rows, stats, "D", q, {"steps": k}, -0.5, cfg["seed"], warnings))
+    for M in cfg["sweep_M"]:
+        rows = sorted(
+            (
+                p
+                for p in points
+                if p["part"] == "criteria" and p["M"] == M and p["rule"] == "balanced"
+            ),
+            key=lambda p: p["s_v"],
+        )
+        big = [r for r in rows if r["s_v"] >= 2.0]
+        for q, theory in (("feature_movement", -1.0), ("kernel_change", -1.0)):
+            fit = fit_loglog(
+                [r["s_v"] for r in big],
+                [[v for v in r[q]["values"] if v is not None] for r in big],
+                quantity=q, against="s_v", fixed={"M": M, "rule": "balanced"},
+                theory=theory, seed=cfg["seed"],
+            )  # fmt: skip
+            fit["sizes"] = [r["s_v"] for r in big]
+            fit["range"] = f"s_v >= {S_V_FIT:g}"
+            fits.append(fit)
+    rows = sorted((p for p in points if p["part"] == "diversity"), key=lambda p: p["D"])
+    for name, theory in (("scaled", 0.0), ("unscaled", -0.5)):
+        fit = fit_loglog(
+            [r["D"] for r in rows],
+            [r[name]["values"] for r in rows],
+            quantity=f"preactivation_rms_{name}", against="D", theory=theory, seed=cfg["seed"],
+        )  # fmt: skip
+        fits.append(fit)
+    collapse = _collapse(cfg, points)
+    return fits, collapse, warnings
+
+
+def _criteria_table(cfg, points):
+    """One row per (M, s_v): the loss ratio after one step under each rule, and the
+    feature movement and kernel change at the balanced rate (means over draws)."""
+    rows = []
+    for M in cfg["sweep_M"]:
+        for s_v in cfg["s_v_sweep"]:
+            row = {"M": M, "s_v": s_v}
+            for p in points:
+                if p["part"] == "criteria" and p["M"] == M and p["s_v"] == s_v:
+                    ratio = p["loss"][1]["mean"] / p["loss"][0]["mean"]
+                    row[f"loss_ratio_first_step_{p['rule']}"] = ratio
+                    row[f"lr_u_{p['rule']}"] = p["lr_u"]
+                    if p["rule"] == "balanced":
+                        row["feature_movement"] = p["feature_movement"]["mean"]
+                        row["kernel_change"] = p["kernel_change"]["mean"]
+            rows.append(row)
+    return rows
+
+
+def _fit_lines(ax, fit, theory, color):
+    """The fitted line (dashed) and the theory's slope (dotted, through the fitted points'
+    geometric centre), both over the fitted range only."""
+    xs = np.geomspace(min(fit["sizes"]), max(fit["sizes"]), 10)
+    ax.plot(xs, np.exp(fit["intercept"]) * xs ** fit["slope"], "--", color=color, lw=1)
+    xc = math.exp(np.mean(np.log(fit["sizes"])))
+    yc = math.exp(fit["intercept"]) * xc ** fit["slope"]
+    ax.plot(xs, yc * (xs / xc) ** theory, ":", color="gray", lw=1.5)
+
+
+def _criteria_rows(points, M, rule):
+    return sorted(
+        (p for p in points if p["part"] == "criteria" and p["M"] == M and p["rule"] == rule),
+        key=lambda p: p["s_v"],
+    )
+
+
+def _collapse(cfg, points):
+    """How well the width curves collapse: at step K, the spread (max/min over D) of the
+    fitted coefficient c in `error ≈ c M^{-1/2}` (collapse against M) and in
+    `error ≈ c (D/M)^{1/2}` (collapse against D/M), per quantity."""
+    K = cfg["steps"]
+    out = {}
+    for q in ("output_error", "hidden_error"):
+        coef_m, coef_dm = [], []
+        for D in cfg["D"]:
+            rows, stats = _series(points, "width", "M", {"D": D}, "M", q, K)
+            c = [s["mean"] * math.sqrt(r["M"]) for r, s in zip(rows, stats, strict=True)]
+            coef_m.append(float(np.exp(np.mean(np.log(c)))))
+            coef_dm.append(coef_m[-1] / math.sqrt(D))
+        out[q] = {
+            "against_M": {"coefficients": coef_m, "spread": max(coef_m) / min(coef_m)},
+            "against_D_over_M": {"coefficients": coef_dm, "spread": max(coef_dm) / min(coef_dm)},
+            "collapses_against": "M"
+            if max(coef_m) / min(coef_m) < max(coef_dm) / min(coef_dm)
+            else "D/M",
+        }
+    return out
+
+
+def _figures(out, cfg, points, fits, critical):
+    use_agg()
+    import matplotlib.pyplot as plt
+
+    K = cfg["steps"]
+    by_fit = {
+        (f["quantity"], f["against"], tuple(sorted(f.get("fixed", {}).items()))): f for f in fits
+    }
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8.5))
+    colors = plt.cm.viridis(np.linspace(0.1, 0.85, len(cfg["D"])))
+    for ax, q, title in (
+        (axes[0, 0], "output_error", "output error max_i |f̂ − f|"),
+        (axes[0, 1], "hidden_error", "hidden error max_i ‖ĥ − h‖_D"),
+    ):
+        for D, color in zip(cfg["D"], colors, strict=True):
+            rows, stats = _series(points, "width", "M", {"D": D}, "M", q, K)
+            fit = by_fit.get((q, "M", tuple(sorted({"D": D, "steps": K}.items()))))
+            loglog_series(
+                ax, [r["M"] for r in rows], [s["mean"] for s in stats], [s["std"] for s in stats],
+                fit=fit, theory=-0.5, label=f"D={D}", color=color,
+            )  # fmt: skip
+        ax.set(xscale="log", yscale="log", xlabel="width M", ylabel=f"{title} after k={K} steps")
+        ax.set_title(f"(a) finite vs fixed-D limit: {q.replace('_', ' ')}", fontsize=10)
+        size_ticks(ax, cfg["M"])
+        ax.legend(fontsize=7)
+    ax = axes[1, 0]
+    for D, color in zip(cfg["D"], colors, strict=True):
+        for q, marker, scale in (("hidden_error", "o", 1.0), ("output_error", "s", 1.0)):
+            rows, stats = _series(points, "width", "M", {"D": D}, "M", q, K)
+            x = [D / r["M"] for r in rows] if q == "hidden_error" else [1 / r["M"] for r in rows]
+            ax.plot(
+                x, [s["mean"] * scale for s in stats], marker=marker, color=color,
+                linestyle="-" if q == "hidden_error" else ":",
+                label=f"D={D}: hidden vs D/M" if q == "hidden_error" else f"D={D}: output vs 1/M",
+            )  # fmt: skip
+    ax.set(xscale="log", yscale="log", xlabel="D/M (hidden, solid) and 1/M (output, dotted)",
+           ylabel=f"error after k={K} steps")  # fmt: skip
+    ax.set_title("collapse: hidden error on D/M, output error on 1/M", fontsize=10)
+    ax.legend(fontsize=6, ncol=2)
+    ax = axes[1, 1]
+    for q, color in (("output_error", "C0"), ("hidden_error", "C3")):
+        rows, stats = _series(points, "dimension", "D", {}, "D", q, K)
+        fit = by_fit.get((q, "D", (("steps", K),)))
+        loglog_series(
+            ax, [r["D"] for r in rows], [s["mean"] for s in stats], [s["std"] for s in stats],
+            fit=fit, theory=-0.5, label=q.replace("_", " "), color=color,
+        )  # fmt: skip
+        ref = [r["reference_error"] for r in rows]
+        ax.plot([r["D"] for r in rows], ref, color="gray", linestyle="--", linewidth=0.8)
+    ax.plot([], [], color="gray", linestyle="--", label="quadrature error of the limits")
+    ax.set(xscale="log", yscale="log", xlabel="embedding dimension D",
+           ylabel=f"fixed-D limit − D→∞ limit, k={K}")  # fmt: skip
+    ax.set_title("(b) fixed-D limit vs D → ∞ limit (skeleton maps)", fontsize=10)
+    size_ticks(ax, cfg["D_limit"])
+    ax.legend(fontsize=7)
+    fig.suptitle(
+        f"two-layer perceptron, ρ={cfg['activation']}, s_u={cfg['s_u']}, s_v={cfg['s_v']}, "
+        f"η=({cfg['lr_u']}, {cfg['lr_v']}); mean ± std over {cfg['seeds']} draws",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    fig.savefig(Path(out) / "two_layer_limits.png", dpi=120)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    for M, ls in zip(cfg["sweep_M"], ("-", "--", "-.", ":"), strict=False):
+        for rule, color in (("balanced", "C2"), ("unscaled", "C1")):
+            rows = _criteria_rows(points, M, rule)
+            s = [r["s_v"] for r in rows]
+            ratio = [r["loss"][1]["mean"] / r["loss"][0]["mean"] for r in rows]
+            axes[0].plot(s, ratio, color=color, linestyle=ls, marker="o", label=f"{rule}, M={M}")
+        rows = _criteria_rows(points, M, "balanced")
+        s = [r["s_v"] for r in rows]
+        for ax, q, theory in (
+            (axes[1], "feature_movement", -1.0),
+            (axes[2], "kernel_change", -2.0),
+        ):
+            fit = by_fit.get((q, "s_v", tuple(sorted({"M": M, "rule": "balanced"}.items()))))
+            label = f"M={M}"
+            if fit and fit.get("slope") is not None:
+                label += f": slope {fit['slope']:.2f} [{fit['ci95'][0]:.2f}, {fit['ci95'][1]:.2f}]"
+            loglog_series(
+                ax, s, [r[q]["mean"] for r in rows], [r[q]["std"] for r in rows],
+                label=label, linestyle=ls,
+            )  # fmt: skip
+            if fit and fit.get("slope") is not None:
+                _fit_lines(ax, fit, theory, ax.lines[-1].get_color())
+    axes[1].plot([], [], ":", color="gray", label="theory: slope −1 (s_v ≥ 2)")
+    axes[2].plot([], [], ":", color="gray", label="theory (M → ∞): slope −2 (s_v ≥ 2)")
+    axes[0].set(xscale="log", yscale="log", xlabel="s_v (v ~ N(0, s_v² D))",
+                ylabel="loss after one step / initial loss")  # fmt: skip
+    axes[0].axhline(1, color="gray", linewidth=0.6)
+    axes[0].set_title("(c) balanced loss decay: η_u = lr·min(1, 1/s_v²) vs η_u = lr", fontsize=9)
+    axes[0].legend(fontsize=7)
+    axes[1].set(xscale="log", yscale="log", xlabel="s_v",
+                ylabel=f"RMS |P_K − P_0| over units, inputs (K={K})")  # fmt: skip
+    axes[1].set_title("(c) feature learning at the balanced rate", fontsize=9)
+    axes[1].legend(fontsize=7)
+    axes[2].set(xscale="log", yscale="log", xlabel="s_v",
+                ylabel=f"‖K_K − K_0‖_F / ‖K_0‖_F (K={K})")  # fmt: skip
+    axes[2].set_title("(d) lazy regime: tangent-kernel change (balanced rate)", fontsize=9)
+    axes[2].legend(fontsize=7)
+    fig.suptitle(f"mean ± std over {cfg['seeds']} draws, D={cfg['sweep_D']}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(Path(out) / "two_layer_criteria.png", dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(5, 4.3))
+    rows = critical["rows"]
+    ax.scatter(
+        [r["min_sqrt"] for r in rows],
+        [r["sigma_v_star"] for r in rows],
+        s=14,
+        c=np.log2([r["d_out"] for r in rows]),
+        label="measured σ_v* (colour: log2 d_out)",
+    )
+    grid = np.geomspace(0.8, 40, 10)
+    ax.plot(grid, grid, color="gray", linestyle=":", label="σ_v* = min(√M, √d_out)")
+    ax.plot([r["min_sqrt"] for r in rows], [r["heuristic"] for r in rows], "x", color="C3",
+            label="1/(1/√M + 1/√d_out)")  # fmt: skip
+    ax.set(xscale="log", yscale="log", xlabel="min(√M, √d_out)",
+           ylabel="σ_v with RMS→RMS gain 1 of V/M")  # fmt: skip
+    ax.set_title("(c) critical output scale (operator-norm heuristic)", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(Path(out) / "two_layer_critical_scale.png", dpi=120)
+    plt.close(fig)
