@@ -11,7 +11,8 @@ Everything else lives in submodules: `meanfield.engine` (the depth loops and the
 fused kernels), `meanfield.theory` (closed forms at infinite width),
 `meanfield.depth` (depth laws), `meanfield.fits`, `meanfield.sharding`,
 `meanfield.compilation`, `meanfield.studies`, `meanfield.embedding` and
-`meanfield.shallow` (seed 002's embedding and two-layer perceptron).
+`meanfield.shallow` (seed 002's embedding and two-layer perceptron), `meanfield.deep_embedded`
+(the deep ResNet on an embedding and its joint L, M, D limit).
 """
 
 # the user's residual block φ and the laws of its parameters (SPEC §1)

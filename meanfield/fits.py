@@ -11,6 +11,7 @@
 Fits never return a NaN: too few usable points give `slope = None` and a reason.
 """
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -301,3 +302,193 @@ def parabola_argmax(x, y) -> float:
     if c[0] >= 0:
         return float(x[i])
     return float(np.clip(-c[1] / (2 * c[0]), x[0], x[-1]))
+
+
+# ---------------------------------------------------------------- joint L, M, D rate law
+
+# the rate laws, each a sum of terms `exp(log_k) L^-p (LM)^-r D^q` (free exponents named,
+# the others 0): name -> (formula, [(coefficient, L exponent, LM exponent, D exponent)])
+RATE_LAWS = {
+    "full": (
+        "a L^-p + b D^q (LM)^-r + c D^-s",
+        [("log_a", "p", None, None), ("log_b", None, "r", "q"), ("log_c", None, None, "-s")],
+    ),
+    "LM": ("a L^-p + b D^q (LM)^-r", [("log_a", "p", None, None), ("log_b", None, "r", "q")]),
+    "LM3": (
+        "a L^-p + b0 (LM)^-r0 + b D^q (LM)^-r",
+        [("log_a", "p", None, None), ("log_b0", None, "r0", None), ("log_b", None, "r", "q")],
+    ),
+}
+RATE_LAW = RATE_LAWS["full"][0]
+# the proven bound's and the conjecture's exponents (SPEC §6)
+RATE_THEORIES = {
+    "bound": {"p": 1.0, "q": 0.5, "r": 0.5, "s": 0.5},
+    "conjecture": {"p": 1.0, "q": 1.0, "r": 1.0, "s": 0.5},
+}
+
+
+def _law_names(law: str) -> list[str]:
+    names = []
+    for term in RATE_LAWS[law][1]:
+        names += [t.lstrip("-") for t in term if t is not None]
+    return names
+
+
+def _rate_law_fit(logL, logM, logD, logy, starts, law):
+    """Least squares of log(model) − log(mean) over the law's parameters (`_law_names`),
+    from each start; the best. jax.scipy's BFGS."""
+    import jax
+    import jax.numpy as jnp
+    from jax.scipy.optimize import minimize
+
+    names = _law_names(law)
+    sizes = {"L": logL, "LM": logL + logM, "D": logD}
+
+    def model(t):
+        get = dict(zip(names, t, strict=True))
+        logs = []
+        for coef, p_l, r_lm, q_d in RATE_LAWS[law][1]:
+            term = get[coef]
+            if p_l is not None:
+                term = term - get[p_l] * sizes["L"]
+            if r_lm is not None:
+                term = term - get[r_lm] * sizes["LM"]
+            if q_d is not None:
+                sign = -1.0 if q_d.startswith("-") else 1.0
+                term = term + sign * get[q_d.lstrip("-")] * sizes["D"]
+            logs.append(term)
+        return jax.nn.logsumexp(jnp.stack(logs), axis=0)
+
+    def loss(t):
+        return jnp.mean((model(t) - logy) ** 2)
+
+    res = jax.vmap(lambda t0: minimize(loss, t0, method="BFGS", options={"maxiter": 500}))(starts)
+    best = jnp.argmin(jnp.where(jnp.isfinite(res.fun), res.fun, jnp.inf))
+    return res.x[best], res.fun[best]
+
+
+def _starts(law: str, scale: float) -> list[list[float]]:
+    """Starting points: each theory's exponents, coefficients near the data's scale."""
+    names = _law_names(law)
+    out = []
+    for th in RATE_THEORIES.values():
+        for off in (-1.5, 0.0, 1.5):
+            start = []
+            for name in names:
+                if name.startswith("log_"):
+                    start.append(scale + (off if name == "log_a" else -off / 2))
+                elif name == "r0":
+                    start.append(0.5)
+                else:
+                    start.append(th[name])
+            out.append(start)
+    return out
+
+
+def fit_rate_law(
+    L: Sequence[int],
+    M: Sequence[int],
+    D: Sequence[int],
+    samples: Sequence[Sequence[float]],
+    *,
+    quantity: str,
+    law: str = "full",
+    n_boot: int = 200,
+    seed: int = 0,
+    threshold: float = EXPLOSION_THRESHOLD,
+) -> dict:
+    """Joint fit of a rate law with free exponents and positive coefficients over grid
+    points: `law` "full" `a L^-p + b D^q (LM)^-r + c D^-s`, "LM" `a L^-p + b D^q (LM)^-r`
+    (errors against the fixed-D limit, which have no D term), "LM3" with a second M term
+    `b0 (LM)^-r0` (`RATE_LAWS`). Relative least squares in log space (BFGS from the bound's
+    and the conjecture's exponents), bootstrap 95% intervals over seeds (resampled within
+    each point); `rel_rms` the residual, `aic` = n log(rel_rms²) + 2 (parameters) to compare
+    laws on the same points; each exponent compared with the proven bound's and the
+    conjecture's (`RATE_THEORIES`)."""
+    import jax
+    import jax.numpy as jnp
+
+    if law not in RATE_LAWS:
+        raise ValueError(f"law: unknown {law!r}; use one of {', '.join(RATE_LAWS)}")
+    _check_fit_args(n_boot, L=L, M=M, D=D)
+    rows, goods, excluded = [], [], 0
+    for li, mi, di, s in zip(L, M, D, samples, strict=True):
+        good, bad = split_exploded(s, threshold)
+        excluded += bad
+        if good.size and good.mean() > 0:
+            rows.append((float(li), float(mi), float(di)))
+            goods.append(good)
+    names = _law_names(law)
+    result: dict = {
+        "quantity": quantity,
+        "model": RATE_LAWS[law][0],
+        "n_points": len(rows),
+        "excluded": excluded,
+    }
+    if len(rows) < 2 * len(names):
+        result["reason"] = (
+            f"only {len(rows)} usable points; the {len(names)}-parameter law needs {2 * len(names)}"
+        )
+        return result
+    arr = np.log(np.asarray(rows))
+    logL, logM, logD = (jnp.asarray(arr[:, i]) for i in range(3))
+    means = np.array([g.mean() for g in goods])
+    starts = jnp.asarray(_starts(law, float(np.log(np.median(means)))))
+    fit = jax.jit(functools.partial(_rate_law_fit, law=law))
+    theta, loss = fit(logL, logM, logD, jnp.log(jnp.asarray(means)), starts)
+    result.update({k: float(v) for k, v in zip(names, np.asarray(theta), strict=True)})
+    result["rel_rms"] = float(np.sqrt(loss))
+    result["aic"] = float(len(rows) * np.log(max(float(loss), 1e-300)) + 2 * len(names))
+    boots = _positive_draws(_bootstrap_means(goods, n_boot, seed), result)
+    if boots.shape[0]:
+        thetas = np.asarray(
+            jax.vmap(lambda y: fit(logL, logM, logD, jnp.log(y), starts)[0])(jnp.asarray(boots))
+        )
+        thetas = thetas[np.all(np.isfinite(thetas), axis=1)]
+        for i, k in enumerate(names):
+            result[f"{k}_ci95"] = [
+                float(np.percentile(thetas[:, i], 2.5)),
+                float(np.percentile(thetas[:, i], 97.5)),
+            ]
+    result["theories"] = {
+        name: {
+            k: {
+                "value": v,
+                "inside_ci95": (
+                    result[f"{k}_ci95"][0] <= v <= result[f"{k}_ci95"][1]
+                    if f"{k}_ci95" in result
+                    else None
+                ),
+            }
+            for k, v in th.items()
+            if k in names
+        }
+        for name, th in RATE_THEORIES.items()
+    }
+    return result
+
+
+def optimal_shape(
+    p: float, q: float, r: float, s: float, *, r0: float | None = None, grid: int = 600
+) -> dict:
+    """The shape `L ~ P^λ, M ~ P^μ, D ~ P^δ` (λ + μ + δ = 1: the budget P ≈ 2LMD) that
+    minimises `L^-p + D^q (LM)^-r + D^-s` (plus `(LM)^-r0` if given) as P → ∞: it
+    maximises the slowest term's decay `min(pλ, r(λ + μ) − qδ, sδ, r0(λ + μ))` over the
+    simplex (a grid of step 1/grid); of the maximisers the one with the smallest λ (the
+    shallowest), as the seed states its shapes.
+
+    **Returns:** `{"L", "M", "D"}` exponents and `error_exponent` (the error decays as
+    `P^-error_exponent`)."""
+    step = 1.0 / grid
+    best, arg = -np.inf, (0.0, 0.0, 0.0)
+    lam = np.arange(grid + 1) * step
+    for d in np.arange(grid + 1) * step:
+        lm = lam[lam <= 1 - d + 1e-12]
+        mu = 1 - d - lm
+        rate = np.minimum(np.minimum(p * lm, r * (lm + mu) - q * d), s * d)
+        if r0 is not None:
+            rate = np.minimum(rate, r0 * (lm + mu))
+        i = int(np.argmax(rate))
+        if rate[i] > best + 1e-9:
+            best, arg = float(rate[i]), (float(lm[i]), float(mu[i]), float(d))
+    return {"L": arg[0], "M": arg[1], "D": arg[2], "error_exponent": best}

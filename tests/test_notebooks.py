@@ -23,6 +23,7 @@ def test_there_are_notebooks():
         "neural_sde_limits",
         "optimal_residual_scaling",
         "two_layer",
+        "shapes",
     } <= names
 
 

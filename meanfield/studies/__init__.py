@@ -23,6 +23,7 @@ _MODULES: dict[str, str] = {
     "variance": "meanfield.studies.variance",
     "tangent-kernel": "meanfield.studies.tangent_kernel",
     "two-layer": "meanfield.studies.two_layer",
+    "shapes": "meanfield.studies.shapes",
 }
 
 

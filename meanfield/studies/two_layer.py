@@ -67,8 +67,9 @@ S_V_FIT = 2.0  # the criteria's slopes against s_v are fitted over s_v >= S_V_FI
 JUDGE = 10.0  # a point is fitted only if its error is JUDGE x its reference's own error
 
 
-def add_arguments(parser):
-    parser.add_argument("--activation", default="tanh", help="ρ (default: tanh)")
+def add_model_arguments(parser, *, activation: str, lr: float, steps: int) -> None:
+    """The options of seed 002's models, shared with `meanfield study shapes`."""
+    parser.add_argument("--activation", default=activation, help=f"ρ (default: {activation})")
     parser.add_argument(
         "--data", help="FILE.npz with arrays x (n, d_in) and y (n, d_out) (default: built-in)"
     )
@@ -76,9 +77,13 @@ def add_arguments(parser):
     parser.add_argument("--sigma-out", type=positive_float, default=1.0, help="σ_out (1)")
     parser.add_argument("--s-u", type=positive_float, default=1.0, help="u ~ N(0, s_u² D) (1)")
     parser.add_argument("--s-v", type=positive_float, default=1.0, help="v ~ N(0, s_v² D) (1)")
-    parser.add_argument("--lr-u", type=positive_float, default=0.5, help="η_u (0.5)")
-    parser.add_argument("--lr-v", type=positive_float, default=0.5, help="η_v (0.5)")
-    parser.add_argument("--steps", type=positive_int, default=5, help="GD steps K (5)")
+    parser.add_argument("--lr-u", type=positive_float, default=lr, help=f"η_u ({lr:g})")
+    parser.add_argument("--lr-v", type=positive_float, default=lr, help=f"η_v ({lr:g})")
+    parser.add_argument("--steps", type=positive_int, default=steps, help=f"GD steps K ({steps})")
+
+
+def add_arguments(parser):
+    add_model_arguments(parser, activation="tanh", lr=0.5, steps=5)
     parser.add_argument("--M", type=int_list, help="widths of part (a)")
     parser.add_argument("--D", type=int_list, help="embedding dimensions of part (a)")
     parser.add_argument("--D-limit", type=int_list, help="dimensions of part (b)")

@@ -1,0 +1,634 @@
+"""The deep ResNet of seed 002 on an embedding (SPEC §6) and its limits: exact for linear ρ,
+an ODE in depth whose vector field is a Gaussian expectation in R^{2p} for any ρ.
+
+**The network** (L layers of M units, embedding dimension D, frozen `W_in`, `W_out`):
+
+    h^0 = W_in x,   h^l = h^{l-1} + (1/(LM)) Σ_j v^{j,l} ρ(⟨u^{j,l}, h^{l-1}⟩_D),
+    f = W_outᵀ h^L / D,
+
+`u, v ∈ R^D` with entries N(0, s_u² D), N(0, s_v² D), trained by GD on
+`𝓛 = (1/n) Σ_i ½‖f(x_i) − y_i‖²` as `u ← u − η_u·LMD·∇_u 𝓛`, `v ← v − η_v·LMD·∇_v 𝓛`.
+With the rescaled backward field `b_i^l = n D ∂𝓛/∂h_i^l` (so `b_i^L = W_out (f(x_i) − y_i)`,
+‖b‖_D = Θ(1)) a step is `u ← u − (η_u/n) Σ_i ρ'(P_i) ⟨v, b_i^l⟩_D h_i^{l-1}`,
+`v ← v − (η_v/n) Σ_i ρ(P_i) b_i^l`.
+
+**The exact limit for ρ(p) = p** (derivation; every equation below is one the code uses).
+
+1. *Basis.* Let `E = [W_in, W_out]` (D×p, p = d_in + d_out) and `G = EᵀE/D`. Every update
+   of a unit is a combination of forward fields h and backward fields b; `h_k(0) = W_in x`
+   and `b_k(1) = W_out r` lie in span E, and the residual map (3.) only adds combinations
+   of h's and b's. Hence `h_{k,i}(s) = E η_{k,i}(s)`, `b_{k,i}(s) = E ζ_{k,i}(s)` with
+   coefficients η, ζ ∈ R^p — exactly, at every D (the "W_in α + W_out β" form is not only
+   a D → ∞ statement). D enters only through G: the draw's G gives the fixed-D limit
+   (L, M → ∞ at that embedding, SPEC §6 "fixed-D limit", exact for linear ρ); the joint
+   limit L, M, D → ∞ is the same system at `G_∞ = diag(σ_in² I, σ_out² I)` (the draw's G
+   fluctuates around it by O(D^{-1/2})).
+2. *A unit.* Write `u_k = u_0 + E μ_k`, `v_k = v_0 + E ν_k`. Of `(u_0, v_0)` only the
+   projections `ξ = (Eᵀu_0/D, Eᵀv_0/D) ∈ R^{2p}` enter (⟨u_0, Eη⟩_D = ξ_u·η), with
+   `ξ ~ N(0, C)`, `C = diag(s_u² G, s_v² G)`, and `E[v_0 ξᵀ] = s_v² E S_v`,
+   `E[u_0 ξᵀ] = s_u² E S_u`, where `S_u = [I 0]`, `S_v = [0 I]` (p×2p). The updates are
+   linear in the unit's own parameters, so `μ_k = M^u_k ξ`, `ν_k = M^v_k ξ` with, at each
+   depth s (the unit at depth s sees h(s) and b(s)),
+
+       P_{k,i} = ⟨u_k, h_{k,i}⟩_D = p_{k,i}·ξ,   p_{k,i} = S_uᵀ η_{k,i} + M^u_kᵀ G η_{k,i}
+       Q_{k,i} = ⟨v_k, b_{k,i}⟩_D = q_{k,i}·ξ,   q_{k,i} = S_vᵀ ζ_{k,i} + M^v_kᵀ G ζ_{k,i}
+       M^u_{k+1} = M^u_k − (η_u/n) Σ_i η_{k,i} q_{k,i}ᵀ,   M^u_0 = 0,
+       M^v_{k+1} = M^v_k − (η_v/n) Σ_i ζ_{k,i} p_{k,i}ᵀ,   M^v_0 = 0.
+
+3. *The residual map.* Layer l adds `(1/(LM)) Σ_j v_k ⟨u_k, h⟩_D`; L layers per unit of
+   depth make it `∂_s h = E_unit[v_k ⟨u_k, h⟩_D]` plus a fluctuation. The part
+   `v_0 ⟨u_0, h⟩_D` has mean zero, and its sum over the LM units moves each coordinate
+   of h by O(sqrt(D/(LM))) (the random part of the map, gone when D/(LM) → 0); the rest
+   is Gaussian algebra: `⟨u_k, Eη⟩_D = ξᵀ(S_uᵀ + M^u_kᵀ G) η` and
+   `E[v_k ξᵀ] = E (s_v² S_v + M^v_k C)`, so
+
+       ∂_s η_{k,i} =  R_k η_{k,i},   R_k = (s_v² S_v + M^v_k C)(S_uᵀ + M^u_kᵀ G),
+       ∂_s ζ_{k,i} = −R̃_k ζ_{k,i},   R̃_k = (s_u² S_u + M^u_k C)(S_vᵀ + M^v_kᵀ G)  (G-adjoint),
+       η_{k,i}(0) = (x_i, 0),   f_k(x_i) = G[d_in:, :] η_{k,i}(1),
+       ζ_{k,i}(1) = (0, f_k(x_i) − y_i).
+
+   The columns of M^v lie in span{ζ}, those of M^u in span{η}, so `R_k = Σ ζ_c A_{ac} η_aᵀ G`,
+   i.e. `W_k(s) = (1/D) Σ_{a,c} A_{ac}(s) b_c(s) h_a(s)ᵀ` (SPEC §6; a, c run over (step,
+   input) pairs); `⟨h_a, h_c⟩_D = η_aᵀ G η_c`, `⟨h_a, b_c⟩_D = η_aᵀ G ζ_c`, ... and the
+   projections on W_in, W_out are read off η, ζ: the state (η, ζ) carries all of them.
+4. *Checks by hand.* `R_0 = s_v² S_v S_uᵀ = 0`: `h_0 ≡ W_in x`, `f_0 = W_outᵀ W_in x / D`
+   (→ 0). `M^u_1 = −(η_u/n) Σ η_0 ζ_0ᵀ S_v`, `M^v_1 = −(η_v/n) Σ ζ_0 η_0ᵀ S_u`, and
+   `S_u C S_vᵀ = 0` give `R_1 = −((η_u s_v² + η_v s_u²)/n) Σ_i ζ_{0,i} η_{0,i}ᵀ G`, nilpotent at
+   G_∞, whence `f_1(x) = (η_u s_v² + η_v s_u²) σ_in² σ_out² (1/n) Σ_i ⟨x, x_i⟩ y_i`.
+5. *Numerics.* Step k's forward ODE needs ζ_a(s), a < k, whose ODEs start at s = 1. They
+   are linear, so they are integrated forward from their values at s = 0: the state
+   `(η_0..η_k, ζ_0..ζ_{k−1}, Y_k)` with `Y_k(0) = I`, `∂_s Y_k = −R̃_k Y_k` goes from s = 0
+   to 1 in one adaptive solve (Dopri8, `meanfield.solvers`), the M's being rebuilt from
+   (η_a, ζ_a)(s) inside the vector field; then `ζ_k(0) = Y_k(1)⁻¹ ζ_k(1)` and
+   `ζ_k(s) = Y_k(s) ζ_k(0)`. K + 1 solves in a `lax.scan`, each of the same shape.
+
+**The limit for any ρ** (`limit`; derivation, every equation one the code uses). At fixed
+D, L, M → ∞ is the mean ODE of SPEC §3 in R^D with unit `φ(h; u, v) = v ρ(⟨u, h⟩_D)`:
+
+    ∂_s h_k = E[v_k ρ(P_k)],   ∂_s b_k = −E[u_k ρ'(P_k) Q_k],   P = ⟨u_k, h⟩_D, Q = ⟨v_k, b⟩_D,
+    u_{k+1} = u_k − (η_u/n) Σ_i ρ'(P_{k,i}) Q_{k,i} h_{k,i},
+    v_{k+1} = v_k − (η_v/n) Σ_i ρ(P_{k,i}) b_{k,i}.
+
+6. *Span E and ξ, for any ρ.* Induction on k and s: suppose h_a = E η_a, b_a = E ζ_a for
+   a < k. Then a unit's updates add multiples of h's and b's, so `u_k = u_0 + E μ_k`,
+   `v_k = v_0 + E ν_k` with (`ξ_u = Eᵀu_0/D`, `ξ_v = Eᵀv_0/D`, scalar coefficients now
+   NONLINEAR in ξ through ρ, ρ')
+
+       P_{a,i} = (ξ_u + G μ_a)·η_{a,i},        Q_{a,i} = (ξ_v + G ν_a)·ζ_{a,i},
+       μ_{a+1} = μ_a − (η_u/n) Σ_i ρ'(P_{a,i}) Q_{a,i} η_{a,i},   μ_0 = 0,
+       ν_{a+1} = ν_a − (η_v/n) Σ_i ρ(P_{a,i}) ζ_{a,i},            ν_0 = 0,
+
+   functions of ξ = (ξ_u, ξ_v) alone (given the history η_a(s), ζ_a(s), a < k; for a = k
+   only P_k, which needs μ_k, i.e. ζ_a for a < k). The rest of (u_0, v_0) enters neither
+   P nor Q while h, b ∈ span E. Gaussian conditioning: (u_0, v_0, ξ) are jointly Gaussian,
+   `Cov(ξ) = C = diag(s_u² G, s_v² G)`, `E[v_0 ξᵀ] = s_v² E S_v`, `E[u_0 ξᵀ] = s_u² E S_u`
+   (S_u = [I 0], S_v = [0 I], p×2p), so `E[v_0 | ξ] = s_v² E S_v C⁻¹ ξ = E G⁻¹ ξ_v` and
+   `E[u_0 | ξ] = E G⁻¹ ξ_u` (the projections of v_0, u_0 on span E). Hence
+
+       ∂_s h_{k,i} = E_ξ[E[v_k | ξ] ρ(P_{k,i})],   E[v_k | ξ] = E (G⁻¹ξ_v + ν_k(ξ)):
+       ∂_s η_{k,i} =  E_ξ[(G⁻¹ξ_v + ν_k(ξ)) ρ(P_{k,i}(ξ))]   ∈ R^p,
+       ∂_s ζ_{k,i} = −R̃_{k,i} ζ_{k,i},
+       R̃_{k,i} = E_ξ[(G⁻¹ξ_u + μ_k(ξ)) ρ'(P_{k,i}(ξ)) (ξ_v + G ν_k(ξ))ᵀ]   (p×p),
+
+   both in span E, which closes the induction from `h(0) = W_in x`, `b(1) = W_out (f − y)`
+   (items 1, 3: η(0) = (x_i, 0), ζ(1) = (0, f_k(x_i) − y_i), f_k = G[d_in:, :] η_k(1)). The
+   part of v_0 (u_0) outside span E has mean zero given ξ: summed over the LM units it
+   moves h (b) by O(sqrt(D/(LM))) per coordinate, the fluctuation of a finite network;
+   the depth discretisation adds O(1/L). The backward ODE is linear in ζ_k (μ_k, ν_k do
+   not depend on ζ_k), with one matrix per input now (ρ'(P_{k,i}) depends on i), so the
+   propagator trick of item 5 applies with `Y_{k,i}`, i = 1..n. For ρ = id, ν_k = M^v_k ξ,
+   μ_k = M^u_k ξ and the expectations are item 3's matrices (`E[G⁻¹ξ_v ξᵀ] = s_v² S_v`):
+   the same system, as the tests confirm. The joint limit is the same system at G_∞.
+7. *Numerics.* Item 5's scheme, the state `(η_0..η_K, ζ_0..ζ_K, Y_{k,1..n})` of solve k
+   (η_a for a ≤ k and ζ_a for a < k move), the expectation over ξ replaced by a weighted
+   sum over nodes ξ_j = (s_u C_G z_u, s_v C_G z_v) (G = C_G C_Gᵀ, Cholesky; G⁻¹ξ =
+   s C_G⁻ᵀ z) shared by every depth s, so the vector field is smooth in s: the recursion
+   of item 6 is a `lax.scan` over a at each evaluation, O(K N n p²) work for N nodes.
+8. *Rules.* Tensor Gauss–Hermite in the 2p dimensions of z, `order` nodes along z_u and
+   fewer along z_v (the integrands are affine in ξ_v at k ≤ 1 and depend on it nonlinearly
+   only through μ, i.e. at O(η_u); measured for tanh, d_in = d_out = 1, K = 2: (24, 24,
+   6, 6) nodes and (24, 24, 8, 8) agree to 1e-12, each 4e-6 from (40, 40, 12, 12)).
+   Gauss–Hermite converges only like exp(−c sqrt(order)) for tanh (poles at ±iπ/2 of
+   ρ), algebraically for relu; the error estimate (a second rule) measures it. Beyond 4
+   dimensions, Monte Carlo: draws z in sign-symmetric quadruples (z_u, z_v), (−z_u, −z_v),
+   (z_u, −z_v), (−z_u, z_v) (the law is invariant under each flip; the flip of z_v alone
+   cancels the noise of `G⁻¹ξ_v ρ(P)` exactly at k = 0, which cut the error bar 8×).
+"""
+
+import functools
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+from jax import lax
+from jaxtyping import Array, Float
+
+from .activations import resolve_activation
+from .embedding import Embedding, norm_d
+from .solvers import evaluate_many, solve_dense
+
+# ---------------------------------------------------------------- the finite network
+
+
+class DeepEmbeddedResNet(eqx.Module):
+    """The deep ResNet of SPEC §6 (module docstring): `u`, `v` of shape (L, M, D),
+    `u[l-1, j]` the input weights of unit j of layer l."""
+
+    embedding: Embedding
+    u: Float[Array, "L M D"]
+    v: Float[Array, "L M D"]
+    activation: Callable = eqx.field(static=True)
+
+    @classmethod
+    def sample(
+        cls,
+        key,
+        *,
+        L: int,
+        M: int,
+        D: int,
+        d_in: int,
+        d_out: int,
+        activation: str | Callable = "identity",
+        s_u: float = 1.0,
+        s_v: float = 1.0,
+        sigma_in: float = 1.0,
+        sigma_out: float = 1.0,
+    ) -> "DeepEmbeddedResNet":
+        """Draw the embedding and the L·M units (entries N(0, s_u² D), N(0, s_v² D))."""
+        for name, value in (("L", L), ("M", M)):
+            if int(value) != value or value < 1:
+                raise ValueError(f"{name}: must be a positive integer, got {value!r}")
+        for name, value in (("s_u", s_u), ("s_v", s_v)):
+            if not value > 0:
+                raise ValueError(f"{name}: must be > 0, got {value!r}")
+        k_e, k_u, k_v = jr.split(key, 3)
+        emb = Embedding.sample(k_e, D, d_in, d_out, sigma_in, sigma_out)
+        dtype = emb.w_in.dtype
+        scale = D**0.5
+        return cls(
+            emb,
+            s_u * scale * jr.normal(k_u, (L, M, D), dtype),
+            s_v * scale * jr.normal(k_v, (L, M, D), dtype),
+            resolve_activation(activation),
+        )
+
+    def hidden(self, xs: Float[Array, "n d_in"]) -> Float[Array, "n L+1 D"]:
+        """The hidden states `h^l(x_i)`, l = 0..L, shape (n, L + 1, D) (a `lax.scan`)."""
+        L, M, D = self.u.shape
+        h0 = self.embedding.embed(xs)
+
+        def layer(h, uv):
+            u, v = uv
+            h = h + self.activation(h @ u.T / D) @ v / (L * M)
+            return h, h
+
+        _, hs = lax.scan(layer, h0, (self.u, self.v))
+        return jnp.concatenate([h0[:, None], jnp.moveaxis(hs, 0, 1)], axis=1)
+
+    def __call__(self, xs: Float[Array, "n d_in"]) -> Float[Array, "n d_out"]:
+        """The outputs `f(x_i) = W_outᵀ h^L(x_i) / D`, shape (n, d_out)."""
+        return self.embedding.readout(self.hidden(xs)[:, -1])
+
+
+def train(
+    net: DeepEmbeddedResNet, xs, ys, *, eta_u: float, eta_v: float, steps: int
+) -> tuple[Float[Array, "K+1 n d_out"], Float[Array, "K+1 n L+1 D"]]:
+    """`steps` GD steps in the joint-limit convention (`η · LMD · ∇`, `jax.grad` of
+    `𝓛 = (1/n) Σ_i ½‖f(x_i) − y_i‖²` on `u`, `v`; `W_in`, `W_out` frozen), in a `lax.scan`.
+
+    **Returns:** `(outputs, hidden)` after k = 0..steps updates: outputs (steps + 1, n,
+    d_out) and hidden states (steps + 1, n, L + 1, D). Jittable and vmappable over `net`.
+    """
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps: must be an integer >= 0, got {steps!r}")
+    L, M, D = net.u.shape
+    scale = L * M * D
+
+    def loss(uv):
+        hs = eqx.tree_at(lambda m: (m.u, m.v), net, uv).hidden(xs)
+        f = net.embedding.readout(hs[:, -1])
+        return 0.5 * jnp.mean(jnp.sum((f - ys) ** 2, axis=-1)), (f, hs)
+
+    def step(uv, _):
+        (gu, gv), aux = jax.grad(loss, has_aux=True)(uv)
+        return (uv[0] - eta_u * scale * gu, uv[1] - eta_v * scale * gv), aux
+
+    # steps + 1 passes, the last update dropped: the body compiles once
+    _, (outputs, hidden) = lax.scan(step, (net.u, net.v), None, length=steps + 1)
+    return outputs, hidden
+
+
+# ---------------------------------------------------------------- the exact linear limit
+
+
+def basis_gram(embedding: Embedding) -> Float[Array, "p p"]:
+    """`G = EᵀE / D` for `E = [W_in, W_out]` (p = d_in + d_out): the draw's Gram matrix,
+    which makes `linear_limit` the fixed-D (L, M → ∞) limit at that draw."""
+    e = jnp.concatenate([embedding.w_in, embedding.w_out], axis=1)
+    return e.T @ e / embedding.D
+
+
+class LinearLimit(eqx.Module):
+    """The outcome of `linear_limit`, after k = 0..K updates:
+
+    - `outputs` (K+1, n, d_out): `f_k(x_i)`;
+    - `hidden_coef`, `backward_coef` (K+1, n, S, p): η_{k,i}(s), ζ_{k,i}(s) on the grid `ts`
+      (S,): `H_k(s; x_i) = W_in η[:d_in] + W_out η[d_in:]` at any embedding draw
+      (`hidden`), `b_k = E ζ` (`backward`: the rescaled field, `n D ∂𝓛/∂h`);
+    - `error_estimate`: max |difference| over outputs and coefficients between the solves
+      at `rtol = atol = rtol` and at `rtol_check`: the coarser solve's error, an upper
+      estimate of the returned (finer) one's;
+    - `ok`: whether every solve succeeded.
+    """
+
+    outputs: Array
+    hidden_coef: Array
+    backward_coef: Array
+    ts: Array
+    error_estimate: Array
+    ok: Array
+    kind: str = eqx.field(static=True, default="linear-exact")
+
+    def hidden(self, embedding: Embedding) -> Float[Array, "K+1 n S D"]:
+        """The hidden fields `H_k(s; x_i) ∈ R^D` at this embedding draw."""
+        return self.hidden_coef @ jnp.concatenate([embedding.w_in, embedding.w_out], 1).T
+
+    def backward(self, embedding: Embedding) -> Float[Array, "K+1 n S D"]:
+        """The rescaled backward fields `b_k(s; x_i) ∈ R^D` at this embedding draw."""
+        return self.backward_coef @ jnp.concatenate([embedding.w_in, embedding.w_out], 1).T
+
+
+def _unit_maps(eta, zeta, gram, lr_u, lr_v, n):
+    """`(M^u_a, M^v_a)`, a = 0..K (shape (K+1, p, 2p) each), from η_a, ζ_a (item 2)."""
+    p = gram.shape[0]
+    s_u, s_v = jnp.eye(p, 2 * p), jnp.eye(p, 2 * p, p)
+
+    def one(carry, ez):
+        mu, mv = carry
+        e, z = ez  # (n, p)
+        q = z @ s_v + z @ gram @ mv  # rows q_iᵀ
+        pp = e @ s_u + e @ gram @ mu
+        return (mu - lr_u / n * e.T @ q, mv - lr_v / n * z.T @ pp), (mu, mv)
+
+    zero = jnp.zeros((p, 2 * p), gram.dtype)
+    _, (mus, mvs) = lax.scan(one, (zero, zero), (eta, zeta))
+    return mus, mvs
+
+
+def _vector_field(s, y, args):
+    eta, zeta, ymat = y
+    k, gram, cov, coef = args
+    lr_u, lr_v, su2, sv2 = coef
+    n, p = eta.shape[1], gram.shape[0]
+    s_u, s_v = jnp.eye(p, 2 * p), jnp.eye(p, 2 * p, p)
+    mus, mvs = _unit_maps(eta, zeta, gram, lr_u, lr_v, n)
+    mt = lambda m: jnp.swapaxes(m, -1, -2)
+    r = (sv2 * s_v[None] + mvs @ cov) @ (s_u.T[None] + mt(mus) @ gram)  # (K+1, p, p)
+    rt = (su2 * s_u[None] + mus @ cov) @ (s_v.T[None] + mt(mvs) @ gram)
+    a = jnp.arange(eta.shape[0])[:, None, None]
+    deta = jnp.where(a <= k, eta @ mt(r), 0.0)
+    dzeta = jnp.where(a < k, -zeta @ mt(rt), 0.0)
+    return deta, dzeta, -rt[k] @ ymat
+
+
+@functools.partial(jax.jit, static_argnames=("steps",))
+def _solve(xs, ys, gram, ts, coef, rtol, *, steps):
+    n, d_in = xs.shape
+    p = gram.shape[0]
+    cov = jax.scipy.linalg.block_diag(coef[2] * gram, coef[3] * gram)
+    eta0 = jnp.broadcast_to(jnp.pad(xs, ((0, 0), (0, p - d_in))), (steps + 1, n, p))
+
+    def step(zeta0, k):
+        y0 = (eta0, zeta0, jnp.eye(p, dtype=gram.dtype))
+        sol = solve_dense(
+            _vector_field, y0, t0=0.0, t1=1.0, args=(k, gram, cov, coef), rtol=rtol, atol=rtol,
+            max_steps=1024,
+        )  # fmt: skip
+        eta1, _, y1 = sol.evaluate(1.0)
+        f = eta1[k] @ gram[:, d_in:]
+        zeta_end = jnp.pad(f - ys, ((0, 0), (d_in, 0)))
+        zeta_k0 = jnp.linalg.solve(y1, zeta_end.T).T
+        etas, _, ymats = evaluate_many(sol, ts)  # (S, K+1, n, p), (S, p, p)
+        hidden = jnp.moveaxis(etas[:, k], 0, 1)  # (n, S, p)
+        backward = jnp.einsum("spq,nq->nsp", ymats, zeta_k0)
+        return zeta0.at[k].set(zeta_k0), (f, hidden, backward, sol.ok)
+
+    zeta0 = jnp.zeros((steps + 1, n, p), gram.dtype)
+    _, out = lax.scan(step, zeta0, jnp.arange(steps + 1))
+    return out
+
+
+def linear_limit(
+    xs: Float[Array, "n d_in"],
+    ys: Float[Array, "n d_out"],
+    *,
+    steps: int,
+    eta_u: float = 0.1,
+    eta_v: float = 0.1,
+    s_u: float = 1.0,
+    s_v: float = 1.0,
+    sigma_in: float = 1.0,
+    sigma_out: float = 1.0,
+    gram: Float[Array, "p p"] | None = None,
+    ts: Float[Array, " S"] | None = None,
+    rtol: float = 1e-11,
+    rtol_check: float = 1e-8,
+) -> LinearLimit:
+    """The exact limit of `DeepEmbeddedResNet` with ρ(p) = p after k = 0..`steps` GD
+    updates (module docstring, items 1–5).
+
+    **Arguments:** inputs `xs` (n, d_in), targets `ys` (n, d_out); learning rates and
+    scales as in `DeepEmbeddedResNet.sample` and `train`. `gram`: None for the joint limit
+    L, M, D → ∞ (`G_∞ = diag(σ_in² I, σ_out² I)`), or `basis_gram(embedding)` for the
+    fixed-D limit (L, M → ∞) at that draw (σ_in, σ_out are then unused). `ts`: the depths
+    s at which the fields are returned (default 33 points on [0, 1]; for a network of
+    depth L pass `jnp.arange(L + 1) / L`). Solved twice, at `rtol = atol = rtol` and
+    `rtol_check`; the difference is `error_estimate`. Jittable and vmappable over arrays.
+
+    **Returns:** a `LinearLimit`.
+    """
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps: must be an integer >= 0, got {steps!r}")
+    xs, ys = jnp.asarray(xs, float), jnp.asarray(ys, float)
+    if xs.ndim != 2 or ys.ndim != 2 or xs.shape[0] != ys.shape[0]:
+        raise ValueError(
+            f"xs, ys: must have shapes (n, d_in), (n, d_out), got {xs.shape}, {ys.shape}"
+        )
+    d_in, d_out = xs.shape[1], ys.shape[1]
+    if gram is None:
+        gram = jnp.diag(
+            jnp.concatenate([jnp.full(d_in, sigma_in**2), jnp.full(d_out, sigma_out**2)])
+        )
+    gram = jnp.asarray(gram, float)
+    if gram.shape != (d_in + d_out,) * 2:
+        raise ValueError(
+            f"gram: must have shape (d_in + d_out,)*2 = {(d_in + d_out,) * 2}, got {gram.shape}"
+        )
+    ts = jnp.linspace(0.0, 1.0, 33) if ts is None else jnp.asarray(ts, float)
+    if ts.ndim != 1:
+        raise ValueError(f"ts: must be one-dimensional, got shape {ts.shape}")
+    coef = jnp.asarray([eta_u, eta_v, s_u**2, s_v**2], float)
+    fine = _solve(xs, ys, gram, ts, coef, jnp.asarray(rtol, float), steps=steps)
+    coarse = _solve(xs, ys, gram, ts, coef, jnp.asarray(rtol_check, float), steps=steps)
+    diffs = [jnp.max(jnp.abs(a - b)) for a, b in zip(fine[:3], coarse[:3], strict=True)]
+    ok = jnp.all(fine[3]) & jnp.all(coarse[3])
+    return LinearLimit(fine[0], fine[1], fine[2], ts, jnp.max(jnp.stack(diffs)), ok)
+
+
+# ---------------------------------------------------------------- errors
+
+
+def errors(
+    outputs: Float[Array, "K+1 n d_out"],
+    hidden: Float[Array, "K+1 n L+1 D"],
+    limit: LinearLimit,
+    embedding: Embedding,
+) -> tuple[Float[Array, " K+1"], Float[Array, " K+1"]]:
+    """`(E_f, E_h)` per step (SPEC §6) of a finite network's `train` output against a limit
+    solved on its grid (`ts = arange(L + 1) / L`) at the same embedding draw: `E_f` the RMS
+    over output coordinates and inputs of `f̂_k − f_k`, `E_h = max_l` of the RMS over inputs
+    of `‖ĥ_k^l − H_k(l/L)‖_D`."""
+    if hidden.shape[-2] != limit.ts.shape[0]:
+        raise ValueError(
+            f"limit: solved on {limit.ts.shape[0]} depths, the network has {hidden.shape[-2]}"
+        )
+    if (
+        hidden.shape[-3:] != limit.hidden_coef.shape[-3:-1] + (embedding.D,)
+        or outputs.shape != limit.outputs.shape
+    ):
+        raise ValueError(
+            f"outputs, hidden: shapes {outputs.shape}, {hidden.shape} do not match the limit's"
+        )
+    e_f = jnp.sqrt(jnp.mean((outputs - limit.outputs) ** 2, axis=(-2, -1)))
+    e_h = jnp.sqrt(jnp.mean(norm_d(hidden - limit.hidden(embedding)) ** 2, axis=1))
+    return e_f, jnp.max(e_h, axis=-1)
+
+
+# ---------------------------------------------------------------- the limit for any ρ
+
+MAX_NODES = 2**20  # a quadrature rule larger than this is refused (use Monte Carlo)
+MC_BATCHES = 8  # batches of the Monte-Carlo error estimate
+
+
+def _nonlinear_field(s, y, args):
+    """Item 7 of the module docstring: the vector field of solve k at depth s."""
+    eta, zeta, ymat = y  # (K+1, n, p), (K+1, n, p), (n, p, p)
+    k, gram, nodes, coef, rho = args
+    xi_u, xi_v, c_u, c_v, w = nodes  # (N, p) x4, (N,)
+    lr_u, lr_v = coef[0], coef[1]
+    n = eta.shape[1]
+
+    def one(carry, ez):
+        mu, nu = carry  # (N, p): the unit's coefficients μ_a(ξ), ν_a(ξ)
+        e, z = ez  # (n, p)
+        uu = xi_u + mu @ gram  # P = uu · η
+        vv = xi_v + nu @ gram  # Q = vv · ζ
+        pre, q = uu @ e.T, vv @ z.T  # (N, n)
+        act, dact = jax.jvp(rho, (pre,), (jnp.ones_like(pre),))
+        deta = jnp.einsum("N,Np,Ni->ip", w, c_v + nu, act)
+        rt = jnp.einsum("N,Np,Ni,Nq->ipq", w, c_u + mu, dact, vv)
+        mu = mu - lr_u / n * (dact * q) @ e
+        nu = nu - lr_v / n * act @ z
+        return (mu, nu), (deta, rt)
+
+    zero = jnp.zeros_like(xi_u)
+    _, (deta, rt) = lax.scan(one, (zero, zero), (eta, zeta))  # (K+1, n, p), (K+1, n, p, p)
+    a = jnp.arange(eta.shape[0])[:, None, None]
+    deta = jnp.where(a <= k, deta, 0.0)
+    dzeta = jnp.where(a < k, -jnp.einsum("aipq,aiq->aip", rt, zeta), 0.0)
+    return deta, dzeta, -rt[k] @ ymat
+
+
+def _nodes(z, w, gram, s_u, s_v):
+    """ξ = (ξ_u, ξ_v) ~ N(0, diag(s_u² G, s_v² G)) from standard nodes `z` (N, 2p), and the
+    conditional means' coefficients G⁻¹ξ_u, G⁻¹ξ_v (item 6)."""
+    p = gram.shape[0]
+    chol = jnp.linalg.cholesky(gram)  # G = C Cᵀ: ξ = s C z, G⁻¹ξ = s C⁻ᵀ z
+    inv_t = jax.scipy.linalg.solve_triangular(chol, jnp.eye(p, dtype=gram.dtype), lower=True)
+    z_u, z_v = z[:, :p], z[:, p:]
+    return (s_u * z_u @ chol.T, s_v * z_v @ chol.T, s_u * z_u @ inv_t, s_v * z_v @ inv_t, w)
+
+
+@functools.partial(jax.jit, static_argnames=("steps", "activation"))
+def _solve_nonlinear(xs, ys, gram, ts, coef, rtol, z, w, *, steps, activation):
+    n, d_in = xs.shape
+    p = gram.shape[0]
+    rho = resolve_activation(activation)
+    nodes = _nodes(z, w, gram, jnp.sqrt(coef[2]), jnp.sqrt(coef[3]))
+    eta0 = jnp.broadcast_to(jnp.pad(xs, ((0, 0), (0, p - d_in))), (steps + 1, n, p))
+    eye = jnp.broadcast_to(jnp.eye(p, dtype=gram.dtype), (n, p, p))
+
+    def step(zeta0, k):
+        sol = solve_dense(
+            _nonlinear_field, (eta0, zeta0, eye), t0=0.0, t1=1.0,
+            args=(k, gram, nodes, coef, rho), rtol=rtol, atol=rtol, max_steps=1024,
+        )  # fmt: skip
+        eta1, _, y1 = sol.evaluate(1.0)
+        f = eta1[k] @ gram[:, d_in:]
+        zeta_end = jnp.pad(f - ys, ((0, 0), (d_in, 0)))
+        zeta_k0 = jnp.linalg.solve(y1, zeta_end[..., None])[..., 0]  # (n, p)
+        etas, _, ymats = evaluate_many(sol, ts)  # (S, K+1, n, p), (S, n, p, p)
+        hidden = jnp.moveaxis(etas[:, k], 0, 1)  # (n, S, p)
+        backward = jnp.einsum("snpq,nq->nsp", ymats, zeta_k0)
+        return zeta0.at[k].set(zeta_k0), (f, hidden, backward, sol.ok)
+
+    zeta0 = jnp.zeros((steps + 1, n, p), gram.dtype)
+    _, out = lax.scan(step, zeta0, jnp.arange(steps + 1))
+    return out
+
+
+def gauss_hermite(orders: tuple[int, ...]) -> tuple[Array, Array]:
+    """Tensor Gauss–Hermite nodes (Π orders, len(orders)) and weights (summing to one) for
+    the standard Gaussian in R^len(orders), `orders[d]` nodes along dimension d."""
+    size = int(np.prod(orders))
+    if size > MAX_NODES:
+        raise ValueError(
+            f"order: {size} quadrature nodes {orders} exceed {MAX_NODES}; use method='monte-carlo'"
+        )
+    rules = [np.polynomial.hermite_e.hermegauss(q) for q in orders]
+    grids = np.meshgrid(*[x for x, _ in rules], indexing="ij")
+    z = np.stack([g.ravel() for g in grids], axis=-1)
+    w = np.prod(np.meshgrid(*[w for _, w in rules], indexing="ij"), axis=0).ravel()
+    return jnp.asarray(z), jnp.asarray(w / w.sum())
+
+
+def quadrature_orders(p: int, order: int) -> tuple[int, ...]:
+    """The nodes per dimension of ξ = (ξ_u, ξ_v) ∈ R^{2p} (item 8): `order` along ξ_u,
+    `max(order // 3, min(order, 6))` along ξ_v."""
+    return (order,) * p + (max(order // 3, min(order, 6)),) * p
+
+
+def _is_identity(activation) -> bool:
+    return activation == "identity" or activation is resolve_activation("identity")
+
+
+def limit(
+    xs: Float[Array, "n d_in"],
+    ys: Float[Array, "n d_out"],
+    *,
+    activation: str | Callable = "identity",
+    steps: int,
+    eta_u: float = 0.1,
+    eta_v: float = 0.1,
+    s_u: float = 1.0,
+    s_v: float = 1.0,
+    sigma_in: float = 1.0,
+    sigma_out: float = 1.0,
+    gram: Float[Array, "p p"] | None = None,
+    ts: Float[Array, " S"] | None = None,
+    method: str = "auto",
+    order: int | None = None,
+    particles: int | None = None,
+    key=None,
+    rtol: float | None = None,
+    rtol_check: float | None = None,
+) -> LinearLimit:
+    """The limit of `DeepEmbeddedResNet` with any activation ρ after k = 0..`steps` GD
+    updates (module docstring, items 6–8): the fixed-D limit (L, M → ∞) at `gram =
+    basis_gram(embedding)`, the joint limit L, M, D → ∞ at `gram=None`.
+
+    **Arguments:** as `linear_limit`, plus
+    - `activation`: a name of `meanfield.activations.ACTIVATIONS` or an elementwise
+      callable (static: one compilation per activation);
+    - `method`: `"auto"` (ρ = identity: `linear_limit`, exact; otherwise tensor
+      Gauss–Hermite when the 2p = 2(d_in + d_out) Gaussian dimensions are ≤ 4, Monte Carlo
+      beyond), `"linear"` (ρ = identity only), `"quadrature"` or `"monte-carlo"`;
+    - `order`: Gauss–Hermite nodes per dimension of ξ_u (default 24 in ≤ 4 dimensions, 3
+      above — enough only for polynomial ρ), `max(order // 3, min(order, 6))` per
+      dimension of ξ_v (`quadrature_orders`, item 8); its error is estimated against the
+      rule of `order − order // 4` (solved at `rtol_check`);
+    - `particles`: Monte-Carlo draws of ξ (default 2^14, in sign-symmetric quadruples,
+      item 8; rounded up to a multiple of 32), `key` their key (default `jr.key(0)`);
+    - `rtol`, `rtol_check`: ODE tolerances (defaults 1e-11, 1e-8 for the exact linear
+      solve, 1e-10, 1e-7 otherwise).
+
+    `error_estimate` (the limit's own error, max over entries of the outputs and hidden
+    coefficients; for `"linear"` also the backward ones): for `"linear"` the difference
+    with the solve at `rtol_check`; for
+    `"quadrature"` the difference with the rule of `order − order // 4` nodes at
+    `rtol_check` (the coarser rule's error: an upper estimate of the returned one's, as
+    long as the rule converges — it does geometrically for tanh, erf; only algebraically
+    for relu, whose ρ' jumps); for `"monte-carlo"` 3 × the batch-means standard error
+    (the spread of 8 solves on disjoint eighths of the draws, / sqrt(8)), an error bar
+    of ~3σ per entry for the returned N-draw solve (the ODE error, ≤ `rtol`, is far
+    below it). Jittable and vmappable over `gram` (and the other arrays) with the static
+    choices (`activation`, `method`, `order`, `particles`, `steps`) as Python values.
+
+    **Returns:** a `LinearLimit` with `kind` "linear-exact", "quadrature" or "monte-carlo".
+    """
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps: must be an integer >= 0, got {steps!r}")
+    identity = _is_identity(activation)
+    if not callable(activation):
+        resolve_activation(activation)
+    if method not in ("auto", "linear", "quadrature", "monte-carlo"):
+        raise ValueError(f"method={method!r}: use 'auto', 'linear', 'quadrature' or 'monte-carlo'")
+    if method == "linear" and not identity:
+        raise ValueError(f"method='linear': only for activation='identity', got {activation!r}")
+    xs, ys = jnp.asarray(xs, float), jnp.asarray(ys, float)
+    if xs.ndim != 2 or ys.ndim != 2 or xs.shape[0] != ys.shape[0]:
+        raise ValueError(
+            f"xs, ys: must have shapes (n, d_in), (n, d_out), got {xs.shape}, {ys.shape}"
+        )
+    p = xs.shape[1] + ys.shape[1]
+    if method == "auto":
+        method = "linear" if identity else ("quadrature" if 2 * p <= 4 else "monte-carlo")
+    if method == "linear":
+        return linear_limit(
+            xs, ys, steps=steps, eta_u=eta_u, eta_v=eta_v, s_u=s_u, s_v=s_v,
+            sigma_in=sigma_in, sigma_out=sigma_out, gram=gram, ts=ts,
+            rtol=1e-11 if rtol is None else rtol,
+            rtol_check=1e-8 if rtol_check is None else rtol_check,
+        )  # fmt: skip
+    rtol = 1e-10 if rtol is None else rtol
+    rtol_check = 1e-7 if rtol_check is None else rtol_check
+    # the shared checks and defaults of the linear solve (gram, ts), without solving
+    if gram is None:
+        gram = jnp.diag(
+            jnp.concatenate(
+                [jnp.full(xs.shape[1], sigma_in**2), jnp.full(ys.shape[1], sigma_out**2)]
+            )
+        )
+    gram = jnp.asarray(gram, float)
+    if gram.shape != (p, p):
+        raise ValueError(f"gram: must have shape (d_in + d_out,)*2 = {(p, p)}, got {gram.shape}")
+    ts = jnp.linspace(0.0, 1.0, 33) if ts is None else jnp.asarray(ts, float)
+    if ts.ndim != 1:
+        raise ValueError(f"ts: must be one-dimensional, got shape {ts.shape}")
+    coef = jnp.asarray([eta_u, eta_v, s_u**2, s_v**2], float)
+    solve = functools.partial(
+        _solve_nonlinear, xs, ys, gram, ts, coef, steps=steps, activation=activation
+    )
+    if method == "quadrature":
+        if order is None:
+            order = 24 if 2 * p <= 4 else 3
+        if isinstance(order, bool) or not isinstance(order, int) or order < 2:
+            raise ValueError(f"order: must be an integer >= 2, got {order!r}")
+        check = order - order // 4
+        fine = solve(jnp.asarray(rtol, float), *gauss_hermite(quadrature_orders(p, order)))
+        coarse = solve(jnp.asarray(rtol_check, float), *gauss_hermite(quadrature_orders(p, check)))
+        diffs = [jnp.max(jnp.abs(a - b)) for a, b in zip(fine[:2], coarse[:2], strict=True)]
+        err = jnp.max(jnp.stack(diffs))
+        ok = jnp.all(fine[3]) & jnp.all(coarse[3])
+    else:
+        particles = 2**14 if particles is None else particles
+        if isinstance(particles, bool) or not isinstance(particles, int) or particles < 32:
+            raise ValueError(f"particles: must be an integer >= 32, got {particles!r}")
+        per = -(-particles // (4 * MC_BATCHES))  # sign-symmetric quadruples per batch
+        key = jr.key(0) if key is None else key
+        base = jr.normal(key, (MC_BATCHES, per, 2 * p), gram.dtype)
+        signs = jnp.array([[1, 1], [-1, -1], [1, -1], [-1, 1]], gram.dtype)
+        z = jnp.concatenate(
+            [base * jnp.repeat(sg, p)[None, None] for sg in signs], axis=1
+        )  # (B, 4 per, 2p)
+        w = jnp.full(z.shape[:2], 1.0 / z.shape[1], gram.dtype)
+        fine = solve(jnp.asarray(rtol, float), z.reshape(-1, 2 * p), w.reshape(-1) / MC_BATCHES)
+        batches = jax.vmap(lambda zb, wb: solve(jnp.asarray(rtol_check, float), zb, wb))(z, w)
+        ses = [jnp.max(jnp.std(b, axis=0, ddof=1)) / MC_BATCHES**0.5 for b in batches[:2]]
+        err = 3 * jnp.max(jnp.stack(ses))
+        ok = jnp.all(fine[3]) & jnp.all(batches[3])
+    return LinearLimit(fine[0], fine[1], fine[2], ts, err, ok, method)

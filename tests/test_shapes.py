@@ -1,0 +1,91 @@
+"""`meanfield study shapes` (the joint L, M, D limit): its rate law, optimal shapes, inputs."""
+
+import json
+
+import numpy as np
+import pytest
+
+import meanfield as mf
+from meanfield.fits import fit_rate_law, optimal_shape
+from meanfield.studies import StudyInputError
+
+
+def test_optimal_shapes_of_the_bound_and_the_conjecture():
+    """SPEC §6: the bound is minimised by D ~ P^(1/3), ML ~ P^(2/3), L >= P^(1/6); the
+    conjecture by L ~ P^(1/5), D ~ P^(2/5), M ~ P^(2/5)."""
+    bound = optimal_shape(1.0, 0.5, 0.5, 0.5)
+    assert bound["D"] == pytest.approx(1 / 3, abs=2e-3)
+    assert bound["L"] + bound["M"] == pytest.approx(2 / 3, abs=2e-3)
+    assert bound["L"] == pytest.approx(1 / 6, abs=2e-3)
+    assert bound["error_exponent"] == pytest.approx(1 / 6, abs=2e-3)
+    conj = optimal_shape(1.0, 1.0, 1.0, 0.5)
+    for key, value in (("L", 0.2), ("M", 0.4), ("D", 0.4), ("error_exponent", 0.2)):
+        assert conj[key] == pytest.approx(value, abs=2e-3)
+
+
+def test_rate_law_recovers_known_exponents():
+    """Synthetic errors `0.5/L + 0.3 D^0.8 (LM)^-0.7 + 0.4 D^-0.5` with 10% noise over a
+    5 x 3 x 3 grid: the fitted exponents within 0.05 and inside their intervals."""
+    rng = np.random.default_rng(0)
+    L, M, D, samples = [], [], [], []
+    for lv in (4, 8, 16, 32, 64):
+        for mv in (4, 16, 64):
+            for dv in (8, 32, 128):
+                true = 0.5 / lv + 0.3 * dv**0.8 / (lv * mv) ** 0.7 + 0.4 * dv**-0.5
+                L.append(lv)
+                M.append(mv)
+                D.append(dv)
+                samples.append(true * (1 + 0.1 * rng.standard_normal(16)))
+    law = fit_rate_law(L, M, D, samples, quantity="x", n_boot=60)
+    for key, value in (("q", 0.8), ("r", 0.7), ("s", 0.5)):
+        assert abs(law[key] - value) < 0.05, (key, law[key])
+        lo, hi = law[f"{key}_ci95"]
+        assert lo <= value <= hi, (key, lo, hi)
+    assert abs(law["p"] - 1.0) < 0.15
+    assert law["theories"]["conjecture"]["s"]["inside_ci95"]
+    assert not law["theories"]["bound"]["r"]["inside_ci95"]
+
+
+def test_small_study_end_to_end(tmp_path):
+    """A small grid, identity: one record per (L, M, D, k); the exact linear limit with its
+    error far below the errors; fits with intervals; the rate law and the shapes; figures."""
+    r = mf.run_study(
+        "shapes", out=str(tmp_path / "sh"), L=[4, 8, 16], M=[4, 16], D=[8, 32], seeds=3,
+        steps=1, no_progress=True,
+    )  # fmt: skip
+    assert len(r["points"]) == 3 * 2 * 2 * 2
+    p = r["points"][0]
+    assert {"L", "M", "D", "steps", "output_error", "hidden_error"} <= set(p)
+    assert {"mean", "std", "n"} <= set(p["output_error"])
+    assert r["limit"]["kind"] == "linear-exact"
+    assert len(r["limit"]["outputs"]) == 2 and len(r["limit"]["outputs"][0]) == 2
+    assert r["limit"]["error_estimate"] < 1e-6
+    assert all(q["output_error"]["mean"] > 1e3 * r["limit"]["error_estimate"] for q in r["points"])
+    fit = next(
+        f for f in r["fits"] if f["quantity"] == "hidden_error_fixed_D" and f["against"] == "L"
+    )
+    assert fit["slope"] is not None and fit["ci95"] is not None
+    assert set(r["rate_law"]) == {"output_error", "hidden_error"}
+    assert r["optimal_shape"]["conjecture"]["L"] == pytest.approx(0.2, abs=2e-3)
+    for name in ("shapes_rates", "shapes_grid"):
+        assert (tmp_path / "sh" / f"{name}.png").exists()
+    assert json.loads((tmp_path / "sh" / "results.json").read_text())["study"] == "shapes"
+
+
+def test_bad_inputs_are_refused(tmp_path):
+    np.savez(tmp_path / "noy.npz", x=np.ones((2, 1)))
+    np.savez(tmp_path / "shape.npz", x=np.ones((2, 1)), y=np.ones((3, 1)))
+    np.savez(tmp_path / "nan.npz", x=np.array([[1.0], [np.nan]]), y=np.ones((2, 1)))
+    cases = [
+        ({"data": str(tmp_path / "noy.npz")}, "--data: .* has no array 'y'"),
+        ({"data": str(tmp_path / "shape.npz")}, "--data: ys: must have shape"),
+        ({"data": str(tmp_path / "nan.npz")}, "--data: xs: contains NaN"),
+        ({"L": [0, 4]}, "--L: need distinct positive integers"),
+        ({"M": [4, 4]}, "--M: need distinct positive integers"),
+        ({"D": [-1]}, "--D: need distinct positive integers"),
+        ({"seeds": 1}, "--seeds: need at least 2"),
+        ({"activation": "nope"}, "--activation: unknown"),
+    ]
+    for options, message in cases:
+        with pytest.raises(StudyInputError, match=message):
+            mf.run_study("shapes", out=str(tmp_path / "s"), no_progress=True, **options)
