@@ -547,7 +547,9 @@ def _figures(out, cfg, points, fits, laws, shapes):
                    ylabel=f"{q.replace('_', ' ')} ({what}), k={K}")  # fmt: skip
             b, c = THEORY[(q, against + ("_fixed_D" if against != "D" else "_D_gap"))]
             ax.set_title(
-                f"{q.split('_')[0]} vs {against}: bound {b:g}, conjecture {c:g}", fontsize=9
+                f"{q.split('_')[0]} vs {against}, slope of the {against} term: bound {b:g}, "
+                f"conjecture {c:g}",
+                fontsize=9,
             )
             size_ticks(ax, cfg[against])
             if chosen:
