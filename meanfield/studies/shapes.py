@@ -60,6 +60,7 @@ JUDGE = 10.0  # a point enters fits only if its error is JUDGE x the reference's
 # random part of the residual map, of size sqrt(D/(LM)), is small; at D > LM it is not and
 # a network may blow up, as (L, M, D) = (4, 4, 128) does)
 REGIME = 0.25
+MEMORY_BYTES = 4 * 2**30  # the draws of a point run in batches within this much memory
 DOMINANT = 0.6  # a line is fitted against X where the term of X is this share of the law
 QUANTITIES = ("output_error", "hidden_error")
 
@@ -248,7 +249,20 @@ def _program(L, M, D, d_in, d_out, activation, steps):
                 "hidden_D_gap": gap_h,
             }
 
-        _PROGRAMS[key] = jax.jit(jax.vmap(one, in_axes=(0, 0, None, None, None, 0, None)))
+        # draws run vmapped in batches that keep a batch's weights, gradients and updates
+        # (about 4 copies of u and v, float64) within MEMORY_BYTES: the paper preset's
+        # 512^3 networks take 2 GB each
+        per_draw = 4 * 2 * 8 * L * M * D
+        batch = max(1, MEMORY_BYTES // per_draw)
+
+        def program(keys, embs, x, y, joint, fixed, scalars):
+            return jax.lax.map(
+                lambda a: one(a[0], a[1], x, y, joint, a[2], scalars),
+                (keys, embs, fixed),
+                batch_size=int(min(batch, keys.shape[0])),
+            )
+
+        _PROGRAMS[key] = jax.jit(program)
     return _PROGRAMS[key]
 
 
