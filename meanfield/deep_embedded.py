@@ -127,7 +127,7 @@ from jax import lax
 from jaxtyping import Array, Float
 
 from .activations import resolve_activation
-from .embedding import Embedding, norm_d
+from .embedding import Embedding, norm_d, sample_units
 from .solvers import evaluate_many, solve_dense
 
 # ---------------------------------------------------------------- the finite network
@@ -159,22 +159,11 @@ class DeepEmbeddedResNet(eqx.Module):
         sigma_out: float = 1.0,
     ) -> "DeepEmbeddedResNet":
         """Draw the embedding and the L·M units (entries N(0, s_u² D), N(0, s_v² D))."""
-        for name, value in (("L", L), ("M", M)):
-            if int(value) != value or value < 1:
-                raise ValueError(f"{name}: must be a positive integer, got {value!r}")
-        for name, value in (("s_u", s_u), ("s_v", s_v)):
-            if not value > 0:
-                raise ValueError(f"{name}: must be > 0, got {value!r}")
-        k_e, k_u, k_v = jr.split(key, 3)
-        emb = Embedding.sample(k_e, D, d_in, d_out, sigma_in, sigma_out)
-        dtype = emb.w_in.dtype
-        scale = D**0.5
-        return cls(
-            emb,
-            s_u * scale * jr.normal(k_u, (L, M, D), dtype),
-            s_v * scale * jr.normal(k_v, (L, M, D), dtype),
-            resolve_activation(activation),
-        )
+        emb, u, v = sample_units(
+            key, {"L": L, "M": M}, D=D, d_in=d_in, d_out=d_out, s_u=s_u, s_v=s_v,
+            sigma_in=sigma_in, sigma_out=sigma_out,
+        )  # fmt: skip
+        return cls(emb, u, v, resolve_activation(activation))
 
     def hidden(self, xs: Float[Array, "n d_in"]) -> Float[Array, "n L+1 D"]:
         """The hidden states `h^l(x_i)`, l = 0..L, shape (n, L + 1, D) (a `lax.scan`)."""
@@ -322,6 +311,31 @@ def _solve(xs, ys, gram, ts, coef, rtol, *, steps):
     return out
 
 
+def _problem(xs, ys, gram, ts, sigma_in, sigma_out):
+    """The checks and defaults shared by `linear_limit` and `limit`: inputs (n, d_in),
+    targets (n, d_out), the Gram (default G_∞ = diag(σ_in² I, σ_out² I)), the depths `ts`
+    (default 33 points on [0, 1]); one-line errors naming the argument."""
+    xs, ys = jnp.asarray(xs, float), jnp.asarray(ys, float)
+    if xs.ndim != 2 or ys.ndim != 2 or xs.shape[0] != ys.shape[0]:
+        raise ValueError(
+            f"xs, ys: must have shapes (n, d_in), (n, d_out), got {xs.shape}, {ys.shape}"
+        )
+    d_in, d_out = xs.shape[1], ys.shape[1]
+    if gram is None:
+        gram = jnp.diag(
+            jnp.concatenate([jnp.full(d_in, sigma_in**2), jnp.full(d_out, sigma_out**2)])
+        )
+    gram = jnp.asarray(gram, float)
+    if gram.shape != (d_in + d_out,) * 2:
+        raise ValueError(
+            f"gram: must have shape (d_in + d_out,)*2 = {(d_in + d_out,) * 2}, got {gram.shape}"
+        )
+    ts = jnp.linspace(0.0, 1.0, 33) if ts is None else jnp.asarray(ts, float)
+    if ts.ndim != 1:
+        raise ValueError(f"ts: must be one-dimensional, got shape {ts.shape}")
+    return xs, ys, gram, ts
+
+
 def linear_limit(
     xs: Float[Array, "n d_in"],
     ys: Float[Array, "n d_out"],
@@ -353,24 +367,7 @@ def linear_limit(
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps: must be an integer >= 0, got {steps!r}")
-    xs, ys = jnp.asarray(xs, float), jnp.asarray(ys, float)
-    if xs.ndim != 2 or ys.ndim != 2 or xs.shape[0] != ys.shape[0]:
-        raise ValueError(
-            f"xs, ys: must have shapes (n, d_in), (n, d_out), got {xs.shape}, {ys.shape}"
-        )
-    d_in, d_out = xs.shape[1], ys.shape[1]
-    if gram is None:
-        gram = jnp.diag(
-            jnp.concatenate([jnp.full(d_in, sigma_in**2), jnp.full(d_out, sigma_out**2)])
-        )
-    gram = jnp.asarray(gram, float)
-    if gram.shape != (d_in + d_out,) * 2:
-        raise ValueError(
-            f"gram: must have shape (d_in + d_out,)*2 = {(d_in + d_out,) * 2}, got {gram.shape}"
-        )
-    ts = jnp.linspace(0.0, 1.0, 33) if ts is None else jnp.asarray(ts, float)
-    if ts.ndim != 1:
-        raise ValueError(f"ts: must be one-dimensional, got shape {ts.shape}")
+    xs, ys, gram, ts = _problem(xs, ys, gram, ts, sigma_in, sigma_out)
     coef = jnp.asarray([eta_u, eta_v, s_u**2, s_v**2], float)
     fine = _solve(xs, ys, gram, ts, coef, jnp.asarray(rtol, float), steps=steps)
     coarse = _solve(xs, ys, gram, ts, coef, jnp.asarray(rtol_check, float), steps=steps)
@@ -569,11 +566,7 @@ def limit(
         raise ValueError(f"method={method!r}: use 'auto', 'linear', 'quadrature' or 'monte-carlo'")
     if method == "linear" and not identity:
         raise ValueError(f"method='linear': only for activation='identity', got {activation!r}")
-    xs, ys = jnp.asarray(xs, float), jnp.asarray(ys, float)
-    if xs.ndim != 2 or ys.ndim != 2 or xs.shape[0] != ys.shape[0]:
-        raise ValueError(
-            f"xs, ys: must have shapes (n, d_in), (n, d_out), got {xs.shape}, {ys.shape}"
-        )
+    xs, ys, gram, ts = _problem(xs, ys, gram, ts, sigma_in, sigma_out)
     p = xs.shape[1] + ys.shape[1]
     if method == "auto":
         method = "linear" if identity else ("quadrature" if 2 * p <= 4 else "monte-carlo")
@@ -586,19 +579,6 @@ def limit(
         )  # fmt: skip
     rtol = 1e-10 if rtol is None else rtol
     rtol_check = 1e-7 if rtol_check is None else rtol_check
-    # the shared checks and defaults of the linear solve (gram, ts), without solving
-    if gram is None:
-        gram = jnp.diag(
-            jnp.concatenate(
-                [jnp.full(xs.shape[1], sigma_in**2), jnp.full(ys.shape[1], sigma_out**2)]
-            )
-        )
-    gram = jnp.asarray(gram, float)
-    if gram.shape != (p, p):
-        raise ValueError(f"gram: must have shape (d_in + d_out,)*2 = {(p, p)}, got {gram.shape}")
-    ts = jnp.linspace(0.0, 1.0, 33) if ts is None else jnp.asarray(ts, float)
-    if ts.ndim != 1:
-        raise ValueError(f"ts: must be one-dimensional, got shape {ts.shape}")
     coef = jnp.asarray([eta_u, eta_v, s_u**2, s_v**2], float)
     solve = functools.partial(
         _solve_nonlinear, xs, ys, gram, ts, coef, steps=steps, activation=activation

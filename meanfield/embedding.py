@@ -14,6 +14,12 @@ import jax.numpy as jnp
 import jax.random as jr
 
 
+def check_positive_int(name: str, value) -> None:
+    """A one-line `ValueError` naming `name` unless `value` is a positive integer."""
+    if isinstance(value, bool) or int(value) != value or value < 1:
+        raise ValueError(f"{name}: must be a positive integer, got {value!r}")
+
+
 def inner_d(a, b):
     """`⟨a, b⟩_D = (1/D) Σ_d a_d b_d` over the last axis (broadcasting the others)."""
     return jnp.mean(a * b, axis=-1)
@@ -36,8 +42,7 @@ class Embedding(eqx.Module):
     ) -> "Embedding":
         """Draw `W_in`, `W_out` with i.i.d. N(0, σ_in²), N(0, σ_out²) entries."""
         for name, value in (("D", D), ("d_in", d_in), ("d_out", d_out)):
-            if int(value) != value or value < 1:
-                raise ValueError(f"{name}: must be a positive integer, got {value!r}")
+            check_positive_int(name, value)
         for name, value in (("sigma_in", sigma_in), ("sigma_out", sigma_out)):
             if not value > 0:
                 raise ValueError(f"{name}: must be > 0, got {value!r}")
@@ -66,3 +71,33 @@ class Embedding(eqx.Module):
         As D → ∞ they tend to `σ_in² X Xᵀ` and `σ_out² I`."""
         h0 = self.embed(xs)
         return h0 @ h0.T / self.D, self.w_out.T @ self.w_out / self.D
+
+
+def sample_units(
+    key,
+    counts: dict[str, int],
+    *,
+    D: int,
+    d_in: int,
+    d_out: int,
+    s_u: float,
+    s_v: float,
+    sigma_in: float,
+    sigma_out: float,
+) -> tuple[Embedding, jax.Array, jax.Array]:
+    """The draw shared by seed 002's models: an embedding, and units `u`, `v` of shape
+    `(*counts.values(), D)` with entries N(0, s_u² D), N(0, s_v² D). `counts` names the
+    unit axes (`{"M": M}`, `{"L": L, "M": M}`) for the one-line errors."""
+    for name, value in counts.items():
+        check_positive_int(name, value)
+    for name, value in (("s_u", s_u), ("s_v", s_v)):
+        if not value > 0:
+            raise ValueError(f"{name}: must be > 0, got {value!r}")
+    k_e, k_u, k_v = jr.split(key, 3)
+    emb = Embedding.sample(k_e, D, d_in, d_out, sigma_in, sigma_out)
+    shape, dtype, scale = (*counts.values(), D), emb.w_in.dtype, D**0.5
+    return (
+        emb,
+        s_u * scale * jr.normal(k_u, shape, dtype),
+        s_v * scale * jr.normal(k_v, shape, dtype),
+    )

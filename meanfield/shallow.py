@@ -42,7 +42,6 @@ of each `v^j` outside the span of `W_out`, of RMS `s_v sqrt(D)`, whence
 """
 
 import functools
-import math
 from collections.abc import Callable
 
 import equinox as eqx
@@ -53,7 +52,7 @@ import numpy as np
 import optax
 
 from .activations import resolve_activation
-from .embedding import Embedding, inner_d, norm_d
+from .embedding import Embedding, inner_d, norm_d, sample_units
 from .training import gd_loop
 
 MAX_NODES = 2**20  # a quadrature rule larger than this is refused (use Monte Carlo)
@@ -99,21 +98,11 @@ class Perceptron(eqx.Module):
         sigma_out: float = 1.0,
     ) -> "Perceptron":
         """Draw the embedding and M units (entries N(0, s_u² D), N(0, s_v² D))."""
-        if int(M) != M or M < 1:
-            raise ValueError(f"M: must be a positive integer, got {M!r}")
-        for name, value in (("s_u", s_u), ("s_v", s_v)):
-            if not value > 0:
-                raise ValueError(f"{name}: must be > 0, got {value!r}")
-        k_e, k_u, k_v = jr.split(key, 3)
-        emb = Embedding.sample(k_e, D, d_in, d_out, sigma_in, sigma_out)
-        dtype = emb.w_in.dtype
-        scale = math.sqrt(D)
-        return cls(
-            emb,
-            s_u * scale * jr.normal(k_u, (M, D), dtype),
-            s_v * scale * jr.normal(k_v, (M, D), dtype),
-            resolve_activation(activation),
-        )
+        emb, u, v = sample_units(
+            key, {"M": M}, D=D, d_in=d_in, d_out=d_out, s_u=s_u, s_v=s_v,
+            sigma_in=sigma_in, sigma_out=sigma_out,
+        )  # fmt: skip
+        return cls(emb, u, v, resolve_activation(activation))
 
     @property
     def M(self) -> int:
@@ -207,7 +196,7 @@ def particle_dynamics(
 
 def reduce(net: Perceptron, xs):
     """The particles `(p^j, a^j)` of a network at inputs `xs`: arrays (M, n), (M, d_out)."""
-    return net.preactivations(xs).T, net.v @ net.embedding.w_out / net.embedding.D
+    return net.preactivations(xs).T, net.embedding.readout(net.v)
 
 
 def _root(cov, tol: float = 1e-12):

@@ -38,7 +38,7 @@ from ..fits import RATE_THEORIES, fit_loglog, fit_rate_law, optimal_shape, summa
 from ..plotting import loglog_series, size_ticks, use_agg
 from .args import check_activation, int_list, positive_int
 from .runner import StudyInputError, start_study
-from .two_layer import add_model_arguments, load_data
+from .two_layer import add_model_arguments, load_data, model_config
 
 HELP = "the joint limit in depth L, width M and dimension D: rates, rate law, optimal shape"
 DEFAULT_X64 = True
@@ -76,21 +76,9 @@ def add_arguments(parser):
 def run(args):
     check_activation(args.activation)
     preset = PRESETS[args.preset]
-    x, y = load_data(args.data)
-    if args.data is None:
-        x, y = np.array(DATA_X), np.array(DATA_Y)
+    x, y = load_data(args.data, default=(DATA_X, DATA_Y))
     cfg = {
-        "activation": args.activation,
-        "data": args.data or "built-in",
-        "x": x.tolist(),
-        "y": y.tolist(),
-        "sigma_in": args.sigma_in,
-        "sigma_out": args.sigma_out,
-        "s_u": args.s_u,
-        "s_v": args.s_v,
-        "lr_u": args.lr_u,
-        "lr_v": args.lr_v,
-        "steps": args.steps,
+        **model_config(args, x, y),
         "L": sorted(args.L or preset["L"]),
         "M": sorted(args.M or preset["M"]),
         "D": sorted(args.D or preset["D"]),

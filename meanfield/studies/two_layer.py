@@ -82,6 +82,14 @@ def add_model_arguments(parser, *, activation: str, lr: float, steps: int) -> No
     parser.add_argument("--steps", type=positive_int, default=steps, help=f"GD steps K ({steps})")
 
 
+def model_config(args, x, y) -> dict:
+    """The configuration entries of `add_model_arguments`' options and the data."""
+    names = ("activation", "sigma_in", "sigma_out", "s_u", "s_v", "lr_u", "lr_v", "steps")
+    cfg = {name: getattr(args, name) for name in names}
+    cfg.update(data=args.data or "built-in", x=x.tolist(), y=y.tolist())
+    return cfg
+
+
 def add_arguments(parser):
     add_model_arguments(parser, activation="tanh", lr=0.5, steps=5)
     parser.add_argument("--M", type=int_list, help="widths of part (a)")
@@ -93,10 +101,10 @@ def add_arguments(parser):
     parser.add_argument("--seeds", type=positive_int, help="independent draws per point")
 
 
-def load_data(path):
-    """`x` (n, d_in), `y` (n, d_out) from an .npz (built-in when `path` is None)."""
+def load_data(path, default=(DATA_X, DATA_Y)):
+    """`x` (n, d_in), `y` (n, d_out) from an .npz (`default` when `path` is None)."""
     if path is None:
-        return np.array(DATA_X), np.array(DATA_Y)
+        return np.array(default[0]), np.array(default[1])
     if not Path(path).is_file():
         raise StudyInputError(f"--data: no such file {path!r}")
     try:
@@ -123,17 +131,7 @@ def run(args):
     preset = PRESETS[args.preset]
     x, y = load_data(args.data)
     cfg = {
-        "activation": args.activation,
-        "data": args.data or "built-in",
-        "x": x.tolist(),
-        "y": y.tolist(),
-        "sigma_in": args.sigma_in,
-        "sigma_out": args.sigma_out,
-        "s_u": args.s_u,
-        "s_v": args.s_v,
-        "lr_u": args.lr_u,
-        "lr_v": args.lr_v,
-        "steps": args.steps,
+        **model_config(args, x, y),
         "M": args.M or preset["M"],
         "D": args.D or preset["D"],
         "D_limit": args.D_limit or preset["D_limit"],
@@ -360,7 +358,7 @@ def _criteria_draws(keys, x, y, s_v, lr_u, lr_v, *, M, D, activation, steps, s_u
 def _hidden_bound(coef_error, emb):
     """A bound on `‖W_out δc‖_D` for coefficients δc with `max |δc| <= coef_error`:
     `‖W_out δc‖_D² = δcᵀ G_out δc <= d_out tr(G_out) max|δc|²`."""
-    g_out = emb.grams(jnp.zeros((1, emb.w_in.shape[1])))[1]
+    g_out = emb.w_out.T @ emb.w_out / emb.D
     return coef_error * math.sqrt(g_out.shape[0] * float(jnp.trace(g_out)))
 
 
