@@ -16,7 +16,12 @@ from .studies import STUDIES, StudyInputError, add_common_arguments
 
 
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are a single line (and exit code 2)."""
+    """An ArgumentParser whose errors are a single line (and exit code 2), and which
+    takes no abbreviated option names (`--see` is not `--seeds`); its subparsers too."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message}\n")
@@ -90,6 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "info":
         print(info())
         return 0
+    from .studies.runner import probe_lock, release_all
+
+    try:
+        probe_lock(args.out)  # a folder held by another run: refused before anything else
+    except StudyInputError as err:
+        print(f"meanfield study {args.study}: error: {err}", file=sys.stderr)
+        return 2
     module = STUDIES[args.study]
     from .compilation import enable_compilation_cache
 
@@ -102,4 +114,14 @@ def main(argv: list[str] | None = None) -> int:
     except StudyInputError as err:
         print(f"meanfield study {args.study}: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # the folder's disk full, its mount gone, ...: one line
+        where = f" ({err.filename})" if err.filename else ""
+        print(
+            f"meanfield study {args.study}: error: --out: cannot write: {err.strerror or err}"
+            f"{where}",
+            file=sys.stderr,
+        )
+        return 2
+    finally:
+        release_all()  # the output folder's lock, also when called in-process
     return 0

@@ -147,6 +147,10 @@ def _name(f) -> str:
 def _check_coupling(net: ResNet, xs, grid: LimitOnGrid, learning_rate, depth, width) -> None:
     """One-line errors for inputs that would otherwise give numbers without a meaning."""
     n, d = jnp.shape(xs)
+    from .resnet import _check_finite_input
+
+    for name, value in (("xs", xs), ("grid.h", grid.h), ("grid.b", grid.b)):
+        _check_finite_input(value, name)  # concrete values; traced ones pass
     if grid.h.shape != grid.b.shape or grid.h.shape[2:] != (n, d):
         raise ValueError(
             f"grid: h and b must have shape (k + 1, L + 1, n, d) with (n, d) = {(n, d)} "
@@ -206,6 +210,9 @@ def coupled_errors(
     if net.L != grid.L:
         raise ValueError(f"the network has L={net.L} but the limit grid has L={grid.L}")
     _check_coupling(net, xs, grid, learning_rate, depth, width)
+    from .resnet import _check_finite_input
+
+    _check_finite_input(ys, "ys")
     block = net.block
     if not isinstance(block, AbstractUnitBlock):
         raise ValueError(f"net must have a unit block (the mean ODE's), got {type(block).__name__}")

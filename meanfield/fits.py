@@ -162,7 +162,9 @@ def fit_loglog(
     (bootstrap over seeds), `ci95_fit` (regression t-interval, which also sees
     misfit), `theory`, `n_points`, `excluded`, `bootstrap_dropped` (draws left out
     because a point resampled to a zero mean: seeds whose error is exactly 0 count in
-    the means), and `reason` when no slope is fitted.
+    the means), `dropped` (the points left out of the fit, each `{"x", "reason"}`: every
+    draw exploded, or a mean error <= 0, which has no logarithm), and `reason` when no
+    slope is fitted.
     """
     result = {
         "quantity": quantity,
@@ -176,6 +178,7 @@ def fit_loglog(
         "n_points": 0,
         "excluded": 0,
         "bootstrap_dropped": 0,
+        "dropped": [],
     }
     _check_fit_args(n_boot, x=x)
     xs, goods = [], []
@@ -185,6 +188,9 @@ def fit_loglog(
         if good.size and good.mean() > 0:  # a zero mean has no logarithm
             xs.append(float(xi))
             goods.append(good)
+        else:
+            why = "every draw exploded" if not good.size else "mean error <= 0 (no logarithm)"
+            result["dropped"].append({"x": float(xi), "reason": why})
     result["n_points"] = len(xs)
     result["sizes"] = xs  # the sizes the fit used
     if len(xs) < 2 or len(set(xs)) < 2:

@@ -6,6 +6,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
+import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
 from .blocks import AbstractBlock, AbstractUnitBlock
@@ -13,6 +14,18 @@ from .engine import AbstractDepthLoop, Adjoint, AutoLoop
 from .engine.base import Final
 from .laws import AbstractGaussianLaw, AbstractLaw
 from .scaling import AbstractScaling, resolve_alpha
+
+
+def _check_finite_input(value, name: str) -> None:
+    """A one-line ValueError if a concrete `value` holds NaN or ±inf (traced values, under
+    `jit`, pass unchecked: a check there would cost a host round trip per call)."""
+    try:
+        v = np.asarray(value)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return
+    if v.dtype.kind in "fc" and not np.all(np.isfinite(v)):
+        bad = int(np.size(v) - np.count_nonzero(np.isfinite(v)))
+        raise ValueError(f"{name} must be finite: {bad} of its {v.size} entries are NaN or inf")
 
 
 def _depth_and_width(block: AbstractBlock, params: PyTree) -> tuple[int, int]:
@@ -183,9 +196,11 @@ class ResNet(eqx.Module):
         return self.readout.T @ h / self.readout.shape[0]
 
     def _initial(self, xs: Float[Array, "n d_in"]) -> Float[Array, "n d"]:
-        """h^0 of a batch; a one-line error unless `xs` is `(n, d_in)` and fits the block."""
+        """h^0 of a batch; a one-line error unless `xs` is `(n, d_in)`, finite, and fits
+        the block (the finiteness of concrete inputs only: under `jit` it is not checked)."""
         if jnp.ndim(xs) != 2:
             raise ValueError(f"xs must have shape (n, d_in), got {jnp.shape(xs)}")
+        _check_finite_input(xs, "xs")
         h0 = jax.vmap(self.embed)(xs)
         first = jax.tree.map(lambda p: p[0], self.params)
         try:
@@ -221,6 +236,8 @@ class ResNet(eqx.Module):
         `jax.grad` of the forward pass to round-off (tested for every loop).
         """
         h0 = self._initial(xs)
+        if not callable(final):
+            _check_finite_input(final, "final")
         return self.loop.adjoint(self.block, self.params, self.alpha, h0, final)
 
     def __call__(self, x: Float[Array, " d_in"]) -> Float[Array, " d_out"]:

@@ -45,6 +45,21 @@ def se_kernel(tau, length_scale: float):
     return np.exp(-(tau**2) / (2.0 * length_scale**2))
 
 
+# the most Fourier features `spectral_features` builds (a smaller ℓ is refused)
+MAX_FEATURES = 10**7
+
+
+def spectral_feature_count(length_scale: float, tol: float = 1e-12) -> int:
+    """How many features `spectral_features(length_scale, tol)` has, computed without
+    building them."""
+    check_number(length_scale, "length_scale", positive=True)
+    check_number(tol, "tol", positive=True)
+    period = 1.0 + length_scale * math.sqrt(2.0 * math.log(2.0 / tol))
+    omega_max = (math.sqrt(2.0 * math.log(1.0 / tol)) + 1.0) / length_scale
+    step = 2.0 * math.pi / period
+    return int(min(math.ceil(omega_max / step), 2**62)) + 1
+
+
 @functools.lru_cache(maxsize=64)
 def spectral_features(length_scale: float, tol: float = 1e-12) -> tuple[np.ndarray, np.ndarray]:
     """Frequencies ω_j >= 0 and weights w_j with `Σ_j w_j cos(ω_j τ) ≈ exp(−τ²/(2ℓ²))` on
@@ -52,12 +67,15 @@ def spectral_features(length_scale: float, tol: float = 1e-12) -> tuple[np.ndarr
 
     **Returns:** `(omega, weights)`, two float64 arrays of the same length.
     """
-    check_number(length_scale, "length_scale", positive=True)
-    check_number(tol, "tol", positive=True)
+    count = spectral_feature_count(length_scale, tol)
+    if count > MAX_FEATURES:  # before allocating them (ℓ = 1e-9 would ask for 1e9)
+        raise ValueError(
+            f"length_scale={length_scale!r} is too small: {count} Fourier features would be "
+            f"needed, more than {MAX_FEATURES}"
+        )
     period = 1.0 + length_scale * math.sqrt(2.0 * math.log(2.0 / tol))
-    omega_max = (math.sqrt(2.0 * math.log(1.0 / tol)) + 1.0) / length_scale
     step = 2.0 * math.pi / period
-    omega = step * np.arange(int(math.ceil(omega_max / step)) + 1)
+    omega = step * np.arange(count)
     density = length_scale / math.sqrt(2.0 * math.pi) * np.exp(-0.5 * (omega * length_scale) ** 2)
     weights = step * density * np.where(omega == 0.0, 1.0, 2.0)
     return omega, weights
@@ -126,7 +144,7 @@ class SmoothGPLaw(AbstractPathLaw):
         if self.tol >= 1:
             raise ValueError(f"tol must be in (0, 1), got {self.tol!r}")
         # fail at construction (not inside jit) if the feature count is unreasonable
-        if spectral_features(self.length_scale, self.tol)[0].size > 100_000:
+        if spectral_feature_count(self.length_scale, self.tol) > 100_000:
             raise ValueError(
                 f"length_scale={self.length_scale!r} is too small: more than 100000 Fourier "
                 "features would be needed"

@@ -144,3 +144,53 @@ def load_object(spec: str, flag: str):
 def _first_line(err: BaseException) -> str:
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
+
+
+def available_memory() -> int:
+    """Bytes of memory this machine can give a study: `MEANFIELD_MEMORY_LIMIT` (bytes;
+    a stated limit) if set, else the kernel's MemAvailable, else the physical memory."""
+    import os
+
+    limit = os.environ.get("MEANFIELD_MEMORY_LIMIT")
+    if limit:
+        try:
+            return int(float(limit))
+        except ValueError:
+            pass
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 2**34
+
+
+def _gb(nbytes: float) -> str:
+    return f"{nbytes / 1e9:.3g} GB"
+
+
+def check_memory(flags: str, nbytes: float, what: str) -> None:
+    """Refuse (`StudyInputError`, one line naming `flags`) a configuration whose estimated
+    memory `nbytes` for `what` exceeds `available_memory()`; called before anything is
+    allocated or written."""
+    from .runner import StudyInputError
+
+    limit = available_memory()
+    if not math.isfinite(nbytes) or nbytes > limit:
+        raise StudyInputError(
+            f"{flags}: {what} needs about {_gb(nbytes)} of memory, more than the "
+            f"{_gb(limit)} available (MEANFIELD_MEMORY_LIMIT sets another limit)"
+        )
+
+
+def check_size(flags: str, value: float, limit: float, what: str) -> None:
+    """Refuse (`StudyInputError`, one line naming `flags`) a size beyond a stated limit."""
+    from .runner import StudyInputError
+
+    if not value <= limit:
+        raise StudyInputError(f"{flags}: {what} is {value:.4g}, beyond the limit of {limit:.4g}")

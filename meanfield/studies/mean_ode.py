@@ -59,6 +59,8 @@ from ..sharding import gather_processes
 from ..two_layer import TwoLayerBlock
 from .args import (
     check_activation,
+    check_memory,
+    check_size,
     int_list,
     load_object,
     override,
@@ -312,12 +314,30 @@ def resolve_config(args) -> dict:
         cfg["reference"] = "auto"
     if block_arg is None:
         check_activation(cfg["activation"])
+    if law_arg is None:  # options of the other initial law are refused, not ignored
+        unused = {"centred": ("sigma_xi", "--sigma-xi"), "non-centred": ("sigma_v", "--sigma-v")}
+        name, flag = unused[cfg["init"]]
+        if getattr(args, name, None) is not None:
+            raise StudyInputError(f"{flag}: not used with --init {cfg['init']}")
     if cfg["steps"] < 0:
         raise StudyInputError(f"--steps: must be >= 0, got {cfg['steps']}")
     if cfg["seeds"] < 2:
         raise StudyInputError(f"--seeds: need at least 2 seeds for spreads, got {cfg['seeds']}")
     if not (math.isfinite(cfg["lr"]) and cfg["lr"] >= 0):
         raise StudyInputError(f"--lr: must be a finite number >= 0, got {cfg['lr']}")
+    if cfg["lr"] > MAX_LR:
+        raise StudyInputError(
+            f"--lr: at most {MAX_LR:g} (beyond it a GD step of the limit makes its ODE so stiff "
+            f"that the reference solver stalls for minutes on its step budget), got {cfg['lr']:g}"
+        )
+    if law_arg is None:
+        for name, flag in BUILT_IN_LAW.items():
+            value = cfg.get(name)
+            if isinstance(value, float) and value > MAX_SCALE:
+                raise StudyInputError(
+                    f"{flag}: at most {MAX_SCALE:g} (the built-in law's scales beyond it overflow "
+                    f"or stall the reference solver), got {value:g}"
+                )
     if law_arg is None and not (math.isfinite(cfg["sigma_xi"]) and cfg["sigma_xi"] >= 0):
         raise StudyInputError(f"--sigma-xi: must be a finite number >= 0, got {cfg['sigma_xi']}")
     if len(cfg["L"]) < 2 or len(cfg["M"]) < 2:
@@ -330,6 +350,14 @@ def resolve_config(args) -> dict:
     block, law = study_block_law(args, cfg)  # loaded and tried: before the folder is made
     if cfg["reference"] == "auto":
         cfg["reference"] = "quadrature" if _quadrature_applies(law) else "monte-carlo"
+    for name, flag, used_with in (
+        ("order", "--order", "quadrature"),
+        ("particles", "--particles", "monte-carlo"),
+    ):
+        if getattr(args, name, None) is not None and cfg["reference"] != used_with:
+            raise StudyInputError(
+                f"{flag}: only used with --reference {used_with}, not {cfg['reference']}"
+            )
     if cfg["reference"] == "quadrature":
         if not isinstance(law, AbstractGaussianLaw):
             raise StudyInputError(
@@ -372,7 +400,14 @@ def study_block_law(args, cfg):
     block_arg, law_arg = getattr(args, "block", None), getattr(args, "law", None)
     block = TwoLayerBlock(cfg["activation"]) if block_arg is None else user_block(block_arg)
     law = make_law(cfg) if law_arg is None else user_law(law_arg)
-    check_block_law(block, law, make_data(cfg)[0])
+    try:
+        check_block_law(block, law, make_data(cfg)[0])
+    except StudyInputError as err:
+        if block_arg is not None or law_arg is not None:
+            raise
+        # the built-in block and law: the options that set them are at fault
+        flags = "/".join(f for n, f in BUILT_IN_LAW.items() if n in cfg)
+        raise StudyInputError(f"{flags}: {str(err).partition(': ')[2]}") from None
     return block, law
 
 
@@ -473,6 +508,35 @@ def grid_specs(cfg) -> list[dict]:
     if cfg["L_for_M"] not in cfg["L"]:
         specs += [{"L": cfg["L_for_M"], "M": M} for M in cfg["M"] if M <= cfg["fit_M_max"]]
     return specs
+
+
+# the largest learning rate (mean-ODE convention) and scale of the built-in law taken: at
+# lr = 1000, and at lr = 10, the reference solve ran to its step budget (16384 steps per
+# solve; over 400 s with the quick preset's 2^16 nodes, 40 s with 144); lr = 2 finished
+# within it (a 144-node reference, k = 1, on a 2-core CPU)
+MAX_LR = 2.0
+MAX_SCALE = 100.0
+# temporaries per unit of a finite network (bytes; d = 2, n = 3, float64: the compiled
+# paper-preset program, XLA's memory analysis), scaled by d·n/6 for other sizes
+BYTES_PER_UNIT = 430
+# the most unit-steps (seeds × L·M × (k + 1), summed over the grid) a study may ask for:
+# the paper preset asks for about 2^36 (hours on a GPU); 2^42 would take weeks
+MAX_UNIT_STEPS = 2**42
+
+
+def check_cost(cfg, units_per_batch: int) -> None:
+    """Refuse, before anything is allocated, a grid whose largest point does not fit in
+    this machine's memory (one seed at a time, at least) or whose total work is beyond
+    `MAX_UNIT_STEPS` (one line giving the estimate)."""
+    if cfg["design"] == "auto":  # the design keeps within the preset's own budgets
+        return
+    specs = grid_specs(cfg)
+    scale = BYTES_PER_UNIT * max(1.0, cfg["d"] * cfg["inputs"] / 6)
+    largest = max(s["L"] * s["M"] for s in specs)
+    batch_units = max(largest, min(units_per_batch, largest * cfg["seeds"]))
+    check_memory("--L/--M/--seeds", batch_units * scale, "the largest grid point")
+    work = sum(s["L"] * s["M"] for s in specs) * cfg["seeds"] * (cfg["steps"] + 1)
+    check_size("--L/--M/--seeds/--steps", work, MAX_UNIT_STEPS, "the work in unit-steps")
 
 
 def all_depths(cfg) -> list[int]:
@@ -768,6 +832,7 @@ def run(args):
     if pad_units < 0:
         raise StudyInputError(f"--pad-units: must be >= 0, got {pad_units}")
     units_per_batch = args.seed_batch_units or _for_backend(UNITS_PER_BATCH)
+    check_cost(cfg, units_per_batch)
     unroll = args.unroll
     loop = depth_loop(args.depth_loop, unroll)
     runner = start_study(args, cfg)

@@ -49,7 +49,7 @@ from ..phases import (
     ratio_draw,
 )
 from ..sharding import shard_seeds
-from .args import float_list, int_list, override, positive_float, positive_int
+from .args import check_memory, float_list, int_list, override, positive_float, positive_int
 from .runner import StudyInputError, start_study
 
 HELP = "identity / stability / explosion of ResNets at initialisation vs β; critical β (SPEC §4)"
@@ -139,6 +139,12 @@ def resolve_config(args) -> dict:
         ),
     )
     w = cfg["weights"]
+    if args.no_heatmap and (w != "fbm" or args.heatmap_hurst is not None):
+        raise StudyInputError(
+            "--no-heatmap: only used with --weights fbm, without --heatmap-hurst"
+            if w == "fbm"
+            else f"--no-heatmap: only used with --weights fbm, not --weights {w}"
+        )
     if w == "fbm":
         if cfg["hurst"] is None:
             cfg["hurst"] = 0.75
@@ -179,6 +185,13 @@ def resolve_config(args) -> dict:
                 f"--L: with --weights fbm every depth must divide the largest ({top}), "
                 f"since all are read off one path on its grid; {bad} do not"
             )
+    # a batch of draws holds V and W (d×d at every layer) and the states of every depth
+    batch = min(cfg["batch"], cfg["seeds"])
+    check_memory(
+        "--L/--d/--batch",
+        8.0 * 4 * batch * max(cfg["L"]) * cfg["d"] * cfg["d"],
+        "a batch of draws of the deepest network",
+    )
     return cfg
 
 

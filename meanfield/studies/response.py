@@ -27,7 +27,15 @@ from ..theory.response import (
     output_response_curve,
     response,
 )
-from .args import check_activation, float_list, int_list, positive_float, positive_int
+from .args import (
+    check_activation,
+    check_memory,
+    check_size,
+    float_list,
+    int_list,
+    positive_float,
+    positive_int,
+)
 from .runner import StudyInputError, start_study
 
 HELP = "response function and optimal residual scaling α* at initialisation (SPEC §5.2)"
@@ -37,6 +45,13 @@ PRESETS = {
     "paper": {"inits": 1000, "alpha_star_inits": 1000},
 }
 ALPHA_GRID = np.geomspace(0.01, 1.5, 400)
+# the deepest network taken: the theory's curves run every depth up to 2·L_max, at
+# about THEORY_SECONDS_PER_DEPTH each on a 2-core CPU (L_max = 480: 44 s), so 1000
+# takes minutes (the paper's figures stop at 30)
+MAX_DEPTH = 1000
+# the largest variance (σ_w², σ_b², K^0) taken
+MAX_VARIANCE = 1e6
+THEORY_SECONDS_PER_DEPTH = 0.05
 
 
 def add_arguments(parser):
@@ -49,8 +64,8 @@ def add_arguments(parser):
         default=[2, 5, 10, 20, 30],
         help="depths L, increasing (2,5,10,20,30)",
     )
-    parser.add_argument("--width", type=positive_int, default=500, help="simulated width N (500)")
-    parser.add_argument("--d-out", type=positive_int, default=100, help="outputs d_out (100)")
+    parser.add_argument("--width", type=positive_int, help="simulated width N (500)")
+    parser.add_argument("--d-out", type=positive_int, help="outputs d_out (100)")
     parser.add_argument("--inits", type=positive_int, help="initialisations per simulated α")
     parser.add_argument(
         "--alpha-star-inits", type=positive_int, help="initialisations per α when simulating α*"
@@ -64,25 +79,43 @@ def add_arguments(parser):
     parser.add_argument(
         "--method",
         choices=list(METHODS),
-        default="gaussian-identity",
         help="finite-width sampler (default gaussian-identity; 'full' draws every weight matrix)",
     )
     parser.add_argument("--no-simulate", action="store_true", help="theory only")
 
 
+# options of the simulation only (refused with --no-simulate) and their defaults
+SIMULATION_OPTIONS = {
+    "width": ("--width", 500),
+    "d_out": ("--d-out", 100),
+    "inits": ("--inits", None),
+    "alpha_star_inits": ("--alpha-star-inits", None),
+    "alphas": ("--alphas", None),
+    "method": ("--method", "gaussian-identity"),
+}
+
+
 def resolve_config(args) -> dict:
+    if args.no_simulate:
+        for name, (flag, _) in SIMULATION_OPTIONS.items():
+            if getattr(args, name, None) is not None:
+                raise StudyInputError(f"{flag}: sets the simulation, not used with --no-simulate")
+    given = {
+        name: default if getattr(args, name, None) is None else getattr(args, name)
+        for name, (_, default) in SIMULATION_OPTIONS.items()
+    }
     cfg = {
         "sigma_w2": args.sigma_w2,
         "sigma_b2": args.sigma_b2,
         "K0": args.K0,
         "depths": args.depths,
-        "width": args.width,
-        "d_out": args.d_out,
+        "width": given["width"],
+        "d_out": given["d_out"],
         "inits": args.inits or PRESETS[args.preset]["inits"],
         "alpha_star_inits": args.alpha_star_inits or PRESETS[args.preset]["alpha_star_inits"],
         "alphas": args.alphas,
         "activation": args.activation,
-        "method": args.method,
+        "method": given["method"],
         "simulate": not args.no_simulate,
         "preset": args.preset,
         "seed": args.seed,
@@ -90,12 +123,29 @@ def resolve_config(args) -> dict:
         "quadrature_order": DEFAULT_ORDER,
     }
     check_activation(cfg["activation"])
+    for name, flag in (("sigma_w2", "--sigma-w2"), ("sigma_b2", "--sigma-b2"), ("K0", "--K0")):
+        if abs(cfg[name]) > MAX_VARIANCE:
+            raise StudyInputError(
+                f"{flag}: at most {MAX_VARIANCE:g} (the kernel recursion overflows beyond), "
+                f"got {cfg[name]:g}"
+            )
     if not (math.isfinite(cfg["sigma_b2"]) and cfg["sigma_b2"] >= 0):
         raise StudyInputError(f"--sigma-b2: must be a finite number >= 0, got {cfg['sigma_b2']}")
     if cfg["alphas"] is not None and any(a <= 0 for a in cfg["alphas"]):
         raise StudyInputError(f"--alphas: values must be > 0, got {cfg['alphas']}")
     if cfg["inits"] < 2 or cfg["alpha_star_inits"] < 2:
         raise StudyInputError("--inits/--alpha-star-inits: need at least 2 initialisations")
+    check_size(
+        "--depths", max(cfg["depths"]), MAX_DEPTH,
+        f"the largest depth (the theory runs every depth up to twice it, about "
+        f"{THEORY_SECONDS_PER_DEPTH * 2 * max(cfg['depths']):.3g} s on a CPU)",
+    )
+    if cfg["simulate"]:
+        check_memory(
+            "--width/--d-out",
+            8.0 * 4 * cfg["width"] * max(cfg["width"], cfg["d_out"]),
+            "a simulated network's weight matrices",
+        )
     # the study is built around α* (its default α values, the α* figures and fits): refuse
     # settings without one before the folder is made (at the process's precision; the
     # study then runs at --x64's)

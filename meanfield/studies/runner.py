@@ -1,9 +1,25 @@
 """The study runner shared by every `meanfield study ...`.
 
-* each finished grid point is written atomically to `DIR/points/NAME.json`
-  (temporary file, fsync, rename) as soon as it completes;
-* `resume=True` loads the points already on disk instead of recomputing them,
-  and refuses a folder made with a different configuration;
+* **one writer per folder**: `open` takes an OS-level lock (`fcntl.flock` on
+  `DIR/.meanfield-lock`, which holds the holder's pid) before it writes anything, and
+  holds it until `finish` (or `close`, or the process's end: the kernel releases the
+  lock of a killed process, so a stale lock never blocks a later `--resume`); a second
+  run on the same folder is refused at once, naming the folder and the holder's pid;
+* **ownership**: every file the study writes is recorded in `DIR/.meanfield-manifest.jsonl`
+  (a header line naming the study, then one line per file, appended as they are
+  written); `overwrite=True` removes exactly those files (the user's own files in the
+  folder stay) and refuses a folder holding a study of another kind;
+* **validated points**: each finished grid point is written atomically to
+  `DIR/points/NAME.json` (temporary file, fsync, rename) as soon as it completes, with
+  the hash of the configuration, the point's coordinates, the master seed and a
+  SHA-256 checksum of the whole record; shared arrays (`artifact`) get a checksummed
+  side file `NAME.npz.json`;
+* `resume=True` loads the points already on disk instead of recomputing them, and
+  refuses a folder made with a different configuration, or one whose `config.json`
+  is missing or unreadable beside existing points; a point file that does not match
+  (truncated, garbled, edited, copied from another seed or configuration or point) is
+  recomputed, with a warning on stderr, never used; `results.json` lists them under
+  `timing.recomputed_points` and counts them in `timing.recomputed`;
 * a progress bar (tqdm) shows the current point and an ETA;
 * `finish` writes `DIR/results.json`, again atomically.
 
@@ -12,12 +28,16 @@ they run, so a resumed study gives the same `results.json` as an uninterrupted
 one.
 """
 
+import errno
+import fcntl
+import hashlib
 import json
 import math
 import os
 import shutil
 import tempfile
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -114,18 +134,109 @@ def device_description() -> str:
     return f"{dev.platform}:{dev.device_kind} x{jax.device_count()}"
 
 
+LOCK_NAME = ".meanfield-lock"
+MANIFEST_NAME = ".meanfield-manifest.jsonl"
+POINT_FORMAT = 2
+# files of an earlier runner (no manifest): what it is known to have written
+_LEGACY_FILES = ("config.json", "results.json")
+_LEGACY_POINT_SUFFIXES = (".json", ".npz")
+
+# runners holding a folder's lock in this process (released by `release_all`)
+_OPEN_RUNNERS: "weakref.WeakSet[StudyRunner]" = weakref.WeakSet()
+
+
+def canonical_json(obj: Any) -> str:
+    """The one text of a JSON value that checksums are taken of (sorted keys, no spaces)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _sealed(record: dict) -> dict:
+    """`record` with its checksum (`sha256` of its canonical JSON) added."""
+    return {**record, "sha256": sha256_text(canonical_json(record))}
+
+
+def _seal_ok(record: Any) -> bool:
+    if not isinstance(record, dict) or not isinstance(record.get("sha256"), str):
+        return False
+    body = {k: v for k, v in record.items() if k != "sha256"}
+    try:
+        return sha256_text(canonical_json(body)) == record["sha256"]
+    except (TypeError, ValueError):
+        return False
+
+
+def release_all() -> None:
+    """Release the folder locks of every runner of this process (the command line and
+    `run_study` call it when a study returns or fails)."""
+    for runner in list(_OPEN_RUNNERS):
+        runner.close()
+
+
+def _lock_holder(fd: int) -> str:
+    """The pid written in a lock file by its holder ('unknown' if it has not yet)."""
+    for _ in range(20):
+        try:
+            text = os.pread(fd, 64, 0).decode(errors="replace").strip()
+        except OSError:
+            text = ""
+        if text:
+            return text.split()[0]
+        time.sleep(0.05)
+    return "unknown"
+
+
+def probe_lock(out: str | Path) -> None:
+    """Refuse at once (StudyInputError naming the holder's pid) a folder whose lock another
+    run holds; create and change nothing. The command line calls it before validating
+    the rest of the input, so that a second run is refused in well under a second of
+    its own work; `StudyRunner.open` takes the lock itself."""
+    path = Path(out) / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # no lock file (or none readable): `open` decides
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as err:
+        if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            holder = _lock_holder(fd)
+            raise StudyInputError(
+                f"--out: {out} is in use by another meanfield run (pid {holder}); "
+                "wait for it to end or use another --out"
+            ) from None
+    finally:
+        os.close(fd)  # closing releases the probe's shared lock
+
+
 class StudyRunner:
     """Run the grid points of one study into an output folder.
 
     **Arguments:**
 
-    - `study`: the study's name (stored in the results).
+    - `study`: the study's name (stored in the results and the manifest).
     - `out`: the output folder.
     - `config`: every setting that determines the results (JSON-able); a resume
       with a different configuration is refused.
-    - `resume`: load the finished points of an earlier run instead of recomputing.
-    - `overwrite`: discard an earlier run in `out`.
+    - `resume`: load the finished (and valid) points of an earlier run instead of
+      recomputing them.
+    - `overwrite`: discard an earlier run of the same study in `out` (only the files
+      it wrote; a study of another kind is refused).
     - `progress`: show a progress bar.
+
+    Nothing is written before `open` (which `run_points`, `artifact` and `start_study`
+    call); `open` takes the folder's lock and `finish` or `close` releases it.
     """
 
     def __init__(
@@ -146,24 +257,272 @@ class StudyRunner:
         self.progress = progress
         self.computed: list[str] = []
         self.loaded: list[str] = []
+        self.recomputed: dict[str, str] = {}
         self.seconds: dict[str, float] = {}
         self.warnings: list[str] = []
+        self.config_hash = sha256_text(canonical_json({"study": study, "config": self.config}))
         self._t0 = time.perf_counter()
         self._opened = False
+        self._lock_fd: int | None = None
+        self._lock_created = False
+        self._owned: set[str] = set()
+        self._before: dict[str, int] = {}
+        self._checked: dict[str, tuple[Any, str]] = {}
         check_output_dir(self.out)
 
     @property
     def points_dir(self) -> Path:
         return self.out / "points"
 
+    # -- the lock -------------------------------------------------------------------
+
+    def _lock(self) -> None:
+        """Take the folder's lock or refuse (StudyInputError naming the holder's pid)."""
+        path = self.out / LOCK_NAME
+        while True:
+            existed = path.exists()
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as err:
+                raise StudyInputError(
+                    f"--out: cannot create the lock file in {self.out}: {err.strerror}"
+                ) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as err:
+                holder = _lock_holder(fd)
+                os.close(fd)
+                if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise StudyInputError(
+                        f"--out: {self.out} is in use by another meanfield run (pid {holder}); "
+                        "wait for it to end or use another --out"
+                    ) from None
+                raise StudyInputError(f"--out: cannot lock {self.out}: {err.strerror}") from None
+            # a refused run removes a lock file it made (holding it): ours must still be
+            # the file at the path, else the lock is on a removed file and is taken again
+            try:
+                same = os.stat(path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        self._lock_created = not existed
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+        _OPEN_RUNNERS.add(self)
+
+    def close(self) -> None:
+        """Release the folder's lock (idempotent; `finish` calls it)."""
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+        _OPEN_RUNNERS.discard(self)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self) -> "StudyRunner":
+        return self.open() if not self._opened else self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- the manifest ---------------------------------------------------------------
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.out / MANIFEST_NAME
+
+    def _read_manifest(self) -> tuple[str | None, list[str]] | None:
+        """(study, files) of the manifest in the folder, None where there is none."""
+        if not self.manifest_path.exists():
+            return None
+        study, files = None, []
+        with open(self.manifest_path, errors="replace") as f:
+            for line in f:
+                try:
+                    entry = json.loads(line)
+                except ValueError:  # a line cut short by a killed run
+                    continue
+                if not isinstance(entry, dict):
+                    continue
+                if "study" in entry and study is None:
+                    study = str(entry["study"])
+                if isinstance(entry.get("file"), str):
+                    files.append(entry["file"])
+        return study, files
+
+    def _start_manifest(self, keep: list[str]) -> None:
+        """A fresh manifest naming this study and the files in `keep` (relative paths)."""
+        lines = [canonical_json({"meanfield_manifest": 1, "study": self.study})]
+        self._owned = set()
+        for rel in dict.fromkeys(keep):
+            if (self.out / rel).is_file():
+                lines.append(canonical_json({"file": rel}))
+                self._owned.add(rel)
+        fd, tmp = tempfile.mkstemp(dir=self.out, prefix=f"{MANIFEST_NAME}.", suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write("\n".join(lines) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        _readable(tmp)
+        os.replace(tmp, self.manifest_path)
+
+    def _own(self, path: Path) -> None:
+        """Record `path` (inside the folder) as written by this study."""
+        rel = path.relative_to(self.out).as_posix()
+        if rel in self._owned:
+            return
+        with open(self.manifest_path, "a") as f:
+            f.write(canonical_json({"file": rel}) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        self._owned.add(rel)
+
+    def _files(self) -> dict[str, int]:
+        """Every file in the folder (relative path -> mtime in ns), but the lock and
+        manifest."""
+        found = {}
+        for root, _dirs, names in os.walk(self.out):
+            for name in names:
+                path = Path(root) / name
+                rel = path.relative_to(self.out).as_posix()
+                if rel in (LOCK_NAME, MANIFEST_NAME):
+                    continue
+                try:
+                    found[rel] = path.stat().st_mtime_ns
+                except OSError:
+                    continue
+        return found
+
+    def _inside(self, rel: str) -> Path | None:
+        """The path of a manifest entry, None unless it lies inside the folder."""
+        path = (self.out / rel).resolve()
+        root = self.out.resolve()
+        if path == root or root not in path.parents:
+            return None
+        if path.name in (LOCK_NAME, MANIFEST_NAME):
+            return None
+        return path
+
+    def _remove_owned(self, files: list[str]) -> None:
+        """Delete the study's files `files`, its leftover temporary files and its
+        folder `points/` where that is then empty; nothing else."""
+        for rel in files:
+            path = self._inside(rel)
+            if path is not None and (path.is_file() or path.is_symlink()):
+                path.unlink()
+        if self.points_dir.is_dir():
+            for tmp in self.points_dir.glob(".*.tmp"):
+                tmp.unlink()
+            try:
+                self.points_dir.rmdir()
+            except OSError:  # the user's own files in it stay
+                pass
+        for written in ("results.json", "config.json", MANIFEST_NAME):  # atomic writes cut short
+            for tmp in self.out.glob(f".{written.lstrip('.')}.*.tmp"):
+                if tmp.is_file():
+                    tmp.unlink()
+
+    # -- open -----------------------------------------------------------------------
+
+    def _holds_study(self) -> bool:
+        return (
+            self.manifest_path.exists()
+            or (self.out / "config.json").exists()
+            or (self.points_dir.is_dir() and any(self.points_dir.iterdir()))
+        )
+
+    def _stored_config(self) -> dict | None:
+        path = self.out / "config.json"
+        if not path.exists():
+            return None
+        try:
+            with open(path) as f:
+                old = json.load(f)
+        except (OSError, ValueError) as err:
+            raise StudyInputError(
+                f"--resume: {path} is unreadable ({type(err).__name__}); the points beside it "
+                "cannot be checked: use --overwrite or another --out"
+            ) from None
+        if not isinstance(old, dict):
+            raise StudyInputError(
+                f"--resume: {path} is not a study configuration; use --overwrite or another --out"
+            )
+        return old
+
     def open(self) -> "StudyRunner":
-        """Create the folder and check (or write) `config.json`. Call after validating input."""
+        """Create the folder, take its lock, and check (or write) `config.json`.
+
+        Call after validating input: every refusal here is a `StudyInputError`, and a
+        folder this call created is removed again when it refuses."""
+        if self._opened:
+            return self
+        created = None  # the outermost folder this call creates
+        probe = self.out
+        while not probe.exists() and not probe.is_symlink():
+            created = probe
+            probe = probe.parent
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+        except OSError as err:  # a dangling link, a vanished mount, /proc, ...
+            where = f" ({err.filename})" if err.filename else ""
+            raise StudyInputError(
+                f"--out: cannot create {self.out}: {err.strerror}{where}"
+            ) from None
+        try:
+            self._lock()
+        except BaseException:
+            # refused: another run holds the folder (which it made), so nothing of ours
+            # is in it; a folder made by this call with only our lock file goes again
+            if created is not None and self._only_lock(created):
+                shutil.rmtree(created, ignore_errors=True)
+            raise
+        try:
+            self._open_locked()
+        except BaseException:
+            if created is not None:
+                shutil.rmtree(created, ignore_errors=True)
+            elif self._lock_created:  # refused: the folder as it was, without our lock file
+                (self.out / LOCK_NAME).unlink(missing_ok=True)
+            self.close()
+            raise
+        self._opened = True
+        return self
+
+    def _only_lock(self, top: Path) -> bool:
+        for root, _dirs, names in os.walk(top):
+            if any(n != LOCK_NAME for n in names):
+                return False
+        return True
+
+    def _open_locked(self) -> None:
         config_path = self.out / "config.json"
         stored = {"study": self.study, "config": self.config}
-        if config_path.exists():
-            with open(config_path) as f:
-                old = json.load(f)
+        manifest = self._read_manifest()
+        if self._holds_study():
+            kind = manifest[0] if manifest else None
             if self.resume:
+                old = self._stored_config()
+                if old is None:
+                    raise StudyInputError(
+                        f"--resume: {self.out} has points but no config.json, so they cannot "
+                        "be checked against this configuration; use --overwrite or another --out"
+                    )
+                kind = kind or old.get("study")
+                if kind is not None and kind != self.study:
+                    raise StudyInputError(
+                        f"--resume: {self.out} holds a {kind!r} study, not {self.study!r}; "
+                        "use another --out"
+                    )
                 if old != stored:
                     diff = sorted(
                         k
@@ -174,33 +533,98 @@ class StudyRunner:
                         f"--resume: {self.out} holds a study with a different configuration "
                         f"(differs in: {', '.join(diff)}); use another --out or --overwrite"
                     )
+                owned = manifest[1] if manifest else self._legacy_files()
+                self._start_manifest(owned)
             elif self.overwrite:
-                shutil.rmtree(self.points_dir, ignore_errors=True)
-                for f in self.out.glob("*"):
-                    if f.is_file() and (f.suffix in (".json", ".png", ".npz")):
-                        f.unlink()
+                if kind is None:
+                    try:
+                        old = self._stored_config()
+                    except StudyInputError:
+                        old = None
+                    kind = old.get("study") if old else None
+                if kind is not None and kind != self.study:
+                    raise StudyInputError(
+                        f"--overwrite: {self.out} holds a {kind!r} study, not {self.study!r}; "
+                        "it is not removed: use another --out"
+                    )
+                self._remove_owned(manifest[1] if manifest else self._legacy_files())
+                self._start_manifest([])
             else:
                 raise StudyInputError(
                     f"--out: {self.out} already holds a study; pass --resume to continue it "
                     "or --overwrite to start again"
                 )
+        else:
+            self._start_manifest([])
+        self._before = self._files()
         try:
-            self.points_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as err:  # a dangling link, a vanished mount, /proc, ...
-            where = f" ({err.filename})" if err.filename else ""
-            raise StudyInputError(
-                f"--out: cannot create {self.out}: {err.strerror}{where}"
-            ) from None
+            self.points_dir.mkdir(exist_ok=True)
+        except OSError as err:
+            raise StudyInputError(f"--out: cannot create {self.points_dir}: {err.strerror}") from None
         if not config_path.exists():
             write_json_atomic(config_path, stored)
-        self._opened = True
-        return self
+        self._own(config_path)
+
+    def _legacy_files(self) -> list[str]:
+        """What a runner without a manifest is known to have written here."""
+        files = [f for f in _LEGACY_FILES if (self.out / f).is_file()]
+        if self.points_dir.is_dir():
+            files += [
+                f"points/{p.name}"
+                for p in sorted(self.points_dir.iterdir())
+                if p.is_file() and p.suffix in _LEGACY_POINT_SUFFIXES
+            ]
+        return files
+
+    # -- points ---------------------------------------------------------------------
+
+    def _check_point(self, name: str, spec: dict) -> tuple[Any, str]:
+        """(the stored record, "") for a valid point file of `spec`, else (None, why)."""
+        if name in self._checked:
+            return self._checked[name]
+        path = self.points_dir / f"{name}.json"
+        record, reason = None, ""
+        try:
+            with open(path) as f:
+                record = json.load(f)
+        except (OSError, ValueError) as err:  # UnicodeDecodeError is a ValueError
+            reason = f"unreadable ({type(err).__name__})"
+        if not reason:
+            if not isinstance(record, dict) or record.get("format") != POINT_FORMAT:
+                reason = "not a point file of this version"
+            elif not _seal_ok(record):
+                reason = "its checksum does not match (edited or damaged)"
+            elif record.get("config_sha256") != self.config_hash:
+                reason = "written by another configuration (seed or options)"
+            elif record.get("spec") != to_json(spec):
+                reason = f"it holds the point {record.get('spec')!r}"
+            elif not isinstance(record.get("point"), dict):
+                reason = "it holds no point"
+        result = (None, reason) if reason else (record, "")
+        self._checked[name] = result
+        return result
+
+    def _valid_on_disk(self, name: str, spec: dict) -> bool:
+        if not self.resume or not (self.points_dir / f"{name}.json").exists():
+            return False
+        record, reason = self._check_point(name, spec)
+        if record is None and name not in self.recomputed:
+            self.recomputed[name] = reason
+            self._say(f"points/{name}.json: {reason}; it is recomputed, not used")
+        return record is not None
+
+    def _say(self, message: str) -> None:
+        """A warning on stderr that is not part of the results (they equal a clean run's)."""
+        import sys
+
+        print(f"warning: {message}", file=sys.stderr)
 
     def pending(self, specs: Sequence[dict]) -> list[dict]:
-        """The specs whose results are not on disk yet (all of them unless resuming)."""
+        """The specs whose results are not on disk yet, or not valid there (all of them
+        unless resuming)."""
         if not self.resume:
             return list(specs)
-        return [s for s in specs if not (self.points_dir / f"{point_name(s)}.json").exists()]
+        return [s for s in specs if not self._valid_on_disk(point_name(s), s)]
 
     def run_points(
         self,
@@ -212,7 +636,9 @@ class StudyRunner:
         """Compute (or, on resume, load) one result per grid point, in order.
 
         `compute(spec)` returns a JSON-able dict; it must depend only on the spec
-        and the study configuration. Each result is written as soon as it is done.
+        and the study configuration. Each result is written as soon as it is done,
+        with the configuration's hash, the spec, the seed and a checksum; on resume a
+        stored point is used only if all of them match.
         """
         if not self._opened:
             self.open()
@@ -226,11 +652,11 @@ class StudyRunner:
         with bar:
             for spec, name in zip(specs, names, strict=True):
                 path = self.points_dir / f"{name}.json"
-                if self.resume and path.exists():
-                    with open(path) as f:
-                        stored = json.load(f)
+                if self._valid_on_disk(name, spec):
+                    stored = self._checked[name][0]
                     self.loaded.append(name)
-                    self.seconds[name] = stored["seconds"]
+                    self.seconds[name] = float(stored.get("seconds") or 0.0)
+                    self._own(path)
                     results.append(stored["point"])
                     bar.update(1)
                     continue
@@ -238,35 +664,104 @@ class StudyRunner:
                 t0 = time.perf_counter()
                 point = to_json({**spec, **compute(spec)})
                 seconds = time.perf_counter() - t0
-                write_json_atomic(path, {"point": point, "seconds": seconds})
+                record = _sealed(
+                    {
+                        "format": POINT_FORMAT,
+                        "study": self.study,
+                        "config_sha256": self.config_hash,
+                        "seed": self.config.get("seed"),
+                        "spec": to_json(spec),
+                        "point": point,
+                        "seconds": seconds,
+                    }
+                )
+                self._own(path)  # recorded first: a run killed in between leaves no orphan
+                write_json_atomic(path, record)
+                self._checked.pop(name, None)
                 self.computed.append(name)
                 self.seconds[name] = seconds
                 results.append(point)
                 bar.update(1)
         return results
 
+    def _load_artifact(self, name: str) -> dict | None:
+        path = self.points_dir / f"{name}.npz"
+        meta_path = self.points_dir / f"{name}.npz.json"
+        if not path.exists():
+            return None
+        reason = ""
+        try:
+            with open(meta_path) as f:
+                meta = json.load(f)
+        except (OSError, ValueError):
+            meta, reason = None, "its checksum file is missing or unreadable"
+        if not reason:
+            if not _seal_ok(meta) or not isinstance(meta, dict):
+                reason = "its checksum file does not match"
+            elif meta.get("config_sha256") != self.config_hash:
+                reason = "written by another configuration (seed or options)"
+            elif meta.get("name") != name or meta.get("file_sha256") != _sha256_file(path):
+                reason = "its checksum does not match (edited or damaged)"
+        arrays = None
+        if not reason:
+            try:
+                with np.load(path) as data:
+                    arrays = {k: data[k] for k in data.files}
+            except Exception as err:  # a damaged archive, whatever numpy says of it
+                reason = f"unreadable ({type(err).__name__})"
+        if reason:
+            self.recomputed[name] = reason
+            self._say(f"points/{name}.npz: {reason}; it is recomputed, not used")
+            return None
+        self._own(path)
+        self._own(meta_path)
+        return arrays
+
     def artifact(self, name: str, compute: Callable[[], dict]) -> dict:
-        """A named dict of arrays computed once and cached in `DIR/points/NAME.npz`.
+        """A named dict of arrays computed once and cached in `DIR/points/NAME.npz`
+        (with its checksum in `NAME.npz.json`).
 
         Use it for expensive shared pieces (a reference limit) so that a resumed
-        study recomputes nothing already finished.
+        study recomputes nothing already finished; a stored one that does not match
+        is recomputed.
         """
         if not self._opened:
             self.open()
         path = self.points_dir / f"{name}.npz"
-        if self.resume and path.exists():
-            with np.load(path) as data:
+        meta_path = self.points_dir / f"{name}.npz.json"
+        if self.resume:
+            stored = self._load_artifact(name)
+            if stored is not None:
                 self.loaded.append(name)
-                return {k: data[k] for k in data.files}
+                return stored
         t0 = time.perf_counter()
         arrays: dict[str, Any] = {k: np.asarray(v) for k, v in compute().items()}
-        fd, tmp = tempfile.mkstemp(dir=self.points_dir, prefix=f".{name}.", suffix=".npz")
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        _readable(tmp)
-        os.replace(tmp, path)
+        self._own(path)
+        self._own(meta_path)
+        fd, tmp = tempfile.mkstemp(dir=self.points_dir, prefix=f".{name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, **arrays)
+                f.flush()
+                os.fsync(f.fileno())
+            _readable(tmp)
+            digest = _sha256_file(Path(tmp))
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        write_json_atomic(
+            meta_path,
+            _sealed(
+                {
+                    "format": POINT_FORMAT,
+                    "name": name,
+                    "config_sha256": self.config_hash,
+                    "file_sha256": digest,
+                }
+            ),
+        )
         self.computed.append(name)
         self.seconds[name] = time.perf_counter() - t0
         return arrays
@@ -282,8 +777,13 @@ class StudyRunner:
         """Write `DIR/results.json`; `results` holds `points`, `fits`, `reference`, ...
 
         `timing` (extra seconds to record) is merged into the `timing` entry with the
-        total time, the device and the per-point seconds.
+        total time, the device, the per-point seconds and the points recomputed
+        because their files did not match (`recomputed`: how many,
+        `recomputed_points`: which and why). The files written since `open` (figures)
+        are recorded in the manifest, and the folder's lock is released.
         """
+        if not self._opened:
+            self.open()
         body = {"study": self.study, "config": self.config}
         body.update(results)
         body["warnings"] = list(body.get("warnings", [])) + self.warnings
@@ -293,10 +793,20 @@ class StudyRunner:
             "points_seconds": dict(self.seconds),
             "computed": list(self.computed),
             "loaded": list(self.loaded),
+            "recomputed": len(self.recomputed),
+            "recomputed_points": dict(self.recomputed),
             **(timing or {}),
         }
         path = self.out / "results.json"
+        # the figures and other files the study wrote into the folder since `open`
+        for rel, mtime in self._files().items():
+            if Path(rel).name.startswith(".") and rel.endswith(".tmp"):
+                continue
+            if self._before.get(rel) != mtime:
+                self._own(self.out / rel)
+        self._own(path)
         write_json_atomic(path, body)
+        self.close()
         return path
 
 

@@ -39,7 +39,14 @@ from ..depth import BrownianLaw, FractionalBrownianLaw, SmoothGPLaw
 from ..fits import exploded_draws, fit_loglog, fit_values, summarize
 from ..neural_sde import strong_errors
 from ..sharding import shard_seeds
-from .args import check_activation, int_list, override, positive_float, positive_int
+from .args import (
+    check_activation,
+    check_memory,
+    int_list,
+    override,
+    positive_float,
+    positive_int,
+)
 from .runner import StudyInputError, start_study
 
 HELP = "strong error of ResNets with Brownian, fBm or smooth weights vs their SDE/Young/ODE limit"
@@ -154,6 +161,18 @@ def resolve_config(args) -> dict:
             )
     if not cfg["rtol"] < 1e-3:
         raise StudyInputError(f"--rtol: must be below 1e-3 for a reference, got {cfg['rtol']}")
+    if w == "smooth":
+        try:  # the law is built before the output folder is made
+            SmoothGPLaw(cfg["d"], cfg["length_scale"])
+        except ValueError as err:
+            raise StudyInputError(f"--length-scale: {str(err).splitlines()[0]}") from None
+    # a batch of paths on the fine grid (d×d weights at every fine step) and the states
+    fine = cfg["n_fine"] if cfg["weights"] != "smooth" else max(cfg["L"])
+    check_memory(
+        "--n-fine/--L/--d/--batch",
+        8.0 * 4 * min(cfg["batch"], cfg["seeds"]) * max(fine, max(cfg["L"])) * cfg["d"] ** 2,
+        "a batch of weight paths",
+    )
     return cfg
 
 

@@ -20,7 +20,7 @@ from ..plotting import loglog_series, use_agg
 from ..resnet import ResNet
 from ..theory.tangent import relative_difference
 from ..two_layer import TwoLayerBlock
-from .args import float_list, int_list, positive_int
+from .args import check_memory, float_list, int_list, positive_int
 from .runner import StudyInputError, start_study
 
 HELP = "tangent kernel of finite ResNets vs the shallow M·L-unit kernel (SPEC §5.1)"
@@ -51,6 +51,13 @@ def run(args):
         raise StudyInputError(f"--gammas: values must be > 0, got {args.gammas}")
     if args.nets is not None and args.nets < 2:
         raise StudyInputError(f"--nets: need at least 2 networks for a spread, got {args.nets}")
+    nets = args.nets or PRESETS[args.preset]["nets"]
+    # every network of a point at once: its units (L·M of them, d-vectors) and states
+    check_memory(
+        "--L/--M/--d/--nets",
+        8.0 * 4 * nets * max(args.L) * args.M * args.d,
+        "the networks of the deepest point",
+    )
     cfg = {
         "L": args.L,
         "M": args.M,

@@ -18,7 +18,7 @@ from ..laws import TwoLayerGaussianLaw
 from ..plotting import use_agg
 from ..theory.variance import estimate_c, sampled_deviation, variance_law
 from ..two_layer import TwoLayerBlock
-from .args import float_list, int_list, positive_float, positive_int
+from .args import check_memory, float_list, int_list, positive_float, positive_int
 from .runner import StudyInputError, start_study
 
 HELP = "variance of the first forward pass: Chizat's Prop. 2.1 and its three regimes (SPEC §5.1)"
@@ -60,6 +60,13 @@ def run(args):
         raise StudyInputError(
             f"--c-samples: need at least 2 for an error bar, got {args.c_samples}"
         )
+    nets = args.nets or PRESETS[args.preset]["nets"]
+    # every network of a point at once: its units (L·M of them, d-vectors) and states
+    check_memory(
+        "--L/--M/--d/--nets",
+        8.0 * 4 * nets * max(args.L) * args.M * args.d,
+        "the networks of the deepest point",
+    )
     cfg = {
         "L": args.L,
         "M": args.M,
