@@ -15,6 +15,13 @@ def _gelu(x):
     return jax.nn.gelu(x, approximate=False)
 
 
+LEAKY_SLOPE = 0.01  # the slope of leaky_relu below 0 (`jax.nn.leaky_relu`'s default)
+
+
+def _leaky_relu(x):
+    return jax.nn.leaky_relu(x, LEAKY_SLOPE)
+
+
 ACTIVATIONS: dict[str, Callable] = {
     "relu": jax.nn.relu,
     "tanh": jnp.tanh,
@@ -22,6 +29,7 @@ ACTIVATIONS: dict[str, Callable] = {
     "gelu": _gelu,
     "softplus": jax.nn.softplus,
     "sigmoid": jax.nn.sigmoid,
+    "leaky_relu": _leaky_relu,
     "identity": _identity,
 }
 

@@ -126,6 +126,7 @@ def gd_loop(
     steps: int,
     *,
     last: bool = True,
+    history: bool = True,
 ) -> tuple[PyTree, PyTree]:
     """`steps` optimiser steps from `theta0`, in one `lax.scan`.
 
@@ -137,7 +138,10 @@ def gd_loop(
     `k == steps` with `lax.cond`). Without `last` it runs `steps` times.
 
     **Returns:** `(thetas, auxes)`: the parameters before step k, k = 0..steps (index
-    `steps`: after the last), and the aux at every step `grad_fn` ran.
+    `steps`: after the last), and the aux at every step `grad_fn` ran. With
+    `history=False`, `thetas` is the parameters after the last update only (long
+    trainings, whose history would not fit in memory) and `last` does not apply: `aux`
+    at each of the `steps` updates.
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
@@ -150,9 +154,12 @@ def gd_loop(
         theta, state = carry
         grads, aux = grad_fn(theta, k)
         updates, state = optimizer.update(grads, state, theta)
-        return (optax.apply_updates(theta, updates), state), (theta, aux)
+        return (optax.apply_updates(theta, updates), state), ((theta if history else None), aux)
 
     init = (theta0, optimizer.init(theta0))
+    if not history:
+        (final, _), (_, auxes) = lax.scan(step, init, jnp.arange(steps))
+        return final, auxes
     if last:
         _, (thetas, auxes) = lax.scan(step, init, jnp.arange(steps + 1))
         return thetas, auxes

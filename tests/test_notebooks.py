@@ -24,6 +24,7 @@ def test_there_are_notebooks():
         "optimal_residual_scaling",
         "two_layer",
         "shapes",
+        "plain_vs_residual",
     } <= names
 
 

@@ -24,6 +24,7 @@ _MODULES: dict[str, str] = {
     "tangent-kernel": "meanfield.studies.tangent_kernel",
     "two-layer": "meanfield.studies.two_layer",
     "shapes": "meanfield.studies.shapes",
+    "plain-vs-residual": "meanfield.studies.plain_vs_residual",
 }
 
 
@@ -88,7 +89,7 @@ def run_study(name: str, *, out: str, **options) -> dict:
     if name not in STUDIES:
         raise ValueError(f"name: unknown study {name!r}; one of {', '.join(STUDIES)}")
     module = STUDIES[name]
-    parser = argparse.ArgumentParser(prog=f"meanfield study {name}")
+    parser = argparse.ArgumentParser(prog=f"meanfield study {name}", allow_abbrev=False)
     add_common_arguments(parser, name)
     module.add_arguments(parser)
     args = parser.parse_args(["--out", str(out)])
@@ -97,7 +98,12 @@ def run_study(name: str, *, out: str, **options) -> dict:
             raise ValueError(f"{key}: not an option of the study {name!r}")
         setattr(args, key, value)
     args.study = name
-    module.run(args)
+    from .runner import release_all
+
+    try:
+        module.run(args)
+    finally:
+        release_all()  # the output folder's lock
     with open(Path(out) / "results.json") as f:
         return json.load(f)
 

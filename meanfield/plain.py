@@ -1,0 +1,328 @@
+"""Plain and residual networks (seed 003, "why residual connections make depth trainable"):
+gradients through depth at initialisation, their infinite-width predictions, and training.
+
+**Architectures** (width N, depth L, weights `W_l` N×N, biases `b_l`, zero at initialisation):
+
+* `plain`:           `h^l = σ(W_l h^{l-1} + b_l)`;
+* `post-activation`: `h^l = σ(h^{l-1} + α (W_l h^{l-1} + b_l))` (the original ResNet block);
+* `pre-activation`:  `h^l = h^{l-1} + α (W_l σ(h^{l-1}) + b_l)` (the library's
+  `ResNet(DenseBlock(σ), ...)`, tested equal).
+
+**Initialisations**: entries of `W_l` i.i.d. `N(0, σ_w²/N)` with
+
+* `normal`: N(0, 1), σ_w² = N (the lecture's worked example of explosion);
+* `xavier`: variance 2/(fan_in + fan_out) = 1/N, σ_w² = 1;
+* `he`: variance 2/fan_in = 2/N, σ_w² = 2.
+
+**Gradients at initialisation.** With the loss `𝓛 = ⟨B, h^L⟩` (B a fixed unit vector, so
+`p_L = ∂𝓛/∂h^L = B`), `p_{l-1} = J_lᵀ p_l`. As N → ∞, with the weights of the backward pass
+treated as independent of the forward pass (exact in that limit for Gaussian weights),
+`E‖p_{l-1}‖² = χ_l E‖p_l‖²` with
+
+* plain: `χ_l = σ_w² E[σ'(z)²]`, `z ~ N(0, q_l)`, `q_l = σ_w² m_{l-1}`, `m_l = E[σ(z_l)²]`,
+  `m_0 = ‖x‖²/N`;
+* pre-activation: `χ_l = 1 + α² σ_w² E[σ'(h)²]`, `h ~ N(0, q_{l-1})`, `q_l = q_{l-1} +
+  α² σ_w² E[σ(h)²]`, `q_0 = ‖x‖²/N` (the input's coordinates Gaussian, so that every
+  state's are: each layer adds an independent Gaussian increment);
+* post-activation: `z_l = h + α g` with `h = σ(z_{l-1})` (`h = x` at l = 1) and
+  `g ~ N(0, σ_w² E[h²])` independent of h, and per coordinate `p_{l-1} = σ'(z_l) p_l + α ξ`
+  with ξ a fresh Gaussian of variance `σ_w² E[σ'(z_l)² p_l²]`: the skip carries each
+  coordinate's σ'(z) and p along depth together, so `E[σ'(z_l)² p_l²] ≠ E[σ'²] E[p²]`
+  (the "naive" `χ_l = (1 + α²σ_w²) E[σ'(z_l)²]` misses this; for tanh with Xavier at
+  α = 1/8, L = 64 it predicts −7.0 where N = 256 networks measure −2.7), and the law of
+  (z, p) is carried as a population of coordinate paths (`population`),
+  `χ_l = E[p_{l-1}²]/E[p_l²]`.
+
+So `log ‖p_0‖² − log ‖p_L‖² → Σ_{l ≤ L} log χ_l` (`predicted_log_ratio`). ReLU, plain:
+`χ = σ_w²/2`, so Xavier halves the squared norm per layer, He keeps it and N(0, 1)
+multiplies it by N/2; sigmoid: `σ' ≤ 1/4`, so `χ ≤ σ_w²/16`; pre-activation with
+`α = 1/sqrt(L)`: `Σ log χ_l = O(1)`, the gradient stays bounded in depth. At finite N
+the mean of the logarithm sits below the logarithm of the mean by O(L/N) (each layer's
+factor fluctuates by O(1/sqrt(N))).
+"""
+
+import math
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.lax as lax
+import jax.numpy as jnp
+import jax.random as jr
+import optax
+from jaxtyping import Array, Float
+
+from ._validation import check_positive_int
+from .activations import resolve_activation
+from .training import gd_loop
+
+ARCHITECTURES = ("plain", "post-activation", "pre-activation")
+INITS = ("normal", "xavier", "he")
+
+
+def _check_choice(value, choices, name):
+    if value not in choices:
+        raise ValueError(f"{name}={value!r}: use one of {', '.join(choices)}")
+
+
+def weight_gain(init: str, N: int) -> float:
+    """σ_w² of an initialisation for N×N weights (entries of variance σ_w²/N)."""
+    _check_choice(init, INITS, "init")
+    check_positive_int(N, "N")
+    return {"normal": float(N), "xavier": 2.0 * N / (N + N), "he": 2.0}[init]
+
+
+def _layer(architecture: str, sigma: Callable, h, W, b, alpha, scale: "float | Array" = 1.0):
+    """One layer: `(h^l, a)` with `a` the argument of σ in the layer (its pre-activation)."""
+    if architecture == "plain":
+        a = scale * (W @ h) + b
+        return sigma(a), a
+    if architecture == "post-activation":
+        a = h + alpha * (scale * (W @ h) + b)
+        return sigma(a), a
+    return h + alpha * (scale * (W @ sigma(h)) + b), h
+
+
+class LayeredNet(eqx.Module):
+    """A plain or residual network of `L` square layers (module docstring).
+
+    `W` (L, N, N), `b` (L, N); `alpha` the residual scale (unused by `plain`); the
+    layers use `scale · W` (default 1: one standard-normal draw of W then serves every
+    initialisation without a scaled copy of the weights).
+    """
+
+    W: Float[Array, "L N N"]
+    b: Float[Array, "L N"]
+    alpha: float | Array
+    architecture: str = eqx.field(static=True)
+    activation: str | Callable = eqx.field(static=True)
+    scale: float | Array = 1.0
+
+    def __check_init__(self):
+        _check_choice(self.architecture, ARCHITECTURES, "architecture")
+        resolve_activation(self.activation)
+
+    @classmethod
+    def sample(
+        cls,
+        key,
+        *,
+        L: int,
+        N: int,
+        architecture: str = "plain",
+        activation: str | Callable = "relu",
+        init: str = "he",
+        alpha: float = 1.0,
+    ) -> "LayeredNet":
+        """Weights drawn i.i.d. N(0, σ_w²/N) (`weight_gain`), biases zero."""
+        check_positive_int(L, "L")
+        gain = weight_gain(init, N)
+        W = jr.normal(key, (L, N, N)) * math.sqrt(gain / N)
+        return cls(W, jnp.zeros((L, N), W.dtype), alpha, architecture, activation)
+
+    def layers(self, x: Float[Array, " N"]) -> tuple[Array, Array]:
+        """`(hs, pre)`: the states h^0..h^L (L+1, N) and each layer's argument of σ (L, N)."""
+        sigma = resolve_activation(self.activation)
+
+        def step(h, wb):
+            h, a = _layer(self.architecture, sigma, h, wb[0], wb[1], self.alpha, self.scale)
+            return h, (h, a)
+
+        _, (hs, pre) = lax.scan(step, x, (self.W, self.b))
+        return jnp.concatenate([x[None], hs]), pre
+
+    def __call__(self, x: Float[Array, " N"]) -> Float[Array, " N"]:
+        return self.layers(x)[0][-1]
+
+    def gradient_log_norms(self, x: Float[Array, " N"], readout: Float[Array, " N"]) -> Array:
+        """`log ‖∂𝓛/∂h^l‖`, l = 0..L, for `𝓛 = ⟨readout, h^L⟩`, by the backward recursion
+        `p_{l-1} = J_lᵀ p_l` (vector-Jacobian products of each layer) renormalised at every
+        layer, so that neither a vanishing nor an exploding gradient under- or overflows."""
+        hs, _ = self.layers(x)
+        sigma = resolve_activation(self.activation)
+
+        def step(carry, inputs):
+            p, log_norm = carry
+            h, W, b = inputs
+            _, vjp = jax.vjp(
+                lambda h_: _layer(self.architecture, sigma, h_, W, b, self.alpha, self.scale)[0], h
+            )
+            (g,) = vjp(p)
+            n = jnp.linalg.norm(g)
+            log_norm = log_norm + jnp.log(n)
+            return (g / n, log_norm), log_norm
+
+        n0 = jnp.linalg.norm(readout)
+        _, logs = lax.scan(step, (readout / n0, jnp.log(n0)), (hs[:-1], self.W, self.b), reverse=True)
+        return jnp.concatenate([logs, jnp.log(n0)[None]])
+
+
+# ------------------------------------------------------------ infinite-width predictions
+
+GRID = 20001  # points of the quadrature grid of `gaussian_moments`
+GRID_HALF_WIDTH = 12.0  # the grid spans ±12 standard deviations
+
+
+def gaussian_moments(activation: str | Callable, q) -> tuple[Array, Array]:
+    """`(E[σ(z)²], E[σ'(z)²])` for `z ~ N(0, q)`: closed forms for relu and leaky_relu,
+    otherwise the trapezoid rule on a uniform grid of ±12 standard deviations (20001
+    points: resolves σ'² even where q is 10⁴ times its width, as under `normal` init)."""
+    from .activations import LEAKY_SLOPE
+
+    if activation in ("relu", "leaky_relu"):
+        slope = 0.0 if activation == "relu" else LEAKY_SLOPE
+        c = (1 + slope**2) / 2
+        return c * q, c * jnp.ones_like(q)
+    sigma = resolve_activation(activation)
+    t = jnp.linspace(-GRID_HALF_WIDTH, GRID_HALF_WIDTH, GRID)
+    w = jnp.exp(-0.5 * t**2)
+    w = w.at[jnp.array([0, -1])].multiply(0.5)
+    w = w / jnp.sum(w)
+    z = jnp.sqrt(q) * t
+    d = jax.vmap(jax.grad(sigma))(z)
+    return jnp.sum(w * sigma(z) ** 2), jnp.sum(w * d**2)
+
+
+def _log_chis_gaussian(architecture, activation, gain, alpha, L, q0):
+    """log χ_l, l = 1..L, of `plain` and `pre-activation` (Gaussian states)."""
+
+    def step(m, _):
+        if architecture == "plain":  # m = E[h²] of the previous state
+            e_s2, e_d2 = gaussian_moments(activation, gain * m)
+            return e_s2, jnp.log(gain * e_d2)
+        e_s2, e_d2 = gaussian_moments(activation, m)  # m = q, the state's variance
+        return m + alpha**2 * gain * e_s2, jnp.log1p(alpha**2 * gain * e_d2)
+
+    _, logs = lax.scan(step, jnp.asarray(q0, float), None, length=L)
+    return logs
+
+
+def population(activation, gain, alpha, L, q0, *, key, size: int = 2**16):
+    """log χ_l, l = 1..L, of `post-activation`, from a population of `size` coordinates,
+    each carried through the layers with its own noise (the skip keeps a coordinate's
+    forward and backward values together, so the moments do not factorise as they do
+    for the other architectures): forward `z_l = h + α sqrt(σ_w² E[h²]) g_l`,
+    `h ← σ(z_l)` from `h = x ~ N(0, q0)`; backward from `p_L ~ N(0, 1)`,
+    `p_{l-1} = σ'(z_l) p_l + α sqrt(σ_w² E[σ'(z_l)² p_l²]) ξ_l` (the coordinate of
+    `W_lᵀ (σ'(z_l) ⊙ p_l)`, a fresh Gaussian); `χ_l = E[p_{l-1}²] / E[p_l²]`."""
+    sigma = resolve_activation(activation)
+    dsigma = jax.vmap(jax.grad(sigma))
+    k0, kf, kb, kp = jr.split(key, 4)
+    h0 = jnp.sqrt(q0) * jr.normal(k0, (size,))
+
+    homogeneous = activation in ("relu", "leaky_relu", "identity")
+
+    def forward(h, k):
+        z = h + alpha * jnp.sqrt(gain * jnp.mean(h**2)) * jr.normal(k, h.shape)
+        if homogeneous:  # σ(cz) = cσ(z), σ'(cz) = σ'(z): rescaled so that it cannot overflow
+            z = z / jnp.sqrt(jnp.mean(z**2))
+        return sigma(z), dsigma(z)
+
+    _, slopes = lax.scan(forward, h0, jr.split(kf, L))  # σ'(z_l), (L, size)
+
+    def backward(p, inputs):
+        d, k = inputs
+        g = d * p
+        p_prev = g + alpha * jnp.sqrt(gain * jnp.mean(g**2)) * jr.normal(k, p.shape)
+        m2 = jnp.mean(p_prev**2)  # p is kept at E[p²] = 1 (the recursion is linear in p)
+        return p_prev / jnp.sqrt(m2), jnp.log(m2)
+
+    p0 = jr.normal(kp, (size,))
+    p0 = p0 / jnp.sqrt(jnp.mean(p0**2))
+    _, logs = lax.scan(backward, p0, (slopes, jr.split(kb, L)), reverse=True)
+    return logs
+
+
+POPULATIONS = 8  # independent populations of `predicted_log_ratio` (error estimate)
+
+
+def predicted_log_ratio(
+    architecture: str,
+    activation: str,
+    init: str,
+    *,
+    N: int,
+    L: int,
+    alpha: float = 1.0,
+    q0: float = 1.0,
+    key=None,
+    size: int = 2**16,
+) -> tuple[float, float]:
+    """The infinite-width prediction of `log ‖p_0‖² − log ‖p_L‖²` (module docstring):
+    `(value, error)`. `error` is 0 for the Gaussian architectures (quadrature, error
+    below 1e-8) and the standard error over `POPULATIONS` independent populations of
+    `size` samples for `post-activation` (whose value is their mean). `q0 = ‖x‖²/N`."""
+    _check_choice(architecture, ARCHITECTURES, "architecture")
+    check_positive_int(L, "L")
+    gain = weight_gain(init, N)
+    if architecture != "post-activation":
+        logs = _log_chis_gaussian(architecture, activation, gain, alpha, L, q0)
+        return float(jnp.sum(logs)), 0.0
+    keys = jr.split(jr.key(0) if key is None else key, POPULATIONS)
+    sums = lax.map(
+        lambda k: jnp.sum(population(activation, gain, alpha, L, q0, key=k, size=size)), keys
+    )
+    return float(jnp.mean(sums)), float(jnp.std(sums, ddof=1) / math.sqrt(POPULATIONS))
+
+
+# --------------------------------------------------------------------------- training
+
+
+class Classifier(eqx.Module):
+    """`logits = C h^L(A x)`: an embedding A (N×d_in), a `LayeredNet`, a readout C
+    (classes×N); every part trained."""
+
+    A: Array
+    net: LayeredNet
+    C: Array
+
+    @classmethod
+    def sample(cls, key, *, d_in: int, classes: int, **net_kwargs) -> "Classifier":
+        ka, kn, kc = jr.split(key, 3)
+        net = LayeredNet.sample(kn, **net_kwargs)
+        N = net.W.shape[-1]
+        A = jr.normal(ka, (N, d_in)) / math.sqrt(d_in)
+        C = jr.normal(kc, (classes, N)) / math.sqrt(N)
+        return cls(A, net, C)
+
+    def __call__(self, xs: Float[Array, "n d_in"]) -> Float[Array, "n classes"]:
+        return jax.vmap(lambda x: self.C @ self.net(self.A @ x))(xs)
+
+
+def cross_entropy(model: Classifier, xs, labels) -> Array:
+    logits = model(xs)
+    return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels))
+
+
+def accuracy(model: Classifier, xs, labels) -> Array:
+    return jnp.mean(jnp.argmax(model(xs), axis=-1) == labels)
+
+
+def train_classifier(model: Classifier, data, *, steps: int, lr: float):
+    """`steps` full-batch Adam steps (learning rate `lr`) on the cross-entropy of
+    `data = (x_train, y_train, x_test, y_test)` (labels integers), through `meanfield.gd_loop`.
+
+    **Returns:** `(model, losses, test_accuracy)`: the trained model, the training loss
+    before each step (steps,), and the final test accuracy. Jittable and vmappable."""
+    x, y, x_test, y_test = data
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+
+    def grad_fn(p, _):
+        loss, g = jax.value_and_grad(lambda p_: cross_entropy(eqx.combine(p_, static), x, y))(p)
+        return g, loss
+
+    final, losses = gd_loop(grad_fn, params, optax.adam(lr), steps, history=False)
+    model = eqx.combine(final, static)
+    return model, losses, accuracy(model, x_test, y_test)
+
+
+def teacher_task(key, *, d_in: int = 16, classes: int = 4, n_train: int = 512, n_test: int = 2048,
+                 width: int = 64):
+    """A classification task: Gaussian inputs in R^d_in labelled by the argmax of a random
+    two-layer tanh teacher (width `width`, `classes` outputs). Returns `(x, y, x_test, y_test)`."""
+    k1, k2, kx, kt = jr.split(key, 4)
+    U = jr.normal(k1, (width, d_in)) / math.sqrt(d_in)
+    V = jr.normal(k2, (classes, width))
+    xs = jr.normal(kx, (n_train + n_test, d_in))
+    ys = jnp.argmax(jnp.tanh(2 * xs @ U.T) @ V.T, axis=-1)
+    return xs[:n_train], ys[:n_train], xs[n_train:], ys[n_train:]

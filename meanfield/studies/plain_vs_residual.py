@@ -1,0 +1,479 @@
+"""`meanfield study plain-vs-residual`: why residual connections make depth trainable
+(seed 003), measured.
+
+Two parts (the networks and the predictions: `meanfield.plain`):
+
+* **Gradients at initialisation.** For every activation (sigmoid, tanh, relu, leaky_relu),
+  initialisation (N(0, 1), Xavier, He) and architecture (plain; post- and pre-activation
+  residual with α = 1 and α = 1/sqrt(L)), at each depth L: `log ‖∂𝓛/∂h^0‖² −
+  log ‖∂𝓛/∂h^L‖²` (𝓛 = ⟨B, h^L⟩, B random) over independent draws, and per layer the
+  diagnostics a practitioner checks (activation mean and standard deviation, fraction of
+  units with a positive pre-activation, gradient norm). The per-layer rate is the slope of
+  that log-ratio against L (least squares over the depths, interval by a bootstrap over
+  draws), set against the same slope of the infinite-width prediction
+  (`plain.predicted_log_ratio`); a configuration agrees when the two differ by at most
+  10% of the prediction or 0.02, whichever is larger. All configurations at one depth
+  and draw share the same standard-normal weights (scaled per initialisation).
+* **Degradation.** Plain and residual ReLU networks (He initialisation, residual α =
+  1/sqrt(L)) of growing depth trained on one teacher classification task with the same
+  optimiser budget (full-batch Adam, same steps and learning rate): final training loss
+  and test accuracy against depth.
+"""
+
+import functools
+import math
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+
+from .. import plain as P
+from ..plotting import use_agg
+from .args import int_list, positive_float, positive_int
+from .runner import StudyInputError, start_study
+
+HELP = "gradients through plain and residual networks, and the degradation problem (seed 003)"
+DEFAULT_X64 = True
+ACTIVATIONS = ("sigmoid", "tanh", "relu", "leaky_relu")
+ALPHAS = ("1", "1/sqrt(L)")
+PRESETS = {
+    "quick": {
+        "L": [4, 8, 16, 32, 64, 128],
+        "N": 512,
+        "seeds": 16,
+        "train_L": [2, 4, 8, 16, 32, 64],
+        "train_steps": 400,
+        "train_seeds": 3,
+        "train_N": 48,
+    },
+    "paper": {
+        "L": [4, 8, 16, 32, 64, 128, 256, 512],
+        "N": 2048,
+        "seeds": 32,
+        "train_L": [2, 4, 8, 16, 32, 64, 128],
+        "train_steps": 2000,
+        "train_seeds": 5,
+        "train_N": 128,
+    },
+}
+TOLERANCE = (0.10, 0.02)  # |rate − predicted| ≤ max(10% of predicted, 0.02)
+TRAIN_ARCHITECTURES = (
+    ("plain", "he", "1"),
+    ("post-activation", "he", "1/sqrt(L)"),
+    ("pre-activation", "he", "1/sqrt(L)"),
+)
+TASK = {"d_in": 16, "classes": 4, "n_train": 512, "n_test": 2048}
+
+
+def add_arguments(parser):
+    parser.add_argument("--L", type=int_list, help="depths of the gradient part (comma list)")
+    parser.add_argument("--N", type=positive_int, help="width of the gradient part")
+    parser.add_argument("--seeds", type=positive_int, help="independent draws per depth")
+    parser.add_argument(
+        "--activations",
+        help=f"comma list among {', '.join(ACTIVATIONS)} (default: all)",
+    )
+    parser.add_argument("--train-L", type=int_list, help="depths of the degradation part")
+    parser.add_argument("--train-steps", type=positive_int, help="Adam steps per network")
+    parser.add_argument("--train-seeds", type=positive_int, help="draws per trained depth")
+    parser.add_argument("--train-N", type=positive_int, help="width of the trained networks")
+    parser.add_argument("--lr", type=positive_float, default=1e-3, help="Adam learning rate")
+
+
+def configurations(activations) -> list[dict]:
+    """Every (architecture, activation, init, alpha) of the gradient part."""
+    out = []
+    for act in activations:
+        for arch in P.ARCHITECTURES:
+            for init in P.INITS:
+                for alpha in ("1",) if arch == "plain" else ALPHAS:
+                    out.append({"architecture": arch, "activation": act, "init": init, "alpha": alpha})
+    return out
+
+
+def alpha_value(alpha: str, L: int) -> float:
+    return 1.0 if alpha == "1" else 1.0 / math.sqrt(L)
+
+
+def run(args):
+    preset = PRESETS[args.preset]
+    acts = ACTIVATIONS
+    if args.activations is not None:
+        acts = tuple(a.strip() for a in args.activations.split(","))
+        bad = [a for a in acts if a not in ACTIVATIONS]
+        if bad or not acts or len(set(acts)) != len(acts):
+            raise StudyInputError(
+                f"--activations: need distinct names among {', '.join(ACTIVATIONS)}, "
+                f"got {args.activations!r}"
+            )
+    cfg = {
+        "L": args.L or preset["L"],
+        "N": args.N or preset["N"],
+        "seeds": args.seeds or preset["seeds"],
+        "activations": list(acts),
+        "train_L": args.train_L or preset["train_L"],
+        "train_steps": args.train_steps or preset["train_steps"],
+        "train_seeds": args.train_seeds or preset["train_seeds"],
+        "train_N": args.train_N or preset["train_N"],
+        "lr": args.lr,
+        "task": TASK,
+        "seed": args.seed,
+        "x64": args.x64,
+        "preset": args.preset,
+    }
+    if len(cfg["L"]) < 2:
+        raise StudyInputError(f"--L: a rate needs at least two depths, got {cfg['L']}")
+    if cfg["seeds"] < 2 or cfg["train_seeds"] < 2:
+        raise StudyInputError("--seeds, --train-seeds: need at least 2 draws for a spread")
+    memory = 2 * max(cfg["L"]) * cfg["N"] ** 2 * 8  # one draw's weights (and a spare)
+    if memory > 8 * 2**30:
+        raise StudyInputError(
+            f"--L, --N: one draw needs about {memory / 2**30:.0f} GB "
+            f"(max L = {max(cfg['L'])}, N = {cfg['N']}); the limit is 8 GB"
+        )
+    runner = start_study(args, cfg)
+    configs = configurations(acts)
+    specs = [{"part": "gradients", "L": L} for L in cfg["L"]]
+    specs += [{"part": "train", "L": L} for L in cfg["train_L"]]
+    master = jr.key(cfg["seed"])
+
+    def point(spec):
+        if spec["part"] == "gradients":
+            return _gradient_point(cfg, configs, spec["L"], master, spec["L"] == max(cfg["L"]))
+        return _train_point(cfg, spec["L"], master)
+
+    points = runner.run_points(specs, point, describe=lambda s: f"{s['part']} L={s['L']}")
+    grad_points = [p for p in points if p["part"] == "gradients"]
+    rates = _rates(cfg, configs, grad_points)
+    agree = sum(bool(r["agrees"]) for r in rates if r["agrees"] is not None)
+    judged = sum(r["agrees"] is not None for r in rates)
+    degradation = [c for p in points if p["part"] == "train" for c in p["cells"]]
+    verdict = _degradation_verdict(degradation)
+    _figures(Path(args.out), cfg, configs, grad_points, rates, degradation)
+    runner.finish(
+        {
+            "points": points,
+            "gradient_rates": rates,
+            "agreement": {
+                "agree": agree,
+                "judged": judged,
+                "tolerance": "|rate - predicted| <= max(0.10 |predicted|, 0.02)",
+            },
+            "bounded_ratios": _bounded(rates),
+            "degradation": degradation,
+            "degradation_verdict": verdict,
+            "reference": {
+                "method": "infinite-width recursion of meanfield.plain (quadrature for plain "
+                "and pre-activation, a population of coordinate paths for post-activation)"
+            },
+        }
+    )
+
+
+# ------------------------------------------------------------------ the gradient part
+
+
+@functools.partial(jax.jit, static_argnames=("pairs", "L", "N"))
+def _draw(key, gains, alphas, *, pairs, L, N):
+    """One draw at depth L: per (architecture, activation) pair, the configurations of
+    `gains`/`alphas` (vmapped), all from the same standard-normal weights."""
+    kg, kx, kb = jr.split(key, 3)
+    G = jr.normal(kg, (L, N, N))
+    x, B = jr.normal(kx, (N,)), jr.normal(kb, (N,))
+    out = []
+    for (arch, act), g, a in zip(pairs, gains, alphas, strict=True):
+
+        def one(gain, alpha, arch=arch, act=act):
+            net = P.LayeredNet(G, jnp.zeros((L, N)), alpha, arch, act, jnp.sqrt(gain / N))
+            hs, pre = net.layers(x)
+            logs = net.gradient_log_norms(x, B)
+            ok = jnp.all(jnp.isfinite(hs)) & jnp.all(jnp.isfinite(logs))
+            return {
+                "log_ratio": 2 * (logs[0] - logs[-1]),
+                "ok": ok,
+                "log_grad": logs / jnp.log(10.0),
+                "act_mean": jnp.mean(hs, axis=1),
+                "act_std": jnp.std(hs, axis=1),
+                "active": jnp.mean(pre > 0, axis=1),
+            }
+
+        out.append(jax.vmap(one)(g, a))
+    return out
+
+
+def _gradient_point(cfg, configs, L, master, per_layer):
+    N, seeds = cfg["N"], cfg["seeds"]
+    pairs = tuple(dict.fromkeys((c["architecture"], c["activation"]) for c in configs))
+    members = [[c for c in configs if (c["architecture"], c["activation"]) == p] for p in pairs]
+    gains = [jnp.array([P.weight_gain(c["init"], N) for c in m]) for m in members]
+    alphas = [jnp.array([alpha_value(c["alpha"], L) for c in m]) for m in members]
+    keys = jr.split(jr.fold_in(master, L), seeds)
+    draws = jax.lax.map(
+        lambda k: _draw(k, gains, alphas, pairs=pairs, L=L, N=N), keys
+    )  # list over pairs of dicts of (seeds, configs, ...)
+    cells = []
+    for m, d in zip(members, draws, strict=True):
+        d = {k: np.asarray(v) for k, v in d.items()}
+        for j, c in enumerate(m):
+            ok = d["ok"][:, j]
+            cell = {
+                **c,
+                "log_ratio": [float(v) if o else None for v, o in zip(d["log_ratio"][:, j], ok, strict=True)],
+                "exploded": int((~ok).sum()),
+            }
+            if per_layer and ok.any():
+                for name in ("log_grad", "act_mean", "act_std", "active"):
+                    v = d[name][ok, j]
+                    cell[name] = {"mean": v.mean(0).tolist(), "std": v.std(0).tolist()}
+                if c["activation"] not in ("relu", "leaky_relu"):
+                    cell.pop("active")
+            cells.append(cell)
+    return {"cells": cells}
+
+
+def _slope(x, y):
+    x = np.asarray(x, float)
+    xc = x - x.mean()
+    return float(xc @ (np.asarray(y) - np.mean(y)) / (xc @ xc))
+
+
+def _rates(cfg, configs, points, n_boot=2000):
+    """Per configuration: the fitted per-layer rate with a bootstrap interval, beside the
+    same slope of the prediction."""
+    rng = np.random.default_rng(cfg["seed"])
+    out = []
+    for i, c in enumerate(configs):
+        Ls, samples = [], []
+        exploded = 0
+        for p in points:
+            cell = p["cells"][i]
+            exploded += cell["exploded"]
+            good = np.array([v for v in cell["log_ratio"] if v is not None], float)
+            if good.size >= 2:
+                Ls.append(p["L"])
+                samples.append(good)
+        rec = {**c, "depths": Ls, "exploded": exploded, "rate": None, "rate_ci": None,
+               "predicted": None, "predicted_error": None, "agrees": None}
+        predictions = [
+            P.predicted_log_ratio(
+                c["architecture"], c["activation"], c["init"], N=cfg["N"], L=L,
+                alpha=alpha_value(c["alpha"], L),
+            )
+            for L in Ls
+        ]  # fmt: skip
+        rec["log_ratio"] = [float(s.mean()) for s in samples]
+        rec["log_ratio_se"] = [float(s.std(ddof=1) / math.sqrt(s.size)) for s in samples]
+        rec["predicted_log_ratio"] = [v for v, _ in predictions]
+        if len(Ls) < 2:
+            rec["reason"] = f"only {len(Ls)} depth(s) without explosion"
+            out.append(rec)
+            continue
+        rate = _slope(Ls, [s.mean() for s in samples])
+        boots = [
+            _slope(Ls, [rng.choice(s, s.size).mean() for s in samples]) for _ in range(n_boot)
+        ]
+        pred = _slope(Ls, [v for v, _ in predictions])
+        xc = np.asarray(Ls, float) - np.mean(Ls)
+        errs = np.array([e for _, e in predictions])
+        pred_err = float(np.sqrt(np.sum(xc**2 * errs**2)) / (xc @ xc))  # independent solves
+        rec.update(
+            rate=rate,
+            rate_ci=[float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))],
+            predicted=pred,
+            predicted_error=pred_err,
+            agrees=bool(abs(rate - pred) <= max(TOLERANCE[0] * abs(pred), TOLERANCE[1])),
+        )
+        out.append(rec)
+    return out
+
+
+def _bounded(rates):
+    """`‖∂𝓛/∂h^0‖/‖∂𝓛/∂h^L‖` (geometric mean over draws) against L for the residual
+    networks with α = 1/sqrt(L), beside the prediction."""
+    out = []
+    for r in rates:
+        if r["alpha"] != "1/sqrt(L)":
+            continue
+        out.append(
+            {
+                "architecture": r["architecture"],
+                "activation": r["activation"],
+                "init": r["init"],
+                "L": r["depths"],
+                "ratio": [math.exp(v / 2) for v in r["log_ratio"]],
+                "predicted": [math.exp(v / 2) for v in r["predicted_log_ratio"]],
+            }
+        )
+    return out
+
+
+# -------------------------------------------------------------------- degradation
+
+
+@functools.partial(jax.jit, static_argnames=("arch", "L", "N", "steps"))
+def _train_draws(keys, data, alpha, lr, *, arch, L, N, steps):
+    def one(key):
+        model = P.Classifier.sample(
+            key, d_in=TASK["d_in"], classes=TASK["classes"], L=L, N=N,
+            architecture=arch, activation="relu", init="he", alpha=alpha,
+        )  # fmt: skip
+        model, losses, acc = P.train_classifier(model, data, steps=steps, lr=lr)
+        final = P.cross_entropy(model, data[0], data[1])
+        return final, acc, losses
+
+    return jax.vmap(one)(keys)
+
+
+def _train_point(cfg, L, master):
+    data = P.teacher_task(jr.fold_in(master, 10**6), **TASK)
+    cells = []
+    for index, (arch, init, alpha) in enumerate(TRAIN_ARCHITECTURES):
+        keys = jr.split(jr.fold_in(master, 2 * 10**6 + 1000 * index + L), cfg["train_seeds"])
+        final, acc, losses = (
+            np.asarray(a)
+            for a in _train_draws(
+                keys, data, alpha_value(alpha, L), cfg["lr"], arch=arch, L=L,
+                N=cfg["train_N"], steps=cfg["train_steps"],
+            )
+        )  # fmt: skip
+        ok = np.isfinite(final)
+        cells.append(
+            {
+                "architecture": arch,
+                "activation": "relu",
+                "init": init,
+                "alpha": alpha,
+                "L": L,
+                "train_loss": float(final[ok].mean()) if ok.any() else None,
+                "train_loss_std": float(final[ok].std(ddof=1)) if ok.sum() > 1 else None,
+                "test_accuracy": float(acc[ok].mean()) if ok.any() else None,
+                "test_accuracy_std": float(acc[ok].std(ddof=1)) if ok.sum() > 1 else None,
+                "exploded": int((~ok).sum()),
+                "draws": int(ok.sum()),
+                "loss_curve": np.nanmean(np.where(ok[:, None], losses, np.nan), 0)[
+                    :: max(1, cfg["train_steps"] // 100)
+                ].tolist(),
+            }
+        )
+    return {"cells": cells}
+
+
+def _degradation_verdict(cells):
+    """At the largest depth: is each architecture's training loss above its shallowest
+    depth's by more than twice their combined standard error?"""
+    out = {}
+    for arch, _, _ in TRAIN_ARCHITECTURES:
+        mine = sorted((c for c in cells if c["architecture"] == arch), key=lambda c: c["L"])
+        if len(mine) < 2 or mine[0]["train_loss"] is None or mine[-1]["train_loss"] is None:
+            out[arch] = {"degrades": None, "reason": "explosion or fewer than two depths"}
+            continue
+        a, b = mine[0], mine[-1]
+        se = math.hypot(
+            (a["train_loss_std"] or 0.0) / math.sqrt(a["draws"]),
+            (b["train_loss_std"] or 0.0) / math.sqrt(b["draws"]),
+        )
+        out[arch] = {
+            "shallow_L": a["L"],
+            "deep_L": b["L"],
+            "shallow_loss": a["train_loss"],
+            "deep_loss": b["train_loss"],
+            "difference_se": se,
+            "degrades": bool(b["train_loss"] - a["train_loss"] > 2 * se),
+        }
+    return out
+
+
+# ------------------------------------------------------------------------ figures
+
+
+def _figures(out: Path, cfg, configs, points, rates, degradation):
+    use_agg()
+    import matplotlib.pyplot as plt
+
+    colors = {"normal": "tab:red", "xavier": "tab:blue", "he": "tab:green"}
+    styles = {"1": "-", "1/sqrt(L)": "--"}
+    deepest = max(points, key=lambda p: p["L"])
+    acts = cfg["activations"]
+    fig, axes = plt.subplots(
+        3, len(acts), figsize=(3.6 * len(acts), 9), sharex=True, squeeze=False
+    )
+    for row, arch in enumerate(P.ARCHITECTURES):
+        for col, act in enumerate(acts):
+            ax = axes[row, col]
+            for c, cell in zip(configs, deepest["cells"], strict=True):
+                if c["architecture"] != arch or c["activation"] != act or "log_grad" not in cell:
+                    continue
+                m = np.array(cell["log_grad"]["mean"])
+                m = m - m[-1]  # relative to ‖∂L/∂h^L‖ = ‖B‖
+                ax.plot(np.arange(m.size), m, styles[c["alpha"]], color=colors[c["init"]],
+                        label=f"{c['init']}, α={c['alpha']}")  # fmt: skip
+            ax.set_title(f"{arch}, {act}", fontsize=9)
+            if col == 0:
+                ax.set_ylabel("log10 ‖∂L/∂h^l‖ − log10 ‖∂L/∂h^L‖")
+            if row == 2:
+                ax.set_xlabel(f"layer l (L = {deepest['L']})")
+            ax.legend(fontsize=6)
+    fig.suptitle(
+        f"Backpropagated gradient norm through depth at initialisation (N = {cfg['N']}, "
+        f"mean over {cfg['seeds']} draws)"
+    )
+    fig.tight_layout()
+    fig.savefig(out / "gradient_norms.png", dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6.5, 6))
+    markers = {"plain": "o", "post-activation": "s", "pre-activation": "^"}
+    for r in rates:
+        if r["rate"] is None:
+            continue
+        lo, hi = r["rate_ci"]
+        ax.errorbar(r["predicted"], r["rate"], yerr=[[r["rate"] - lo], [hi - r["rate"]]],
+                    fmt=markers[r["architecture"]], color=colors[r["init"]], ms=5,
+                    mfc="none" if r["alpha"] == "1/sqrt(L)" else None)  # fmt: skip
+    lim = [min(r["predicted"] for r in rates if r["rate"] is not None) - 0.3,
+           max(r["predicted"] for r in rates if r["rate"] is not None) + 0.3]  # fmt: skip
+    t = np.linspace(lim[0], lim[1], 200)
+    ax.plot(t, t, "k-", lw=0.8, label="measured = predicted")
+    ax.fill_between(t, t - np.maximum(0.1 * abs(t), 0.02), t + np.maximum(0.1 * abs(t), 0.02),
+                    color="0.85", label="±max(10%, 0.02)")  # fmt: skip
+    for arch, mk in markers.items():
+        ax.plot([], [], mk, color="0.3", label=arch)
+    for init, col in colors.items():
+        ax.plot([], [], "o", color=col, label=f"init {init}")
+    ax.plot([], [], "o", mfc="none", color="0.3", label="α = 1/sqrt(L) (open)")
+    ax.set_xscale("symlog", linthresh=0.1)
+    ax.set_yscale("symlog", linthresh=0.1)
+    ax.set_xlabel("predicted per-layer rate (infinite width)")
+    ax.set_ylabel("measured slope of log‖∂L/∂h^0‖² − log‖∂L/∂h^L‖² vs L")
+    ax.set_title(f"Per-layer gradient growth rate: measured (N = {cfg['N']}, 95% CI) vs theory",
+                 fontsize=9)  # fmt: skip
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(out / "gradient_rates.png", dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for arch, _, alpha in TRAIN_ARCHITECTURES:
+        mine = sorted((c for c in degradation if c["architecture"] == arch), key=lambda c: c["L"])
+        mine = [c for c in mine if c["train_loss"] is not None]
+        Ls = [c["L"] for c in mine]
+        label = f"{arch} (He, α = {alpha})" if arch != "plain" else "plain (He)"
+        for ax, key in zip(axes, ("train_loss", "test_accuracy"), strict=True):
+            ax.errorbar(Ls, [c[key] for c in mine], yerr=[c[key + "_std"] or 0 for c in mine],
+                        marker="o", capsize=3, label=label)  # fmt: skip
+    for ax, key in zip(axes, ("final training loss (cross-entropy)", "test accuracy"), strict=True):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("depth L")
+        ax.set_ylabel(key)
+        ax.legend(fontsize=8)
+    axes[0].set_yscale("log")
+    fig.suptitle(
+        f"Degradation: same budget ({cfg['train_steps']} full-batch Adam steps, lr {cfg['lr']}), "
+        f"width {cfg['train_N']}, ReLU, teacher task; mean ± std over {cfg['train_seeds']} draws",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    fig.savefig(out / "degradation.png", dpi=110)
+    plt.close(fig)
