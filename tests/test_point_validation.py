@@ -129,3 +129,39 @@ def test_a_clean_resume_recomputes_nothing(tmp_path, clean):
     assert body["timing"]["recomputed"] == 0 and body["timing"]["computed"] == []
     assert _without_timing(body) == _without_timing(clean)
     assert not list(out.rglob("*.tmp"))
+
+
+def test_api_refuses_non_finite_inputs():
+    """NaN/inf in concrete inputs of the ResNet entry points: one-line errors naming them."""
+    import jax.numpy as jnp
+    import jax.random as jr
+    import pytest
+
+    import meanfield
+    from meanfield.laws import TwoLayerGaussianLaw
+    from meanfield.two_layer import TwoLayerBlock
+
+    net = meanfield.ResNet.sample(
+        TwoLayerBlock("tanh"), TwoLayerGaussianLaw(2), L=3, M=2, scaling=0.1, key=jr.key(0)
+    )
+    xs = jnp.ones((2, 2))
+    net.states(xs)  # finite: accepted
+    with pytest.raises(ValueError, match="xs must be finite: 1 of its 4"):
+        net.states(xs.at[0, 1].set(jnp.nan))
+    with pytest.raises(ValueError, match="final must be finite"):
+        net.adjoint(xs, jnp.full((2, 2), jnp.inf))
+
+
+def test_fit_loglog_reports_dropped_points():
+    from meanfield.fits import fit_loglog
+
+    fit = fit_loglog(
+        [4, 8, 16, 32],
+        [[1.0, 1.1], [0.0, 0.0], [0.25, 0.26], [1e9, 2e9]],
+        quantity="e",
+        against="L",
+        n_boot=20,
+    )
+    reasons = {d["x"]: d["reason"] for d in fit["dropped"]}
+    assert reasons == {8.0: "mean error <= 0 (no logarithm)", 32.0: "every draw exploded"}
+    assert fit["n_points"] == 2
