@@ -113,13 +113,24 @@ class DepthRatios(eqx.Module):
     gradient: Array
 
 
-def depth_ratios(net: ResNet, x: Float[Array, " d"], y: Float[Array, " d"]) -> DepthRatios:
-    """The forward and gradient ratios for the loss `½‖h_L − y‖²` at input x.
+LOSSES = ("squared", "readout")
+
+
+def depth_ratios(
+    net: ResNet, x: Float[Array, " d"], y: Float[Array, " d"], loss: str = "squared"
+) -> DepthRatios:
+    """The forward and gradient ratios at input x, for the loss `½‖h_L − y‖²`
+    (`loss="squared"`: `p_L = h_L − y` depends on the residual weights) or the readout
+    loss `⟨y, h_L⟩` with y a fixed random readout B (`loss="readout"`: `p_L = B`, the
+    theorem's convention, independent of the residual weights).
 
     The gradients `p_k = ∂𝓛/∂h_k` are the backward states `b^k` of the explicit
-    recursion (B) (`ResNet.adjoint`), started from `p_L = h_L − y`.
+    recursion (B) (`ResNet.adjoint`), started from `p_L`.
     """
-    adj = net.adjoint(x[None], lambda hL: hL - y[None])
+    if loss not in LOSSES:
+        raise ValueError(f"loss={loss!r}: use one of {', '.join(LOSSES)}")
+    final = (lambda hL: hL - y[None]) if loss == "squared" else y[None]
+    adj = net.adjoint(x[None], final)
     h, b = adj.h[0], adj.b[0]
     h0, p0, pL = h[0], b[0], b[-1]
     return DepthRatios(
@@ -135,11 +146,13 @@ def ratio_draw(
     *,
     key: PRNGKeyArray,
     activation: str = "relu",
+    loss: str = "squared",
 ) -> tuple[Float[Array, "n_L n_beta"], Float[Array, "n_L n_beta"]]:
     """One draw of the phase study: V and W from `law` (one path each for a path law,
-    shared by every depth), input x and target y standard normal; the forward and
-    gradient ratios (`depth_ratios`) of `perceptron_resnet(V, W, L^{-β})` for every depth
-    L in `depths` and every β in `betas` (vmapped: one program serves every β).
+    shared by every depth), input x and target y standard normal (y is the readout B
+    with `loss="readout"`); the forward and gradient ratios (`depth_ratios`) of
+    `perceptron_resnet(V, W, L^{-β})` for every depth L in `depths` and every β in
+    `betas` (vmapped: one program serves every β).
 
     **Returns:** `(forward, gradient)`, each `(len(depths), len(betas))`.
     """
@@ -156,7 +169,7 @@ def ratio_draw(
         V, W = draw(L)
 
         def at(beta, V=V, W=W, L=L):
-            r = depth_ratios(perceptron_resnet(V, W, float(L) ** -beta, activation), x, y)
+            r = depth_ratios(perceptron_resnet(V, W, float(L) ** -beta, activation), x, y, loss)
             return r.forward, r.gradient
 
         f, g = jax.vmap(at)(betas)

@@ -165,6 +165,7 @@ def test_length_scale_is_checked_before_the_study_starts():
     base = dict(
         preset="quick", seed=0, x64=True, hurst=None, beta=None, L=None, seeds=None, d=None,
         heatmap_hurst=None, slope_tol=None, batch=None, bootstrap=None, no_heatmap=False,
+        loss="squared",
     )  # fmt: skip
     with pytest.raises(study.StudyInputError, match="^--length-scale: length_scale"):
         study.resolve_config(SimpleNamespace(**base, weights="smooth", length_scale=1e-5))
@@ -190,3 +191,34 @@ def test_gradient_panel_shows_the_gradient_phases():
         "β=0.25 (stability)",
         "β=1 (explosion)",
     ]
+
+
+def test_readout_loss_gradient_does_not_depend_on_the_residual_weights():
+    """`loss="readout"`: p_L = B whatever the residual weights (the theorem's convention);
+    `loss="squared"`: p_L = h_L − y moves with them. p_0 against jax.grad of ⟨B, h_L⟩."""
+    import jax
+    import jax.numpy as jnp
+
+    from meanfield.phases import depth_ratios, perceptron_resnet
+
+    with jax.enable_x64(True):
+        law = IIDGaussianLaw(d=5)
+        x, B = jr.normal(jr.key(1), (5,)), jr.normal(jr.key(2), (5,))
+        p_L = {}
+        for i in range(2):
+            V, W = law.weights(jr.key(10 + i), 8), law.weights(jr.key(20 + i), 8)
+            net = perceptron_resnet(V, W, 8**-0.5)
+            for loss, final in (("readout", B[None]), ("squared", lambda h: h - B[None])):
+                p_L[loss, i] = net.adjoint(x[None], final).b[0, -1]
+            p0 = net.adjoint(x[None], B[None]).b[0, 0]
+            expected = jax.grad(lambda x_: jnp.dot(B, net(x_)))(x)
+            np.testing.assert_allclose(p0, expected, atol=1e-12)
+            r = depth_ratios(net, x, B, "readout")
+            assert float(r.gradient) == pytest.approx(
+                float(jnp.linalg.norm(p0 - B) / jnp.linalg.norm(B)), rel=1e-12
+            )
+        np.testing.assert_array_equal(p_L["readout", 0], B)
+        np.testing.assert_array_equal(p_L["readout", 1], B)
+        assert not np.allclose(p_L["squared", 0], p_L["squared", 1])
+        with pytest.raises(ValueError, match="loss="):
+            depth_ratios(net, x, B, "hinge")

@@ -160,7 +160,7 @@ def test_train_classifier_learns_and_vmaps():
 
 def test_rates_exclude_explosions_and_report_them():
     """A draw that exploded (None) is counted in `exploded` and never enters the mean."""
-    cfg = {"N": 16, "seed": 0}
+    cfg = {"N": 256, "seed": 0}
     configs = [{"architecture": "plain", "activation": "relu", "init": "xavier", "alpha": "1"}]
     points = [
         {"L": L, "cells": [{"log_ratio": [L * math.log(0.5) + e for e in (0.01, -0.01)] + [None],
@@ -182,7 +182,7 @@ def test_configurations_cover_the_issue():
 
 def test_study_small_run_and_refusals(tmp_path):
     res = run_study(
-        "plain-vs-residual", out=str(tmp_path / "s"), L=[4, 8], N=32, seeds=3,
+        "plain-vs-residual", out=str(tmp_path / "s"), L=[4, 8], N=128, seeds=3,
         activations="relu", train_L=[2, 3], train_steps=5, train_seeds=2, no_progress=True,
     )  # fmt: skip
     assert len(res["gradient_rates"]) == 15

@@ -5,8 +5,11 @@ V and W drawn independently from one depth law (`--weights`): i.i.d. Gaussian,
 smooth Gaussian process in depth, or fractional-Brownian increments with Hurst
 index H. For every depth L and every β of the grid, and many draws, the study
 records the forward ratio `‖h_L − h_0‖/‖h_0‖` and the gradient ratio
-`‖p_0 − p_L‖/‖p_L‖` (`p_k = ∂𝓛/∂h_k` for `𝓛 = ½‖h_L − y‖²`, `y ~ N(0, I_d)`, from the
-explicit backward recursion).
+`‖p_0 − p_L‖/‖p_L‖` (`p_k = ∂𝓛/∂h_k`, from the explicit backward recursion) for the
+loss `--loss squared` (default): `𝓛 = ½‖h_L − y‖²`, `y ~ N(0, I_d)`, whose `p_L = h_L − y`
+depends on the residual weights; or `--loss readout`: `𝓛 = ⟨B, h_L⟩` with a fixed random
+readout `B ~ N(0, I_d)`, `p_L = B` — the convention in which the theorem's β = 1/2 bounds
+on `E‖p_0 − p_L‖²/‖p_L‖²` are stated.
 
 Outputs (`DIR/results.json` and figures):
 
@@ -43,6 +46,7 @@ from ..depth import FractionalBrownianLaw, IIDGaussianLaw, SmoothGPLaw
 from ..fits import summarize
 from ..phases import (
     GRADIENT_BOUNDS,
+    LOSSES,
     SLOPE_TOL,
     critical_beta,
     forward_bounds,
@@ -101,6 +105,13 @@ def add_arguments(parser):
     )
     parser.add_argument("--no-heatmap", action="store_true", help="skip the fBm heatmap")
     parser.add_argument(
+        "--loss",
+        choices=LOSSES,
+        default="squared",
+        help="squared: ½‖h_L − y‖² (p_L = h_L − y); readout: ⟨B, h_L⟩ with a fixed random "
+        "B (p_L = B, the theorem's convention) (default: squared)",
+    )
+    parser.add_argument(
         "--slope-tol", type=positive_float, help="|slope| below which a β is 'stability'"
     )
     parser.add_argument("--batch", type=positive_int, help="draws per vectorised batch")
@@ -118,6 +129,7 @@ def resolve_config(args) -> dict:
         **DEFAULTS,
         **PRESETS[args.preset],
         "weights": args.weights,
+        "loss": args.loss,
         "preset": args.preset,
         "seed": args.seed,
         "x64": args.x64,
@@ -232,7 +244,7 @@ def chunk_program(cfg, law, devices=None):
     betas = jnp.asarray(cfg["beta"])
 
     def one(key):
-        return ratio_draw(law, cfg["L"], betas, key=key)
+        return ratio_draw(law, cfg["L"], betas, key=key, loss=cfg.get("loss", "squared"))
 
     return shard_seeds(one, devices=devices)
 
