@@ -222,3 +222,29 @@ def test_readout_loss_gradient_does_not_depend_on_the_residual_weights():
         assert not np.allclose(p_L["squared", 0], p_L["squared", 1])
         with pytest.raises(ValueError, match="loss="):
             depth_ratios(net, x, B, "hinge")
+
+
+def test_rademacher_law_is_symmetric_with_the_gaussian_variance():
+    import jax
+
+    from meanfield.depth import IIDRademacherLaw
+
+    with jax.enable_x64(True):
+        w = np.asarray(IIDRademacherLaw(d=16).weights(jr.key(0), 64))
+    assert w.shape == (64, 16, 16)
+    np.testing.assert_allclose(np.abs(w), 0.25, rtol=0, atol=1e-15)  # ±1/sqrt(d)
+    assert abs(w.mean()) < 4 * 0.25 / math.sqrt(w.size)  # symmetric: mean 0 within 4 SE
+    w2 = np.asarray(IIDRademacherLaw(d=16).weights(jr.key(0), 32))
+    assert not np.array_equal(w2, w[:32])  # uncoupled across depths, like the Gaussian law
+
+
+def test_beta_zero_is_accepted_and_negative_refused(tmp_path):
+    from meanfield.studies import run_study
+
+    res = run_study(
+        "phases", out=str(tmp_path / "a"), weights="rademacher", beta=[0.0, 0.5], L=[8, 16],
+        seeds=8, d=6, bootstrap=50, no_progress=True,
+    )  # fmt: skip
+    assert res["critical_beta"]["phases"][0] == "explosion"  # β = 0: the original ResNet
+    with pytest.raises(study.StudyInputError, match="--beta: values must be >= 0"):
+        run_study("phases", out=str(tmp_path / "b"), beta=[-0.5, 0.5])

@@ -2,7 +2,7 @@
 
 One law per file: `BrownianLaw` (the SDE row), `FractionalBrownianLaw` (fBm with
 Hurst index H), `SmoothGPLaw` (a Gaussian process in depth, the ODE row) and
-`IIDGaussianLaw` (uncoupled). The path laws sample one realisation on [0, 1] and
+`IIDGaussianLaw` / `IIDRademacherLaw` (uncoupled). The path laws sample one realisation on [0, 1] and
 read every depth's weights off it (`AbstractPathLaw`).
 """
 
@@ -16,5 +16,6 @@ from .fbm import fbm_cholesky as fbm_cholesky
 from .fbm import fbm_covariance as fbm_covariance
 from .fbm import fbm_davies_harte as fbm_davies_harte
 from .iid import IIDGaussianLaw as IIDGaussianLaw
+from .iid import IIDRademacherLaw as IIDRademacherLaw
 from .smooth import SmoothGPLaw as SmoothGPLaw
 from .smooth import SmoothPath as SmoothPath

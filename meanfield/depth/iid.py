@@ -1,4 +1,4 @@
-"""I.i.d. Gaussian weights, uncoupled across depths (SPEC §4 phases)."""
+"""I.i.d. weights, uncoupled across depths (SPEC §4 phases): Gaussian or Rademacher entries."""
 
 import math
 
@@ -35,3 +35,17 @@ class IIDGaussianLaw(AbstractDepthLaw):
         check_depth(L)
         std = 1.0 / math.sqrt(self.d) if self.std is None else self.std
         return std * jr.normal(jr.fold_in(key, L), (L, self.d, self.d))
+
+
+class IIDRademacherLaw(IIDGaussianLaw):
+    """`V_1..V_L` i.i.d. with i.i.d. entries `±std` with probability 1/2 each (default
+    `std = 1/sqrt(d)`): the same mean and variance as `IIDGaussianLaw`, a symmetric
+    sub-Gaussian law that is not Gaussian (the phase theorems of seed 001 hold for any
+    such law). Uncoupled across depths, like `IIDGaussianLaw`.
+    """
+
+    def weights(self, key: PRNGKeyArray, L: int) -> Float[Array, "L d d"]:
+        check_depth(L)
+        std = 1.0 / math.sqrt(self.d) if self.std is None else self.std
+        signs = jr.rademacher(jr.fold_in(key, L), (L, self.d, self.d))
+        return std * signs.astype(jr.normal(key, ()).dtype)

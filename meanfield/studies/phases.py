@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from ..depth import FractionalBrownianLaw, IIDGaussianLaw, SmoothGPLaw
+from ..depth import FractionalBrownianLaw, IIDGaussianLaw, IIDRademacherLaw, SmoothGPLaw
 from ..fits import summarize
 from ..phases import (
     GRADIENT_BOUNDS,
@@ -58,7 +58,8 @@ from .runner import StudyInputError, start_study
 
 HELP = "identity / stability / explosion of ResNets at initialisation vs β; critical β (SPEC §4)"
 DEFAULT_X64 = True
-WEIGHTS = ("iid", "smooth", "fbm")
+WEIGHTS = ("iid", "rademacher", "smooth", "fbm")
+IID = ("iid", "rademacher")  # uncoupled laws: β_c = 1/2 and the β = 1/2 bounds
 BETAS = [0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.125, 1.25, 1.5]
 
 PRESETS = {
@@ -181,8 +182,8 @@ def resolve_config(args) -> dict:
         raise StudyInputError(f"--L: need at least two depths for a slope, got {cfg['L']}")
     if len(cfg["beta"]) < 2:
         raise StudyInputError(f"--beta: need at least two values to locate β_c, got {cfg['beta']}")
-    if any(not (b > 0) for b in cfg["beta"]):
-        raise StudyInputError(f"--beta: values must be > 0, got {cfg['beta']}")
+    if any(not (b >= 0) for b in cfg["beta"]):
+        raise StudyInputError(f"--beta: values must be >= 0, got {cfg['beta']}")
     if cfg["seeds"] < 4:
         raise StudyInputError(f"--seeds: need at least 4 draws for medians, got {cfg['seeds']}")
     if cfg["bootstrap"] < 20:
@@ -209,7 +210,7 @@ def resolve_config(args) -> dict:
 
 def theory_beta(weights: str, hurst: float | None) -> float:
     """1/2 (i.i.d.), 1 (smooth), max(H, 1/2) (fBm; see the module docstring)."""
-    if weights == "iid":
+    if weights in IID:
         return 0.5
     if weights == "smooth":
         return 1.0
@@ -222,6 +223,8 @@ def make_law(cfg, hurst=None):
     d = cfg["d"]
     if cfg["weights"] == "iid":
         return IIDGaussianLaw(d)
+    if cfg["weights"] == "rademacher":
+        return IIDRademacherLaw(d)
     if cfg["weights"] == "smooth":
         return SmoothGPLaw(d, cfg["length_scale"])
     return FractionalBrownianLaw(d, hurst, max(cfg["L"]))
@@ -366,6 +369,8 @@ def run(args):
         "method": main_fwd["method"],
         "theory_note": {
             "iid": "Marion et al.: beta_c = 1/2 for i.i.d. weights",
+            "rademacher": "Marion et al.: beta_c = 1/2 for i.i.d. symmetric sub-Gaussian "
+            "weights (here Rademacher)",
             "smooth": "Marion et al.: beta_c = 1 for smooth (Lipschitz) weights",
             "fbm": "beta_c = max(H, 1/2): H from the telescoping first-order term, "
             "1/2 from the L^(1-2beta) second-order term of |h|^2 (SPEC: 'expected H')",
@@ -398,7 +403,7 @@ def run(args):
         )
         results["heatmap"] = _finite(heat)
     stability = None
-    if cfg["weights"] == "iid" and 0.5 in betas:
+    if cfg["weights"] in IID and 0.5 in betas:
         stability = stability_check(cfg, main, betas.index(0.5))
         results["stability_bounds"] = stability
     results["reference"] = {
@@ -469,6 +474,13 @@ def stability_check(cfg, samples, i_half) -> dict:
                 "gradient_sq_se": se,
                 "gradient_inside_bounds": (
                     mean is not None and GRADIENT_BOUNDS[0] <= mean <= GRADIENT_BOUNDS[1]
+                ),
+                # the bounds are on the expectation: within two standard errors of the mean
+                "gradient_consistent_with_bounds": (
+                    mean is not None
+                    and se is not None
+                    and mean + 2 * se >= GRADIENT_BOUNDS[0]
+                    and mean - 2 * se <= GRADIENT_BOUNDS[1]
                 ),
             }
         )

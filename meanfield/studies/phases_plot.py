@@ -11,6 +11,7 @@ from ..plotting import cell_edges, size_ticks, use_agg
 PHASE_COLOURS = {"identity": "tab:blue", "stability": "tab:green", "explosion": "tab:red"}
 TITLES = {
     "iid": "i.i.d. weights",
+    "rademacher": "i.i.d. Rademacher weights",
     "smooth": "smooth GP weights (ℓ = {length_scale})",
     "fbm": "fBm weights (H = {hurst})",
 }
@@ -161,7 +162,7 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
         conv = {"squared": "loss ½‖h_L − y‖² (p_L = h_L − y)",
                 "readout": "readout loss ⟨B, h_L⟩ (p_L = B)"}[cfg.get("loss", "squared")]  # fmt: skip
         fig.suptitle(
-            f"i.i.d. weights, β = 1/2, L = {L}, d = {cfg['d']}: stability; gradients for {conv}",
+            f"{title}, β = 1/2, L = {L}, d = {cfg['d']}: stability; gradients for {conv}",
             fontsize=9,
         )
         fig.tight_layout()
