@@ -236,7 +236,10 @@ def _gradient_point(cfg, configs, L, master, per_layer):
             if per_layer and ok.any():
                 for name in ("log_grad", "act_mean", "act_std", "active"):
                     v = d[name][ok, j]
-                    cell[name] = {"mean": v.mean(0).tolist(), "std": v.std(0).tolist()}
+                    # states of 1e150 and more (N(0,1) weights) overflow a spread: stored
+                    # as null (JSON has no inf), never as a warning
+                    with np.errstate(over="ignore", invalid="ignore"):
+                        cell[name] = {"mean": v.mean(0).tolist(), "std": v.std(0).tolist()}
                 if c["activation"] not in ("relu", "leaky_relu"):
                     cell.pop("active")
             cells.append(cell)
