@@ -41,6 +41,7 @@ the mean of the logarithm sits below the logarithm of the mean by O(L/N) (each l
 factor fluctuates by O(1/sqrt(N))).
 """
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -256,13 +257,25 @@ def predicted_log_ratio(
     check_positive_int(L, "L")
     gain = weight_gain(init, N)
     if architecture != "post-activation":
-        logs = _log_chis_gaussian(architecture, activation, gain, alpha, L, q0)
-        return float(jnp.sum(logs)), 0.0
+        total = _gaussian_sum(gain, alpha, q0, architecture=architecture, activation=activation, L=L)
+        return float(total), 0.0
     keys = jr.split(jr.key(0) if key is None else key, POPULATIONS)
-    sums = lax.map(
-        lambda k: jnp.sum(population(activation, gain, alpha, L, q0, key=k, size=size)), keys
-    )
+    sums = _population_sums(keys, gain, alpha, q0, activation=activation, L=L, size=size)
     return float(jnp.mean(sums)), float(jnp.std(sums, ddof=1) / math.sqrt(POPULATIONS))
+
+
+# one compilation per (architecture, activation, L): the scales enter as data
+@functools.partial(jax.jit, static_argnames=("architecture", "activation", "L"))
+def _gaussian_sum(gain, alpha, q0, *, architecture, activation, L):
+    return jnp.sum(_log_chis_gaussian(architecture, activation, gain, alpha, L, q0))
+
+
+@functools.partial(jax.jit, static_argnames=("activation", "L", "size"))
+def _population_sums(keys, gain, alpha, q0, *, activation, L, size):
+    def one(k):
+        return jnp.sum(population(activation, gain, alpha, L, q0, key=k, size=size))
+
+    return lax.map(one, keys)
 
 
 # --------------------------------------------------------------------------- training
