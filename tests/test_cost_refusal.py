@@ -65,3 +65,21 @@ def test_a_tiny_length_scale_is_refused_before_allocating():
     with pytest.raises(ValueError, match="too small"):
         spectral_features(1e-9)
     assert time.perf_counter() - t0 < 1
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "flags"),
+    [
+        ("shapes", {"L": [4, 100000], "M": [4, 100000], "D": [8, 1000]}, "--L/--M/--D"),
+        ("two-layer", {"M": [4, 10**9], "D": [8, 10**5]}, "--M/--D"),
+    ],
+)
+def test_seed_002_studies_refuse_networks_beyond_memory(tmp_path, name, options, flags):
+    """shapes and two-layer: one network of the largest point must fit, refused before
+    any folder is made."""
+    from meanfield.studies import StudyInputError, run_study
+
+    out = tmp_path / "s"
+    with pytest.raises(StudyInputError, match=f"^{flags}: one network .* needs about"):
+        run_study(name, out=str(out), **options)
+    assert not out.exists()

@@ -36,7 +36,7 @@ from .. import deep_embedded as de
 from ..embedding import Embedding
 from ..fits import RATE_THEORIES, fit_loglog, fit_rate_law, optimal_shape, summarize
 from ..plotting import loglog_series, size_ticks, use_agg
-from .args import check_activation, int_list, positive_int
+from .args import check_activation, check_memory, int_list, positive_int
 from .runner import StudyInputError, start_study
 from .two_layer import add_model_arguments, load_data, model_config
 
@@ -93,6 +93,13 @@ def run(args):
             raise StudyInputError(f"--{name}: need distinct positive integers, got {values}")
     if cfg["seeds"] < 2:
         raise StudyInputError(f"--seeds: need at least 2 draws for a spread, got {cfg['seeds']}")
+    # one draw of the largest point (its weights, gradients and updates: about 4 copies of
+    # u and v, float64) must fit; the draws of a point then run in batches (_Study.point)
+    check_memory(
+        "--L/--M/--D",
+        4 * 2 * 8 * max(cfg["L"]) * max(cfg["M"]) * max(cfg["D"]),
+        "one network of the largest grid point",
+    )
     runner = start_study(args, cfg)
     study = _Study(cfg, jnp.asarray(x), jnp.asarray(y))
     specs = [{"L": L, "M": M, "D": D} for D in cfg["D"] for L in cfg["L"] for M in cfg["M"]]

@@ -35,7 +35,14 @@ from ..activations import resolve_activation
 from ..embedding import Embedding, norm_d
 from ..fits import fit_loglog, summarize
 from ..plotting import loglog_series, size_ticks, use_agg
-from .args import check_activation, float_list, int_list, positive_float, positive_int
+from .args import (
+    check_activation,
+    check_memory,
+    float_list,
+    int_list,
+    positive_float,
+    positive_int,
+)
 from .runner import StudyInputError, start_study
 
 HELP = "the two-layer perceptron of seed 002: width, dimension, scaling criteria, lazy regime"
@@ -155,6 +162,13 @@ def run(args):
         raise StudyInputError(
             f"--D, --D-limit: the Gram of {x.shape[0]} inputs is singular below D = {x.shape[0]}"
         )
+    # one draw of the width part at its largest M and D (u, v and their gradients and
+    # updates, float64; the draws run one after another; the dimension part has no network)
+    check_memory(
+        "--M/--D",
+        6 * 2 * 8 * max(cfg["M"]) * max(cfg["D"]),
+        "one network of the largest width and dimension",
+    )
     runner = start_study(args, cfg)
     study = _Study(cfg, jnp.asarray(x), jnp.asarray(y))
     specs = (
