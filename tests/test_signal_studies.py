@@ -169,3 +169,22 @@ def test_tangent_kernel_figure_bars_stay_on_the_log_axis(tmp_path, monkeypatch):
     finally:
         close(fig)
     assert (tmp_path / "tangent_kernel.png").exists()
+
+
+def test_variance_study_checks_the_mean_and_the_maximal_bound():
+    """Prop. 2.1's E[h^L] = x and Remark 2.2's maximal bound as the study judges them:
+    a centred sample passes and a shifted one fails; a sup above the bound fails."""
+    import numpy as np
+
+    from meanfield.studies.variance import _maximal_bound, _mean_state
+
+    rng = np.random.default_rng(0)
+    centred = rng.normal(size=(4000, 4))
+    assert _mean_state(centred)["holds"]
+    assert not _mean_state(centred + 0.1)["holds"]  # 0.1 / (1/sqrt(4000)) = 6.3 SE
+    sup = rng.exponential(0.2, size=4000)  # E = 0.2: Markov gives P(sup >= b^2) <= 0.2/b^2
+    rows = _maximal_bound(sup, 0.2)
+    assert [r["beta"] for r in rows] == [0.5, 1.0, 2.0]
+    assert all(r["holds"] for r in rows)
+    assert rows[1]["fraction"] == np.mean(sup >= 1.0)
+    assert not _maximal_bound(sup, 0.02)[0]["holds"]  # bound 0.08 < P(sup >= 0.25) = 0.29

@@ -110,24 +110,27 @@ def run(args):
     def point(spec):
         L, g, M = spec["L"], spec["gamma"], cfg["M"]
         alpha = L ** (-g) / math.sqrt(M)
-        dev = np.asarray(
-            sampled_deviation(
-                block,
-                law,
-                L=L,
-                M=M,
-                alpha=alpha,
-                x=x,
-                # L and γ folded in one after the other (L·1000 + 1000γ collided, e.g.
-                # (4, 1.25) and (5, 0.25)); γ on a 1e-6 grid: γ values closer than that
-                # share their networks (the points stay distinct)
-                key=jr.fold_in(jr.fold_in(jr.fold_in(master, 2), L), round(1e6 * g)),
-                nets=cfg["nets"],
-            )
-        )[:, -1]
+        devs, final = sampled_deviation(
+            block,
+            law,
+            L=L,
+            M=M,
+            alpha=alpha,
+            x=x,
+            # L and γ folded in one after the other (L·1000 + 1000γ collided, e.g.
+            # (4, 1.25) and (5, 0.25)); γ on a 1e-6 grid: γ values closer than that
+            # share their networks (the points stay distinct)
+            key=jr.fold_in(jr.fold_in(jr.fold_in(master, 2), L), round(1e6 * g)),
+            nets=cfg["nets"],
+            final_state=True,
+        )
+        devs, final = np.asarray(devs), np.asarray(final)
+        dev = devs[:, -1]
         mean, se = float(dev.mean()), float(dev.std(ddof=1) / math.sqrt(len(dev)))
         theory = float(variance_law(c, alpha, M, L, 1.0))
         return {
+            "mean_state": _mean_state(final),
+            "maximal_bound": _maximal_bound(devs.max(axis=1), theory),
             "alpha": alpha,
             "MLalpha2": M * L * alpha**2,
             "mean": mean,
@@ -168,6 +171,42 @@ def run(args):
     }
     _figure(args.out, cfg, points, c)
     runner.finish({"points": points, "fits": fits, "reference": reference})
+
+
+MAXIMAL_BETAS = (0.5, 1.0, 2.0)
+
+
+def _mean_state(final) -> dict:
+    """Prop. 2.1's `E[h^L] = x` (seed 000): the mean of `h^L − x` over the networks, per
+    coordinate, with its standard error; `holds` when every |z| < 3.5 (a false alarm has
+    probability < 0.002 for d ≤ 4 under the proposition)."""
+    m = final.mean(axis=0)
+    se = final.std(axis=0, ddof=1) / math.sqrt(final.shape[0])
+    z = np.where(se > 0, m / np.where(se > 0, se, 1.0), 0.0)
+    return {
+        "mean": m.tolist(),
+        "se": se.tolist(),
+        "max_abs_z": float(np.max(np.abs(z))),
+        "holds": bool(np.all(np.isfinite(z)) and np.max(np.abs(z)) < 3.5),
+    }
+
+
+def _maximal_bound(sup_sq, variance) -> list[dict]:
+    """Remark 2.2 of seed 000: `P(sup_l ‖h^l − x‖ ≥ β‖x‖) ≤ ((1 + cα²M)^L − 1)/β²` (Doob's
+    inequality on the martingale h^l − x, ‖x‖ = 1 here): the fraction of networks whose
+    largest deviation along depth reaches β, with its binomial standard error, against the
+    bound (`holds`: the fraction is below the bound plus two standard errors)."""
+    n = sup_sq.shape[0]
+    rows = []
+    for beta in MAXIMAL_BETAS:
+        frac = float(np.mean(sup_sq >= beta**2))
+        se = math.sqrt(max(frac * (1 - frac), 1.0 / n) / n)
+        bound = variance / beta**2
+        rows.append(
+            {"beta": beta, "fraction": frac, "se": se, "bound": bound,
+             "holds": frac <= min(bound, 1.0) + 2 * se}
+        )  # fmt: skip
+    return rows
 
 
 def _figure(out, cfg, points, c):

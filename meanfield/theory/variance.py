@@ -88,14 +88,19 @@ def variance_law(c, alpha, M, l, x_norm2):
     return ((1.0 + c * alpha**2 * M) ** l - 1.0) * x_norm2
 
 
-def sampled_deviation(block, law, *, L: int, M: int, alpha: float, x, key, nets: int):
-    """`‖h^l − x‖²` for l = 0..L over `nets` independent networks: `(nets, L + 1)`."""
+def sampled_deviation(
+    block, law, *, L: int, M: int, alpha: float, x, key, nets: int, final_state: bool = False
+):
+    """`‖h^l − x‖²` for l = 0..L over `nets` independent networks: `(nets, L + 1)`; with
+    `final_state`, also `h^L − x` of every network, `(nets, d)` (for Prop. 2.1's
+    `E[h^L] = x`), as a pair."""
     if isinstance(nets, bool) or not isinstance(nets, int) or nets < 1:
         raise ValueError(f"nets must be an integer >= 1, got {nets!r}")
 
     def one(k):
         net = ResNet.sample(block, law, L=L, M=M, scaling=alpha, key=k)
         hs = net.states(x[None])[0]
-        return jnp.sum((hs - x[None]) ** 2, axis=1)
+        dev = jnp.sum((hs - x[None]) ** 2, axis=1)
+        return (dev, hs[-1] - x) if final_state else dev
 
     return map_batched(one, jr.split(key, nets), 256)
