@@ -170,3 +170,36 @@ def test_zero_errors_count_in_the_means_and_bad_sizes_are_named():
         mf.fit_loglog(x, samples, quantity="q", against="L", n_boot=0)
     with pytest.raises(ValueError, match="^L must be a 1-D sequence"):
         mf.fit_rate_sum([0, 8, 16], [1, 1, 1], [[1.0]] * 3, quantity="q")
+
+
+def test_delta_quantiles_tell_the_log_form_from_the_gaussian_one():
+    """Exponential tails (1 − δ quantile a + log(1/δ)) follow the bound's log(1/δ) form with
+    slope 1/(a + log 2) after the median normalisation; half-normal tails follow
+    sqrt(log(1/δ)) better. Exploded draws are left out."""
+    import math
+
+    import numpy as np
+
+    from meanfield.convergence import delta_quantiles
+
+    rng = np.random.default_rng(0)
+
+    def points(draw, n_points=8, n=200):
+        out = []
+        for j in range(n_points):
+            scale = 2.0**j  # the points pool after the median normalisation
+            v = scale * draw(n)
+            values = [float(x) for x in v] + [1e12]
+            out.append({"L": 4, "M": 2**j, "steps": 1,
+                        "delta_h": {"values": values, "exploded_draws": [n]}})  # fmt: skip
+        return out
+
+    a = 1.5
+    res = delta_quantiles(points(lambda n: a + rng.exponential(size=n)), 1, seed=1)
+    assert res["pooled_draws"] == 1600 and res["deltas"][-1] == 0.01
+    log, sq = res["fits"]["log"], res["fits"]["sqrt_log"]
+    lo, hi = log["slope_ci95"]
+    assert lo <= 1 / (a + math.log(2)) <= hi
+    assert log["residual_rms"] < sq["residual_rms"]
+    res = delta_quantiles(points(lambda n: np.abs(rng.normal(size=n))), 1, seed=1)
+    assert res["fits"]["sqrt_log"]["residual_rms"] < res["fits"]["log"]["residual_rms"]

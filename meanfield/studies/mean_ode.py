@@ -32,6 +32,7 @@ from ..convergence import (
     QUANTITIES,
     circle_data,
     convergence_fits,
+    delta_quantiles,
     design_lines,
     euler_coefficient,
     first_pass_mean,
@@ -1155,6 +1156,9 @@ def run(args):
             "fits": fits,
             "reference": reference_entry,
             "decomposition": decomposition,
+            "delta_quantiles": delta_quantiles(
+                points, steps, dimension=cfg["d"], seed=cfg["seed"]
+            ),
             **extra,
         },
         timing={
