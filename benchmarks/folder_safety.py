@@ -21,8 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
-TINY = ("study mean-ode --L 4,8 --M 1,4 --L-for-M 16 --fit-M-max 4 --seeds 3 --order 12 "
-        "--steps 0 --no-progress --compile-workers 1").split()
+TINY = (
+    "study mean-ode --L 4,8 --M 1,4 --L-for-M 16 --fit-M-max 4 --seeds 3 --order 12 "
+    "--steps 0 --no-progress --compile-workers 1"
+).split()
 
 
 def cmd(out, *extra):
@@ -41,8 +43,11 @@ def pair(root, first, second, delay, clean):
     for extra, wait in ((first, 0.0), (second, delay)):
         time.sleep(wait)
         starts.append(time.perf_counter())
-        procs.append(subprocess.Popen(cmd(out, *extra), stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                cmd(out, *extra), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+            )
+        )
     ends = {}
     while len(ends) < 2:
         for i, p in enumerate(procs):
@@ -58,9 +63,12 @@ def pair(root, first, second, delay, clean):
     # refused by the lock ("in use"), or, where the first run ended before the second
     # reached the folder, as a finished study ("already holds"): never both running
     ok = ok and secs < 5 and body(out) == clean and ("in use" in line or "already holds" in line)
-    print(f"{'ok ' if ok else 'BAD'} concurrent {first or ['plain']} then {second or ['plain']} "
-          f"{delay:.1f} s later: exits {codes}, refused after {secs:.1f} s "
-          f"({line[:110]}); results equal a clean run's: {body(out) == clean}", flush=True)
+    print(
+        f"{'ok ' if ok else 'BAD'} concurrent {first or ['plain']} then {second or ['plain']} "
+        f"{delay:.1f} s later: exits {codes}, refused after {secs:.1f} s "
+        f"({line[:110]}); results equal a clean run's: {body(out) == clean}",
+        flush=True,
+    )
     return ok
 
 
@@ -72,8 +80,12 @@ def main() -> int:
         clean = body(root / "clean")
         subprocess.run(cmd(root / "seed1", "--seed", "1"), check=True, capture_output=True)
         for first, second, delay in (
-            ([], [], 1.0), ([], ["--resume"], 1.0), (["--resume"], [], 1.0),
-            (["--resume"], ["--resume"], 1.0), ([], [], 0.0), (["--resume"], [], 0.0),
+            ([], [], 1.0),
+            ([], ["--resume"], 1.0),
+            (["--resume"], [], 1.0),
+            (["--resume"], ["--resume"], 1.0),
+            ([], [], 0.0),
+            (["--resume"], [], 0.0),
         ):
             oks.append(pair(root, first, second, delay, clean))
         # kill -9 the holder after its first points, then --resume
@@ -87,8 +99,11 @@ def main() -> int:
         t0 = time.perf_counter()
         rc = subprocess.run(cmd(out, "--resume"), capture_output=True).returncode
         ok = rc == 0 and body(out) == clean
-        print(f"{'ok ' if ok else 'BAD'} kill -9 after {kept} point(s), --resume: exit {rc} in "
-              f"{time.perf_counter() - t0:.1f} s, results equal a clean run's: {ok}", flush=True)
+        print(
+            f"{'ok ' if ok else 'BAD'} kill -9 after {kept} point(s), --resume: exit {rc} in "
+            f"{time.perf_counter() - t0:.1f} s, results equal a clean run's: {ok}",
+            flush=True,
+        )
         oks.append(ok)
         # --overwrite keeps the user's files
         out = root / "clean-copy"
@@ -99,8 +114,11 @@ def main() -> int:
         rc = subprocess.run(cmd(out, "--overwrite"), capture_output=True).returncode
         kept = all((out / n).read_bytes() == d for n, d in mine.items())
         ok = rc == 0 and kept and body(out) == clean
-        print(f"{'ok ' if ok else 'BAD'} --overwrite: exit {rc}, user's 3 files kept: {kept}, "
-              f"results equal: {body(out) == clean}", flush=True)
+        print(
+            f"{'ok ' if ok else 'BAD'} --overwrite: exit {rc}, user's 3 files kept: {kept}, "
+            f"results equal: {body(out) == clean}",
+            flush=True,
+        )
         oks.append(ok)
         # corrupted points, then --resume
         for how in ("truncated", "copied from --seed 1", "edited (a value x1000)"):
@@ -119,11 +137,18 @@ def main() -> int:
             proc = subprocess.run(cmd(out, "--resume"), capture_output=True, text=True)
             said = [ln for ln in proc.stderr.splitlines() if "L8_M4.json" in ln]
             result = json.loads((out / "results.json").read_text())
-            ok = (proc.returncode == 0 and body(out) == clean and said
-                  and result["timing"]["recomputed"] == 1)
-            print(f"{'ok ' if ok else 'BAD'} point {how}: exit {proc.returncode}, "
-                  f"recomputed {result['timing']['recomputed']} ({said[0] if said else 'not said'}),"
-                  f" results equal: {body(out) == clean}", flush=True)
+            ok = (
+                proc.returncode == 0
+                and body(out) == clean
+                and said
+                and result["timing"]["recomputed"] == 1
+            )
+            print(
+                f"{'ok ' if ok else 'BAD'} point {how}: exit {proc.returncode}, "
+                f"recomputed {result['timing']['recomputed']} ({said[0] if said else 'not said'}),"
+                f" results equal: {body(out) == clean}",
+                flush=True,
+            )
             oks.append(ok)
     finally:
         shutil.rmtree(root, ignore_errors=True)

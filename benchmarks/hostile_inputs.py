@@ -13,7 +13,6 @@ that row then checks the write refusal through a folder that is a file instead.
 """
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
@@ -39,8 +38,20 @@ def rows(root: Path):
 
     def other_kind(out):
         subprocess.run(
-            [sys.executable, "-m", "meanfield", "study", "tangent-kernel", *TINY_TK.split(),
-             "--out", str(out), "--no-progress"], check=True, capture_output=True, timeout=120,
+            [
+                sys.executable,
+                "-m",
+                "meanfield",
+                "study",
+                "tangent-kernel",
+                *TINY_TK.split(),
+                "--out",
+                str(out),
+                "--no-progress",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
         )
 
     def a_file(out):
@@ -50,8 +61,12 @@ def rows(root: Path):
         # the four hangs of the issue
         ("mean-ode --lr 1000", "study mean-ode --lr 1000", None, "refused"),
         ("mean-ode --sigma-xi 1e300", "study mean-ode --sigma-xi 1e300", None, "refused"),
-        ("phases smooth --length-scale 1e-9",
-         "study phases --weights smooth --length-scale 1e-9", None, "refused"),
+        (
+            "phases smooth --length-scale 1e-9",
+            "study phases --weights smooth --length-scale 1e-9",
+            None,
+            "refused",
+        ),
         ("response --depths 2,1000000", "study response --depths 2,1000000", None, "refused"),
         # huge grids
         ("mean-ode huge width", f"study mean-ode --L 4,8 --M 1,{BIG}", None, "refused"),
@@ -79,8 +94,12 @@ def rows(root: Path):
         # absurd scales
         ("mean-ode --sigma-u 1e300", "study mean-ode --sigma-u 1e300", None, "refused"),
         ("response --sigma-w2 1e300", "study response --sigma-w2 1e300", None, "refused"),
-        ("sde smooth --length-scale 1e-12",
-         "study sde --weights smooth --length-scale 1e-12", None, "refused"),
+        (
+            "sde smooth --length-scale 1e-12",
+            "study sde --weights smooth --length-scale 1e-12",
+            None,
+            "refused",
+        ),
         ("mean-ode --lr 2 (tiny grid)", f"study mean-ode {TINY_ODE} --lr 2", None, "either"),
         ("mean-ode --lr 10", "study mean-ode --lr 10", None, "refused"),
         # empty lists
@@ -92,23 +111,42 @@ def rows(root: Path):
         ("mean-ode --sigma-v 2 (non-centred)", "study mean-ode --sigma-v 2", None, "refused"),
         ("mean-ode --particles 64 (quadrature)", "study mean-ode --particles 64", None, "refused"),
         ("phases --no-heatmap (iid)", "study phases --no-heatmap", None, "refused"),
-        ("response --no-simulate --width 10",
-         "study response --no-simulate --width 10", None, "refused"),
+        (
+            "response --no-simulate --width 10",
+            "study response --no-simulate --width 10",
+            None,
+            "refused",
+        ),
         ("sde brownian --rtol 1e-8", "study sde --rtol 1e-8", None, "refused"),
         # folders
-        ("unicode --out (tiny run)", f"study tangent-kernel {TINY_TK} --out {{root}}/résultats-✓",
-         None, "ok"),
+        (
+            "unicode --out (tiny run)",
+            f"study tangent-kernel {TINY_TK} --out {{root}}/résultats-✓",
+            None,
+            "ok",
+        ),
         ("--out is a file", "study tangent-kernel", a_file, "refused"),
-        ("--out below a file", f"study tangent-kernel --out {{root}}/afile/below", None,
-         "refused"),
+        ("--out below a file", "study tangent-kernel --out {root}/afile/below", None, "refused"),
         ("--resume, garbled config.json", "study mean-ode --resume", garbled_config, "refused"),
-        ("--overwrite, another study's folder", f"study mean-ode {TINY_ODE} --overwrite",
-         other_kind, "refused"),
+        (
+            "--overwrite, another study's folder",
+            f"study mean-ode {TINY_ODE} --overwrite",
+            other_kind,
+            "refused",
+        ),
         ("--seed 2^31", f"study variance --seed {2**31}", None, "refused"),
-        ("two-layer --data missing.npz", "study two-layer --data /nonexistent.npz", None,
-         "refused"),
-        ("mean-ode --block no.such:Thing", "study mean-ode --block no.such:Thing --law a:b",
-         None, "refused"),
+        (
+            "two-layer --data missing.npz",
+            "study two-layer --data /nonexistent.npz",
+            None,
+            "refused",
+        ),
+        (
+            "mean-ode --block no.such:Thing",
+            "study mean-ode --block no.such:Thing --law a:b",
+            None,
+            "refused",
+        ),
     ]
 
 
@@ -127,7 +165,9 @@ def run_row(label, argv, setup, expected, root: Path, timeout: float) -> dict:
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "meanfield", *args, "--no-progress"],
-            capture_output=True, text=True, timeout=timeout,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
         code, err = proc.returncode, proc.stderr
     except subprocess.TimeoutExpired as exc:
@@ -145,8 +185,14 @@ def run_row(label, argv, setup, expected, root: Path, timeout: float) -> dict:
         ok = (code == 0 or (code == 2 and len(errors) == 1 and not left)) and not traceback
     ok = ok and seconds < timeout
     first = (errors or lines or [""])[0]
-    return {"input": label, "exit": code, "seconds": seconds, "stderr": first,
-            "left": left, "ok": ok}
+    return {
+        "input": label,
+        "exit": code,
+        "seconds": seconds,
+        "stderr": first,
+        "left": left,
+        "ok": ok,
+    }
 
 
 def _listing(path: Path):
@@ -165,14 +211,20 @@ def full_disk_row(root: Path, timeout: float) -> dict | None:
     """A tiny study into a 256 kB tmpfs (needs root to mount): one line, exit 2."""
     mnt = root / "tmpfs"
     mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)],
-                      capture_output=True).returncode:
+    if subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True
+    ).returncode:
         return None
     try:
         (mnt / "filler").write_bytes(b"\0" * (200 * 1024))
-        row = run_row("full disk (256 kB tmpfs)",
-                      f"study tangent-kernel {TINY_TK} --out {mnt}/out", None, "refused",
-                      root, timeout)
+        row = run_row(
+            "full disk (256 kB tmpfs)",
+            f"study tangent-kernel {TINY_TK} --out {mnt}/out",
+            None,
+            "refused",
+            root,
+            timeout,
+        )
         # a write that fails midway may leave the folder it made: say so, but the
         # criterion is one line, exit 2 and no traceback
         row["ok"] = row["exit"] == 2 and "Traceback" not in row["stderr"]
@@ -182,7 +234,9 @@ def full_disk_row(root: Path, timeout: float) -> dict | None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0], allow_abbrev=False)
+    parser = argparse.ArgumentParser(
+        description=(__doc__ or "").splitlines()[0], allow_abbrev=False
+    )
     parser.add_argument("--only", help="run the rows whose label contains this")
     parser.add_argument("--timeout", type=float, default=60.0)
     opts = parser.parse_args()
@@ -194,8 +248,12 @@ def main() -> int:
                 continue
             results.append(run_row(label, argv, setup, expected, root, opts.timeout))
             r = results[-1]
-            print(f"{'ok ' if r['ok'] else 'BAD'} {r['input']}: exit {r['exit']}, "
-                  f"{r['seconds']:.1f} s", file=sys.stderr, flush=True)
+            print(
+                f"{'ok ' if r['ok'] else 'BAD'} {r['input']}: exit {r['exit']}, "
+                f"{r['seconds']:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
         if not opts.only or "disk" in opts.only:
             row = full_disk_row(root, opts.timeout)
             if row is None:
@@ -208,11 +266,15 @@ def main() -> int:
     print("|---|---|---|---|---|")
     for r in results:
         text = r["stderr"].replace("|", "\\|")[:160]
-        print(f"| {r['input']} | {r['exit']} | {r['seconds']:.1f} | {text} | "
-              f"{'yes' if r['left'] else 'no'} |")
+        print(
+            f"| {r['input']} | {r['exit']} | {r['seconds']:.1f} | {text} | "
+            f"{'yes' if r['left'] else 'no'} |"
+        )
     bad = [r["input"] for r in results if not r["ok"]]
-    print(f"\n{len(results) - len(bad)}/{len(results)} as required" +
-          (f"; not: {', '.join(bad)}" if bad else ""))
+    print(
+        f"\n{len(results) - len(bad)}/{len(results)} as required"
+        + (f"; not: {', '.join(bad)}" if bad else "")
+    )
     return 1 if bad else 0
 
 

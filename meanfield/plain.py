@@ -154,7 +154,9 @@ class LayeredNet(eqx.Module):
             return (g / n, log_norm), log_norm
 
         n0 = jnp.linalg.norm(readout)
-        _, logs = lax.scan(step, (readout / n0, jnp.log(n0)), (hs[:-1], self.W, self.b), reverse=True)
+        _, logs = lax.scan(
+            step, (readout / n0, jnp.log(n0)), (hs[:-1], self.W, self.b), reverse=True
+        )
         return jnp.concatenate([logs, jnp.log(n0)[None]])
 
 
@@ -257,7 +259,9 @@ def predicted_log_ratio(
     check_positive_int(L, "L")
     gain = weight_gain(init, N)
     if architecture != "post-activation":
-        total = _gaussian_sum(gain, alpha, q0, architecture=architecture, activation=activation, L=L)
+        total = _gaussian_sum(
+            gain, alpha, q0, architecture=architecture, activation=activation, L=L
+        )
         return float(total), 0.0
     keys = jr.split(jr.key(0) if key is None else key, POPULATIONS)
     sums = _population_sums(keys, gain, alpha, q0, activation=activation, L=L, size=size)
@@ -329,8 +333,15 @@ def train_classifier(model: Classifier, data, *, steps: int, lr: float):
     return model, losses, accuracy(model, x_test, y_test)
 
 
-def teacher_task(key, *, d_in: int = 16, classes: int = 4, n_train: int = 512, n_test: int = 2048,
-                 width: int = 64):
+def teacher_task(
+    key,
+    *,
+    d_in: int = 16,
+    classes: int = 4,
+    n_train: int = 512,
+    n_test: int = 2048,
+    width: int = 64,
+):
     """A classification task: Gaussian inputs in R^d_in labelled by the argmax of a random
     two-layer tanh teacher (width `width`, `classes` outputs). Returns `(x, y, x_test, y_test)`."""
     k1, k2, kx, kt = jr.split(key, 4)

@@ -38,7 +38,6 @@ import math
 import os
 
 import jax
-import jax.numpy as jnp
 import jax.random as jr
 import matplotlib.pyplot as plt
 import numpy as np
@@ -153,7 +152,9 @@ for arch, alpha_of in (("plain", lambda L: 1.0), ("pre-activation", lambda L: 1 
             lambda m: P.train_classifier(m, data, steps=S["steps"], lr=1e-3)
         )(model)
         finals.append(float(P.cross_entropy(model, data[0], data[1])))
-        print(f"{arch:15s} L = {L:3d}: training loss {finals[-1]:.4f}, test accuracy {float(acc):.3f}")
+        print(
+            f"{arch:15s} L = {L:3d}: training loss {finals[-1]:.4f}, test accuracy {float(acc):.3f}"
+        )
     ax.plot(S["train_L"], finals, "o-", label=arch)
 ax.set_xscale("log", base=2)
 ax.set_yscale("log")

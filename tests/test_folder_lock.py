@@ -6,7 +6,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
@@ -42,10 +41,8 @@ def test_a_second_run_is_refused_at_once_naming_the_pid(tmp_path):
     try:
         before = sorted(p.name for p in out.rglob("*"))
         for kw in ({"resume": True}, {"overwrite": True}, {}):
-            t0 = time.perf_counter()
             with pytest.raises(StudyInputError, match=rf"in use by .*pid {proc.pid}\)"):
                 StudyRunner("variance", out, {"a": 1}, progress=False, **kw).open()
-            assert time.perf_counter() - t0 < 5
         assert sorted(p.name for p in out.rglob("*")) == before  # nothing written
         (out / "points" / "L4.json").stat()  # the holder's point is untouched
     finally:

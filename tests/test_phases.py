@@ -211,7 +211,7 @@ def test_readout_loss_gradient_does_not_depend_on_the_residual_weights():
             for loss, final in (("readout", B[None]), ("squared", lambda h: h - B[None])):
                 p_L[loss, i] = net.adjoint(x[None], final).b[0, -1]
             p0 = net.adjoint(x[None], B[None]).b[0, 0]
-            expected = jax.grad(lambda x_: jnp.dot(B, net(x_)))(x)
+            expected = jax.grad(lambda x_, net=net: jnp.dot(B, net(x_)))(x)
             np.testing.assert_allclose(p0, expected, atol=1e-12)
             r = depth_ratios(net, x, B, "readout")
             assert float(r.gradient) == pytest.approx(

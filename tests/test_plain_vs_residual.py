@@ -122,8 +122,11 @@ def test_population_against_quadrature_and_closed_form(init, alpha, L):
 
 @pytest.mark.parametrize(
     ("architecture", "activation", "init", "alpha"),
-    [("post-activation", "tanh", "xavier", 0.25), ("plain", "sigmoid", "he", 1.0),
-     ("pre-activation", "relu", "he", 0.25)],  # fmt: skip
+    [
+        ("post-activation", "tanh", "xavier", 0.25),
+        ("plain", "sigmoid", "he", 1.0),
+        ("pre-activation", "relu", "he", 0.25),
+    ],  # fmt: skip
 )
 def test_prediction_against_finite_networks(architecture, activation, init, alpha):
     """Monte Carlo over N = 512 networks (16 draws): the measured mean log-ratio lies within
@@ -163,8 +166,15 @@ def test_rates_exclude_explosions_and_report_them():
     cfg = {"N": 256, "seed": 0}
     configs = [{"architecture": "plain", "activation": "relu", "init": "xavier", "alpha": "1"}]
     points = [
-        {"L": L, "cells": [{"log_ratio": [L * math.log(0.5) + e for e in (0.01, -0.01)] + [None],
-                            "exploded": 1}]}  # fmt: skip
+        {
+            "L": L,
+            "cells": [
+                {
+                    "log_ratio": [L * math.log(0.5) + e for e in (0.01, -0.01)] + [None],
+                    "exploded": 1,
+                }
+            ],
+        }  # fmt: skip
         for L in (4, 8, 16)
     ]
     (rate,) = _rates(cfg, configs, points, n_boot=50)
@@ -189,7 +199,9 @@ def test_study_small_run_and_refusals(tmp_path):
     for r in res["gradient_rates"]:
         assert {"architecture", "activation", "init", "rate", "rate_ci", "predicted"} <= set(r)
     assert {c["architecture"] for c in res["degradation"]} == {
-        "plain", "post-activation", "pre-activation"
+        "plain",
+        "post-activation",
+        "pre-activation",
     }
     for c in res["degradation"]:
         assert {"architecture", "L", "train_loss", "test_accuracy"} <= set(c)

@@ -2,7 +2,8 @@
 
 One law per file: `BrownianLaw` (the SDE row), `FractionalBrownianLaw` (fBm with
 Hurst index H), `SmoothGPLaw` (a Gaussian process in depth, the ODE row) and
-`IIDGaussianLaw` / `IIDRademacherLaw` (uncoupled). The path laws sample one realisation on [0, 1] and
+`IIDGaussianLaw` / `IIDRademacherLaw` (uncoupled). The path laws sample one realisation
+on [0, 1] and
 read every depth's weights off it (`AbstractPathLaw`).
 """
 

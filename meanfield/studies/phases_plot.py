@@ -159,8 +159,10 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
         axes[1].set_xlabel(r"$\|p_0 - p_L\|^2 / \|p_L\|^2$ (bounds on the mean: e^{1/2}-1, e^4-1)")
         axes[1].set_xscale("log")
         axes[1].legend(fontsize=7)
-        conv = {"squared": "loss ½‖h_L − y‖² (p_L = h_L − y)",
-                "readout": "readout loss ⟨B, h_L⟩ (p_L = B)"}[cfg.get("loss", "squared")]  # fmt: skip
+        conv = {
+            "squared": "loss ½‖h_L − y‖² (p_L = h_L − y)",
+            "readout": "readout loss ⟨B, h_L⟩ (p_L = B)",
+        }[cfg.get("loss", "squared")]
         fig.suptitle(
             f"{title}, β = 1/2, L = {L}, d = {cfg['d']}: stability; gradients for {conv}",
             fontsize=9,

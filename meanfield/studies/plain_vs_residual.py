@@ -10,9 +10,10 @@ Two parts (the networks and the predictions: `meanfield.plain`):
   diagnostics a practitioner checks (activation mean and standard deviation, fraction of
   units with a positive pre-activation, gradient norm). The per-layer rate is the slope of
   that log-ratio against L (least squares over the depths L ≤ N/16, where the
-  infinite-width prediction applies; interval by a bootstrap over draws), set against the same slope of the infinite-width prediction
-  (`plain.predicted_log_ratio`); a configuration agrees when the two differ by at most
-  10% of the prediction or 0.02, whichever is larger. All configurations at one depth
+  infinite-width prediction applies; interval by a bootstrap over draws), set against the
+  same slope of the infinite-width prediction (`plain.predicted_log_ratio`); a
+  configuration agrees when the two differ by at most 10% of the prediction or 0.02,
+  whichever is larger. All configurations at one depth
   and draw share the same standard-normal weights (scaled per initialisation).
 * **Degradation.** Plain and residual ReLU networks (He initialisation, residual α =
   1/sqrt(L)) of growing depth trained on one teacher classification task with the same
@@ -94,7 +95,9 @@ def configurations(activations) -> list[dict]:
         for arch in P.ARCHITECTURES:
             for init in P.INITS:
                 for alpha in ("1",) if arch == "plain" else ALPHAS:
-                    out.append({"architecture": arch, "activation": act, "init": init, "alpha": alpha})
+                    out.append(
+                        {"architecture": arch, "activation": act, "init": init, "alpha": alpha}
+                    )
     return out
 
 
@@ -230,7 +233,9 @@ def _gradient_point(cfg, configs, L, master, per_layer):
             ok = d["ok"][:, j]
             cell = {
                 **c,
-                "log_ratio": [float(v) if o else None for v, o in zip(d["log_ratio"][:, j], ok, strict=True)],
+                "log_ratio": [
+                    float(v) if o else None for v, o in zip(d["log_ratio"][:, j], ok, strict=True)
+                ],
                 "exploded": int((~ok).sum()),
             }
             if per_layer and ok.any():
@@ -267,8 +272,16 @@ def _rates(cfg, configs, points, n_boot=2000):
             if good.size >= 2:
                 Ls.append(p["L"])
                 samples.append(good)
-        rec = {**c, "depths": Ls, "exploded": exploded, "rate": None, "rate_ci": None,
-               "predicted": None, "predicted_error": None, "agrees": None}
+        rec = {
+            **c,
+            "depths": Ls,
+            "exploded": exploded,
+            "rate": None,
+            "rate_ci": None,
+            "predicted": None,
+            "predicted_error": None,
+            "agrees": None,
+        }
         predictions = [
             P.predicted_log_ratio(
                 c["architecture"], c["activation"], c["init"], N=cfg["N"], L=L,
@@ -289,9 +302,7 @@ def _rates(cfg, configs, points, n_boot=2000):
             continue
         Lf, sf, pf = [Ls[j] for j in fit], [samples[j] for j in fit], [predictions[j] for j in fit]
         rate = _slope(Lf, [s.mean() for s in sf])
-        boots = [
-            _slope(Lf, [rng.choice(s, s.size).mean() for s in sf]) for _ in range(n_boot)
-        ]
+        boots = [_slope(Lf, [rng.choice(s, s.size).mean() for s in sf]) for _ in range(n_boot)]
         pred = _slope(Lf, [v for v, _ in pf])
         xc = np.asarray(Lf, float) - np.mean(Lf)
         errs = np.array([e for _, e in pf])
@@ -414,9 +425,7 @@ def _figures(out: Path, cfg, configs, points, rates, degradation):
     styles = {"1": "-", "1/sqrt(L)": "--"}
     deepest = max(points, key=lambda p: p["L"])
     acts = cfg["activations"]
-    fig, axes = plt.subplots(
-        3, len(acts), figsize=(3.6 * len(acts), 9), sharex=True, squeeze=False
-    )
+    fig, axes = plt.subplots(3, len(acts), figsize=(3.6 * len(acts), 9), sharex=True, squeeze=False)
     for row, arch in enumerate(P.ARCHITECTURES):
         for col, act in enumerate(acts):
             ax = axes[row, col]

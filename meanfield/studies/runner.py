@@ -499,7 +499,7 @@ class StudyRunner:
         return self
 
     def _only_lock(self, top: Path) -> bool:
-        for root, _dirs, names in os.walk(top):
+        for _root, _dirs, names in os.walk(top):
             if any(n != LOCK_NAME for n in names):
                 return False
         return True
@@ -560,7 +560,9 @@ class StudyRunner:
         try:
             self.points_dir.mkdir(exist_ok=True)
         except OSError as err:
-            raise StudyInputError(f"--out: cannot create {self.points_dir}: {err.strerror}") from None
+            raise StudyInputError(
+                f"--out: cannot create {self.points_dir}: {err.strerror}"
+            ) from None
         if not config_path.exists():
             write_json_atomic(config_path, stored)
         self._own(config_path)
