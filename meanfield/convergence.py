@@ -31,7 +31,7 @@ from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 from .blocks import AbstractUnitBlock
 from .coupling import LimitOnGrid, coupled_errors, draw_units, euler_errors
 from .engine import AbstractDepthLoop
-from .fits import exploded_draws, fit_loglog, fit_rate_sum, fit_values, summarize
+from .fits import exploded_draws, fit_loglog, fit_rate_sum, fit_values, line_fit, summarize
 from .laws import AbstractGaussianLaw, AbstractLaw
 from .meanode import MeanODE, solve_mean_ode
 from .particles import Particles, gauss_hermite_particles, monte_carlo_particles
@@ -917,8 +917,7 @@ def delta_quantiles(
     ):
         xc = x - x.mean()
         q = np.asarray(out["quantiles"])
-        slope = float(xc @ (q - q.mean()) / (xc @ xc))
-        intercept = float(q.mean() - slope * x.mean())
+        slope, intercept = line_fit(x, q)
         resid = q - (intercept + slope * x)
         bslopes = (boots - boots.mean(axis=1, keepdims=True)) @ xc / (xc @ xc)
         fits[name] = {

@@ -101,9 +101,12 @@ def fit_values(summary: dict) -> list[float]:
     return out
 
 
-def _slope(logx: np.ndarray, logy: np.ndarray) -> tuple[float, float]:
-    A = np.stack([logx, np.ones_like(logx)], axis=1)
-    coef, *_ = np.linalg.lstsq(A, logy, rcond=None)
+def line_fit(x, y) -> tuple[float, float]:
+    """`(slope, intercept)` of the least-squares line of `y` against `x` (no logarithms
+    taken: `fit_loglog` passes logs)."""
+    x = np.asarray(x, float)
+    A = np.stack([x, np.ones_like(x)], axis=1)
+    coef, *_ = np.linalg.lstsq(A, np.asarray(y, float), rcond=None)
     return float(coef[0]), float(coef[1])
 
 
@@ -198,7 +201,7 @@ def fit_loglog(
         return result
     logx = np.log(np.asarray(xs))
     logy = np.log(np.array([g.mean() for g in goods]))
-    slope, intercept = _slope(logx, logy)
+    slope, intercept = line_fit(logx, logy)
     result["slope"], result["intercept"] = slope, intercept
     logb = np.log(_positive_draws(_bootstrap_means(goods, n_boot, seed), result))
     xc = logx - logx.mean()

@@ -31,6 +31,7 @@ import jax.random as jr
 import numpy as np
 
 from .. import plain as P
+from ..fits import line_fit
 from ..plotting import use_agg
 from .args import int_list, positive_float, positive_int
 from .runner import StudyInputError, start_study
@@ -251,12 +252,6 @@ def _gradient_point(cfg, configs, L, master, per_layer):
     return {"cells": cells}
 
 
-def _slope(x, y):
-    x = np.asarray(x, float)
-    xc = x - x.mean()
-    return float(xc @ (np.asarray(y) - np.mean(y)) / (xc @ xc))
-
-
 def _rates(cfg, configs, points, n_boot=2000):
     """Per configuration: the fitted per-layer rate with a bootstrap interval, beside the
     same slope of the prediction."""
@@ -301,9 +296,9 @@ def _rates(cfg, configs, points, n_boot=2000):
             out.append(rec)
             continue
         Lf, sf, pf = [Ls[j] for j in fit], [samples[j] for j in fit], [predictions[j] for j in fit]
-        rate = _slope(Lf, [s.mean() for s in sf])
-        boots = [_slope(Lf, [rng.choice(s, s.size).mean() for s in sf]) for _ in range(n_boot)]
-        pred = _slope(Lf, [v for v, _ in pf])
+        rate = line_fit(Lf, [s.mean() for s in sf])[0]
+        boots = [line_fit(Lf, [rng.choice(s, s.size).mean() for s in sf])[0] for _ in range(n_boot)]
+        pred = line_fit(Lf, [v for v, _ in pf])[0]
         xc = np.asarray(Lf, float) - np.mean(Lf)
         errs = np.array([e for _, e in pf])
         pred_err = float(np.sqrt(np.sum(xc**2 * errs**2)) / (xc @ xc))  # independent solves
