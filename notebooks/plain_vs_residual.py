@@ -135,6 +135,35 @@ for L in (8, 32, 128):
     print(f"L = {L:4d}: predicted ‖∂L/∂h^0‖/‖∂L/∂h^L‖ = {math.exp(pred / 2):.3f}")
 
 # %% [markdown]
+# ### Where the infinite-width formula is not enough
+#
+# With N(0, 1) weights (σ_w² = N) there is no infinite-width limit. Under tanh the states
+# grow like sqrt(l N), and only about sqrt(N/l) coordinates of h^l sit where σ' ≠ 0: each
+# layer's factor is a sum of few terms, and the mean of its logarithm (what a log-scale
+# gradient plot measures) lies below the logarithm of its mean, `log χ_l`, by
+# O(sqrt(l/N)). `P.finite_width_log_ratios` evaluates the same independence model at the
+# network's own width. Below, the first L' layers of the networks: `log ‖∂L/∂h^0‖² −
+# log ‖∂L/∂h^{L'}‖²` is the sum of their factors.
+
+# %%
+g = log_gradients("pre-activation", "tanh", "normal", 1.0, jr.key(4))
+depths = list(range(1, S["L"] + 1))
+measured = (g[:, :1] - g[:, 1:]).mean(0)  # layers 1..L'
+infinite = [P.predicted_log_ratio("pre-activation", "tanh", "normal", N=S["N"], L=L)[0]
+            for L in depths]  # fmt: skip
+width_n = P.finite_width_log_ratios("pre-activation", "tanh", "normal", N=S["N"], Ls=depths,
+                                    alphas=[1.0] * S["L"])  # fmt: skip
+fig, ax = plt.subplots(figsize=(6, 4))
+ax.plot(depths, measured, "o", ms=3, label=f"measured (mean over {S['draws']} draws)")
+ax.plot(depths, infinite, "k:", label="infinite-width formula Σ log χ_l")
+ax.plot(depths, width_n, "C3--", label=f"same model at width N = {S['N']} (mean of log)")
+ax.set_xlabel("layers from the input, L'")
+ax.set_ylabel("log ‖∂L/∂h^0‖² − log ‖∂L/∂h^{L'}‖²")
+ax.set_title(f"pre-activation tanh, N(0, 1) weights, N = {S['N']}", fontsize=9)
+ax.legend(fontsize=8)
+fig.tight_layout()
+
+# %% [markdown]
 # ## 3. Degradation: deeper plain networks train worse, residual ones do not
 #
 # The same teacher classification task, the same budget (full-batch Adam), ReLU and He
