@@ -25,6 +25,7 @@ def test_there_are_notebooks():
         "two_layer",
         "shapes",
         "plain_vs_residual",
+        "beyond_initialisation",
     } <= names
 
 

@@ -25,6 +25,7 @@ _MODULES: dict[str, str] = {
     "two-layer": "meanfield.studies.two_layer",
     "shapes": "meanfield.studies.shapes",
     "plain-vs-residual": "meanfield.studies.plain_vs_residual",
+    "trained-weights": "meanfield.studies.trained_weights",
 }
 
 

@@ -1,0 +1,237 @@
+"""Res-1 networks trained on data: the weights along depth after training (Marion, Fermanian,
+Biau and Vert, "Scaling ResNets in the large-depth regime", the part "beyond
+initialisation").
+
+**The network** (width d, depth L, classes C):
+
+    h_0 = A x,    h_k = h_{k-1} + L^{-β} V_k σ(h_{k-1}),  k = 1..L,    logits = B h_L,
+
+`A` (d×d_in) and `B` (C×d) with i.i.d. N(0, 1/d_in) and N(0, 1/d) entries, the residual
+weights `V_1..V_L` (d×d) drawn from a depth law (`meanfield.depth`: i.i.d., smooth
+Gaussian-process or fractional-Brownian weights, every entry of variance 1/d), and every
+part trained (A, V and B) on the cross-entropy. The scale `L^{-β}` is data, not a static
+field, so networks of different β (and the same shapes) vmap together.
+
+**Training** (`train_res1`): optax Adam or SGD on minibatches (a fresh permutation of the
+training set every epoch, drawn from an explicit key), a fixed number of steps; optional
+early stopping on a validation share of the training set (the parameters of the best
+validation accuracy are kept, and training stops after `patience` evaluations without a
+gain); an explosion (a non-finite loss) stops the updates and is reported in `exploded`,
+never averaged into the accuracies. Jittable and vmappable over models and keys.
+"""
+
+import math
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import optax
+from jax import lax
+from jaxtyping import Array, Float, Int, PRNGKeyArray
+
+from ._validation import check_positive_int
+from .activations import resolve_activation
+from .depth.base import AbstractDepthLaw
+
+OPTIMIZERS = ("adam", "sgd")
+
+
+class Res1Classifier(eqx.Module):
+    """`logits = B h_L(A x)` with `h_k = h_{k-1} + scale · V_k σ(h_{k-1})` (module docstring)."""
+
+    A: Float[Array, "d d_in"]
+    V: Float[Array, "L d d"]
+    B: Float[Array, "C d"]
+    scale: Float[Array, ""]
+    activation: str | Callable = eqx.field(static=True, default="relu")
+
+    @classmethod
+    def sample(
+        cls,
+        key: PRNGKeyArray,
+        law: AbstractDepthLaw,
+        *,
+        L: int,
+        d_in: int,
+        classes: int,
+        beta: float,
+        activation: str | Callable = "relu",
+    ) -> "Res1Classifier":
+        """Draw A, B (i.i.d. Gaussian) and V_1..V_L from `law` (width `law.d`); the scale
+        is `L^{-β}`."""
+        check_positive_int(L, "L")
+        check_positive_int(d_in, "d_in")
+        check_positive_int(classes, "classes")
+        if not isinstance(law, AbstractDepthLaw):
+            raise ValueError(f"law: must be a meanfield.depth law, got {type(law).__name__}")
+        if not (isinstance(beta, int | float) and math.isfinite(beta) and beta >= 0):
+            raise ValueError(f"beta: must be a finite number >= 0, got {beta!r}")
+        resolve_activation(activation)
+        ka, kv, kb = jr.split(key, 3)
+        d = law.d
+        A = jr.normal(ka, (d, d_in)) / math.sqrt(d_in)
+        B = jr.normal(kb, (classes, d)) / math.sqrt(d)
+        V = law.weights(kv, L)
+        return cls(A, V, B, jnp.asarray(float(L) ** -beta, V.dtype), activation)
+
+    def hidden(self, x: Float[Array, "n d_in"]) -> Float[Array, "n d"]:
+        """The last state `h_L` of each input."""
+        sigma = resolve_activation(self.activation)
+
+        def layer(h, V):
+            return h + self.scale * sigma(h) @ V.T, None
+
+        h, _ = lax.scan(layer, x @ self.A.T, self.V)
+        return h
+
+    def __call__(self, x: Float[Array, "n d_in"]) -> Float[Array, "n C"]:
+        return self.hidden(x) @ self.B.T
+
+
+def cross_entropy(model: Res1Classifier, x, labels) -> Array:
+    return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(model(x), labels))
+
+
+def accuracy(model: Res1Classifier, x, labels) -> Array:
+    hits = jnp.argmax(model(x), axis=-1) == labels
+    return jnp.mean(hits.astype(jnp.result_type(float)))
+
+
+class Res1Training(eqx.Module):
+    """The outcome of `train_res1`.
+
+    - `model`: the trained network (with early stopping, the one of the best validation
+      accuracy).
+    - `losses`: `(steps,)` the minibatch loss at each step (NaN after an explosion or a stop).
+    - `train_accuracy`, `test_accuracy`: of `model` on the training (without the validation
+      share) and test sets.
+    - `exploded`: whether a non-finite loss stopped the training (the model is then the last
+      finite one, and its accuracies are not a result).
+    - `steps_run`: the updates made (fewer than `steps` after an explosion or an early stop).
+    """
+
+    model: Res1Classifier
+    losses: Float[Array, " steps"]
+    train_accuracy: Float[Array, ""]
+    test_accuracy: Float[Array, ""]
+    exploded: Array
+    steps_run: Int[Array, ""]
+
+
+def _optimizer(name: str, lr: float) -> optax.GradientTransformation:
+    if name not in OPTIMIZERS:
+        raise ValueError(f"optimizer={name!r}: use one of {', '.join(OPTIMIZERS)}")
+    return optax.adam(lr) if name == "adam" else optax.sgd(lr)
+
+
+def train_res1(
+    model: Res1Classifier,
+    data: tuple[Array, Array, Array, Array],
+    *,
+    key: PRNGKeyArray,
+    steps: int,
+    batch_size: int = 128,
+    optimizer: str = "adam",
+    lr: float = 1e-3,
+    validation: int = 0,
+    eval_every: int = 50,
+    patience: int | None = None,
+) -> Res1Training:
+    """Train every part of `model` on `data = (x_train, y_train, x_test, y_test)` (labels
+    integers) by minibatch `optimizer` ("adam" or "sgd") at learning rate `lr`.
+
+    **Arguments:**
+
+    - `key`: the minibatch order (a fresh permutation each epoch) and the validation split.
+    - `steps`: optimiser updates; `batch_size`: examples per update (at most the training
+      set).
+    - `validation`: examples held out of the training set for early stopping (0: none).
+      With `validation > 0`, the validation accuracy is evaluated every `eval_every` steps,
+      the best parameters are kept, and with `patience` training stops after that many
+      evaluations without a gain.
+
+    Jittable (the static choices as Python values) and vmappable over `model` and `key`.
+
+    **Returns:** a `Res1Training`.
+    """
+    for name, value in (("steps", steps), ("batch_size", batch_size), ("eval_every", eval_every)):
+        check_positive_int(value, name)
+    if patience is not None:
+        check_positive_int(patience, "patience")
+    if isinstance(validation, bool) or not isinstance(validation, int) or validation < 0:
+        raise ValueError(f"validation: must be an integer >= 0, got {validation!r}")
+    if not (isinstance(lr, int | float) and math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr: must be a finite number > 0, got {lr!r}")
+    opt = _optimizer(optimizer, lr)
+    x_train, y_train, x_test, y_test = (jnp.asarray(a) for a in data)
+    n = x_train.shape[0] - validation
+    if n < 1 or batch_size > n:
+        raise ValueError(
+            f"batch_size: {batch_size} exceeds the {n} training examples "
+            f"(after holding out validation={validation})"
+        )
+    k_split, k_batches = jr.split(key)
+    order = jr.permutation(k_split, x_train.shape[0])
+    x_val, y_val = x_train[order[n:]], y_train[order[n:]]
+    x_fit, y_fit = x_train[order[:n]], y_train[order[:n]]
+    per_epoch = n // batch_size
+
+    params = (model.A, model.V, model.B)  # trained; the scale L^-β is not
+
+    def rebuild(p):
+        return eqx.tree_at(lambda m: (m.A, m.V, m.B), model, p)
+
+    def loss_fn(p, xb, yb):
+        return cross_entropy(rebuild(p), xb, yb)
+
+    def step(carry, k):
+        p, state, best, best_acc, since, stopped, exploded = carry
+        epoch, within = k // per_epoch, k % per_epoch
+        perm = jr.permutation(jr.fold_in(k_batches, epoch), n)
+        idx = lax.dynamic_slice_in_dim(perm, within * batch_size, batch_size)
+        loss, grads = jax.value_and_grad(loss_fn)(p, x_fit[idx], y_fit[idx])
+        bad = ~jnp.isfinite(loss) | ~jnp.all(
+            jnp.asarray([jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)])
+        )
+        exploded = exploded | (bad & ~stopped)
+        frozen = stopped | exploded
+        updates, new_state = opt.update(grads, state, p)
+        new_p = optax.apply_updates(p, updates)
+        p = jax.tree.map(lambda a, b: jnp.where(frozen, a, b), p, new_p)
+        state = jax.tree.map(lambda a, b: jnp.where(frozen, a, b), state, new_state)
+        if validation > 0:
+            check = (k + 1) % eval_every == 0
+            acc = lax.cond(
+                check & ~frozen,
+                lambda: accuracy(rebuild(p), x_val, y_val),
+                lambda: jnp.asarray(-1.0, best_acc.dtype),
+            )
+            better = acc > best_acc
+            best = jax.tree.map(lambda b, a: jnp.where(better, a, b), best, p)
+            best_acc = jnp.where(better, acc, best_acc)
+            since = jnp.where(better, 0, since + (check & ~frozen))
+            if patience is not None:
+                stopped = stopped | (since >= patience)
+        else:
+            best = p
+        return (p, state, best, best_acc, since, stopped, exploded), (
+            jnp.where(frozen, jnp.nan, loss),
+            ~frozen,
+        )
+
+    init = (
+        params, opt.init(params), params, jnp.asarray(-1.0, jnp.result_type(float)), 0,
+        False, False,
+    )  # fmt: skip
+    (p, _, best, _, _, _, exploded), (losses, ran) = lax.scan(step, init, jnp.arange(steps))
+    final = rebuild(best if validation > 0 else p)
+    return Res1Training(
+        final,
+        losses,
+        accuracy(final, x_fit, y_fit),
+        accuracy(final, x_test, y_test),
+        exploded,
+        jnp.sum(ran),
+    )

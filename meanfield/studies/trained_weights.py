@@ -1,0 +1,486 @@
+"""`meanfield study trained-weights`: the weights along depth after training, and test accuracy
+over (β, H) on a real data set (Marion, Fermanian, Biau and Vert, "Scaling ResNets in the
+large-depth regime", the part "beyond initialisation").
+
+Res-1 networks `h_k = h_{k-1} + L^{-β} V_k σ(h_{k-1})` with an embedding and a readout
+(`meanfield.res1`), every part trained by minibatch Adam (or SGD) on the data set
+(`--data PATH`: MNIST or CIFAR-10 files, see `meanfield.datasets.load_images`; default
+scikit-learn's bundled handwritten digits, offline), from three initialisations of the
+residual weights V_1..V_L (`meanfield.depth`): i.i.d. Gaussian, smooth (a Gaussian process
+in k/L) and the increments of a fractional Brownian motion of Hurst index H. Each
+(initialisation, H, β) cell trains `--seeds` networks (vmapped, one compiled program for all
+the cells of an initialisation) and records
+
+* the test and training accuracy (`test_accuracy`, `train_accuracy`: mean, spread, values
+  over the draws that did not explode; `exploded`: how many did);
+* the regularity of the weights along depth, before and after training: the Hurst/Hölder
+  index of `k/L -> V_k` from the variogram of its increments over lags
+  (`meanfield.regularity.estimate_hurst`, every entry of V of every draw a path, pooled,
+  with a bootstrap interval over the paths): `regularity_before`, `regularity_after` (the
+  path V_k itself: i.i.d. and fBm weights, being increments, read ≈ 0, smooth ones ≈ 1),
+  `regularity_cumulative_before`, `..._after` (the partial sums Σ_{j≤k} V_j: they read the
+  index of the path whose increments the weights are: 1/2 for i.i.d., H for fBm, 1 for
+  smooth), and `regularity_update` (the change V_after − V_before that training made);
+* one entry of V_k against k/L before and after training (`example_path`), for the figure
+  of the source.
+
+`regularity_statement` summarises, from these numbers, how the initialisation and β set
+the regularity of the trained weights. Figures: `weights_along_depth.png` (one entry of V_k
+against k/L before and after, per initialisation), `accuracy_heatmap.png` (test accuracy
+over (β, H), the i.i.d. and smooth rows beside, explosions marked), `regularity.png` (the
+regularity after against before, and of the update against β).
+"""
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+
+from .. import res1
+from ..depth import FractionalBrownianLaw, IIDGaussianLaw, SmoothGPLaw
+from ..fits import summarize
+from ..plotting import use_agg
+from ..regularity import estimate_hurst
+from .args import (
+    check_activation,
+    check_memory,
+    float_list,
+    override,
+    positive_float,
+    positive_int,
+)
+from .runner import StudyInputError, start_study
+
+HELP = "trained weights along depth: regularity before/after and test accuracy over (β, H)"
+DEFAULT_X64 = False  # training in float32: the accuracies and the regularity (a log-log
+# slope over lags of variograms of O(1/d) increments) are far above its round-off
+INITS = ("iid", "smooth", "fbm")
+PRESETS = {
+    "quick": {
+        "L": 64,
+        "d": 32,
+        "betas": [0.0, 0.25, 0.5, 0.75, 1.0],
+        "hursts": [0.1, 0.3, 0.5, 0.7, 0.9],
+        "inits": list(INITS),
+        "steps": 400,
+        "batch_size": 128,
+        "lr": 3e-3,
+        "seeds": 2,
+    },
+    "paper": {
+        "L": 256,
+        "d": 64,
+        "betas": [0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0],
+        "hursts": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
+        "inits": list(INITS),
+        "steps": 3000,
+        "batch_size": 128,
+        "lr": 1e-3,
+        "seeds": 3,
+    },
+}
+LENGTH_SCALE = 0.2  # the smooth law's (SmoothGPLaw's default)
+EXAMPLE_CELLS = (("iid", 0.5), ("iid", 1.0), ("smooth", 1.0))  # (init, β)
+
+
+def add_arguments(parser):
+    parser.add_argument(
+        "--data",
+        help="MNIST / CIFAR-10 files (an .npz, a folder of idx files, CIFAR-10's python "
+        "version); default: scikit-learn's digits, offline",
+    )
+    parser.add_argument("--L", type=positive_int, help="depth")
+    parser.add_argument("--d", type=positive_int, help="width of the residual stream")
+    parser.add_argument("--betas", type=float_list, help="scales β of L^-β (comma list)")
+    parser.add_argument("--hursts", type=float_list, help="Hurst indices of the fBm init")
+    parser.add_argument("--inits", help=f"comma list among {', '.join(INITS)} (default: all)")
+    parser.add_argument("--steps", type=positive_int, help="optimiser updates")
+    parser.add_argument("--batch-size", type=positive_int, help="examples per update")
+    parser.add_argument("--lr", type=positive_float, help="learning rate")
+    parser.add_argument(
+        "--optimizer", choices=res1.OPTIMIZERS, default="adam", help="(default: adam)"
+    )
+    parser.add_argument("--seeds", type=positive_int, help="independent networks per cell")
+    parser.add_argument("--activation", default="relu", help="σ (default: relu)")
+
+
+def _config(args) -> dict:
+    preset = PRESETS[args.preset]
+    cfg = override(
+        dict(preset),
+        args,
+        ("L", "d", "betas", "hursts", "steps", "batch_size", "lr", "seeds"),
+    )
+    if args.inits is not None:
+        inits = [s.strip() for s in args.inits.split(",")]
+        if not inits or any(i not in INITS for i in inits) or len(set(inits)) != len(inits):
+            raise StudyInputError(
+                f"--inits: need distinct names among {', '.join(INITS)}, got {args.inits!r}"
+            )
+        cfg["inits"] = inits
+    check_activation(args.activation)
+    if any(b < 0 or b > 4 for b in cfg["betas"]):
+        raise StudyInputError(f"--betas: need values in [0, 4], got {cfg['betas']}")
+    if any(not 0 < h < 1 for h in cfg["hursts"]):
+        raise StudyInputError(f"--hursts: need values in (0, 1), got {cfg['hursts']}")
+    if cfg["L"] < 32:
+        raise StudyInputError(
+            f"--L: the regularity needs at least 32 layers (three dyadic lags), got {cfg['L']}"
+        )
+    if "fbm" in cfg["inits"] and 4096 % cfg["L"]:
+        raise StudyInputError(
+            f"--L: the fBm weights are read off a grid of 4096 steps; L must divide it, "
+            f"got {cfg['L']}"
+        )
+    if cfg["lr"] > 1:
+        raise StudyInputError(f"--lr: at most 1, got {cfg['lr']}")
+    if cfg["seeds"] < 2:
+        raise StudyInputError(f"--seeds: need at least 2 networks per cell, got {cfg['seeds']}")
+    cfg.update(
+        optimizer=args.optimizer,
+        activation=args.activation,
+        data=args.data,
+        seed=args.seed,
+        x64=args.x64,
+        preset=args.preset,
+    )
+    return cfg
+
+
+def _data(cfg):
+    from ..datasets import load_digits, load_images
+
+    key = jr.fold_in(jr.key(cfg["seed"]), 7)
+    try:
+        return load_digits(key) if cfg["data"] is None else load_images(cfg["data"], key=key)
+    except (ValueError, OSError) as err:
+        raise StudyInputError(f"--data: {err}") from None
+
+
+def _rows(cfg) -> list[dict]:
+    """One point per initialisation row: iid, smooth, and fBm at each H."""
+    rows = []
+    for init in cfg["inits"]:
+        if init == "fbm":
+            rows += [{"init": "fbm", "hurst": h} for h in cfg["hursts"]]
+        else:
+            rows.append({"init": init, "hurst": None})
+    return rows
+
+
+def _law(init, hurst, d):
+    if init == "iid":
+        return IIDGaussianLaw(d)
+    if init == "smooth":
+        return SmoothGPLaw(d, length_scale=LENGTH_SCALE)
+    return FractionalBrownianLaw(d, hurst)
+
+
+def run(args):
+    cfg = _config(args)
+    ds = _data(cfg)
+    cfg["data_description"] = str(ds)
+    if cfg["batch_size"] > len(ds.y_train):
+        raise StudyInputError(
+            f"--batch-size: {cfg['batch_size']} exceeds the {len(ds.y_train)} training images"
+        )
+    cells = len(cfg["betas"]) * cfg["seeds"]
+    # the networks of one row train together: weights, Adam's two moments, gradients and
+    # the activations of a minibatch (4 byte floats unless --x64)
+    width = 8 if cfg["x64"] else 4
+    per_net = (cfg["L"] * cfg["d"] ** 2 * 5 + cfg["L"] * cfg["batch_size"] * cfg["d"] * 3) * width
+    check_memory("--L/--d/--seeds/--betas", cells * per_net, "the networks of one row")
+    runner = start_study(args, cfg)
+    data = tuple(jnp.asarray(a) for a in (ds.x_train, ds.y_train, ds.x_test, ds.y_test))
+    master = jr.key(cfg["seed"])
+    specs = _rows(cfg)
+    points = runner.run_points(
+        specs,
+        lambda spec: _row(cfg, spec, data, ds.n_features, ds.n_classes, master),
+        describe=lambda s: s["init"] + ("" if s["hurst"] is None else f" H={s['hurst']}"),
+    )
+    cells_out = [c for p in points for c in p["cells"]]
+    statement = _statement(cfg, cells_out)
+    _figures(Path(args.out), cfg, cells_out)
+    best = max((c for c in cells_out if c["test_accuracy"]["mean"] is not None),
+               key=lambda c: c["test_accuracy"]["mean"], default=None)  # fmt: skip
+    runner.finish(
+        {
+            "points": points,
+            "cells": cells_out,
+            "best_test_accuracy": None if best is None else {
+                "value": best["test_accuracy"]["mean"],
+                **{k: best[k] for k in ("init", "hurst", "beta")},
+            },
+            "regularity_statement": statement,
+            "data": cfg["data_description"],
+            "fits": [],
+            "reference": {"method": "none: measured quantities (accuracies, regularity)"},
+        }
+    )  # fmt: skip
+
+
+_PROGRAMS: dict = {}
+
+
+def _program(cfg, d_in, classes):
+    """One compiled program: train a batch of networks (vmapped over models and keys)."""
+    key = (cfg["L"], cfg["d"], d_in, classes, cfg["steps"], cfg["batch_size"],
+           cfg["optimizer"], cfg["lr"], cfg["activation"])  # fmt: skip
+    if key not in _PROGRAMS:
+
+        def train(model, k, data):
+            out = res1.train_res1(
+                model, data, key=k, steps=cfg["steps"], batch_size=cfg["batch_size"],
+                optimizer=cfg["optimizer"], lr=cfg["lr"],
+            )  # fmt: skip
+            return out.model.V, out.test_accuracy, out.train_accuracy, out.exploded, out.losses
+
+        _PROGRAMS[key] = jax.jit(jax.vmap(train, in_axes=(0, 0, None)))
+    return _PROGRAMS[key]
+
+
+def _row(cfg, spec, data, d_in, classes, master):
+    """Every β of one initialisation row, `seeds` networks each, trained together."""
+    init, hurst = spec["init"], spec["hurst"]
+    law = _law(init, hurst, cfg["d"])
+    row_key = jr.fold_in(master, INITS.index(init) * 1000 + round(1000 * (hurst or 0)))
+    models, keys, labels = [], [], []
+    for i, beta in enumerate(cfg["betas"]):
+        for s in range(cfg["seeds"]):
+            # the same weights for every β of a row (seed s): the cells differ by β only
+            k_model = jr.fold_in(row_key, s)
+            models.append(
+                res1.Res1Classifier.sample(
+                    k_model,
+                    law,
+                    L=cfg["L"],
+                    d_in=d_in,
+                    classes=classes,
+                    beta=beta,
+                    activation=cfg["activation"],
+                )  # fmt: skip
+            )
+            keys.append(jr.fold_in(jr.fold_in(row_key, 10**6 + s), i))
+            labels.append((beta, s))
+    stacked = jax.tree.map(lambda *a: jnp.stack(a), *models)
+    V_after, test_acc, train_acc, exploded, losses = (
+        np.asarray(a) for a in _program(cfg, d_in, classes)(stacked, jnp.stack(keys), data)
+    )
+    V_before = np.asarray(stacked.V)
+    cells = []
+    for beta in cfg["betas"]:
+        idx = [j for j, (b, _) in enumerate(labels) if b == beta]
+        ok = [j for j in idx if not exploded[j]]
+        cell = {
+            "init": init,
+            "hurst": hurst,
+            "beta": beta,
+            "draws": len(idx),
+            "exploded": int(sum(bool(exploded[j]) for j in idx)),
+            "test_accuracy": summarize([float(test_acc[j]) for j in ok]),
+            "train_accuracy": summarize([float(train_acc[j]) for j in ok]),
+            "final_loss": summarize([float(losses[j][-1]) for j in ok]),
+        }
+        before = V_before[idx]  # (seeds, L, d, d)
+        cell["regularity_before"] = _hurst(before, cfg)
+        cell["regularity_cumulative_before"] = _hurst(before, cfg, cumulative=True)
+        if ok:
+            after = V_after[ok]
+            cell["regularity_after"] = _hurst(after, cfg)
+            cell["regularity_cumulative_after"] = _hurst(after, cfg, cumulative=True)
+            cell["regularity_update"] = _hurst(after - V_before[ok], cfg)
+            update = after - V_before[ok]
+            cell["update_size"] = float(np.sqrt(np.mean(update**2)))
+            cell["init_size"] = float(np.sqrt(np.mean(V_before[ok] ** 2)))
+            j = ok[0]
+            cell["example_path"] = {
+                "entry": [0, 0],
+                "before": V_before[j, :, 0, 0].tolist(),
+                "after": V_after[j, :, 0, 0].tolist(),
+            }
+        cells.append(cell)
+    return {"cells": cells}
+
+
+def _hurst(V, cfg, cumulative=False) -> dict | None:
+    """The pooled regularity of every entry of every draw as a path along depth."""
+    paths = np.moveaxis(np.asarray(V, float), 1, 0)  # (L, seeds, d, d)
+    if not np.all(np.isfinite(paths)):
+        return None
+    try:
+        est = estimate_hurst(paths, axis=0, cumulative=cumulative, seed=cfg["seed"])
+    except ValueError as err:  # a constant path (no update), ...
+        return {"hurst": None, "reason": str(err)}
+    out = est.to_dict()
+    out = {k: out[k] for k in ("hurst", "interval", "interval_method", "per_entry_mean",
+                               "per_entry_std", "lags", "n_paths", "cumulative")}  # fmt: skip
+    # the bootstrap treats the entries as independent, which they are not after training:
+    # each network's own pooled estimate shows the spread between networks
+    out["per_network"] = [
+        estimate_hurst(paths[:, i], axis=0, cumulative=cumulative, seed=cfg["seed"]).hurst
+        for i in range(paths.shape[1])
+    ]
+    return out
+
+
+def _value(cell, name):
+    r = cell.get(name)
+    return None if not r or r.get("hurst") is None else r["hurst"]
+
+
+def _fmt(r):
+    if not r or r.get("hurst") is None:
+        return "n/a"
+    lo, hi = r["interval"]
+    return f"{r['hurst']:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def _statement(cfg, cells) -> dict:
+    """How the initialisation and β set the trained weights' regularity, from the numbers:
+    per initialisation, the regularity of V_k (and of its partial sums) before and after
+    training at each β, and the regularity of the update against β (its slope)."""
+    lines = []
+    by_init: dict = {}
+    for c in cells:
+        name = c["init"] + ("" if c["hurst"] is None else f"(H={c['hurst']:g})")
+        by_init.setdefault(name, []).append(c)
+    summary = {}
+    for name, cs in by_init.items():
+        cs = sorted(cs, key=lambda c: c["beta"])
+        entry = {
+            "beta": [c["beta"] for c in cs],
+            "before": [_value(c, "regularity_before") for c in cs],
+            "after": [_value(c, "regularity_after") for c in cs],
+            "cumulative_before": [_value(c, "regularity_cumulative_before") for c in cs],
+            "cumulative_after": [_value(c, "regularity_cumulative_after") for c in cs],
+            "update": [_value(c, "regularity_update") for c in cs],
+            "update_to_init_size": [
+                None if "update_size" not in c else c["update_size"] / c["init_size"] for c in cs
+            ],
+        }
+        summary[name] = entry
+        parts = [
+            f"β={c['beta']:g}: V {_fmt(c.get('regularity_before'))} -> "
+            f"{_fmt(c.get('regularity_after'))}, partial sums "
+            f"{_fmt(c.get('regularity_cumulative_before'))} -> "
+            f"{_fmt(c.get('regularity_cumulative_after'))}, update "
+            f"{_fmt(c.get('regularity_update'))}"
+            for c in cs
+        ]
+        lines.append(f"{name}: " + "; ".join(parts))
+    return {"per_init": summary, "lines": lines}
+
+
+def _figures(out: Path, cfg, cells):
+    use_agg()
+    import matplotlib.pyplot as plt
+
+    # 1. one entry of V_k against k/L before and after (the source's figure)
+    chosen = []
+    for init, beta in EXAMPLE_CELLS:
+        chosen += [c for c in cells if c["init"] == init and c["beta"] == beta]
+    fbm = [c for c in cells if c["init"] == "fbm" and c["beta"] == max(c["hurst"], 0.5)]
+    chosen += fbm[:2]
+    chosen = [c for c in chosen if "example_path" in c]
+    if chosen:
+        fig, axes = plt.subplots(1, len(chosen), figsize=(3.4 * len(chosen), 3.2), squeeze=False)
+        s = (np.arange(cfg["L"]) + 1) / cfg["L"]
+        for ax, c in zip(axes[0], chosen, strict=True):
+            ax.plot(s, c["example_path"]["before"], color="0.6", lw=0.8, label="before")
+            ax.plot(s, c["example_path"]["after"], color="C3", lw=0.9, label="after")
+            title = c["init"] + ("" if c["hurst"] is None else f", H = {c['hurst']:g}")
+            ax.set_title(f"{title}, β = {c['beta']:g}", fontsize=9)
+            ax.set_xlabel("k / L")
+            ax.text(0.02, 0.02, f"H_V: {_fmt(c.get('regularity_before'))} → "
+                    f"{_fmt(c.get('regularity_after'))}", transform=ax.transAxes,
+                    fontsize=6)  # fmt: skip
+        axes[0, 0].set_ylabel("entry (1, 1) of V_k")
+        axes[0, 0].legend(fontsize=7)
+        fig.suptitle(f"Residual weights along depth before and after training (L = {cfg['L']}, "
+                     f"d = {cfg['d']}, {cfg['data_description'].split(':')[0]})",
+                     fontsize=10)  # fmt: skip
+        fig.tight_layout()
+        fig.savefig(out / "weights_along_depth.png", dpi=110)
+        plt.close(fig)
+
+    # 2. test accuracy over (β, H), the iid and smooth rows beside
+    rows = [("iid", None)] if "iid" in cfg["inits"] else []
+    rows += [("fbm", h) for h in cfg["hursts"]] if "fbm" in cfg["inits"] else []
+    rows += [("smooth", None)] if "smooth" in cfg["inits"] else []
+    grid = np.full((len(rows), len(cfg["betas"])), np.nan)
+    boom = np.zeros_like(grid, dtype=bool)
+    for c in cells:
+        i = rows.index((c["init"], c["hurst"]))
+        j = cfg["betas"].index(c["beta"])
+        if c["test_accuracy"]["mean"] is not None:
+            grid[i, j] = c["test_accuracy"]["mean"]
+        boom[i, j] = c["exploded"] > 0
+    fig, ax = plt.subplots(figsize=(1.1 * len(cfg["betas"]) + 2.5, 0.5 * len(rows) + 2))
+    im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis", vmin=0, vmax=1)
+    for i in range(len(rows)):
+        for j in range(len(cfg["betas"])):
+            text = "×" if np.isnan(grid[i, j]) else f"{grid[i, j]:.2f}"
+            if boom[i, j] and not np.isnan(grid[i, j]):
+                text += "*"
+            ax.text(j, i, text, ha="center", va="center", fontsize=7,
+                    color="w" if np.isnan(grid[i, j]) or grid[i, j] < 0.6 else "k")  # fmt: skip
+    labels = ["i.i.d." if r[0] == "iid" else "smooth" if r[0] == "smooth" else f"fBm H={r[1]:g}"
+              for r in rows]  # fmt: skip
+    ax.set_yticks(range(len(rows)), labels)
+    ax.set_xticks(range(len(cfg["betas"])), [f"{b:g}" for b in cfg["betas"]])
+    ax.set_xlabel("β (residual scale L^-β)")
+    ax.set_title(f"Test accuracy after {cfg['steps']} {cfg['optimizer']} steps, L = {cfg['L']}\n"
+                 f"(mean over {cfg['seeds']} networks; ×: every draw exploded, *: some did)",
+                 fontsize=9)  # fmt: skip
+    fig.colorbar(im, ax=ax, label="test accuracy")
+    fig.tight_layout()
+    fig.savefig(out / "accuracy_heatmap.png", dpi=110)
+    plt.close(fig)
+
+    # 3. regularity: partial sums before vs after (left), the update against β (right)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.3))
+    colors = {"iid": "C0", "smooth": "C2", "fbm": "C1"}
+    ax = axes[0]
+    for c in cells:
+        b, a = c.get("regularity_cumulative_before"), c.get("regularity_cumulative_after")
+        if not b or not a or b.get("hurst") is None or a.get("hurst") is None:
+            continue
+        ax.errorbar(b["hurst"], a["hurst"],
+                    yerr=[[a["hurst"] - a["interval"][0]], [a["interval"][1] - a["hurst"]]],
+                    fmt="o", color=colors[c["init"]], ms=3 + 5 * c["beta"] / max(cfg["betas"]),
+                    alpha=0.8)  # fmt: skip
+    lim = [0, 1.1]
+    ax.plot(lim, lim, "k:", lw=0.8, label="after = before")
+    for init, col in colors.items():
+        if init in cfg["inits"]:
+            ax.plot([], [], "o", color=col, label=init)
+    ax.set(xlabel="index of the partial sums Σ V_j before training",
+           ylabel="... after training", xlim=lim, ylim=lim,
+           title="regularity of the weights' path (marker size: β)")  # fmt: skip
+    ax.legend(fontsize=7)
+    ax = axes[1]
+    for name in sorted({(c["init"], c["hurst"]) for c in cells}, key=str):
+        cs = sorted((c for c in cells if (c["init"], c["hurst"]) == name),
+                    key=lambda c: c["beta"])  # fmt: skip
+        pts = [
+            (c["beta"], c["regularity_update"])
+            for c in cs
+            if c.get("regularity_update") and c["regularity_update"].get("hurst") is not None
+        ]
+        if not pts:
+            continue
+        label = name[0] if name[1] is None else f"fbm H={name[1]:g}"
+        ax.errorbar([p[0] for p in pts], [p[1]["hurst"] for p in pts],
+                    yerr=[[p[1]["hurst"] - p[1]["interval"][0] for p in pts],
+                          [p[1]["interval"][1] - p[1]["hurst"] for p in pts]],
+                    marker="o", ms=3, capsize=2, color=colors[name[0]], label=label,
+                    alpha=0.5 if name[0] == "fbm" else 1.0)  # fmt: skip
+    ax.set(xlabel="β", ylabel="Hurst index of the update V_after − V_before along k/L",
+           title="what training adds: its regularity against β")  # fmt: skip
+    ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    fig.savefig(out / "regularity.png", dpi=110)
+    plt.close(fig)
