@@ -26,6 +26,7 @@ def test_there_are_notebooks():
         "shapes",
         "plain_vs_residual",
         "beyond_initialisation",
+        "training_regimes",
     } <= names
 
 

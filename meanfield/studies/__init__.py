@@ -26,6 +26,7 @@ _MODULES: dict[str, str] = {
     "shapes": "meanfield.studies.shapes",
     "plain-vs-residual": "meanfield.studies.plain_vs_residual",
     "trained-weights": "meanfield.studies.trained_weights",
+    "regimes": "meanfield.studies.regimes",
 }
 
 

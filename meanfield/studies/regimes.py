@@ -1,0 +1,470 @@
+"""`meanfield study regimes`: the measured phase diagram of training regimes over the depth
+exponents of the residual scale and of the learning rate, and learning-rate transfer across
+depth (seed 000 §3, seed 002's criteria, CompleteP; SPEC §8).
+
+**The diagram.** ResNets of 2LP units `φ(h, (u, v)) = v ρ(uᵀh)` (state dimension d, M units
+per layer, both fixed) with residual scale `α = L^{-γ}/M` and plain GD at learning rate
+`η = lr0 · M · L^{λ}`, on a teacher regression task, for every (γ, λ) of a grid and every
+depth L of a line: after `--steps` GD steps, the diagnostics of `meanfield.regimes`
+(predictor movement, forward deviation at initialisation, local and global feature
+changes), each a mean over draws; their log-log slopes against L with bootstrap
+intervals; a regime per cell (`regimes.classify`: `local-feature-learning`, `lazy-ode`,
+`kernel`, `no-learning`, `explosion`, under the key `regime`, `ambiguous` where an
+interval straddles a threshold); beside it the regime the first-order analysis predicts
+(`regimes.predicted_regime`; the derivation is in the docstring of `meanfield.regimes`).
+Agreement is counted over the cells at least `MARGIN` away from every predicted boundary
+(the area regimes), and reported for the cells on the learning line (the line regimes).
+
+**Depth transfer.** The same networks trained for `--transfer-steps` GD steps under three
+parametrizations, over a log grid of learning rates and a line of depths:
+
+* `mean-ode`: α = 1/(LM), η = lr · L · M (γ = λ = 1: the mean-ODE / CompleteP scaling);
+* `depth-mup`: α = 1/(sqrt(L) M), η = lr · M (γ = 1/2, λ = 0). The rule: the tangent kernel
+  of a depth-L network of branch scale α is that of M·L units of scale α, ∝ M L α² = 1/M,
+  so a learning rate ∝ M (independent of L) keeps the first-order predictor step fixed —
+  the SGD rule of depth-μP (Bordelon et al. 2023; Yang et al. 2023, "Tensor Programs VI");
+* `standard`: α = 1/M, η = lr · M (γ = λ = 0: no depth scaling).
+
+Per parametrization and depth, the final training loss against log lr (mean over draws of
+its logarithm; a diverged run counts as its initial loss); the optimal lr from a parabola
+through the grid's minimum and its two neighbours in (log lr, log loss) — not the argmin
+alone; its drift exponent (slope of log lr* against log L) with a bootstrap interval over
+draws. Results `transfer`: `[{parametrization, drift_exponent, drift_ci95, optimal_lr, ...}]`.
+"""
+
+import functools
+import math
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import optax
+
+from .. import regimes as R
+from ..fits import fit_loglog, line_fit
+from ..plotting import use_agg
+from ..resnet import ResNet
+from ..training import train
+from ..two_layer import TwoLayerBlock, TwoLayerParams
+from .args import float_list, int_list, positive_float, positive_int
+from .runner import StudyInputError, start_study
+
+HELP = "phase diagram of training regimes over (γ, λ) and learning-rate transfer across depth"
+DEFAULT_X64 = True
+PRESETS = {
+    "quick": {
+        "L": [8, 16, 32, 64, 128],
+        "gammas": [0.25, 0.5, 0.75, 1.0, 1.25],
+        "lambdas": [-0.5, 0.0, 0.5, 1.0, 1.5],
+        "seeds": 4,
+        "steps": 3,
+        "lr0": 0.03,
+        "d": 8,
+        "M": 16,
+        "n": 32,
+        "transfer_L": [4, 8, 16, 32, 64],
+        "transfer_lrs": [2.0 ** (e / 2) for e in range(-8, 9)],
+        "transfer_steps": 50,
+        "transfer_seeds": 4,
+    },
+    "paper": {
+        "L": [8, 16, 32, 64, 128, 256, 512],
+        "gammas": [0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.125, 1.25],
+        "lambdas": [-0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5],
+        "seeds": 8,
+        "steps": 3,
+        "lr0": 0.03,
+        "d": 16,
+        "M": 32,
+        "n": 64,
+        "transfer_L": [4, 8, 16, 32, 64, 128, 256],
+        "transfer_lrs": [2.0 ** (e / 4) for e in range(-16, 17)],
+        "transfer_steps": 200,
+        "transfer_seeds": 8,
+    },
+}
+PARAMETRIZATIONS = {  # name: (γ, λ) with α = L^-γ / M, η = lr · M · L^λ
+    "mean-ode": (1.0, 1.0),
+    "depth-mup": (0.5, 0.0),
+    "standard": (0.0, 0.0),
+}
+MARGIN = 0.25  # cells this far (in exponent units) from every predicted boundary are judged
+QUANTITIES = {  # diagnostic -> exponent name used by regimes.classify
+    "forward_deviation": "forward",
+    "predictor_movement": "predictor",
+    "local_change": "local",
+    "global_change": "global",
+}
+
+
+def add_arguments(parser):
+    parser.add_argument("--L", type=int_list, help="depths of the diagram (comma list)")
+    parser.add_argument("--gammas", type=float_list, help="exponents γ of α = L^-γ/M")
+    parser.add_argument("--lambdas", type=float_list, help="exponents λ of η = lr0·M·L^λ")
+    parser.add_argument("--seeds", type=positive_int, help="draws per (cell, depth)")
+    parser.add_argument("--steps", type=positive_int, help="GD steps before the diagnostics")
+    parser.add_argument("--lr0", type=positive_float, help="learning-rate prefactor")
+    parser.add_argument("--d", type=positive_int, help="state dimension")
+    parser.add_argument("--M", type=positive_int, help="units per layer")
+    parser.add_argument("--activation", default="relu", help="ρ of the 2LP units (relu)")
+    parser.add_argument("--transfer-L", type=int_list, help="depths of the transfer part")
+    parser.add_argument("--transfer-steps", type=positive_int, help="GD steps per run")
+    parser.add_argument("--transfer-seeds", type=positive_int, help="draws per (lr, depth)")
+    parser.add_argument("--no-transfer", action="store_true", help="skip the transfer part")
+
+
+def _config(args) -> dict:
+    from .args import check_activation, override
+
+    cfg = override(
+        dict(PRESETS[args.preset]), args,
+        ("L", "gammas", "lambdas", "seeds", "steps", "lr0", "d", "M", "transfer_L",
+         "transfer_steps", "transfer_seeds"),
+    )  # fmt: skip
+    check_activation(args.activation)
+    if len(cfg["L"]) < 3:
+        raise StudyInputError(f"--L: an exponent needs at least three depths, got {cfg['L']}")
+    if any(g < 0 or g > 3 for g in cfg["gammas"]):
+        raise StudyInputError(f"--gammas: need values in [0, 3], got {cfg['gammas']}")
+    if any(abs(v) > 3 for v in cfg["lambdas"]):
+        raise StudyInputError(f"--lambdas: need values in [-3, 3], got {cfg['lambdas']}")
+    if max(cfg["L"]) > 4096 or max(cfg["transfer_L"]) > 4096:
+        raise StudyInputError("--L, --transfer-L: at most 4096 layers")
+    if cfg["seeds"] < 2 or cfg["transfer_seeds"] < 2:
+        raise StudyInputError("--seeds, --transfer-seeds: need at least 2 draws")
+    if cfg["lr0"] > 10:
+        raise StudyInputError(f"--lr0: at most 10, got {cfg['lr0']}")
+    if not args.no_transfer and len(cfg["transfer_L"]) < 3:
+        raise StudyInputError(
+            f"--transfer-L: a drift exponent needs at least three depths, got {cfg['transfer_L']}"
+        )
+    cfg.update(activation=args.activation, transfer=not args.no_transfer, seed=args.seed,
+               x64=args.x64, preset=args.preset)  # fmt: skip
+    return cfg
+
+
+def task(key, d: int, n: int):
+    """The teacher regression: x ~ N(0, I_d), y = x + tanh(W x / sqrt(d)) / 2 (W Gaussian):
+    a residual map a ResNet can learn, with an initial loss of order 1."""
+    kx, kw = jr.split(key)
+    xs = jr.normal(kx, (n, d))
+    return xs, xs + 0.5 * jnp.tanh(xs @ jr.normal(kw, (d, d)) / math.sqrt(d))
+
+
+def _network(key, L, cfg, scale):
+    d, M = cfg["d"], cfg["M"]
+    ku, kv = jr.split(key)
+    params = TwoLayerParams(u=jr.normal(ku, (L, M, d)) / math.sqrt(d), v=jr.normal(kv, (L, M, d)))
+    block = R.ScaledBlock(TwoLayerBlock(cfg["activation"]), jnp.asarray(scale))
+    return ResNet(block, params, 1.0)
+
+
+@functools.cache
+def _diagram_program(L, d, M, activation, steps):
+    cfg = {"d": d, "M": M, "activation": activation}
+
+    def one(key, gamma, lam, lr0, xs, ys):
+        net = _network(key, L, cfg, L**-gamma / M)
+        lr = lr0 * M * L**lam
+        dg = R.regime_diagnostics(net, xs, ys, optimizer=optax.sgd(lr), steps=steps)
+        return {
+            "forward_deviation": dg.forward_deviation,
+            "predictor_movement": dg.predictor_movement,
+            "local_change": dg.local_change,
+            "global_change": dg.global_change,
+            "parameter_movement": dg.parameter_movement,
+            "loss_ratio": dg.losses[-1] / dg.losses[0],
+            "exploded": dg.exploded,
+        }
+
+    return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, None, None, None)))
+
+
+@functools.cache
+def _transfer_program(L, d, M, activation, steps):
+    cfg = {"d": d, "M": M, "activation": activation}
+
+    def one(key, gamma, lam, lr, xs, ys):
+        net = _network(key, L, cfg, L**-gamma / M)
+        res = train(net, xs, ys, optimizer=optax.sgd(lr * M * L**lam), steps=steps)
+        first, last = res.losses[0], res.losses[-1]
+        ok = jnp.all(jnp.isfinite(res.losses)) & (jnp.max(res.losses) < R.EXPLOSION_FACTOR * first)
+        return {"final_loss": jnp.where(ok, last, jnp.nan), "initial_loss": first}
+
+    return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, 0, None, None)))
+
+
+def run(args):
+    cfg = _config(args)
+    runner = start_study(args, cfg)
+    master = jr.key(cfg["seed"])
+    xs, ys = task(jr.fold_in(master, 1), cfg["d"], cfg["n"])
+    cells = [(g, lam) for g in cfg["gammas"] for lam in cfg["lambdas"]]
+    specs = [{"part": "diagram", "L": L} for L in cfg["L"]]
+    if cfg["transfer"]:
+        specs += [{"part": "transfer", "L": L} for L in cfg["transfer_L"]]
+
+    def point(spec):
+        if spec["part"] == "diagram":
+            return _diagram_point(cfg, spec["L"], cells, xs, ys, master)
+        return _transfer_point(cfg, spec["L"], xs, ys, master)
+
+    points = runner.run_points(specs, point, describe=lambda s: f"{s['part']} L={s['L']}")
+    diagram = _classify(cfg, cells, [p for p in points if p["part"] == "diagram"])
+    transfer = _transfer(cfg, [p for p in points if p["part"] == "transfer"])
+    agreement = _agreement(diagram)
+    _figures(Path(args.out), cfg, diagram, transfer, [p for p in points if p["part"] == "transfer"])
+    runner.finish(
+        {
+            "points": points,
+            "cells": diagram,
+            "agreement": agreement,
+            "regimes_measured": sorted({c["regime"] for c in diagram if c["regime"]}),
+            "transfer": transfer,
+            "fits": [f for c in diagram for f in c["fits"].values()],
+            "reference": {"method": "predicted exponents of the first-order analysis "
+                          "(meanfield.regimes.predicted_exponents)"},
+        }
+    )  # fmt: skip
+
+
+def _diagram_point(cfg, L, cells, xs, ys, master):
+    S = cfg["seeds"]
+    keys = jnp.stack([jr.fold_in(jr.fold_in(master, 2 + L), s) for _ in cells for s in range(S)])
+    gammas = jnp.asarray([g for g, _ in cells for _ in range(S)])
+    lams = jnp.asarray([lam for _, lam in cells for _ in range(S)])
+    program = _diagram_program(L, cfg["d"], cfg["M"], cfg["activation"], cfg["steps"])
+    out = {k: np.asarray(v) for k, v in program(keys, gammas, lams, cfg["lr0"], xs, ys).items()}
+    recs = []
+    for i, (g, lam) in enumerate(cells):
+        sl = slice(i * S, (i + 1) * S)
+        rec = {"gamma": g, "lambda": lam, "exploded": int(out["exploded"][sl].sum())}
+        for name in (*QUANTITIES, "parameter_movement", "loss_ratio"):
+            vals = np.where(out["exploded"][sl], np.nan, out[name][sl])
+            rec[name] = R.nan_to_none(vals)
+        recs.append(rec)
+    return {"cells": recs}
+
+
+def _classify(cfg, cells, points):
+    """Per (γ, λ): the exponents against L with intervals, the measured regime, the
+    predicted one."""
+    Ls = [p["L"] for p in points]
+    largest = max(Ls)
+    out = []
+    for i, (g, lam) in enumerate(cells):
+        rows = [p["cells"][i] for p in points]
+        fits, exps = {}, {}
+        for name, short in QUANTITIES.items():
+            samples = [[v for v in r[name] if v is not None] for r in rows]
+            fit = fit_loglog(Ls, samples, quantity=name, against="L",
+                             fixed={"gamma": g, "lambda": lam}, seed=cfg["seed"],
+                             theory=R.predicted_exponents(g, lam).get(short))  # fmt: skip
+            fits[name] = fit
+            exps[short] = {"value": fit["slope"], "ci": fit["ci95"]}
+        exploded_top = sum(r["exploded"] for r, L in zip(rows, Ls, strict=True) if L == largest)
+        measured = R.classify(exps, exploded=exploded_top > 0)
+        predicted, distance = R.predicted_regime(g, lam)
+        out.append(
+            {
+                "gamma": g,
+                "lambda": lam,
+                "regime": measured["regime"],
+                "ambiguous": measured["ambiguous"],
+                "ambiguous_decisions": measured.get("ambiguous_decisions", []),
+                "exploded": [r["exploded"] for r in rows],
+                "exponents": {k: v["value"] for k, v in exps.items()},
+                "exponents_ci95": {k: v["ci"] for k, v in exps.items()},
+                "predicted_exponents": R.predicted_exponents(g, lam),
+                "predicted_regime": predicted,
+                "distance_to_boundary": distance,
+                "fits": fits,
+            }
+        )
+    return out
+
+
+def _agreement(diagram) -> dict:
+    away = [c for c in diagram if c["distance_to_boundary"] >= MARGIN]
+    agree = [c for c in away if c["regime"] == c["predicted_regime"]]
+    on_line = [
+        c for c in diagram if c["predicted_regime"] in ("lazy-ode", "local-feature-learning")
+    ]
+    return {
+        "judged": len(away),
+        "agree": len(agree),
+        "margin": MARGIN,
+        "disagree": [
+            {k: c[k] for k in ("gamma", "lambda", "regime", "predicted_regime", "ambiguous")}
+            for c in away if c not in agree
+        ],
+        "on_learning_line": [
+            {k: c[k] for k in ("gamma", "lambda", "regime", "predicted_regime", "ambiguous")}
+            for c in on_line
+        ],
+        "on_learning_line_agree": sum(c["regime"] == c["predicted_regime"] for c in on_line),
+    }  # fmt: skip
+
+
+def _transfer_point(cfg, L, xs, ys, master):
+    lrs, S = cfg["transfer_lrs"], cfg["transfer_seeds"]
+    combos = [(name, lr, s) for name in PARAMETRIZATIONS for lr in lrs for s in range(S)]
+    keys = jnp.stack([jr.fold_in(jr.fold_in(master, 10**6 + L), s) for _, _, s in combos])
+    gammas = jnp.asarray([PARAMETRIZATIONS[n][0] for n, _, _ in combos])
+    lams = jnp.asarray([PARAMETRIZATIONS[n][1] for n, _, _ in combos])
+    rates = jnp.asarray([lr for _, lr, _ in combos])
+    program = _transfer_program(L, cfg["d"], cfg["M"], cfg["activation"], cfg["transfer_steps"])
+    out = {k: np.asarray(v) for k, v in program(keys, gammas, lams, rates, xs, ys).items()}
+    rec = {}
+    for name in PARAMETRIZATIONS:
+        idx = [i for i, c in enumerate(combos) if c[0] == name]
+        final = out["final_loss"][idx].reshape(len(lrs), S)
+        initial = out["initial_loss"][idx].reshape(len(lrs), S)
+        rec[name] = {
+            "final_loss": [R.nan_to_none(row) for row in final],
+            "initial_loss": [R.nan_to_none(row) for row in initial],
+        }
+    return {"parametrizations": rec}
+
+
+def _optimum(lrs, log_loss) -> float | None:
+    """lr* from the parabola through the grid minimum of log loss against log lr and its two
+    neighbours; None at an edge of the grid (unresolved)."""
+    j = int(np.argmin(log_loss))
+    if j == 0 or j == len(lrs) - 1:
+        return None
+    x = np.log(np.asarray(lrs[j - 1 : j + 2]))
+    y = np.asarray(log_loss[j - 1 : j + 2])
+    a, b, _ = np.polyfit(x, y, 2)
+    if a <= 0:
+        return float(lrs[j])
+    return float(np.exp(np.clip(-b / (2 * a), x[0], x[2])))
+
+
+def _log_losses(entry) -> np.ndarray:
+    """(lrs, seeds) log final loss; a diverged run counts as its initial loss."""
+    final = np.array([[np.nan if v is None else v for v in row] for row in entry["final_loss"]])
+    initial = np.array([[np.nan if v is None else v for v in row] for row in entry["initial_loss"]])
+    final = np.where(np.isfinite(final), np.minimum(final, initial), initial)
+    return np.log(final)
+
+
+def _transfer(cfg, points, n_boot: int = 1000):
+    if not points:
+        return []
+    rng = np.random.default_rng(cfg["seed"])
+    lrs = cfg["transfer_lrs"]
+    Ls = [p["L"] for p in points]
+    out = []
+    for name, (g, lam) in PARAMETRIZATIONS.items():
+        curves = [_log_losses(p["parametrizations"][name]) for p in points]  # (lrs, S) each
+        S = curves[0].shape[1]
+        optimal = [_optimum(lrs, c.mean(axis=1)) for c in curves]
+        rec = {
+            "parametrization": name,
+            "gamma": g,
+            "lambda": lam,
+            "L": Ls,
+            "optimal_lr": optimal,
+            "loss_curves": [c.mean(axis=1).tolist() for c in curves],
+            "drift_exponent": None,
+            "drift_ci95": None,
+        }
+        use = [i for i, v in enumerate(optimal) if v is not None]
+        if len(use) >= 3:
+            logL = np.log([Ls[i] for i in use])
+            rec["drift_exponent"] = line_fit(logL, np.log([optimal[i] for i in use]))[0]
+            boots = []
+            for _ in range(n_boot):
+                pick = rng.integers(0, S, S)
+                opt = [_optimum(lrs, curves[i][:, pick].mean(axis=1)) for i in use]
+                if all(v is not None for v in opt):
+                    boots.append(line_fit(logL, np.log(opt))[0])
+            if boots:
+                rec["drift_ci95"] = [float(np.percentile(boots, 2.5)),
+                                     float(np.percentile(boots, 97.5))]  # fmt: skip
+            rec["bootstrap_draws"] = len(boots)
+        else:
+            rec["reason"] = f"lr* resolved at {len(use)} depth(s) (an optimum at a grid edge)"
+        rec["unresolved_L"] = [Ls[i] for i, v in enumerate(optimal) if v is None]
+        out.append(rec)
+    return out
+
+
+COLORS = {
+    "local-feature-learning": "tab:green",
+    "lazy-ode": "tab:blue",
+    "kernel": "tab:purple",
+    "no-learning": "0.6",
+    "explosion": "tab:red",
+    None: "k",
+}
+
+
+def _figures(out: Path, cfg, diagram, transfer, transfer_points):
+    use_agg()
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 6))
+    g_all, l_all = cfg["gammas"], cfg["lambdas"]
+    gx = np.linspace(min(g_all) - 0.1, max(g_all) + 0.1, 200)
+    lo, hi = min(l_all) - 0.25, max(l_all) + 0.25
+    ax.axvspan(gx[0], 0.5, color="tab:red", alpha=0.07)
+    ax.axvline(0.5, color="k", lw=1)
+    right = gx[gx >= 0.5]
+    ax.plot(right, 2 * right - 1, "k-", lw=1.2, label="λ = 2γ − 1 (predictor Θ(1))")
+    far = gx[gx >= 1]
+    ax.plot(far, far, "k--", lw=1.2, label="λ = γ (local update Θ(1))")
+    ax.plot([1], [1], "*", ms=16, mfc="none", mec="k", label="mean-ODE / CompleteP (1, 1)")
+    for c in diagram:
+        marker = "o" if not c["ambiguous"] else "s"
+        ax.scatter(c["gamma"], c["lambda"], s=160, color=COLORS.get(c["regime"], "k"),
+                   marker=marker, edgecolors="k" if c["regime"] != c["predicted_regime"]
+                   else "none", linewidths=1.5, zorder=3)  # fmt: skip
+    for name, col in COLORS.items():
+        if name is not None and any(c["regime"] == name for c in diagram):
+            ax.scatter([], [], s=80, color=col, label=f"measured: {name}")
+    ax.scatter([], [], s=80, color="w", edgecolors="k", label="ring: differs from prediction")
+    ax.scatter([], [], s=80, marker="s", color="0.8", label="square: ambiguous at these L")
+    ax.text(gx[0] + 0.02, lo + 0.05, "explosion\n(forward pass)", fontsize=8, color="tab:red")
+    ax.text(0.52, hi - 0.05, "explosion (training)", fontsize=8, va="top", color="tab:red")
+    ax.text(gx[-1] - 0.02, 2 * (gx[-1] - 0.02) - 1 - 0.45, "no learning", fontsize=8,
+            ha="right", color="0.4")  # fmt: skip
+    ax.set(xlim=(gx[0], gx[-1]), ylim=(lo, hi), xlabel="γ (residual scale α = L^-γ / M)",
+           ylabel="λ (learning rate η = lr0 · M · L^λ)")  # fmt: skip
+    ax.set_title(f"Training regimes from exponents in L = {cfg['L'][0]}..{cfg['L'][-1]} "
+                 f"({cfg['seeds']} draws, {cfg['steps']} GD steps); lines: predicted boundaries",
+                 fontsize=9)  # fmt: skip
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    fig.savefig(out / "phase_diagram.png", dpi=110)
+    plt.close(fig)
+
+    if not transfer:
+        return
+    fig, axes = plt.subplots(1, len(transfer), figsize=(5 * len(transfer), 4.2), squeeze=False)
+    lrs = np.asarray(cfg["transfer_lrs"])
+    cmap = plt.get_cmap("viridis")
+    for ax, rec in zip(axes[0], transfer, strict=True):
+        for i, (L, curve) in enumerate(zip(rec["L"], rec["loss_curves"], strict=True)):
+            col = cmap(i / max(1, len(rec["L"]) - 1))
+            ax.plot(lrs, np.exp(curve), "o-", ms=3, color=col, label=f"L = {L}")
+            if rec["optimal_lr"][i] is not None:
+                ax.axvline(rec["optimal_lr"][i], color=col, lw=0.8, ls=":")
+        drift = rec["drift_exponent"]
+        ci = rec["drift_ci95"]
+        text = "drift unresolved" if drift is None else (
+            f"drift of lr*: {drift:+.2f}" + ("" if ci is None else f" [{ci[0]:+.2f}, {ci[1]:+.2f}]")
+        )  # fmt: skip
+        ax.set(xscale="log", yscale="log", xlabel="learning rate lr (η = lr · M · L^λ)",
+               ylabel=f"training loss after {cfg['transfer_steps']} GD steps")  # fmt: skip
+        ax.set_title(f"{rec['parametrization']} (γ = {rec['gamma']:g}, λ = {rec['lambda']:g}): "
+                     f"{text}", fontsize=9)  # fmt: skip
+        ax.legend(fontsize=7)
+    fig.suptitle("Learning-rate transfer across depth (dotted: lr* from a parabola in log-log)",
+                 fontsize=10)  # fmt: skip
+    fig.tight_layout()
+    fig.savefig(out / "transfer.png", dpi=110)
+    plt.close(fig)
