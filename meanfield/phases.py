@@ -107,10 +107,13 @@ def perceptron_resnet(
 
 
 class DepthRatios(eqx.Module):
-    """`forward = ‖h_L − h_0‖/‖h_0‖` and `gradient = ‖p_0 − p_L‖/‖p_L‖` of one network."""
+    """`forward = ‖h_L − h_0‖/‖h_0‖`, `gradient = ‖p_0 − p_L‖/‖p_L‖` and
+    `forward_max = max_k ‖h_k − h_0‖/‖h_0‖` (the form of the smooth-weights explosion
+    theorem) of one network."""
 
     forward: Array
     gradient: Array
+    forward_max: Array
 
 
 LOSSES = ("squared", "readout")
@@ -133,9 +136,47 @@ def depth_ratios(
     adj = net.adjoint(x[None], final)
     h, b = adj.h[0], adj.b[0]
     h0, p0, pL = h[0], b[0], b[-1]
+    along = jnp.linalg.norm(h - h0[None], axis=-1) / jnp.linalg.norm(h0)
     return DepthRatios(
-        forward=jnp.linalg.norm(h[-1] - h0) / jnp.linalg.norm(h0),
+        forward=along[-1],
         gradient=jnp.linalg.norm(p0 - pL) / jnp.linalg.norm(pL),
+        forward_max=jnp.max(along),
+    )
+
+
+class FlowIdentity(eqx.Module):
+    """`‖p_0‖²/‖p_L‖²` by the backward recursion, beside its forward-flow form
+    `E_z[((p_L/‖p_L‖)ᵀ q_L(z))²]` with `q_L(z) = (∂h_L/∂h_0) z`, z ~ N(0, I_d), by Monte
+    Carlo over `draws` z (`flow_mean`, `flow_se`)."""
+
+    backward: Array
+    flow_mean: Array
+    flow_se: Array
+
+
+def gradient_flow_identity(
+    net: ResNet, x: Float[Array, " d"], y: Float[Array, " d"], *, key: PRNGKeyArray,
+    draws: int = 256, loss: str = "squared",
+) -> FlowIdentity:  # fmt: skip
+    """The identity of Marion et al. linking the gradient ratio to the forward flow of
+    perturbations, `‖p_0‖²/‖p_L‖² = E_z[((p_L/‖p_L‖)ᵀ q_L(z))²]`, where
+    `q_{k+1}(z) = q_k(z) + L^{-β} V_{k+1} ∂g(h_k)/∂h q_k(z)` carries a perturbation z of
+    h_0 forward (`jax.jvp` of the forward pass): the left side from the backward states
+    (`ResNet.adjoint`), the right side by Monte Carlo."""
+    if loss not in LOSSES:
+        raise ValueError(f"loss={loss!r}: use one of {', '.join(LOSSES)}")
+    final = (lambda hL: hL - y[None]) if loss == "squared" else y[None]
+    adj = net.adjoint(x[None], final)
+    p0, pL = adj.b[0, 0], adj.b[0, -1]
+    direction = pL / jnp.linalg.norm(pL)
+    forward = lambda h0: net.states(h0[None])[0, -1]  # noqa: E731
+    z = jr.normal(key, (draws,) + x.shape, x.dtype)
+    q = jax.vmap(lambda zz: jax.jvp(forward, (x,), (zz,))[1])(z)
+    sq = (q @ direction) ** 2
+    return FlowIdentity(
+        backward=jnp.sum(p0**2) / jnp.sum(pL**2),
+        flow_mean=jnp.mean(sq),
+        flow_se=jnp.std(sq, ddof=1) / jnp.sqrt(draws),
     )
 
 
@@ -154,7 +195,7 @@ def ratio_draw(
     `perceptron_resnet(V, W, L^{-β})` for every depth L in `depths` and every β in
     `betas` (vmapped: one program serves every β).
 
-    **Returns:** `(forward, gradient)`, each `(len(depths), len(betas))`.
+    **Returns:** `(forward, gradient, forward_max)`, each `(len(depths), len(betas))`.
     """
     d = law.d
     kv, kw, kx, ky = (jr.fold_in(key, i) for i in range(4))
@@ -164,18 +205,19 @@ def ratio_draw(
         draw = lambda L: (law.weights_from_path(pv, L), law.weights_from_path(pw, L))
     else:
         draw = lambda L: (law.weights(kv, L), law.weights(kw, L))
-    fwd, grad = [], []
+    fwd, grad, fmax = [], [], []
     for L in depths:  # a handful of static depths, each a lax.scan over its layers
         V, W = draw(L)
 
         def at(beta, V=V, W=W, L=L):
             r = depth_ratios(perceptron_resnet(V, W, float(L) ** -beta, activation), x, y, loss)
-            return r.forward, r.gradient
+            return r.forward, r.gradient, r.forward_max
 
-        f, g = jax.vmap(at)(betas)
+        f, g, m = jax.vmap(at)(betas)
         fwd.append(f)
         grad.append(g)
-    return jnp.stack(fwd), jnp.stack(grad)
+        fmax.append(m)
+    return jnp.stack(fwd), jnp.stack(grad), jnp.stack(fmax)
 
 
 def _as_array(values) -> np.ndarray:

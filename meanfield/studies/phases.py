@@ -50,6 +50,8 @@ from ..phases import (
     SLOPE_TOL,
     critical_beta,
     forward_bounds,
+    gradient_flow_identity,
+    perceptron_resnet,
     ratio_draw,
 )
 from ..sharding import shard_seeds
@@ -60,6 +62,7 @@ HELP = "identity / stability / explosion of ResNets at initialisation vs β; cri
 DEFAULT_X64 = True
 WEIGHTS = ("iid", "rademacher", "smooth", "fbm")
 IID = ("iid", "rademacher")  # uncoupled laws: β_c = 1/2 and the β = 1/2 bounds
+RATIOS = ("forward", "gradient", "forward_max")
 BETAS = [0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.125, 1.25, 1.5]
 
 PRESETS = {
@@ -242,7 +245,7 @@ def chunk_program(cfg, law, devices=None):
     """Per draw, `meanfield.phases.ratio_draw`: both ratios for every (L, β). The draws
     of a chunk are split over `devices` (default: all; `shard_seeds`).
 
-    **Returns:** `keys -> (forward, gradient)`, each `(draws, n_L, n_β)`.
+    **Returns:** `keys -> (forward, gradient, forward_max)`, each `(draws, n_L, n_β)`.
     """
     betas = jnp.asarray(cfg["beta"])
 
@@ -279,8 +282,14 @@ def run(args):
         if h not in programs:
             programs[h] = chunk_program(cfg, make_law(cfg, h))
         start = spec["chunk"] * chunk
-        fwd, grad = jax.block_until_ready(programs[h](seed_keys(cfg, h, start, start + chunk)))
-        return {"forward": np.asarray(fwd), "gradient": np.asarray(grad)}
+        fwd, grad, fmax = jax.block_until_ready(
+            programs[h](seed_keys(cfg, h, start, start + chunk))
+        )
+        return {
+            "forward": np.asarray(fwd),
+            "gradient": np.asarray(grad),
+            "forward_max": np.asarray(fmax),
+        }
 
     raw = runner.run_points(
         specs, compute, describe=lambda s: ", ".join(f"{k}={v}" for k, v in s.items())
@@ -291,7 +300,7 @@ def run(args):
     per_hurst = {}
     for h in hursts:
         chunks = [r for r in raw if r.get("hurst") == h]
-        per_hurst[h] = {q: _samples(chunks, q, seeds) for q in ("forward", "gradient")}
+        per_hurst[h] = {q: _samples(chunks, q, seeds) for q in RATIOS}
 
     main = per_hurst[hursts[0]]
     theory = theory_beta(cfg["weights"], cfg["hurst"])
@@ -301,13 +310,13 @@ def run(args):
             pt = {"L": L, "beta": beta}
             if cfg["weights"] == "fbm":
                 pt["hurst"] = cfg["hurst"]
-            pt["forward"] = summarize(main["forward"][i, j])
-            pt["gradient"] = summarize(main["gradient"][i, j])
+            for q in RATIOS:
+                pt[q] = summarize(main[q][i, j])
             points.append(pt)
 
     estimates = {}
     for h in hursts:
-        for q in ("forward", "gradient"):
+        for q in RATIOS:
             estimates[(h, q)] = critical_beta(
                 betas,
                 Ls,
@@ -343,7 +352,7 @@ def run(args):
                     "more than half the draws left h_L = h_0 exactly (floating point) at "
                     "some depth: identity"
                 )
-    for q in ("forward", "gradient"):
+    for q in RATIOS:
         n_bad = int(np.sum(~np.isfinite(main[q])))
         if n_bad:
             runner.warn(
@@ -359,6 +368,12 @@ def run(args):
             "slopes": main_grad["slopes"],
             "slopes_ci95": main_grad["slopes_ci95"],
             "phases": main_grad["phases"],
+        },
+        "from_max_over_depth": {
+            **_brief(estimates[(hursts[0], "forward_max")]),
+            "quantity": "max_k |h_k - h_0|/|h_0| (the smooth-weights theorem's form)",
+            "slopes": estimates[(hursts[0], "forward_max")]["slopes"],
+            "phases": estimates[(hursts[0], "forward_max")]["phases"],
         },
         "slopes": main_fwd["slopes"],
         "slopes_ci95": main_fwd["slopes_ci95"],
@@ -406,6 +421,7 @@ def run(args):
     if cfg["weights"] in IID and 0.5 in betas:
         stability = stability_check(cfg, main, betas.index(0.5))
         results["stability_bounds"] = stability
+    results["gradient_flow_identity"] = flow_identity_check(cfg, make_law(cfg, cfg["hurst"]))
     results["reference"] = {
         "kind": "theory",
         "critical_beta_theory": theory,
@@ -420,6 +436,50 @@ def run(args):
         _finite(results),
         timing={"fit_seconds": fit_seconds, "plot_seconds": time.perf_counter() - t_plot},
     )
+
+
+IDENTITY_DRAWS = 8  # networks of the identity check (β on the grid, the largest L)
+IDENTITY_Z = 512  # perturbations z per network
+
+
+def flow_identity_check(cfg, law) -> dict:
+    """`‖p_0‖²/‖p_L‖² = E_z[((p_L/‖p_L‖)ᵀ q_L(z))²]` (`phases.gradient_flow_identity`) on
+    `IDENTITY_DRAWS` networks at the largest depth for every β: the backward ratio against
+    the Monte-Carlo forward-flow mean, as z-scores in its standard error."""
+    L = max(cfg["L"])
+    rows = []
+    for beta in cfg["beta"]:
+        zs, pairs = [], []
+        for i in range(IDENTITY_DRAWS):
+            key = jr.fold_in(jr.fold_in(jr.key(cfg["seed"]), 99), i)
+            kv, kw, kx, ky, kz = jr.split(key, 5)
+            d = cfg["d"]
+            V, W = law.weights(kv, L), law.weights(kw, L)
+            net = perceptron_resnet(V, W, float(L) ** -beta)
+            r = gradient_flow_identity(
+                net, jr.normal(kx, (d,)), jr.normal(ky, (d,)), key=kz, draws=IDENTITY_Z,
+                loss=cfg.get("loss", "squared"),
+            )  # fmt: skip
+            b, m, se = float(r.backward), float(r.flow_mean), float(r.flow_se)
+            if math.isfinite(b) and math.isfinite(m) and se > 0:
+                zs.append((m - b) / se)
+                pairs.append([b, m, se])
+        rows.append(
+            {
+                "beta": beta,
+                "L": L,
+                "backward_flow_mean_se": pairs,
+                "max_abs_z": max((abs(z) for z in zs), default=None),
+                "holds": bool(zs) and max(abs(z) for z in zs) < 4.0,
+            }
+        )
+    return {
+        "identity": "|p_0|^2/|p_L|^2 = E_z[((p_L/|p_L|)^T q_L(z))^2], q_L(z) = (dh_L/dh_0) z",
+        "draws": IDENTITY_DRAWS,
+        "z_per_draw": IDENTITY_Z,
+        "per_beta": rows,
+        "holds": all(r["holds"] for r in rows if r["max_abs_z"] is not None),
+    }
 
 
 def _brief(est: dict) -> dict:

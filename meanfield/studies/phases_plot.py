@@ -171,4 +171,97 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
         written.append(out / "stability.png")
         fig.savefig(written[-1], dpi=120)
         plt.close(fig)
+    written.append(_histograms(out, cfg, critical, samples, title))
+    written.append(_weight_paths(out, cfg))
     return written
+
+
+def _histograms(out, cfg, critical, samples, title) -> Path:
+    """The distributions over draws of `‖h_L‖/‖h_0‖` and of `‖p_0‖/‖p_L‖` (the source's
+    histograms; from the stored draws) at three β (the smallest, the one nearest β_c, the
+    largest) and every depth."""
+    import matplotlib.pyplot as plt
+
+    betas, Ls = cfg["beta"], cfg["L"]
+    target = critical.get("estimate") or critical.get("theory") or betas[len(betas) // 2]
+    picks = sorted({0, int(np.argmin([abs(b - target) for b in betas])), len(betas) - 1})
+    fig, axes = plt.subplots(2, len(picks), figsize=(4.2 * len(picks), 6.4), squeeze=False)
+    cmap = plt.get_cmap("viridis")
+    for col, i in enumerate(picks):
+        for row, q, label in (
+            (0, "forward", r"$\|h_L - h_0\| / \|h_0\|$"),
+            (1, "gradient", r"$\|p_0 - p_L\| / \|p_L\|$"),
+        ):
+            ax = axes[row, col]
+            values = [samples[q][i, j] for j in range(len(Ls))]
+            finite = np.concatenate([v[np.isfinite(v) & (v > 0)] for v in values])
+            if finite.size == 0:
+                ax.text(0.5, 0.5, "every draw exploded", transform=ax.transAxes, ha="center")
+                continue
+            bins = np.geomspace(finite.min(), finite.max() * 1.0001, 40)
+            for j, L in enumerate(Ls):
+                v = values[j][np.isfinite(values[j]) & (values[j] > 0)]
+                exploded = int(np.sum(~np.isfinite(values[j])))
+                extra = f", {exploded} exploded" if exploded else ""
+                ax.hist(v, bins=bins, histtype="step", color=cmap(j / max(len(Ls) - 1, 1)),
+                        label=f"L = {L}{extra}")  # fmt: skip
+            ax.set_xscale("log")
+            ax.set_xlabel(label)
+            ax.set_title(f"β = {betas[i]:g}", fontsize=9)
+            if col == 0:
+                ax.set_ylabel("draws")
+            ax.legend(fontsize=6)
+    fig.suptitle(f"{title}: distributions over {cfg['seeds']} draws (d = {cfg['d']})", fontsize=9)
+    fig.tight_layout()
+    path = out / "ratio_histograms.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _weight_paths(out, cfg) -> Path:
+    """One entry of the weights V_k against k/L under each depth law (i.i.d., smooth, fBm
+    with H = 0.2, 0.5, 0.8: the increments of one path, and the path itself), at the
+    study's largest depth: the regularity the critical β follows."""
+    import jax.random as jr
+    import matplotlib.pyplot as plt
+
+    from ..depth import FractionalBrownianLaw, IIDGaussianLaw, SmoothGPLaw
+
+    L, d = max(cfg["L"]), 4
+    s = np.arange(1, L + 1) / L
+    key = jr.fold_in(jr.key(cfg["seed"]), 31)
+    fig, axes = plt.subplots(2, 3, figsize=(13, 6))
+    ell = cfg["length_scale"]
+    laws = [
+        ("i.i.d. (β_c = 1/2)", IIDGaussianLaw(d)),
+        (f"smooth, ℓ = {ell:g} (β_c = 1)", SmoothGPLaw(d, ell)),
+    ]
+    for ax, (name, law) in zip(axes[0, :2], laws, strict=True):
+        V = np.asarray(law.weights(key, L))
+        ax.plot(s, V[:, 0, 0] * np.sqrt(d), lw=0.8)
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("k / L")
+    axes[0, 0].set_ylabel("entry of sqrt(d) V_k")
+    ax_path, ax_inc = axes[0, 2], axes[1]
+    for j, hurst in enumerate((0.2, 0.5, 0.8)):
+        law = FractionalBrownianLaw(d, hurst, L * -(-1024 // L))  # a multiple of L, >= 1024
+        path = np.asarray(law.path(key))[:, 0, 0]
+        t = np.linspace(0, 1, path.size)
+        ax_path.plot(t, path, lw=0.8, label=f"H = {hurst}")
+        V = np.asarray(law.weights_from_path(law.path(key), L))
+        ax_inc[j].plot(s, V[:, 0, 0] * np.sqrt(d), lw=0.8, color=f"C{j}")
+        ax_inc[j].set_title(f"fBm increments, H = {hurst} (β_c = {max(hurst, 0.5):g})",
+                            fontsize=9)  # fmt: skip
+        ax_inc[j].set_xlabel("k / L")
+    ax_path.set_title("fBm sample paths B^H (one entry)", fontsize=9)
+    ax_path.set_xlabel("t")
+    ax_path.legend(fontsize=7)
+    axes[1, 0].set_ylabel("entry of sqrt(d) V_k")
+    fig.suptitle(f"Scaling and weight regularity: one entry of the weights along depth (L = {L})",
+                 fontsize=10)  # fmt: skip
+    fig.tight_layout()
+    path_out = out / "weight_paths.png"
+    fig.savefig(path_out, dpi=110)
+    plt.close(fig)
+    return path_out
