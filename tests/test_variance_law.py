@@ -35,3 +35,29 @@ def test_variance_law_monte_carlo(d, M, L, alpha, sigma_u, sigma_v, key):
     theory = ((1 + c * alpha**2 * M) ** np.arange(L + 1) - 1) * float(x @ x)
     for l in (1, L // 2, L):
         assert abs(mean[l] - theory[l]) < 4 * se[l], (l, mean[l], theory[l], se[l])
+
+
+def test_backward_pass_first_step_and_identity(key):
+    """The first backward step from b^L = e (a unit vector), for ReLU 2LP units:
+    E‖b^{L-1} − b^L‖² = α² M E[1{uᵀh > 0} (eᵀv)² ‖u‖²] = c α² M exactly (c = (d/2)σ_u²σ_v²,
+    whatever h^{L-1}); and with α = L^{-3/4}/sqrt(M) (M L α² → 0) the largest deviation
+    along depth falls as L grows (seed 000 §3.1: the backward pass tends to the identity)."""
+    from meanfield.theory.variance import sampled_backward_deviation
+
+    d, M, sigma_u, sigma_v = 4, 3, 0.5, 1.2
+    c = d / 2 * sigma_u**2 * sigma_v**2
+    law = mf.TwoLayerGaussianLaw(d, sigma_u=sigma_u, sigma_v=sigma_v)
+    x, e = jnp.linspace(-1.0, 1.5, d), jnp.zeros(d).at[1].set(1.0)
+    block = mf.TwoLayerBlock("relu")
+    L, alpha, R = 6, 0.3, 20000
+    dev = np.asarray(sampled_backward_deviation(block, law, L=L, M=M, alpha=alpha, x=x,
+                                                direction=e, key=key, nets=R))  # fmt: skip
+    first = dev[:, L - 1]
+    assert abs(first.mean() - c * alpha**2 * M) < 4 * first.std(ddof=1) / np.sqrt(R)
+    sups = []
+    for L in (8, 32, 128):
+        a = L**-0.75 / np.sqrt(M)
+        dev = np.asarray(sampled_backward_deviation(block, law, L=L, M=M, alpha=a, x=x,
+                                                    direction=e, key=key, nets=500))  # fmt: skip
+        sups.append(dev.max(axis=1).mean())
+    assert sups[0] > 1.5 * sups[1] > 2.25 * sups[2], sups

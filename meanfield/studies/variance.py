@@ -16,7 +16,12 @@ from ..activations import ACTIVATIONS
 from ..fits import fit_loglog
 from ..laws import TwoLayerGaussianLaw
 from ..plotting import use_agg
-from ..theory.variance import estimate_c, sampled_deviation, variance_law
+from ..theory.variance import (
+    estimate_c,
+    sampled_backward_deviation,
+    sampled_deviation,
+    variance_law,
+)
 from ..two_layer import TwoLayerBlock
 from .args import check_memory, float_list, int_list, positive_float, positive_int
 from .runner import StudyInputError, start_study
@@ -24,6 +29,7 @@ from .runner import StudyInputError, start_study
 HELP = "variance of the first forward pass: Chizat's Prop. 2.1 and its three regimes (SPEC §5.1)"
 DEFAULT_X64 = True
 PRESETS = {"quick": {"nets": 4000}, "paper": {"nets": 100_000}}
+BACKWARD_NETS = 1000  # networks of the backward-pass measurement per point (at most)
 
 
 def add_arguments(parser):
@@ -76,6 +82,7 @@ def run(args):
         "sigma_u": 1 / math.sqrt(args.d),
         "sigma_v": args.sigma_v,
         "nets": args.nets or PRESETS[args.preset]["nets"],
+        "backward_nets": min(args.nets or PRESETS[args.preset]["nets"], BACKWARD_NETS),
         "c_samples": args.c_samples,
         "c_at_norm": 1.0,  # ‖x‖: c is estimated at states of the input's norm
         "seed": args.seed,
@@ -106,6 +113,7 @@ def run(args):
     )
     c = float(c_ref["c"])
     x = jnp.ones(cfg["d"]) / math.sqrt(cfg["d"])  # ‖x‖ = 1
+    direction = jnp.zeros(cfg["d"]).at[0].set(1.0)  # b^L, a unit vector
 
     def point(spec):
         L, g, M = spec["L"], spec["gamma"], cfg["M"]
@@ -125,6 +133,13 @@ def run(args):
             final_state=True,
         )
         devs, final = np.asarray(devs), np.asarray(final)
+        back = np.asarray(
+            sampled_backward_deviation(
+                block, law, L=L, M=M, alpha=alpha, x=x, direction=direction,
+                key=jr.fold_in(jr.fold_in(jr.fold_in(master, 3), L), round(1e6 * g)),
+                nets=cfg["backward_nets"],
+            )
+        )  # fmt: skip
         dev = devs[:, -1]
         mean, se = float(dev.mean()), float(dev.std(ddof=1) / math.sqrt(len(dev)))
         theory = float(variance_law(c, alpha, M, L, 1.0))
@@ -138,6 +153,12 @@ def run(args):
             "theory": theory,
             "z": (mean - theory) / se if se > 0 else None,
             "regime": "explosion" if g < 0.5 else "critical" if g == 0.5 else "identity",
+            "backward": {
+                "end": _mean_se(back[:, 0]),
+                "sup": _mean_se(back.max(axis=1)),
+                "meaning": "|b^l - b^L|^2/|b^L|^2 at l = 0 (end) and its sup over l, "
+                "mean over networks, b^L a fixed unit vector",
+            },
         }
 
     specs = [{"L": L, "gamma": g} for g in cfg["gammas"] for L in cfg["L"]]
@@ -156,6 +177,29 @@ def run(args):
             )
             fit["ci95"] = None
             fits.append(fit)
+    backward = []
+    for g in cfg["gammas"]:
+        rows = [p for p in points if p["gamma"] == g]
+        fit = fit_loglog(
+            [p["L"] for p in rows],
+            [[p["backward"]["sup"]["mean"]] for p in rows],
+            quantity="backward_sup_deviation",
+            against="L",
+            fixed={"gamma": g},
+            theory=1 - 2 * g if g > 0.5 else None,
+        )
+        fit["ci95"] = None
+        backward.append(
+            {
+                "gamma": g,
+                "MLalpha2": [p["MLalpha2"] for p in rows],
+                "sup_mean": [p["backward"]["sup"]["mean"] for p in rows],
+                "sup_se": [p["backward"]["sup"]["se"] for p in rows],
+                "slope": fit["slope"],
+                "theory_slope": fit["theory"],
+                "near_identity": g > 0.5 and fit["slope"] is not None and fit["slope"] < 0,
+            }
+        )
     closed = {"relu": cfg["d"] / 2 * cfg["sigma_u"] ** 2 * cfg["sigma_v"] ** 2}
     reference = {
         "c": c,
@@ -170,7 +214,23 @@ def run(args):
         "critical_limit": math.exp(c) - 1,
     }
     _figure(args.out, cfg, points, c)
-    runner.finish({"points": points, "fits": fits, "reference": reference})
+    runner.finish(
+        {
+            "points": points,
+            "fits": fits,
+            "backward_identity": {
+                "claim": "seed 000 §3.1: with M L alpha^2 -> 0 the first backward pass is "
+                "close to the identity, sup_l |b^l - b^L| -> 0 (same form as the forward pass)",
+                "per_gamma": backward,
+            },
+            "reference": reference,
+        }
+    )
+
+
+def _mean_se(v) -> dict:
+    v = np.asarray(v, float)
+    return {"mean": float(v.mean()), "se": float(v.std(ddof=1) / math.sqrt(v.size))}
 
 
 MAXIMAL_BETAS = (0.5, 1.0, 2.0)
@@ -213,7 +273,7 @@ def _figure(out, cfg, points, c):
     use_agg()
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, (ax, ax_b) = plt.subplots(1, 2, figsize=(11, 4))
     for g, color in zip(cfg["gammas"], plt.cm.tab10(np.arange(len(cfg["gammas"]))), strict=False):
         rows = sorted((p for p in points if p["gamma"] == g), key=lambda p: p["L"])
         Ls = np.array([p["L"] for p in rows])
@@ -228,6 +288,14 @@ def _figure(out, cfg, points, c):
         fine = np.geomspace(Ls.min(), Ls.max(), 50)
         a = fine ** (-g) / math.sqrt(cfg["M"])
         ax.plot(fine, (1 + c * a**2 * cfg["M"]) ** fine - 1, "-", color=color, lw=1)
+        ax_b.errorbar(
+            [p["MLalpha2"] for p in rows],
+            [p["backward"]["sup"]["mean"] for p in rows],
+            [2 * p["backward"]["sup"]["se"] for p in rows],
+            fmt="o-",
+            color=color,
+            label=f"γ={g}: L = {Ls.min()}..{Ls.max()}",
+        )
     ax.axhline(math.exp(c) - 1, color="gray", ls=":", label="e^c − 1")
     ax.set(
         xscale="log",
@@ -237,6 +305,15 @@ def _figure(out, cfg, points, c):
         title=f"α = L^-γ/√M, M={cfg['M']}, {cfg['activation']} 2LP, c={c:.3f}",
     )
     ax.legend(fontsize=7)
+    ax_b.set(
+        xscale="log",
+        yscale="log",
+        xlabel="M L α²",
+        ylabel="E sup_l ‖b^l − b^L‖² / ‖b^L‖²",
+        title="first backward pass: the identity as M L α² → 0 (seed 000 §3.1)",
+    )
+    ax_b.title.set_fontsize(9)
+    ax_b.legend(fontsize=7)
     fig.tight_layout()
     from pathlib import Path
 

@@ -104,3 +104,20 @@ def sampled_deviation(
         return (dev, hs[-1] - x) if final_state else dev
 
     return map_batched(one, jr.split(key, nets), 256)
+
+
+def sampled_backward_deviation(block, law, *, L: int, M: int, alpha: float, x, direction, key,
+                               nets: int):  # fmt: skip
+    """`‖b^l − b^L‖² / ‖b^L‖²` for l = 0..L over `nets` independent networks, `(nets, L + 1)`:
+    the backward pass (the adjoint recursion (B), `ResNet.adjoint`) started from
+    `b^L = direction` at input x. Seed 000 §3.1: it has the form of the forward pass, with
+    `D_1φ(x, z)ᵀ b` in place of φ, so when `M L α² → 0` it is close to the identity."""
+    if isinstance(nets, bool) or not isinstance(nets, int) or nets < 1:
+        raise ValueError(f"nets must be an integer >= 1, got {nets!r}")
+
+    def one(k):
+        net = ResNet.sample(block, law, L=L, M=M, scaling=alpha, key=k)
+        b = net.adjoint(x[None], direction[None]).b[0]  # (L + 1, d)
+        return jnp.sum((b - b[-1][None]) ** 2, axis=1) / jnp.sum(b[-1] ** 2)
+
+    return map_batched(one, jr.split(key, nets), 256)
