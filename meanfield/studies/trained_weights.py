@@ -40,7 +40,7 @@ import numpy as np
 
 from .. import res1
 from ..depth import FractionalBrownianLaw, IIDGaussianLaw, SmoothGPLaw
-from ..fits import summarize
+from ..fits import line_fit, summarize
 from ..plotting import use_agg
 from ..regularity import estimate_hurst
 from .args import (
@@ -371,7 +371,34 @@ def _statement(cfg, cells) -> dict:
             for c in cs
         ]
         lines.append(f"{name}: " + "; ".join(parts))
-    return {"per_init": summary, "lines": lines}
+        upd = [(b, u) for b, u in zip(entry["beta"], entry["update"], strict=True) if u is not None]
+        if len(upd) >= 2:
+            entry["update_slope_in_beta"] = line_fit([b for b, _ in upd], [u for _, u in upd])[0]
+            entry["update_rises_with_beta"] = all(
+                b2[1] > b1[1] for b1, b2 in zip(upd, upd[1:], strict=False)
+            )
+    rises = [n for n, e in summary.items() if e.get("update_rises_with_beta")]
+    slopes = [e["update_slope_in_beta"] for e in summary.values() if "update_slope_in_beta" in e]
+
+    def shift(e, i):  # the change of the partial sums' index at the i-th β
+        b, a = e["cumulative_before"][i], e["cumulative_after"][i]
+        return None if b is None or a is None else a - b
+
+    lo = [x for e in summary.values() if (x := shift(e, 0)) is not None]
+    hi = [x for e in summary.values() if (x := shift(e, -1)) is not None]
+    betas = cfg["betas"]
+    conclusion = "no update regularity measured"
+    if slopes and lo and hi:
+        conclusion = (
+            f"The change training makes to V along depth is smoother the larger β: its Hurst "
+            f"index rises with β for {len(rises)} of {len(summary)} initialisations (slope in "
+            f"β {min(slopes):.2f} to {max(slopes):.2f}). The index of the weights' path "
+            f"(partial sums) moves by {min(lo):+.2f} to {max(lo):+.2f} at β = {betas[0]:g} and "
+            f"by {min(hi):+.2f} to {max(hi):+.2f} at β = {betas[-1]:g} over the "
+            "initialisations: the initialisation sets the starting regularity, β how far "
+            "training moves it."
+        )
+    return {"per_init": summary, "lines": lines, "conclusion": conclusion}
 
 
 def _figures(out: Path, cfg, cells):
@@ -383,7 +410,9 @@ def _figures(out: Path, cfg, cells):
     for init, beta in EXAMPLE_CELLS:
         chosen += [c for c in cells if c["init"] == init and c["beta"] == beta]
     fbm = [c for c in cells if c["init"] == "fbm" and c["beta"] == max(c["hurst"], 0.5)]
-    chosen += fbm[:2]
+    if fbm:  # the roughest and the smoothest fBm initialisation
+        fbm = sorted(fbm, key=lambda c: c["hurst"])
+        chosen += [fbm[0]] + ([fbm[-1]] if len(fbm) > 1 else [])
     chosen = [c for c in chosen if "example_path" in c]
     if chosen:
         fig, axes = plt.subplots(1, len(chosen), figsize=(3.4 * len(chosen), 3.2), squeeze=False)
