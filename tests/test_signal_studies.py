@@ -56,8 +56,56 @@ def test_response_study(tmp_path):
         "figure4_optimal_scaling",
         "figure5_universality",
         "simulation_vs_theory",
+        "response_figures_1b_3_4c_6",
+        "response_correlations",
     ):
         assert (tmp_path / "r" / f"{fig}.png").stat().st_size > 10_000
+    paper = r["paper_figures"]
+    assert {"fig3", "fig6", "correlations", "signal", "alpha_star_over_K0",
+            "linearised_response", "max_entropy"} <= set(paper)  # fmt: skip
+    assert [row["K0"] for row in paper["alpha_star_over_K0"]] == [0.02, 0.05, 0.1, 0.2]
+    assert paper["correlations"]["resnet"]["tail_fit"]["better_fit"] == "power law"
+    assert paper["correlations"]["ffnet"]["tail_fit"]["better_fit"] == "exponential"
+
+
+def test_response_paper_pieces():
+    """The parts of Fischer et al. beyond the headline figures, against independent forms:
+    the KL divergence of the maximum-entropy argument by quadrature against its closed form
+    (minimum at σ² = 1/2, not the supplement's 1/4); erf's pair moment at equal arguments
+    against the library's second moment; the ResNet correlation limit as a fixed point; the
+    linearised response's gain form exact as α -> 0."""
+    import math
+
+    import numpy as np
+
+    from meanfield.studies import response_paper as RP
+    from meanfield.theory.gaussian import second_moment
+    from meanfield.theory.response import output_response_curve
+
+    cfg = {"K0": 0.05, "sigma_w2": 1.25, "sigma_b2": 0.05, "activation": "erf", "depths": [2, 10]}
+    stars = [{"L": 2, "numeric": 1.0}, {"L": 10, "numeric": 0.33}]
+    ent = RP.max_entropy(cfg, stars)
+    assert ent["closed_form_max_difference"] < 1e-10
+    assert abs(ent["argmin_sigma2"] - 0.5) < 0.01
+    for K in (0.05, 1.0, 30.0):
+        assert float(RP._erf_pair(K, K, K)) == pytest.approx(float(second_moment("erf", K)),
+                                                             rel=1e-9)  # fmt: skip
+    c = RP.resnet_correlation_limit(1.2, 0.2)
+    assert (1.2 * 2 / math.pi * math.asin(c) + 0.2) / 1.4 == pytest.approx(c, abs=1e-12)
+    assert 0 < c < 1
+    # the residual recursion's diagonal is the library's kernel recursion
+    cs = RP.correlation_theory(5, alpha=0.7, residual=True, K0=1.4, c0=1.0, sigma_w2=1.2,
+                               sigma_b2=0.2)  # fmt: skip
+    np.testing.assert_allclose(cs, 1.0, atol=1e-12)
+    grid = np.geomspace(1e-3, 1.0, 50)
+    theory = {"alpha_grid": grid}
+    for L in cfg["depths"]:
+        curve = output_response_curve(grid, L=L, K0=cfg["K0"], sigma_w2=cfg["sigma_w2"],
+                                      sigma_b2=cfg["sigma_b2"])  # fmt: skip
+        theory[f"chi_out_L{L}"] = np.asarray(curve)
+    lin = RP.linearised(cfg, theory)
+    for row in lin["per_L"]:
+        assert row["gain_form"]["ratio_at_smallest_alpha"] == pytest.approx(1.0, abs=1e-4)
 
 
 def test_variance_and_tangent_kernel_studies(tmp_path):

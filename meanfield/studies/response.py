@@ -27,6 +27,7 @@ from ..theory.response import (
     output_response_curve,
     response,
 )
+from . import response_paper as RP
 from .args import (
     check_activation,
     check_memory,
@@ -52,6 +53,7 @@ MAX_DEPTH = 1000
 # the largest variance (σ_w², σ_b², K^0) taken
 MAX_VARIANCE = 1e6
 THEORY_SECONDS_PER_DEPTH = 0.05
+FIG4C_K0 = (0.02, 0.05, 0.1, 0.2)  # input kernels of the simulated α* of Figure 4(c)
 
 
 def add_arguments(parser):
@@ -136,7 +138,9 @@ def resolve_config(args) -> dict:
     if cfg["inits"] < 2 or cfg["alpha_star_inits"] < 2:
         raise StudyInputError("--inits/--alpha-star-inits: need at least 2 initialisations")
     check_size(
-        "--depths", max(cfg["depths"]), MAX_DEPTH,
+        "--depths",
+        max(cfg["depths"]),
+        MAX_DEPTH,
         f"the largest depth (the theory runs every depth up to twice it, about "
         f"{THEORY_SECONDS_PER_DEPTH * 2 * max(cfg['depths']):.3g} s on a CPU)",
     )
@@ -265,7 +269,7 @@ def theory_part(cfg):
         r = response(
             FIG2["alpha"],
             L=L_max,
-            K0=cfg["K0"],
+            K0=FIG2["K0"],
             sigma_w2=FIG2["sigma_w2"],
             sigma_b2=FIG2["sigma_b2"],
             activation=cfg["activation"],
@@ -347,9 +351,12 @@ def run(args):
 
     def simulate_point(spec):
         kind = spec["part"]
-        tag = {"layers": 1, "fig2": 2, "alpha_star": 3}[kind]
+        tag = {"layers": 1, "fig2": 2, "alpha_star": 3, "fig3": 4, "fig6": 5, "correlations": 6,
+               "signal": 7, "alpha_star_K0": 8}[kind]  # fmt: skip
         # α on a 1e-6 grid (int(1e4 α) put α within 1e-4 of each other on one draw)
         key = jr.fold_in(jr.fold_in(master, tag), round(1e6 * spec.get("alpha", 0)))
+        if "K0" in spec:  # Figure 4(c)'s input kernels
+            key = jr.fold_in(key, round(1e6 * spec["K0"]))
         if kind == "fig2":
             key = jr.fold_in(key, spec["net"] == "resnet")
         if kind == "layers":
@@ -378,7 +385,7 @@ def run(args):
             sim = simulate_response(
                 FIG2["alpha"],
                 L=L_max,
-                K0=cfg["K0"],
+                K0=FIG2["K0"],
                 sigma_w2=FIG2["sigma_w2"],
                 sigma_b2=FIG2["sigma_b2"],
                 activation=cfg["activation"],
@@ -393,6 +400,20 @@ def run(args):
                 "C": _summary(sim.C, theory[f"fig2_{spec['net']}_C"]),
                 "eta": _summary(sim.eta, theory[f"fig2_{spec['net']}_eta"]),
             }
+        if kind == "fig3":
+            return RP.figure3(cfg, key)
+        if kind == "fig6":
+            return RP.figure6(cfg, key)
+        if kind == "correlations":
+            return RP.correlations(cfg, key)
+        if kind == "signal":
+            return RP.signal_distribution(cfg, stars, key)
+        if kind == "alpha_star_K0":
+            at = {**cfg, "K0": spec["K0"]}
+            theory_star = float(optimal_scaling(L=L_max, **_theory_kwargs(at))[0])
+            res = simulated_alpha_star(at, L_max, theory_star, jr.fold_in(key, L_max))
+            kept = ("value", "ci95", "se", "theory_same_estimator")
+            return {"K0": spec["K0"], "theory": theory_star, **{k: res[k] for k in kept}}
         L = spec["L"]
         return simulated_alpha_star(cfg, L, star_by_L[L]["numeric"], jr.fold_in(key, L))
 
@@ -401,6 +422,8 @@ def run(args):
         specs += [{"part": "layers", "alpha": float(a)} for a in alphas]
         specs += [{"part": "fig2", "net": n} for n in ("resnet", "ffnet")]
         specs += [{"part": "alpha_star", "L": L} for L in cfg["depths"]]
+        specs += [{"part": p} for p in ("fig3", "fig6", "correlations", "signal")]
+        specs += [{"part": "alpha_star_K0", "K0": k} for k in FIG4C_K0]
     sims = runner.run_points(specs, simulate_point, describe=lambda s: str(s))
     by_part = {}
     for spec, res in zip(specs, sims, strict=True):
@@ -447,15 +470,25 @@ def run(args):
     fits[0]["ci95"] = None  # deterministic values: the regression interval is in ci95_fit
     for s in stars:
         s["formula_rel_error"] = s["formula"] / s["numeric"] - 1
-    from .response_plot import make_figures
+    paper = {name: by_part[name][0] for name in ("fig3", "fig6", "correlations", "signal")
+             if by_part.get(name)}  # fmt: skip
+    paper["alpha_star_over_K0"] = by_part.get("alpha_star_K0", [])
+    for row in paper["alpha_star_over_K0"]:
+        ci = row["ci95"]
+        row["theory_inside_ci95"] = bool(ci[0] <= row["theory"] <= ci[1])
+    paper["linearised_response"] = RP.linearised(cfg, theory)
+    paper["max_entropy"] = RP.max_entropy(cfg, stars)
+    from .response_plot import make_figures, paper_figures
 
     make_figures(args.out, cfg, theory, stars, points, by_part)
+    paper_figures(args.out, cfg, theory, paper)
     runner.finish(
         {
             "points": points,
             "fits": fits,
             "alpha_star": stars,
             "simulation_agreement": agreement,
+            "paper_figures": paper,
             "figure2_simulation": {
                 spec["net"]: res
                 for spec, res in zip(

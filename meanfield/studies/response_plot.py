@@ -44,7 +44,8 @@ def make_figures(out, cfg, theory, stars, points, by_part):
     ax[0].set(
         xlabel="layer l",
         ylabel=r"residual kernel $\bar C^l$",
-        title=f"(a) σ_w²={FIG2['sigma_w2']}, σ_b²={FIG2['sigma_b2']}, α={FIG2['alpha']}",
+        title=f"(a) σ_w²={FIG2['sigma_w2']}, σ_b²={FIG2['sigma_b2']}, α={FIG2['alpha']}, "
+        f"K⁰={FIG2['K0']}",
     )
     ax[1].set(xlabel="layer l", ylabel=r"response $\eta^l$", title="(b) response increments")
     ax[0].legend(fontsize=7)
@@ -173,3 +174,164 @@ def make_figures(out, cfg, theory, stars, points, by_part):
         fig.tight_layout()
         fig.savefig(out / "simulation_vs_theory.png", dpi=120)
         plt.close(fig)
+
+
+def paper_figures(out, cfg, theory, paper):
+    """`response_figures_1b_3_4c_6.png` (Figures 1(b), 3, 4(c) with simulated α*, 6) and
+    `response_correlations.png` (cross-input correlations, the maximum-entropy condition,
+    the linearised response)."""
+    use_agg()
+    import matplotlib.pyplot as plt
+    from scipy import special
+
+    from ..theory.response import output_response_curve
+
+    out = Path(out)
+    fig, axes = plt.subplots(2, 3, figsize=(16, 9))
+    shades = plt.cm.Blues(np.linspace(1.0, 0.45, 3))
+    f3 = paper.get("fig3")
+    if f3:
+        for row, color in zip(f3["per_alpha"], shades, strict=True):
+            layers = np.arange(len(row["K"]["theory"]))
+            for ax, q in ((axes[0, 0], "K"), (axes[0, 1], "chi")):
+                ax.plot(layers, row[q]["theory"], color=color, label=f"α = {row['alpha']:g} theory")
+                ax.errorbar(layers, row[q]["sim_mean"], row[q]["sim_se"], fmt="o", ms=2.5,
+                            color=color)  # fmt: skip
+        for ax, q in ((axes[0, 0], "K^l"), (axes[0, 1], "χ^l")):
+            ax.set(xlabel="layer l", ylabel=q, yscale="log",
+                   title=f"Fig. 3: {q} (σ_w² = {f3['sigma_w2']}, σ_b² = {f3['sigma_b2']}, "
+                   f"K⁰ = {f3['K0']}); dots: N = {cfg['width']}")  # fmt: skip
+            ax.title.set_fontsize(8)
+            ax.legend(fontsize=7)
+    f6 = paper.get("fig6")
+    if f6:
+        ax = axes[0, 2]
+        eta = f6["eta"]
+        layers = np.arange(len(eta["theory"]))
+        ax.plot(layers[1:], _arr(eta["theory"])[1:], "k-", label="theory")
+        ax.errorbar(layers[1:], _arr(eta["sim_mean"])[1:], _arr(eta["sim_se"])[1:], fmt="o", ms=3,
+                    color="tab:blue", label=f"simulation (N = {cfg['width']})")  # fmt: skip
+        fitp = f6["simulation_fit"]
+        tail = np.asarray(fitp["layers"])
+        ref = _arr(eta["sim_mean"])[int(tail[0])]
+        ax.plot(tail, ref * (tail / tail[0]) ** -fitp["power_exponent"], "r--",
+                label=f"power law l^-{fitp['power_exponent']:.2f} "
+                f"[{fitp['power_exponent_ci95'][0]:.2f}, "
+                f"{fitp['power_exponent_ci95'][1]:.2f}]")  # fmt: skip
+        ax.set(xscale="log", yscale="log", xlabel="layer l", ylabel="η^l",
+               title=f"Fig. 6 (log-log), L = {f6['L']}: tail from l = {f6['tail_from']} fits a "
+               f"{fitp['better_fit']}")  # fmt: skip
+        ax.title.set_fontsize(8)
+        ax.legend(fontsize=7)
+    sig = paper.get("signal")
+    if sig:
+        ax = axes[1, 0]
+        lo, hi, nb = sig["bins"]
+        centres = np.linspace(lo, hi, nb + 1)
+        centres = (centres[1:] + centres[:-1]) / 2
+        hgrid = np.linspace(lo, hi, 400)
+        ax.axvspan(-1, 1, color="tab:orange", alpha=0.12, label="dynamic range of erf")
+        ax.plot(hgrid, special.erf(hgrid) * 0.5, "k--", lw=0.8, label="erf(h)/2")
+        for row, color in zip(sig["per_alpha"], shades[::-1], strict=True):
+            dens = np.exp(-(hgrid**2) / (2 * row["K_L"])) / np.sqrt(2 * np.pi * row["K_L"])
+            ax.plot(hgrid, dens, color=color,
+                    label=f"α = {row['factor']:.2g} α*: K^L = {row['K_L']:.2f}, "
+                    f"{100 * row['fraction_outside_dynamic_range']:.0f}% outside")  # fmt: skip
+            ax.step(centres, row["histogram"], where="mid", color=color, lw=0.6)
+        ax.set(xlabel="h^L", ylabel="density",
+               title=f"Fig. 1(b): the signal h^L (L = {sig['L']}) against erf's range; "
+               "steps: simulation")  # fmt: skip
+        ax.title.set_fontsize(8)
+        ax.legend(fontsize=6)
+    # Fig. 4(c): χ^out over (K⁰, α) at the largest depth, α*(K⁰) theory and simulation
+    ax = axes[1, 1]
+    L = max(cfg["depths"])
+    K0s = np.asarray(theory["K0_grid"])
+    grid = np.geomspace(0.02, 1.0, 120)
+    surface = np.array([
+        np.asarray(output_response_curve(grid, L=L, K0=float(k), sigma_w2=cfg["sigma_w2"],
+                                         sigma_b2=cfg["sigma_b2"], activation=cfg["activation"]))
+        for k in K0s
+    ])  # fmt: skip
+    im = ax.pcolormesh(grid, K0s, surface, shading="auto", cmap="viridis")
+    fig.colorbar(im, ax=ax, label="χ^out")
+    ax.plot(theory["alpha_star_K0"], K0s, "w-", label="α* theory (argmax)")
+    ax.plot(theory["formula_K0"], K0s, "w:", label="α* saturation formula (8)")
+    for row in paper.get("alpha_star_over_K0", []):
+        ci = row["ci95"]
+        ax.errorbar(row["value"], row["K0"], xerr=[[row["value"] - ci[0]], [ci[1] - row["value"]]],
+                    fmt="o", color="tab:red", ms=4, capsize=2)  # fmt: skip
+    ax.plot([], [], "o", color="tab:red", label="α* simulated (95% CI)")
+    ax.set(xscale="log", yscale="log", xlabel="α", ylabel="K⁰",
+           title=f"Fig. 4(c): χ^out over (K⁰, α), L = {L}")  # fmt: skip
+    ax.title.set_fontsize(8)
+    ax.legend(fontsize=6, loc="lower left")
+    lin = paper.get("linearised_response")
+    ax = axes[1, 2]
+    if lin:
+        alphas = np.asarray(theory["alpha_grid"])
+        for L_, color in zip(cfg["depths"], plt.cm.Blues(np.linspace(0.35, 1, len(cfg["depths"]))),
+                             strict=True):  # fmt: skip
+            exact = np.asarray(theory[f"chi_out_L{L_}"])
+            ax.plot(alphas, exact / (cfg["sigma_w2"] * (1 + alphas**2 * cfg["sigma_w2"]) ** L_),
+                    color=color, label=f"L = {L_}")  # fmt: skip
+        ax.axhline(lin["gain_at_K0"], color="k", ls=":", lw=0.8,
+                   label=f"G(K⁰) = {lin['gain_at_K0']:.3f} (the small-α limit)")  # fmt: skip
+        ax.axhline(1.0, color="k", lw=0.6)
+        ax.set(xscale="log", xlabel="α", ylabel="χ^out / σ_w,out²(1 + α²σ_w²)^L",
+               title=f"the linearised response (7) against the exact χ^out, "
+               f"K⁰ = {cfg['K0']}")  # fmt: skip
+        ax.title.set_fontsize(8)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(out / "response_figures_1b_3_4c_6.png", dpi=100)
+    plt.close(fig)
+
+    corr, ent = paper.get("correlations"), paper.get("max_entropy")
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    if corr:
+        for name, color in (("resnet", "tab:blue"), ("ffnet", "tab:green")):
+            rec = corr[name]
+            layers = np.arange(len(rec["theory"]))
+            axes[0].plot(layers, rec["theory"], color=color, label=f"{name} recursion")
+            axes[0].errorbar(layers, rec["sim_mean"], rec["sim_se"], fmt="o", ms=3, color=color,
+                             label=f"{name} N = {cfg['width']}")  # fmt: skip
+            fitd = rec["tail_fit"]
+            if fitd["better_fit"] == "power law":
+                text = f"{name}: tail fits a power l^-{fitd['power_exponent']:.2f}"
+                if "predicted_power_exponent" in rec:
+                    text += f" (predicted {rec['predicted_power_exponent']:.2f})"
+            else:
+                text = f"{name}: tail fits exp(-l/{fitd['exponential_length']:.1f})"
+            axes[1].plot(rec["long_theory_layers"], rec["long_theory_distance"], "-", color=color,
+                         label=text)  # fmt: skip
+            axes[1].errorbar(layers[1:], np.abs(_arr(rec["sim_mean"])[1:] - rec["limit"]),
+                             _arr(rec["sim_se"])[1:], fmt="o", ms=3, color=color)  # fmt: skip
+        axes[0].set(xlabel="layer l", ylabel="correlation c^l of two inputs",
+                    title=f"cross-input correlation, c⁰ = {corr['c0']}, α = 1 "
+                    f"(σ_w² = {corr['sigma_w2']}, σ_b² = {corr['sigma_b2']}, "
+                    f"K⁰ = {corr['K0']})")  # fmt: skip
+        axes[1].set(xscale="log", yscale="log", xlabel="layer l",
+                    ylabel="|c^l − c^∞| (c^∞: the limit of the recursion)",
+                    title="distance to the limit: power law against exponential")  # fmt: skip
+        for ax in axes[:2]:
+            ax.title.set_fontsize(8)
+            ax.legend(fontsize=6)
+    if ent:
+        ax = axes[2]
+        ax.plot(ent["sigma2"], ent["kl"], "k-", label="D_KL(uniform | erf(h)), h ~ N(0, σ²)")
+        ax.axvline(ent["argmin_sigma2"], color="tab:red",
+                   label=f"minimum at σ² = {ent['argmin_sigma2']:.3f}")  # fmt: skip
+        ax.axvline(ent["paper_condition"], color="tab:blue", ls="--", label="the paper's σ² = 1/4")
+        for row in ent["K_L_at_alpha_star"]:
+            ax.plot(row["K_L"], np.interp(row["K_L"], ent["sigma2"], ent["kl"]), "o", ms=4,
+                    color="tab:green")  # fmt: skip
+        ax.plot([], [], "o", color="tab:green", label="K^L at the numerical α* (each L)")
+        ax.set(xscale="log", xlabel="σ² (variance of the signal before the readout)",
+               ylabel="KL divergence",
+               title="maximum-entropy condition (Supplementary B)")  # fmt: skip
+        ax.title.set_fontsize(8)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(out / "response_correlations.png", dpi=100)
+    plt.close(fig)

@@ -41,8 +41,10 @@ class ResponseCurves(eqx.Module):
 
 
 # the settings of Fischer, Dahmen and Helias' figures (seed 004): Figure 2 (ResNet against
-# feed-forward network) and the σ_w², σ_b² sweeps of Figure 5
-FIG2 = {"sigma_w2": 1.2, "sigma_b2": 0.2, "alpha": 1.0}
+# feed-forward network; its caption's read-in σ_{w,in}² = 1.2, σ_{b,in}² = 0.2 give the input
+# kernel K^0 = σ_{w,in}² ‖x‖²/d_in + σ_{b,in}² = 1.4 for standardised inputs) and the σ_w²,
+# σ_b² sweeps of Figure 5
+FIG2 = {"sigma_w2": 1.2, "sigma_b2": 0.2, "alpha": 1.0, "K0": 1.4}
 FIG5_SIGMA_W2 = [1.0, 1.25, 1.5, 1.75, 2.0]
 FIG5_SIGMA_B2 = [0.05, 0.06, 0.07, 0.08, 0.09, 0.1]
 
