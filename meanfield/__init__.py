@@ -12,7 +12,10 @@ fused kernels), `meanfield.theory` (closed forms at infinite width),
 `meanfield.depth` (depth laws), `meanfield.fits`, `meanfield.sharding`,
 `meanfield.compilation`, `meanfield.studies`, `meanfield.embedding` and
 `meanfield.shallow` (seed 002's embedding and two-layer perceptron), `meanfield.deep_embedded`
-(the deep ResNet on an embedding and its joint L, M, D limit).
+(the deep ResNet on an embedding and its joint L, M, D limit), `meanfield.plain` (plain and
+residual networks, gradients through depth), `meanfield.regimes` (training regimes),
+`meanfield.res1` (res-1 networks trained on data), `meanfield.regularity`,
+`meanfield.datasets`.
 """
 
 # the user's residual block φ and the laws of its parameters (SPEC §1)
@@ -21,6 +24,8 @@ from .blocks import AbstractUnitBlock as AbstractUnitBlock
 from .blocks import FunctionBlock as FunctionBlock
 from .two_layer import TwoLayerBlock as TwoLayerBlock
 from .two_layer import TwoLayerParams as TwoLayerParams
+from .attention import AttentionHead as AttentionHead
+from .attention import AttentionGaussianLaw as AttentionGaussianLaw
 from .layer_blocks import DenseBlock as DenseBlock
 from .layer_blocks import MatrixBlock as MatrixBlock
 from .layer_blocks import PerceptronBlock as PerceptronBlock

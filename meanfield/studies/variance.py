@@ -46,6 +46,12 @@ def add_arguments(parser):
     parser.add_argument("--sigma-v", type=positive_float, default=1.0, help="σ_v (1); σ_u=1/√d")
     parser.add_argument("--nets", type=positive_int, help="random networks per point")
     parser.add_argument(
+        "--block",
+        help="your own unit block, MODULE:NAME or FILE.py:NAME (class or instance), with --law "
+        "(e.g. meanfield.attention:AttentionHead); default: the 2LP",
+    )
+    parser.add_argument("--law", help="the law of your block's parameters (with --block)")
+    parser.add_argument(
         "--c-samples",
         type=positive_int,
         default=200_000,
@@ -81,6 +87,8 @@ def run(args):
         "activation": args.activation,
         "sigma_u": 1 / math.sqrt(args.d),
         "sigma_v": args.sigma_v,
+        "block": args.block,
+        "law": args.law,
         "nets": args.nets or PRESETS[args.preset]["nets"],
         "backward_nets": min(args.nets or PRESETS[args.preset]["nets"], BACKWARD_NETS),
         "c_samples": args.c_samples,
@@ -89,9 +97,8 @@ def run(args):
         "x64": args.x64,
         "preset": args.preset,
     }
+    block, law = _block_and_law(args, cfg)
     runner = start_study(args, cfg)
-    block = TwoLayerBlock(cfg["activation"])
-    law = TwoLayerGaussianLaw(cfg["d"], sigma_u=cfg["sigma_u"], sigma_v=cfg["sigma_v"])
     master = jr.key(cfg["seed"])
     c_ref = runner.artifact(
         "c",
@@ -201,6 +208,8 @@ def run(args):
             }
         )
     closed = {"relu": cfg["d"] / 2 * cfg["sigma_u"] ** 2 * cfg["sigma_v"] ** 2}
+    if cfg["block"] is not None:
+        closed = {}
     reference = {
         "c": c,
         "c_se": float(c_ref["se"]),
@@ -209,7 +218,7 @@ def run(args):
         # Prop. 2.1 needs E‖φ(h, Z)‖² = c‖h‖² at every h: true for a positively
         # homogeneous ρ; otherwise c is taken at ‖h‖ = ‖x‖ = 1 and the law is exact at
         # the first layer only
-        "c_assumption_exact": cfg["activation"] in ("relu", "identity"),
+        "c_assumption_exact": cfg["block"] is None and cfg["activation"] in ("relu", "identity"),
         "error_estimate": float(c_ref["se"]),
         "critical_limit": math.exp(c) - 1,
     }
@@ -231,6 +240,24 @@ def run(args):
 def _mean_se(v) -> dict:
     v = np.asarray(v, float)
     return {"mean": float(v.mean()), "se": float(v.std(ddof=1) / math.sqrt(v.size))}
+
+
+def _block_and_law(args, cfg):
+    """The built-in 2LP and its law, or the user's `--block` / `--law` (loaded and tried on
+    the input, one-line errors naming the option, as in `study mean-ode`)."""
+    if args.block is None and args.law is None:
+        block = TwoLayerBlock(cfg["activation"])
+        return block, TwoLayerGaussianLaw(cfg["d"], sigma_u=cfg["sigma_u"], sigma_v=cfg["sigma_v"])
+    if args.block is None or args.law is None:
+        flag = "--law" if args.law is None else "--block"
+        raise StudyInputError(f"{flag}: --block and --law go together")
+    if args.activation != "relu" or args.sigma_v != 1.0:
+        raise StudyInputError("--activation/--sigma-v: set the built-in 2LP, not used with --block")
+    from .mean_ode import check_block_law, user_block, user_law
+
+    block, law = user_block(args.block), user_law(args.law)
+    check_block_law(block, law, jnp.ones((1, cfg["d"])) / math.sqrt(cfg["d"]))
+    return block, law
 
 
 MAXIMAL_BETAS = (0.5, 1.0, 2.0)
@@ -302,7 +329,9 @@ def _figure(out, cfg, points, c):
         yscale="log",
         xlabel="depth L",
         ylabel="E‖h^L − x‖² / ‖x‖²",
-        title=f"α = L^-γ/√M, M={cfg['M']}, {cfg['activation']} 2LP, c={c:.3f}",
+        title=f"α = L^-γ/√M, M={cfg['M']}, "
+        + (f"{cfg['activation']} 2LP" if cfg["block"] is None else str(cfg["block"]))
+        + f", c={c:.3f}",
     )
     ax.legend(fontsize=7)
     ax_b.set(
