@@ -11,14 +11,14 @@ Everything else lives in submodules: `meanfield.engine` (the depth loops and the
 fused kernels), `meanfield.theory` (closed forms at infinite width),
 `meanfield.depth` (depth laws), `meanfield.fits`, `meanfield.sharding`,
 `meanfield.compilation`, `meanfield.studies`, `meanfield.embedding` and
-`meanfield.shallow` (seed 002's embedding and two-layer perceptron), `meanfield.deep_embedded`
+`meanfield.shallow` (Chaintron's embedding and two-layer perceptron), `meanfield.deep_embedded`
 (the deep ResNet on an embedding and its joint L, M, D limit), `meanfield.plain` (plain and
 residual networks, gradients through depth), `meanfield.regimes` (training regimes),
 `meanfield.res1` (res-1 networks trained on data), `meanfield.regularity`,
 `meanfield.datasets`.
 """
 
-# the user's residual block φ and the laws of its parameters (SPEC §1)
+# the user's residual block φ and the laws of its parameters (docs: Mathematics §1)
 from .blocks import AbstractLayerBlock as AbstractLayerBlock
 from .blocks import AbstractUnitBlock as AbstractUnitBlock
 from .blocks import FunctionBlock as FunctionBlock
@@ -57,7 +57,7 @@ from .engine import AutoLoop as AutoLoop
 from .engine import FusedLoop as FusedLoop
 from .engine import ScanLoop as ScanLoop
 
-# the finite network and gradient descent (SPEC §1, §2)
+# the finite network and gradient descent (docs: Mathematics §1, §2)
 from .resnet import ResNet as ResNet
 from .training import Gradients as Gradients
 from .training import TrainResult as TrainResult
@@ -67,7 +67,7 @@ from .training import mean_ode_sgd as mean_ode_sgd
 from .training import squared_loss as squared_loss
 from .training import train as train
 
-# the neural mean-ODE limit and the coupling with finite networks (SPEC §3)
+# the neural mean-ODE limit and the coupling with finite networks (docs: Mathematics §3)
 from .particles import Particles as Particles
 from .particles import gauss_hermite_particles as gauss_hermite_particles
 from .particles import monte_carlo_particles as monte_carlo_particles
@@ -81,7 +81,7 @@ from .coupling import coupled_errors as coupled_errors
 from .coupling import euler_errors as euler_errors
 from .coupling import limit_on_grid as limit_on_grid
 
-# neural SDE / Young / ODE limits and phases at initialisation (SPEC §4)
+# neural SDE / Young / ODE limits and phases at initialisation (docs: Mathematics §4)
 from .neural_sde import NeuralODE as NeuralODE
 from .neural_sde import NeuralSDE as NeuralSDE
 from .neural_sde import matrix_resnet as matrix_resnet
@@ -89,7 +89,7 @@ from .phases import critical_beta as critical_beta
 from .phases import depth_ratios as depth_ratios
 from .phases import perceptron_resnet as perceptron_resnet
 
-# signal propagation at initialisation (SPEC §5)
+# signal propagation at initialisation (docs: Mathematics §5)
 from .signal_propagation import simulate_response as simulate_response
 from .theory.alpha_star import optimal_scaling as optimal_scaling
 from .theory.response import response as response
@@ -104,5 +104,7 @@ from .sharding import shard_seeds as shard_seeds
 # the studies from Python (as `meanfield study NAME` on the command line)
 from .studies import mean_ode_study as mean_ode_study
 from .studies import run_study as run_study
+from .results import StudyResults as StudyResults
+from .results import load_results as load_results
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

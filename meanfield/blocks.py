@@ -4,9 +4,9 @@ Two kinds of block share one interface, `layer(h, theta)`, the residual
 increment of one layer (before multiplication by the scaling α):
 
 * a **unit block** φ(h, z) is summed over M exchangeable units,
-  `layer(h, zs) = Σ_j φ(h, z^j)` (SPEC §1, the mean-ODE setting);
+  `layer(h, zs) = Σ_j φ(h, z^j)` (Mathematics §1, the mean-ODE setting);
 * a **layer block** F(h, θ) is one map per layer, `layer(h, θ) = F(h, θ)`
-  (SPEC §4 and §5.2).
+  (Mathematics §4 and §5.2).
 
 A user plugs in a block by subclassing `AbstractUnitBlock` (or
 `AbstractLayerBlock`) and writing only its forward map; every derivative used by
@@ -118,7 +118,7 @@ class WeightedUnits(AbstractUnitBlock):
 class LayerUnits(AbstractUnitBlock):
     """A layer block used as a unit: `φ(h, θ) = F(h, θ)`, so that a layer of the network
     sums M independent draws of the whole layer map, `h^l = h^{l-1} + α Σ_j F(h^{l-1},
-    θ^{j,l})`. With α = 1/(LM) this is the mean-ODE setting (SPEC §3) for any layer block
+    θ^{j,l})`. With α = 1/(LM) this is the mean-ODE setting (Mathematics §3) for any layer block
     (`meanfield study mean-ode --block` wraps a layer block so).
 
     **Arguments:**

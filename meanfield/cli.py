@@ -2,6 +2,7 @@
 
     meanfield info                       versions and devices
     meanfield study NAME [options]       run a study (see `meanfield study --help`)
+    meanfield plot DIR                   redraw a study folder's figures from its results.json
 
 Bad input gets one line on stderr naming the argument and exit code 2.
 """
@@ -38,7 +39,9 @@ def info() -> str:
     """Versions of meanfield and its dependencies, and the devices JAX sees."""
     import jax
 
-    lines = [f"meanfield {_version('meanfield')} (python {platform.python_version()})"]
+    from . import __version__
+
+    lines = [f"meanfield {__version__} (python {platform.python_version()})"]
     for pkg in ("jax", "jaxlib", "diffrax", "equinox", "optax", "lineax", "matplotlib"):
         lines.append(f"  {pkg:<11}{_version(pkg)}")
     lines.append(f"  backend    {jax.default_backend()}")
@@ -62,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     sub.add_parser("info", help="print versions and the devices JAX sees")
+    plot = sub.add_parser(
+        "plot", help="redraw every figure of a study folder from its results.json alone"
+    )
+    plot.add_argument("dir", metavar="DIR", help="a study's output folder")
     study = sub.add_parser("study", help="run a study; writes DIR/results.json and figures")
     studies = study.add_subparsers(dest="study", metavar="NAME")
     studies.required = True
@@ -95,7 +102,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "info":
         print(info())
         return 0
+    if args.command == "plot":
+        from .studies import replot
+
+        try:
+            written = replot(args.dir)
+        except StudyInputError as err:
+            print(f"meanfield plot: error: {err}", file=sys.stderr)
+            return 2
+        print(f"meanfield plot: redrew {len(written)} figure(s) in {args.dir}: "
+              + ", ".join(p.name for p in written))  # fmt: skip
+        return 0
+    from .studies import resolve_out
     from .studies.runner import probe_lock, release_all
+
+    resolve_out(args)
 
     try:
         probe_lock(args.out)  # a folder held by another run: refused before anything else
@@ -109,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         enable_compilation_cache(args.compile_cache)
     except ValueError as err:
         parser.error(f"--compile-cache: {err}")
+    import jax
+
+    x64 = jax.config.read("jax_enable_x64")
     try:
         module.run(args)
     except StudyInputError as err:
@@ -124,4 +148,5 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     finally:
         release_all()  # the output folder's lock, also when called in-process
+        jax.config.update("jax_enable_x64", x64)  # the study set its own precision
     return 0

@@ -1,4 +1,4 @@
-"""The mean-ODE convergence study as library calls (SPEC §3, §7).
+"""The mean-ODE convergence study as library calls (docs: Mathematics §3, §7).
 
 A grid over depth L and width M; at every point many seeds of a finite ResNet with
 α = 1/(LM), trained for k GD steps in the mean-ODE convention and coupled unit by unit
@@ -334,7 +334,7 @@ def first_pass_mean(
     """Whether the first forward pass of the limit is trivial: `E φ(x_i, Z_0) = 0` for
     every input, within 4 Monte-Carlo standard errors of `draws` draws (a centred law,
     as the 2LP with mean-zero v). Then `h_0(s) ≡ x`, and at step 0 only the
-    1/sqrt(LM) term of the error exists (SPEC §3).
+    1/sqrt(LM) term of the error exists (docs: Mathematics §3).
 
     It also flags heavy tails, where no Monte-Carlo reference converges at the rate
     N^{-1/2} (φ without a finite variance, as under a Cauchy law): `max_share`, the
@@ -852,7 +852,7 @@ def delta_quantiles(
     n_boot: int = 1000,
     seed: int = 0,
 ) -> dict:
-    """The δ-dependence of the mean-ODE bound (seed 002: with probability 1 − δ,
+    """The δ-dependence of the mean-ODE bound (Chaintron: with probability 1 − δ,
     `Δ^h ≤ c (1/L + (sqrt(D) + log(1/δ))/sqrt(LM))`), measured at step `step`.
 
     Every grid point's draws (exploded ones left out) are divided by their median, so that

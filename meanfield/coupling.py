@@ -1,4 +1,4 @@
-"""Coupling a finite ResNet with its mean-ODE limit, particle by particle (SPEC §3).
+"""Coupling a finite ResNet with its mean-ODE limit, particle by particle (docs: Mathematics §3).
 
 Finite unit (j, l) starts at the same draw as its limit copy, `Z_0^{j,l}(s) ≡ Ẑ_0^{j,l}`.
 The finite network is trained by GD in the mean-ODE convention; the limit copy is
@@ -8,7 +8,7 @@ evolved by the *limit* update with the limit mean fields. After k steps:
     Δ_k^b = max_{l, i} ‖b_k(l/L; x_i) − b̂_k^l(x_i)‖        (l = 0..L)
     Δ_k^Z = max_{j, l} ‖Z_k^{j,l}(l/L) − Ẑ_k^{j,l}‖         (l = 1..L)
 
-The depth point of unit layer l is s_l = l/L, for the three errors (the SPEC's
+The depth point of unit layer l is s_l = l/L, for the three errors (the documentation's
 definition); the norm of Z is the Euclidean norm over all its leaves.
 
 The limit enters only through its mean fields on the grid s = l/L

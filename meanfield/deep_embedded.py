@@ -1,4 +1,5 @@
-"""The deep ResNet of seed 002 on an embedding (SPEC §6) and its limits: exact for linear ρ,
+"""The deep ResNet on an embedding of Chaintron's "ResNets of all shapes and sizes"
+(docs: Mathematics §6) and its limits: exact for linear ρ,
 an ODE in depth whose vector field is a Gaussian expectation in R^{2p} for any ρ.
 
 **The network** (L layers of M units, embedding dimension D, frozen `W_in`, `W_out`):
@@ -20,7 +21,7 @@ With the rescaled backward field `b_i^l = n D ∂𝓛/∂h_i^l` (so `b_i^L = W_o
    of h's and b's. Hence `h_{k,i}(s) = E η_{k,i}(s)`, `b_{k,i}(s) = E ζ_{k,i}(s)` with
    coefficients η, ζ ∈ R^p — exactly, at every D (the "W_in α + W_out β" form is not only
    a D → ∞ statement). D enters only through G: the draw's G gives the fixed-D limit
-   (L, M → ∞ at that embedding, SPEC §6 "fixed-D limit", exact for linear ρ); the joint
+   (L, M → ∞ at that embedding, Mathematics §6 "fixed-D limit", exact for linear ρ); the joint
    limit L, M, D → ∞ is the same system at `G_∞ = diag(σ_in² I, σ_out² I)` (the draw's G
    fluctuates around it by O(D^{-1/2})).
 2. *A unit.* Write `u_k = u_0 + E μ_k`, `v_k = v_0 + E ν_k`. Of `(u_0, v_0)` only the
@@ -48,7 +49,7 @@ With the rescaled backward field `b_i^l = n D ∂𝓛/∂h_i^l` (so `b_i^L = W_o
        ζ_{k,i}(1) = (0, f_k(x_i) − y_i).
 
    The columns of M^v lie in span{ζ}, those of M^u in span{η}, so `R_k = Σ ζ_c A_{ac} η_aᵀ G`,
-   i.e. `W_k(s) = (1/D) Σ_{a,c} A_{ac}(s) b_c(s) h_a(s)ᵀ` (SPEC §6; a, c run over (step,
+   i.e. `W_k(s) = (1/D) Σ_{a,c} A_{ac}(s) b_c(s) h_a(s)ᵀ` (Mathematics §6; a, c run over (step,
    input) pairs); `⟨h_a, h_c⟩_D = η_aᵀ G η_c`, `⟨h_a, b_c⟩_D = η_aᵀ G ζ_c`, ... and the
    projections on W_in, W_out are read off η, ζ: the state (η, ζ) carries all of them.
 4. *Checks by hand.* `R_0 = s_v² S_v S_uᵀ = 0`: `h_0 ≡ W_in x`, `f_0 = W_outᵀ W_in x / D`
@@ -63,7 +64,7 @@ With the rescaled backward field `b_i^l = n D ∂𝓛/∂h_i^l` (so `b_i^L = W_o
    `ζ_k(s) = Y_k(s) ζ_k(0)`. K + 1 solves in a `lax.scan`, each of the same shape.
 
 **The limit for any ρ** (`limit`; derivation, every equation one the code uses). At fixed
-D, L, M → ∞ is the mean ODE of SPEC §3 in R^D with unit `φ(h; u, v) = v ρ(⟨u, h⟩_D)`:
+D, L, M → ∞ is the mean ODE of Mathematics §3 in R^D with unit `φ(h; u, v) = v ρ(⟨u, h⟩_D)`:
 
     ∂_s h_k = E[v_k ρ(P_k)],   ∂_s b_k = −E[u_k ρ'(P_k) Q_k],   P = ⟨u_k, h⟩_D, Q = ⟨v_k, b⟩_D,
     u_{k+1} = u_k − (η_u/n) Σ_i ρ'(P_{k,i}) Q_{k,i} h_{k,i},
@@ -139,7 +140,7 @@ from .solvers import evaluate_many, solve_dense
 
 
 class DeepEmbeddedResNet(eqx.Module):
-    """The deep ResNet of SPEC §6 (module docstring): `u`, `v` of shape (L, M, D),
+    """The deep ResNet of Mathematics §6 (module docstring): `u`, `v` of shape (L, M, D),
     `u[l-1, j]` the input weights of unit j of layer l."""
 
     embedding: Embedding
@@ -390,7 +391,7 @@ def errors(
     limit: LinearLimit,
     embedding: Embedding,
 ) -> tuple[Float[Array, " K+1"], Float[Array, " K+1"]]:
-    """`(E_f, E_h)` per step (SPEC §6) of a finite network's `train` output against a limit
+    """`(E_f, E_h)` per step (Mathematics §6) of a finite network's `train` output against a limit
     solved on its grid (`ts = arange(L + 1) / L`) at the same embedding draw: `E_f` the RMS
     over output coordinates and inputs of `f̂_k − f_k`, `E_h = max_l` of the RMS over inputs
     of `‖ĥ_k^l − H_k(l/L)‖_D`."""

@@ -1,4 +1,5 @@
-"""The embedding of seed 002 (SPEC §6): inputs embedded in R^D, normalised products, readout.
+"""The embedding of Chaintron's "ResNets of all shapes and sizes" (docs: Mathematics §6):
+inputs embedded in R^D, normalised products, readout.
 
     h^0 = W_in x,        W_in ∈ R^{D×d_in},  entries N(0, σ_in²)
     ⟨a, b⟩_D = (1/D) Σ_d a_d b_d,    ‖a‖_D = sqrt(⟨a, a⟩_D)
@@ -85,7 +86,7 @@ def sample_units(
     sigma_in: float,
     sigma_out: float,
 ) -> tuple[Embedding, jax.Array, jax.Array]:
-    """The draw shared by seed 002's models: an embedding, and units `u`, `v` of shape
+    """The draw shared by Chaintron's models: an embedding, and units `u`, `v` of shape
     `(*counts.values(), D)` with entries N(0, s_u² D), N(0, s_v² D). `counts` names the
     unit axes (`{"M": M}`, `{"L": L, "M": M}`) for the one-line errors."""
     for name, value in counts.items():

@@ -329,7 +329,7 @@ RATE_LAWS = {
     ),
 }
 RATE_LAW = RATE_LAWS["full"][0]
-# the proven bound's and the conjecture's exponents (SPEC §6)
+# the proven bound's and the conjecture's exponents (docs: Mathematics §6)
 RATE_THEORIES = {
     "bound": {"p": 1.0, "q": 0.5, "r": 0.5, "s": 0.5},
     "conjecture": {"p": 1.0, "q": 1.0, "r": 1.0, "s": 0.5},

@@ -130,7 +130,7 @@ class MatrixGaussianLaw(AbstractLaw):
 class PerceptronGaussianLaw(AbstractLaw):
     """`(V, W)` with i.i.d. Gaussian entries, V of shape (d, m), W of shape (m, d).
 
-    Defaults: m = d, entries of variance 1/d (SPEC §4 phases).
+    Defaults: m = d, entries of variance 1/d (Mathematics §4 phases).
     """
 
     d: int = eqx.field(static=True, converter=as_number)
@@ -158,7 +158,7 @@ class PerceptronGaussianLaw(AbstractLaw):
 
 
 class DenseGaussianLaw(AbstractLaw):
-    """`(W, b)` with `W_ij ~ N(0, σ_w²/N)`, `b_i ~ N(0, σ_b²)` (SPEC §5.2)."""
+    """`(W, b)` with `W_ij ~ N(0, σ_w²/N)`, `b_i ~ N(0, σ_b²)` (docs: Mathematics §5.2)."""
 
     N: int = eqx.field(static=True, converter=as_number)
     sigma_w2: float = eqx.field(static=True, converter=as_number, default=1.0)

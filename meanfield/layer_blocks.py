@@ -10,7 +10,7 @@ from .blocks import AbstractLayerBlock
 
 
 class MatrixBlock(AbstractLayerBlock):
-    """`F(h, V) = V σ(h)` with a d×d matrix V (SPEC §4, `g(h) = σ(h)`).
+    """`F(h, V) = V σ(h)` with a d×d matrix V (Mathematics §4, `g(h) = σ(h)`).
 
     **Arguments:**
 
@@ -34,7 +34,7 @@ class PerceptronParams(eqx.Module):
 
 
 class PerceptronBlock(AbstractLayerBlock):
-    """`F(h, (V, W)) = V σ(W h)` (SPEC §4 phases: σ = ReLU).
+    """`F(h, (V, W)) = V σ(W h)` (Mathematics §4 phases: σ = ReLU).
 
     **Arguments:**
 
@@ -58,7 +58,7 @@ class DenseParams(eqx.Module):
 
 
 class DenseBlock(AbstractLayerBlock):
-    """`F(h, (W, b)) = W φ(h) + b` (SPEC §5.2).
+    """`F(h, (W, b)) = W φ(h) + b` (docs: Mathematics §5.2).
 
     **Arguments:**
 

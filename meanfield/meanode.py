@@ -1,4 +1,4 @@
-"""The neural mean-ODE limit and gradient descent in L² (SPEC §3).
+"""The neural mean-ODE limit and gradient descent in L² (docs: Mathematics §3).
 
 With α = 1/(LM) and L, M → ∞, depth becomes s ∈ [0, 1] and the units of a layer
 become the law of a random parameter Z_k(s):
@@ -39,7 +39,7 @@ class MeanODE(eqx.Module):
     - `block`: the unit block φ.
     - `particles`: the expectation over μ_0 (Monte Carlo or quadrature).
     - `xs`, `ys`: the data set, `(n, d)` each (the state is the output; no readout).
-    - `learning_rate`: η in the mean-ODE convention (SPEC §2).
+    - `learning_rate`: η in the mean-ODE convention (docs: Mathematics §2).
     - `loss`: `loss(y, prediction)`, default `½‖prediction − y‖²`.
     """
 
@@ -260,7 +260,7 @@ def solve_mean_ode(
     atol: float = 1e-10,
     solver: str = "dopri8",
 ) -> MeanODESolution:
-    """Solve the forward and adjoint mean ODEs for GD steps 0..`steps` (SPEC §3).
+    """Solve the forward and adjoint mean ODEs for GD steps 0..`steps` (docs: Mathematics §3).
 
     Each step is an adaptive Diffrax solve forward in s (0 → 1) and backward (1 → 0)
     with dense output, so that later steps evaluate h_k(s), b_k(s) anywhere. Every

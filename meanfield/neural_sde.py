@@ -1,4 +1,4 @@
-"""The depth limits of SPEC §4 as vector fields: neural SDE, Young equation, neural ODE.
+"""The depth limits of Mathematics §4 as vector fields: neural SDE, Young equation, neural ODE.
 
 With layer weights read off a path on [0, 1] (`meanfield.depth`) and the scaling
 `α = L^{-β}` at the critical β, the ResNet `h_k = h_{k−1} + α V_k σ(h_{k−1})`

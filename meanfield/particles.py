@@ -132,7 +132,7 @@ def particle_gradients(
     leading particle axis): the mean-field gradient of a unit at one depth.
 
     With the limit's mean fields `h_k(s), b_k(s)` this is the limit's GD direction
-    (SPEC §3); with a finite network's `ĥ^{l-1}, b̂^l` it is the gradient of one of
+    (docs: Mathematics §3); with a finite network's `ĥ^{l-1}, b̂^l` it is the gradient of one of
     its units in the mean-ODE convention (the raw gradient times L·M, at α = 1/(LM)).
     """
 

@@ -1,4 +1,4 @@
-"""Phases at initialisation: identity, stability, explosion (SPEC §4, Marion et al. 2022).
+"""Phases at initialisation: identity, stability, explosion (Mathematics §4, Marion et al. 2022).
 
 For `h_k = h_{k−1} + L^{-β} V_k ReLU(W_k h_{k−1})` at initialisation, the forward
 ratio `‖h_L − h_0‖/‖h_0‖` and the gradient ratio `‖p_0 − p_L‖/‖p_L‖`
@@ -45,7 +45,7 @@ from .blocks import AbstractLayerBlock
 from .depth.base import AbstractDepthLaw, AbstractPathLaw
 from .resnet import ResNet
 
-# E[‖p_0 − p_L‖²/‖p_L‖²] at β = 1/2 with i.i.d. weights (SPEC §4)
+# E[‖p_0 − p_L‖²/‖p_L‖²] at β = 1/2 with i.i.d. weights (docs: Mathematics §4)
 GRADIENT_BOUNDS = (math.exp(0.5) - 1.0, math.exp(4.0) - 1.0)
 SLOPE_TOL = 0.05
 PHASES = ("identity", "stability", "explosion")

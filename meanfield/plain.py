@@ -1,4 +1,5 @@
-"""Plain and residual networks (seed 003, "why residual connections make depth trainable"):
+"""Plain and residual networks ("why residual connections make depth trainable", after the
+lecture "Universal approximation & going deep"):
 gradients through depth at initialisation, their infinite-width predictions, and training.
 
 **Architectures** (width N, depth L, weights `W_l` N×N, biases `b_l`, zero at initialisation):

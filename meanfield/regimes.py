@@ -1,5 +1,6 @@
-"""Training regimes of deep ResNets: how fast each object moves in training (seed 000 §3,
-seed 002's criteria; SPEC §8).
+"""Training regimes of deep ResNets: how fast each object moves in training (Chizat's
+lecture notes on ResNets, §3,
+Chaintron's criteria; Mathematics §8).
 
 **Diagnostics** (`regime_diagnostics`, any unit or layer block): after k optimiser steps
 from a network `net` (parameters z_0 → z_k, hidden states h_0 → h_k),
@@ -23,9 +24,10 @@ from a network `net` (parameters z_0 → z_k, hidden states h_0 → h_k),
 **Predicted exponents** (`predicted_exponents`; derivation). Take a unit block with units of
 size Θ(1), a fixed number M of units per layer and a fixed state dimension d, a total
 residual scale `α = c L^{-γ}` and plain GD with learning rate `η = η_0 L^{λ}`. At
-initialisation the forward deviation obeys Proposition 2.1 of seed 000,
+initialisation the forward deviation obeys Proposition 2.1 of Chizat's lecture notes on ResNets,
 `E‖h^L − h^0‖² = ((1 + c'Mα²)^L − 1)‖h^0‖²`, which diverges iff `MLα² → ∞` iff γ < 1/2:
-explosion at initialisation. For γ ≥ 1/2 the first-order analysis (seed 000 §3) holds:
+explosion at initialisation. For γ ≥ 1/2 the first-order analysis (Chizat's lecture notes
+on ResNets, §3) holds:
 the gradient of a unit's weight is `α D_zφᵀ b` with b = Θ(1), so one step moves each
 weight by `η α ∝ L^{λ−γ}` — the **local** update, exponent `e_loc = λ − γ`; the tangent
 kernel is that of a shallow network of M·L units of scale α, `K ∝ M L α² ∝ L^{1−2γ}`, so

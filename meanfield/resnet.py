@@ -1,4 +1,4 @@
-"""The finite ResNet h^l = h^{l-1} + α · layer(h^{l-1}, θ_l) (SPEC §1), on the engine."""
+"""The finite ResNet h^l = h^{l-1} + α · layer(h^{l-1}, θ_l) (Mathematics §1), on the engine."""
 
 import math
 
@@ -48,7 +48,7 @@ def _depth_and_width(block: AbstractBlock, params: PyTree) -> tuple[int, int]:
 
 
 class ResNet(eqx.Module):
-    """A finite residual network (SPEC §1).
+    """A finite residual network (docs: Mathematics §1).
 
     `h^0 = x` (or `W_in x` with an embedding), `h^l = h^{l-1} + α layer(h^{l-1}, θ_l)`
     for `l = 1..L`, output `h^L` (or `W_outᵀ h^L / D` with a readout).
@@ -227,7 +227,7 @@ class ResNet(eqx.Module):
         return self.loop.forward(self.block, self.params, self.alpha, h0, return_all=True)
 
     def adjoint(self, xs: Float[Array, "n d_in"], final: Final) -> Adjoint:
-        """The forward pass and the adjoint recursion (B) of SPEC §2 for a batch.
+        """The forward pass and the adjoint recursion (B) of Mathematics §2 for a batch.
 
         `final` is `b^L`: an `(n, d)` array, or a function of the final states h^L
         `(n, d)` returning it (a loss gradient). **Returns:** an `Adjoint` with every

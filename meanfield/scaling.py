@@ -18,21 +18,21 @@ class AbstractScaling(eqx.Module):
 
 
 class MeanODEScaling(AbstractScaling):
-    """α = 1/(LM): the mean-ODE regime (SPEC §3)."""
+    """α = 1/(LM): the mean-ODE regime (docs: Mathematics §3)."""
 
     def __call__(self, L, M):
         return 1.0 / (L * M)
 
 
 class CriticalScaling(AbstractScaling):
-    """α = 1/sqrt(LM): the critical scale at i.i.d. initialisation (SPEC §5.1)."""
+    """α = 1/sqrt(LM): the critical scale at i.i.d. initialisation (docs: Mathematics §5.1)."""
 
     def __call__(self, L, M):
         return 1.0 / math.sqrt(L * M)
 
 
 class DepthPowerScaling(AbstractScaling):
-    """α = L^(-β) (SPEC §4)."""
+    """α = L^(-β) (docs: Mathematics §4)."""
 
     beta: float = eqx.field(static=True, converter=as_number)
 
@@ -44,7 +44,7 @@ class DepthPowerScaling(AbstractScaling):
 
 
 class ConstantScaling(AbstractScaling):
-    """α constant, independent of L and M (SPEC §5.2)."""
+    """α constant, independent of L and M (docs: Mathematics §5.2)."""
 
     alpha: float = eqx.field(static=True, converter=as_number)
 

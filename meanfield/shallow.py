@@ -1,4 +1,5 @@
-"""The high-dimensional two-layer perceptron of seed 002 and its two limits (SPEC §6).
+"""The high-dimensional two-layer perceptron of Chaintron's "ResNets of all shapes and sizes"
+and its two limits (docs: Mathematics §6).
 
 The network (M units, embedding dimension D, frozen `W_in`, `W_out`):
 
@@ -72,7 +73,8 @@ def check_data(xs, ys) -> tuple[jax.Array, jax.Array]:
 
 
 class Perceptron(eqx.Module):
-    """The two-layer perceptron of seed 002 on a frozen embedding (module docstring).
+    """The two-layer perceptron of Chaintron's "ResNets of all shapes and sizes" on a frozen
+    embedding (module docstring).
 
     `u`, `v`: arrays (M, D) (`u[j]` is unit j's input weights, `v[j]` its output ones).
     """

@@ -1,4 +1,4 @@
-"""Finite-width Monte Carlo of kernels and responses at initialisation (SPEC §5.2).
+"""Finite-width Monte Carlo of kernels and responses at initialisation (docs: Mathematics §5.2).
 
 A width-N network with erf (or any) activation: `h^0 ~ N(0, K^0 I_N)` (exactly the law
 of the read-in `W_in x + b_in` for one input), `h^l = h^{l-1} + α (W^l φ(h^{l-1}) + b^l)`

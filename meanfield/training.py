@@ -1,4 +1,4 @@
-"""Gradient descent (SPEC §2): one GD loop, for finite networks and for limit copies.
+"""Gradient descent (docs: Mathematics §2): one GD loop, for finite networks and for limit copies.
 
 `gd_loop` runs any optax optimiser on any gradient function; `train` is that loop on
 the loss of a `ResNet`, with the gradients from the network's depth loop
@@ -32,7 +32,7 @@ def squared_loss(y: Array, prediction: Array) -> Array:
 def mean_ode_sgd(
     learning_rate: float, *, L: int | Array, M: int | Array
 ) -> optax.GradientTransformation:
-    """GD in the mean-ODE convention: `Z ← Z − η · L · M · ∇_Z 𝓛` (SPEC §2).
+    """GD in the mean-ODE convention: `Z ← Z − η · L · M · ∇_Z 𝓛` (docs: Mathematics §2).
 
     The convention is defined for the units Z only. It is one `optax.sgd`, so with
     `train(..., train_embedding=True)` the embedding and readout take the same

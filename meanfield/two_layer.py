@@ -18,14 +18,14 @@ class TwoLayerParams(eqx.Module):
 
 
 class TwoLayerBlock(AbstractUnitBlock):
-    """The 2LP unit `φ(h, (u, v)) = v · ρ(inner_scale · uᵀh)` (SPEC §1).
+    """The 2LP unit `φ(h, (u, v)) = v · ρ(inner_scale · uᵀh)` (docs: Mathematics §1).
 
     **Arguments:**
 
     - `activation`: ρ, one of `relu, tanh, erf, gelu, softplus, sigmoid,
       identity`, or any scalar callable.
     - `inner_scale`: multiplies the pre-activation; `1/D` gives the normalised
-      product ⟨u, h⟩_D of SPEC §6. Default 1.
+      product ⟨u, h⟩_D of Mathematics §6. Default 1.
     """
 
     activation: str | Callable = eqx.field(static=True, default="relu")

@@ -1,4 +1,4 @@
-"""Depth laws: how the layer weights V_1..V_L vary along depth (SPEC §4).
+"""Depth laws: how the layer weights V_1..V_L vary along depth (docs: Mathematics §4).
 
 One law per file: `BrownianLaw` (the SDE row), `FractionalBrownianLaw` (fBm with
 Hurst index H), `SmoothGPLaw` (a Gaussian process in depth, the ODE row) and

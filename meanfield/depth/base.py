@@ -1,4 +1,4 @@
-"""The abstract depth law: how the layer weights V_1..V_L vary along depth (SPEC §4).
+"""The abstract depth law: how the layer weights V_1..V_L vary along depth (docs: Mathematics §4).
 
 A depth law draws the d×d weights of every layer of a depth-L network at once.
 Laws with a *path* (Brownian, fractional Brownian, smooth) draw one realisation
@@ -26,7 +26,7 @@ class AbstractDepthLaw(eqx.Module):
 
     Subclass it and implement `weights(key, L)`. Every built-in law draws d×d
     matrices whose entries have variance `1/d`, the scale at which the phases of
-    SPEC §4 hold.
+    Mathematics §4 hold.
     """
 
     d: eqx.AbstractVar[int]

@@ -1,4 +1,4 @@
-"""Brownian depth law: V_k = sqrt(L/d) (B_{k/L} − B_{(k−1)/L}) (SPEC §4, the SDE row)."""
+"""Brownian depth law: V_k = sqrt(L/d) (B_{k/L} − B_{(k−1)/L}) (Mathematics §4, the SDE row)."""
 
 import equinox as eqx
 import jax.numpy as jnp

@@ -163,7 +163,7 @@ def fbm_cholesky(
 
 
 class FractionalBrownianLaw(AbstractIncrementLaw):
-    """A d×d matrix of independent fBms with Hurst index H (SPEC §4, the fBm row).
+    """A d×d matrix of independent fBms with Hurst index H (Mathematics §4, the fBm row).
 
     Sampled exactly on the fine grid by Davies–Harte. A depth-L network, L dividing
     `n_fine`, uses `V_k = L^H (B^H_{k/L} − B^H_{(k−1)/L}) / sqrt(d)`: entries of variance

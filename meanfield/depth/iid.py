@@ -1,4 +1,5 @@
-"""I.i.d. weights, uncoupled across depths (SPEC §4 phases): Gaussian or Rademacher entries."""
+"""I.i.d. weights, uncoupled across depths (Mathematics §4, phases): Gaussian or Rademacher
+entries."""
 
 import math
 
@@ -40,7 +41,7 @@ class IIDGaussianLaw(AbstractDepthLaw):
 class IIDRademacherLaw(IIDGaussianLaw):
     """`V_1..V_L` i.i.d. with i.i.d. entries `±std` with probability 1/2 each (default
     `std = 1/sqrt(d)`): the same mean and variance as `IIDGaussianLaw`, a symmetric
-    sub-Gaussian law that is not Gaussian (the phase theorems of seed 001 hold for any
+    sub-Gaussian law that is not Gaussian (the phase theorems of Marion et al. hold for any
     such law). Uncoupled across depths, like `IIDGaussianLaw`.
     """
 

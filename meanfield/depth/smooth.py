@@ -1,4 +1,4 @@
-"""Smooth weights: a Gaussian process in depth, `V_k = 𝒱(k/L)` (SPEC §4, the ODE row).
+"""Smooth weights: a Gaussian process in depth, `V_k = 𝒱(k/L)` (Mathematics §4, the ODE row).
 
 Every entry of 𝒱 is an independent centred Gaussian process on [0, 1] with the
 squared-exponential kernel `std² exp(−(s − s')²/(2ℓ²))`.

@@ -28,7 +28,7 @@ Final = Float[Array, "n d"] | Callable[[Array], Array]
 
 
 class Adjoint(eqx.Module):
-    """Forward states, backward states and parameter gradients of a batch (SPEC §2).
+    """Forward states, backward states and parameter gradients of a batch (docs: Mathematics §2).
 
     - `h`: `(n, L + 1, d)`, h^0..h^L of every input.
     - `b`: `(n, L + 1, d)`, b^0..b^L of every input (b^L = w).

@@ -1,7 +1,7 @@
 """A fused depth loop for the 2LP ResNet: one Pallas kernel for all L layers.
 
 A plain `lax.scan` over layers launches a few kernels per layer; for the small d and M
-of convergence studies each launch costs far more than the arithmetic (SPEC §7 asks for
+of convergence studies each launch costs far more than the arithmetic (Mathematics §7 asks for
 large L many times over). Here one kernel runs the whole recursion
 
     h^l = h^{l-1} + α Σ_j v_j^l ρ(c · u_j^l · h^{l-1}),      l = 1..L
@@ -21,7 +21,7 @@ settings; jax 0.11 deprecates it in favour of Mosaic GPU, with a warning); the t
 lower them for an H100 from a CPU machine (`jax.export`), which catches anything
 Triton cannot express without a GPU.
 
-The backward pass (recursion (B) of SPEC §2) is a second kernel running from layer L
+The backward pass (recursion (B) of Mathematics §2) is a second kernel running from layer L
 down to 1 with b on chip; it reads the forward states saved by the first kernel and
 writes per-layer gradients, summed over the inputs of its tile(s). `jax.grad` of
 `fused_hidden` uses it through a `jax.custom_vjp`.

@@ -55,8 +55,12 @@ def add_common_arguments(parser: argparse.ArgumentParser, name: str) -> None:
             default=next(iter(presets)),
             help="problem size (default: %(default)s)",
         )
+    own = getattr(module, "default_out", None)
     parser.add_argument(
-        "--out", default=f"results/{name}", help="output folder (default: %(default)s)"
+        "--out",
+        default=None,
+        help=f"output folder (default: results/{name}"
+        + ("-WEIGHTS, one per depth law)" if own else ")"),
     )
     parser.add_argument(
         "--seed", type=seed_int, default=0, help="master random seed in [0, 2^31) (default: 0)"
@@ -75,6 +79,56 @@ def add_common_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         "--overwrite", action="store_true", help="discard a study already in --out and start again"
     )
     parser.add_argument("--no-progress", action="store_true", help="do not show a progress bar")
+
+
+def resolve_out(args) -> None:
+    """`--out` left out: the study's own default folder (`results/NAME`, or the study's
+    `default_out(args)`, e.g. one folder per depth law)."""
+    if getattr(args, "out", None) is None:
+        module = STUDIES[args.study]
+        own = getattr(module, "default_out", None)
+        args.out = own(args) if own else f"results/{args.study}"
+
+
+def replot(out) -> list:
+    """Redraw every figure of the study folder `out` from its `results.json` alone (no
+    network is run): the study's own `plot(out, results)`. **Returns:** the figures'
+    paths. A one-line `StudyInputError` for a folder without a readable results.json or
+    of a study without figures; refused while a run holds the folder."""
+    import json
+    from pathlib import Path
+
+    from .runner import probe_lock
+
+    folder = Path(out)
+    path = folder / "results.json"
+    try:
+        results = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise StudyInputError(f"DIR: no results.json in {folder}") from None
+    except (OSError, ValueError) as err:
+        raise StudyInputError(f"DIR: {path} is unreadable ({type(err).__name__})") from None
+    name = results.get("study") if isinstance(results, dict) else None
+    if name not in STUDIES:
+        raise StudyInputError(f"DIR: {path} is not a meanfield study's results ({name!r})")
+    plot = getattr(STUDIES[name], "plot", None)
+    if plot is None:
+        raise StudyInputError(f"DIR: the study {name!r} draws no figures")
+    probe_lock(folder)
+    from ..plotting import use_agg
+
+    use_agg()
+    import jax
+
+    # the figures' few computations at the study's precision
+    x64 = jax.config.read("jax_enable_x64")
+    jax.config.update("jax_enable_x64", bool(results.get("config", {}).get("x64", False)))
+    before = {p: p.stat().st_mtime_ns for p in folder.glob("*.png")}
+    try:
+        plot(folder, results)
+    finally:
+        jax.config.update("jax_enable_x64", x64)
+    return sorted(p for p in folder.glob("*.png") if before.get(p) != p.stat().st_mtime_ns)
 
 
 def run_study(name: str, *, out: str, **options) -> dict:
@@ -100,12 +154,16 @@ def run_study(name: str, *, out: str, **options) -> dict:
             raise ValueError(f"{key}: not an option of the study {name!r}")
         setattr(args, key, value)
     args.study = name
+    import jax
+
     from .runner import release_all
 
+    x64 = jax.config.read("jax_enable_x64")
     try:
         module.run(args)
     finally:
         release_all()  # the output folder's lock
+        jax.config.update("jax_enable_x64", x64)  # the study set its own precision
     with open(Path(out) / "results.json") as f:
         return json.load(f)
 

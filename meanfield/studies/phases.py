@@ -1,4 +1,5 @@
-"""`meanfield study phases`: identity / stability / explosion at initialisation (SPEC §4).
+"""`meanfield study phases`: identity / stability / explosion at initialisation
+(docs: Mathematics §4).
 
 The network `h_k = h_{k−1} + L^{-β} V_k ReLU(W_k h_{k−1})`, `h_0 = x ~ N(0, I_d)`, with
 V and W drawn independently from one depth law (`--weights`): i.i.d. Gaussian,
@@ -20,14 +21,14 @@ Outputs (`DIR/results.json` and figures):
   described in `meanfield.phases`), with a bootstrap 95% interval and the theory
   (1/2 i.i.d., 1 smooth, max(H, 1/2) for fBm: see below);
 * for fBm, a Hurst × β heatmap of the slope with β_c(H) over it (`heatmap.png`);
-* for i.i.d. weights at β = 1/2: the fraction of draws inside the SPEC §4 bounds
+* for i.i.d. weights at β = 1/2: the fraction of draws inside the Mathematics §4 bounds
   on `‖h_L − h_0‖²/‖h_0‖²` for several δ (against the guarantee 1 − δ), and the
   mean squared gradient ratio against `[e^{1/2} − 1, e^4 − 1]`.
 
 fBm theory: the first-order term of `h_L − h_0` is `L^{H−β}` times a sum of
 increments that telescopes, and the second-order term of `‖h_L‖²` is a sum of
 `L` squared increments of size `L^{-2β}`, i.e. `L^{1−2β}`; so β_c = H for H ≥ 1/2
-(the SPEC's "expected H") but β_c = 1/2 for H < 1/2. `theory = max(H, 1/2)`.
+(the documentation's first guess "H") but β_c = 1/2 for H < 1/2. `theory = max(H, 1/2)`.
 
 All β share one compiled program per law (α = L^{-β} enters as data, see
 `meanfield.phases.perceptron_resnet`); the draws of one law share their weights
@@ -58,7 +59,7 @@ from ..sharding import shard_seeds
 from .args import check_memory, float_list, int_list, override, positive_float, positive_int
 from .runner import StudyInputError, start_study
 
-HELP = "identity / stability / explosion of ResNets at initialisation vs β; critical β (SPEC §4)"
+HELP = "identity / stability / explosion of ResNets at initialisation vs β; critical β"
 DEFAULT_X64 = True
 WEIGHTS = ("iid", "rademacher", "smooth", "fbm")
 IID = ("iid", "rademacher")  # uncoupled laws: β_c = 1/2 and the β = 1/2 bounds
@@ -90,6 +91,11 @@ DEFAULTS = {
     "bootstrap": 500,
     "deltas": [0.05, 0.1, 0.25, 0.5],
 }
+
+
+def default_out(args) -> str:
+    """Each depth law gets its own default folder."""
+    return f"results/phases-{args.weights}"
 
 
 def add_arguments(parser):
@@ -388,7 +394,7 @@ def run(args):
             "weights (here Rademacher)",
             "smooth": "Marion et al.: beta_c = 1 for smooth (Lipschitz) weights",
             "fbm": "beta_c = max(H, 1/2): H from the telescoping first-order term, "
-            "1/2 from the L^(1-2beta) second-order term of |h|^2 (SPEC: 'expected H')",
+            "1/2 from the L^(1-2beta) second-order term of |h|^2 (the first guess 'H')",
         }[cfg["weights"]],
     }
     if "reason" in main_fwd:
@@ -428,14 +434,28 @@ def run(args):
         "note": "no numerical limit is solved in this study; the reference is the theory",
     }
     fit_seconds = time.perf_counter() - t_fit
-    t_plot = time.perf_counter()
+    runner.finish(_finite(results), timing={"fit_seconds": fit_seconds}, plot=plot)
+
+
+def plot(out, results) -> None:
+    """The figures from `results.json` alone (`meanfield plot DIR`): the per-draw ratios
+    are the points' stored values (a non-finite one, an overflow, as +inf)."""
     from .phases_plot import plot_phases
 
-    plot_phases(args.out, cfg, points, critical, heat, stability, main)
-    runner.finish(
-        _finite(results),
-        timing={"fit_seconds": fit_seconds, "plot_seconds": time.perf_counter() - t_plot},
-    )
+    cfg = results["config"]
+    betas, Ls = cfg["beta"], cfg["L"]
+    samples = {}
+    for q in RATIOS:
+        arr = np.full((len(betas), len(Ls), cfg["seeds"]), math.inf)
+        for p in results["points"]:
+            if q not in p:
+                continue
+            vals = [math.inf if v is None else float(v) for v in p[q]["values"]]
+            arr[betas.index(p["beta"]), Ls.index(p["L"]), : len(vals)] = vals
+        samples[q] = arr
+    critical = results["critical_beta"]
+    plot_phases(out, cfg, results["points"], critical, results.get("heatmap"),
+                results.get("stability_bounds"), samples)  # fmt: skip
 
 
 IDENTITY_DRAWS = 8  # networks of the identity check (β on the grid, the largest L)

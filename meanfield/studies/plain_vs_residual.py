@@ -1,5 +1,5 @@
 """`meanfield study plain-vs-residual`: why residual connections make depth trainable
-(seed 003), measured.
+(after the lecture "Universal approximation & going deep"), measured.
 
 Two parts (the networks and the predictions: `meanfield.plain`):
 
@@ -38,7 +38,7 @@ from ..plotting import use_agg
 from .args import int_list, positive_float, positive_int
 from .runner import StudyInputError, start_study
 
-HELP = "gradients through plain and residual networks, and the degradation problem (seed 003)"
+HELP = "gradients through plain and residual networks, and the degradation problem"
 DEFAULT_X64 = True
 ACTIVATIONS = ("sigmoid", "tanh", "relu", "leaky_relu")
 ALPHAS = ("1", "1/sqrt(L)")
@@ -166,7 +166,6 @@ def run(args):
     agree_inf = sum(bool(r.get("agrees_infinite_width")) for r in rates)
     degradation = [c for p in points if p["part"] == "train" for c in p["cells"]]
     verdict = _degradation_verdict(degradation)
-    _figures(Path(args.out), cfg, configs, grad_points, rates, degradation)
     runner.finish(
         {
             "points": points,
@@ -191,8 +190,23 @@ def run(args):
                 "method": "infinite-width recursion of meanfield.plain (quadrature for plain "
                 "and pre-activation, a population of coordinate paths for post-activation)"
             },
-        }
+            "headline": [
+                f"rates within tolerance of the width-N prediction: {agree} of {judged} "
+                f"(of the infinite-width one: {agree_inf})",
+                "degrades with depth: "
+                + ", ".join(f"{k}: {v.get('degrades')}" for k, v in verdict.items()),
+            ],
+        },
+        plot=plot,
     )
+
+
+def plot(out, results) -> None:
+    """The figures from `results.json` alone (`meanfield plot DIR`)."""
+    cfg = results["config"]
+    grad_points = [p for p in results["points"] if p["part"] == "gradients"]
+    _figures(Path(out), cfg, configurations(cfg["activations"]), grad_points,
+             results["gradient_rates"], results["degradation"])  # fmt: skip
 
 
 # ------------------------------------------------------------------ the gradient part
@@ -453,7 +467,7 @@ def _figures(out: Path, cfg, configs, points, rates, degradation):
             for c, cell in zip(configs, deepest["cells"], strict=True):
                 if c["architecture"] != arch or c["activation"] != act or "log_grad" not in cell:
                     continue
-                m = np.array(cell["log_grad"]["mean"])
+                m = np.array(cell["log_grad"]["mean"], dtype=float)
                 m = m - m[-1]  # relative to ‖∂L/∂h^L‖ = ‖B‖
                 ax.plot(np.arange(m.size), m, styles[c["alpha"]], color=colors[c["init"]],
                         label=f"{c['init']}, α={c['alpha']}")  # fmt: skip

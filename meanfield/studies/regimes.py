@@ -1,6 +1,6 @@
 """`meanfield study regimes`: the measured phase diagram of training regimes over the depth
 exponents of the residual scale and of the learning rate, and learning-rate transfer across
-depth (seed 000 §3, seed 002's criteria, CompleteP; SPEC §8).
+depth (Chizat's lecture notes on ResNets, §3, Chaintron's criteria, CompleteP; Mathematics §8).
 
 **The diagram.** ResNets of 2LP units `φ(h, (u, v)) = v ρ(uᵀh)` (state dimension d, M units
 per layer, both fixed) with residual scale `α = L^{-γ}/M` and plain GD at learning rate
@@ -215,7 +215,6 @@ def run(args):
     diagram = _classify(cfg, cells, [p for p in points if p["part"] == "diagram"])
     transfer = _transfer(cfg, [p for p in points if p["part"] == "transfer"])
     agreement = _agreement(diagram)
-    _figures(Path(args.out), cfg, diagram, transfer, [p for p in points if p["part"] == "transfer"])
     runner.finish(
         {
             "points": points,
@@ -226,8 +225,29 @@ def run(args):
             "fits": [f for c in diagram for f in c["fits"].values()],
             "reference": {"method": "predicted exponents of the first-order analysis "
                           "(meanfield.regimes.predicted_exponents)"},
-        }
+            "headline": _headline(agreement, transfer),
+        },
+        plot=plot,
     )  # fmt: skip
+
+
+def plot(out, results) -> None:
+    """The figures from `results.json` alone (`meanfield plot DIR`)."""
+    transfer_points = [p for p in results["points"] if p["part"] == "transfer"]
+    _figures(Path(out), results["config"], results["cells"], results["transfer"], transfer_points)
+
+
+def _headline(agreement, transfer) -> list[str]:
+    lines = [f"cells agreeing with the predicted regime away from the boundaries: "
+             f"{agreement['agree']} of {agreement['judged']}"]  # fmt: skip
+    for t in transfer:
+        ci = t.get("drift_ci95")
+        lines.append(
+            f"lr* drift exponent, {t['parametrization']}: "
+            + ("unresolved" if t["drift_exponent"] is None else f"{t['drift_exponent']:+.2f}")
+            + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "")
+        )
+    return lines
 
 
 def _diagram_point(cfg, L, cells, xs, ys, master):

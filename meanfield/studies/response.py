@@ -1,4 +1,5 @@
-"""`meanfield study response`: response function and optimal residual scaling (SPEC §5.2).
+"""`meanfield study response`: response function and optimal residual scaling
+(docs: Mathematics §5.2).
 
 Reproduces Fischer, Dahmen & Helias: the infinite-width kernels and responses of ResNets
 and feed-forward nets (their Figure 2), the output response χ^out against α for several
@@ -39,7 +40,7 @@ from .args import (
 )
 from .runner import StudyInputError, start_study
 
-HELP = "response function and optimal residual scaling α* at initialisation (SPEC §5.2)"
+HELP = "response function and optimal residual scaling α* at initialisation"
 DEFAULT_X64 = True
 PRESETS = {
     "quick": {"inits": 1000, "alpha_star_inits": 300},
@@ -244,6 +245,18 @@ def theory_part(cfg):
             float(
                 saturation_formula(
                     L_max, K0=float(k), sigma_w2=cfg["sigma_w2"], sigma_b2=cfg["sigma_b2"]
+                )
+            )
+            for k in K0s
+        ]
+    )
+    # Figure 4(c): χ^out over (K^0, α) at L_max
+    out["fig4c_alpha"] = np.geomspace(0.02, 1.0, 120)
+    out["fig4c_surface"] = np.array(
+        [
+            np.asarray(
+                output_response_curve(
+                    out["fig4c_alpha"], L=L_max, **_theory_kwargs(cfg, K0=float(k))
                 )
             )
             for k in K0s
@@ -478,10 +491,6 @@ def run(args):
         row["theory_inside_ci95"] = bool(ci[0] <= row["theory"] <= ci[1])
     paper["linearised_response"] = RP.linearised(cfg, theory)
     paper["max_entropy"] = RP.max_entropy(cfg, stars)
-    from .response_plot import make_figures, paper_figures
-
-    make_figures(args.out, cfg, theory, stars, points, by_part)
-    paper_figures(args.out, cfg, theory, paper)
     runner.finish(
         {
             "points": points,
@@ -489,6 +498,8 @@ def run(args):
             "alpha_star": stars,
             "simulation_agreement": agreement,
             "paper_figures": paper,
+            "theory_curves": theory,
+            "alpha_star_simulations": by_part.get("alpha_star", []),
             "figure2_simulation": {
                 spec["net"]: res
                 for spec, res in zip(
@@ -516,4 +527,20 @@ def run(args):
             },
         },
         timing={"theory_seconds": theory_seconds},
+        plot=plot,
     )
+
+
+def plot(out, results) -> None:
+    """The figures from `results.json` alone (`meanfield plot DIR`): the theory curves and
+    the simulations as stored."""
+    from .response_plot import make_figures, paper_figures
+
+    theory = {k: np.asarray(v, dtype=float) for k, v in results["theory_curves"].items()}
+    by_part = {
+        "fig2": [results["figure2_simulation"][n] for n in ("resnet", "ffnet")
+                 if n in results["figure2_simulation"]],
+        "alpha_star": results.get("alpha_star_simulations", []),
+    }  # fmt: skip
+    make_figures(out, results["config"], theory, results["alpha_star"], results["points"], by_part)
+    paper_figures(out, results["config"], theory, results["paper_figures"])

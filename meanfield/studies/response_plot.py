@@ -184,8 +184,6 @@ def paper_figures(out, cfg, theory, paper):
     import matplotlib.pyplot as plt
     from scipy import special
 
-    from ..theory.response import output_response_curve
-
     out = Path(out)
     fig, axes = plt.subplots(2, 3, figsize=(16, 9))
     shades = plt.cm.Blues(np.linspace(1.0, 0.45, 3))
@@ -247,12 +245,7 @@ def paper_figures(out, cfg, theory, paper):
     ax = axes[1, 1]
     L = max(cfg["depths"])
     K0s = np.asarray(theory["K0_grid"])
-    grid = np.geomspace(0.02, 1.0, 120)
-    surface = np.array([
-        np.asarray(output_response_curve(grid, L=L, K0=float(k), sigma_w2=cfg["sigma_w2"],
-                                         sigma_b2=cfg["sigma_b2"], activation=cfg["activation"]))
-        for k in K0s
-    ])  # fmt: skip
+    grid, surface = np.asarray(theory["fig4c_alpha"]), np.asarray(theory["fig4c_surface"])
     im = ax.pcolormesh(grid, K0s, surface, shading="auto", cmap="viridis")
     fig.colorbar(im, ax=ax, label="χ^out")
     ax.plot(theory["alpha_star_K0"], K0s, "w-", label="α* theory (argmax)")

@@ -775,20 +775,27 @@ class StudyRunner:
         self.warnings.append(message)
         print(f"warning: {message}", file=sys.stderr)
 
-    def finish(self, results: dict, timing: dict | None = None) -> Path:
+    def finish(
+        self, results: dict, timing: dict | None = None, *, plot: Callable | None = None
+    ) -> Path:
         """Write `DIR/results.json`; `results` holds `points`, `fits`, `reference`, ...
 
         `timing` (extra seconds to record) is merged into the `timing` entry with the
         total time, the device, the per-point seconds and the points recomputed
         because their files did not match (`recomputed`: how many,
-        `recomputed_points`: which and why). The files written since `open` (figures)
-        are recorded in the manifest, and the folder's lock is released.
+        `recomputed_points`: which and why). `versions` records the package versions, the
+        device and the float precision. `plot(out, results)`, if given, then draws the
+        study's figures from the written `results.json` itself (so `meanfield plot DIR`
+        redraws the same figures). The files written since `open` (figures) are recorded
+        in the manifest, the folder's lock is released, and a summary (where, and the
+        headline fits) is printed.
         """
         if not self._opened:
             self.open()
         body = {"study": self.study, "config": self.config}
         body.update(results)
         body["warnings"] = list(body.get("warnings", [])) + self.warnings
+        body["versions"] = versions()
         body["timing"] = {
             "total_seconds": time.perf_counter() - self._t0,
             "device": device_description(),
@@ -800,16 +807,82 @@ class StudyRunner:
             **(timing or {}),
         }
         path = self.out / "results.json"
+        self._own(path)
+        write_json_atomic(path, body)
+        if plot is not None:
+            t0 = time.perf_counter()
+            plot(self.out, json.loads(path.read_text()))
+            body["timing"]["plot_seconds"] = time.perf_counter() - t0
+            write_json_atomic(path, body)
         # the figures and other files the study wrote into the folder since `open`
         for rel, mtime in self._files().items():
             if Path(rel).name.startswith(".") and rel.endswith(".tmp"):
                 continue
             if self._before.get(rel) != mtime:
                 self._own(self.out / rel)
-        self._own(path)
-        write_json_atomic(path, body)
         self.close()
+        if self.progress:
+            print(summary(body, self.out), flush=True)
         return path
+
+
+def versions() -> dict:
+    """The versions a result was computed with: meanfield and its numerical dependencies,
+    Python, the device kind and the float precision."""
+    import platform
+    from importlib import metadata
+
+    import jax
+
+    def version(pkg):
+        try:
+            return metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            return None
+
+    packages = ("meanfield-resnets", "jax", "jaxlib", "diffrax", "equinox", "optax", "numpy")
+    out = {pkg: version(pkg) for pkg in packages}
+    out["meanfield"] = out.pop("meanfield-resnets") or _package_version()
+    out["python"] = platform.python_version()
+    out["device"] = device_description()
+    out["float"] = "float64" if jax.config.read("jax_enable_x64") else "float32"
+    return out
+
+
+def _package_version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def summary(results: dict, out: Path, limit: int = 8) -> str:
+    """What a finished study prints: where it wrote, its figures, and its headline fits
+    (slope with interval against theory), at most `limit` of them."""
+    figures = sorted(p.name for p in Path(out).glob("*.png"))
+    head = f"{results['study']}: wrote {Path(out) / 'results.json'}"
+    if figures:
+        head += f" and {len(figures)} figure(s): {', '.join(figures)}"
+    lines = [head]
+    shown = 0
+    for f in results.get("fits") or []:
+        if shown >= limit or not isinstance(f, dict) or f.get("slope") is None:
+            continue
+        ci = f.get("ci95") or f.get("ci95_fit")
+        fixed = {k: v for k, v in (f.get("fixed") or {}).items() if k != "steps"}
+        where = ", ".join(f"{k}={v}" for k, v in fixed.items())
+        text = f"  {f.get('quantity')} vs {f.get('against')}" + (f" ({where})" if where else "")
+        text += f": slope {f['slope']:.3f}"
+        if ci:
+            text += f" [{ci[0]:.3f}, {ci[1]:.3f}]"
+        if f.get("theory") is not None:
+            text += f" (theory {f['theory']:g})"
+        lines.append(text)
+        shown += 1
+    for line in results.get("headline", []) or []:
+        lines.append(f"  {line}")
+    if results.get("warnings"):
+        lines.append(f"  {len(results['warnings'])} warning(s) in results.json")
+    return "\n".join(lines)
 
 
 def start_study(args, cfg: dict) -> StudyRunner:

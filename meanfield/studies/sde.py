@@ -1,4 +1,5 @@
-"""`meanfield study sde`: strong error of finite ResNets against their depth limit (SPEC §4).
+"""`meanfield study sde`: strong error of finite ResNets against their depth limit
+(docs: Mathematics §4).
 
 For one law of the layer weights along depth, at the critical scaling:
 
@@ -329,10 +330,6 @@ def run(args):
         "float64": bool(cfg["x64"]),
     }
     fit_seconds = time.perf_counter() - t_fit
-    t_plot = time.perf_counter()
-    from .sde_plot import plot_strong_error
-
-    plot_strong_error(args.out, cfg, points, fits, reference)
     runner.finish(
         {
             "points": points,
@@ -350,11 +347,23 @@ def run(args):
                 }[cfg["weights"]],
             },
         },
-        timing={
-            "fit_seconds": fit_seconds,
-            "plot_seconds": time.perf_counter() - t_plot,
-        },
+        timing={"fit_seconds": fit_seconds},
+        plot=plot,
     )
+
+
+def plot(out, results) -> None:
+    """The figure from `results.json` alone (`meanfield plot DIR`)."""
+    from .sde_plot import plot_strong_error
+
+    plot_strong_error(
+        out, results["config"], results["points"], results["fits"], results["reference"]
+    )
+
+
+def default_out(args) -> str:
+    """Each depth law gets its own default folder."""
+    return f"results/sde-{args.weights}"
 
 
 def make_fits(cfg, points, estimates):

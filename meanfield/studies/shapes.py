@@ -1,5 +1,5 @@
 """`meanfield study shapes`: the joint limit in depth L, width M and embedding dimension D
-(SPEC §6, seed 002), against exact references.
+(Chaintron, "ResNets of all shapes and sizes"; docs: Mathematics §6), against exact references.
 
 Every finite network (`meanfield.deep_embedded.DeepEmbeddedResNet`, GD in the joint-limit
 convention `η · LMD · ∇`) is compared, after k = 0..K updates and at its own embedding
@@ -12,7 +12,7 @@ draw, with two solved limits:
   draw's Gram matrix.
 
 Per point (L, M, D, k) it records `output_error` and `hidden_error` against the joint
-limit (SPEC §6: E_f the RMS over outputs and inputs, E_h = max_l ‖ĥ^l − H(l/L)‖_D), the same
+limit (Mathematics §6: E_f the RMS over outputs and inputs, E_h = max_l ‖ĥ^l − H(l/L)‖_D), the same
 against the fixed-D limit (`*_fixed_D`: the L, M error alone) and the gap between the two
 limits (`*_D_gap`: the D error alone). `fits` give slopes against L, M and D on lines where
 the term they measure dominates (read off the joint fit), `rate_law` the joint fit
@@ -113,7 +113,6 @@ def run(args):
     shapes = _optimal_shapes(rate_laws)
     for w in warnings:
         runner.warn(w)
-    _figures(args.out, cfg, points, fits, rate_laws, shapes)
     joint = study.joint
     runner.finish(
         {
@@ -129,8 +128,15 @@ def run(args):
                 "the largest error estimate of its draws' fixed-D limits",
             },
             "reference": {"method": study.kind, "error_estimate": study.joint_error},
-        }
+        },
+        plot=plot,
     )
+
+
+def plot(out, results) -> None:
+    """The figures from `results.json` alone (`meanfield plot DIR`)."""
+    _figures(out, results["config"], results["points"], results["fits"], results["rate_law"],
+             results["optimal_shape"])  # fmt: skip
 
 
 class _Study:

@@ -1,4 +1,4 @@
-"""`meanfield study tangent-kernel`: the tangent kernel at initialisation (SPEC §5.1).
+"""`meanfield study tangent-kernel`: the tangent kernel at initialisation (docs: Mathematics §5.1).
 
 The empirical tangent kernel of finite ResNets against the shallow kernel
 `α² Σ_{j,l} D_2φ(x, z^{j,l}) D_2φ(x', z^{j,l})ᵀ` of M·L units, for α = L^{-γ}/sqrt(M):
@@ -23,7 +23,7 @@ from ..two_layer import TwoLayerBlock
 from .args import check_memory, float_list, int_list, positive_int
 from .runner import StudyInputError, start_study
 
-HELP = "tangent kernel of finite ResNets vs the shallow M·L-unit kernel (SPEC §5.1)"
+HELP = "tangent kernel of finite ResNets vs the shallow M·L-unit kernel (docs: Mathematics §5.1)"
 DEFAULT_X64 = True
 PRESETS = {"quick": {"nets": 32}, "paper": {"nets": 256}}
 
@@ -121,7 +121,6 @@ def run(args):
                     seed=cfg["seed"],
                 )
             )
-    _figure(args.out, cfg, points)
     runner.finish(
         {
             "points": points,
@@ -133,8 +132,14 @@ def run(args):
                 "theory_note": "first order: the forward and backward passes deviate "
                 "from the identity by O(sqrt(M L alpha^2)), hence slope 1/2",
             },
-        }
+        },
+        plot=plot,
     )
+
+
+def plot(out, results) -> None:
+    """The figure from `results.json` alone (`meanfield plot DIR`)."""
+    _figure(out, results["config"], results["points"])
 
 
 def _figure(out, cfg, points):

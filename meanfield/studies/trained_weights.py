@@ -203,7 +203,6 @@ def run(args):
     )
     cells_out = [c for p in points for c in p["cells"]]
     statement = _statement(cfg, cells_out)
-    _figures(Path(args.out), cfg, cells_out)
     best = max((c for c in cells_out if c["test_accuracy"]["mean"] is not None),
                key=lambda c: c["test_accuracy"]["mean"], default=None)  # fmt: skip
     runner.finish(
@@ -218,8 +217,20 @@ def run(args):
             "data": cfg["data_description"],
             "fits": [],
             "reference": {"method": "none: measured quantities (accuracies, regularity)"},
-        }
+            "headline": [
+                "best test accuracy: "
+                + ("none" if best is None else f"{best['test_accuracy']['mean']:.3f} "
+                   f"({best['init']}, H={best['hurst']}, beta={best['beta']:g})"),
+                statement["conclusion"],
+            ],
+        },
+        plot=plot,
     )  # fmt: skip
+
+
+def plot(out, results) -> None:
+    """The figures from `results.json` alone (`meanfield plot DIR`)."""
+    _figures(Path(out), results["config"], results["cells"])
 
 
 _PROGRAMS: dict = {}

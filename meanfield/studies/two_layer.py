@@ -1,4 +1,5 @@
-"""`meanfield study two-layer`: the high-dimensional two-layer perceptron of seed 002.
+"""`meanfield study two-layer`: the high-dimensional two-layer perceptron of Chaintron's
+"ResNets of all shapes and sizes".
 
 (a) **Width**: finite perceptrons (M units, embedding dimension D) against their fixed-D
     mean-field limit at the same embedding draw (`meanfield.shallow.gaussian_limit`, exact
@@ -7,7 +8,7 @@
     against M at each D, slope −1/2; and which of M or D/M their curves collapse against.
 (b) **Dimension**: the fixed-D limit against the D → ∞ limit (skeleton maps / cavity:
     the same reduced system at the Grams' limits), slope −1/2.
-(c) **Scaling criteria** (seed 002, "Phase diagram"): feature diversity (`σ_u = s_u
+(c) **Scaling criteria** (Chaintron, "Phase diagram"): feature diversity (`σ_u = s_u
     sqrt(D)` keeps the pre-activations Θ(1), `σ_u = s_u` does not), balanced loss decay
     (the first step's relative loss decrease against s_v with `η_u = lr_u min(1, 1/s_v²)`
     and with `η_u = lr_u`), feature learning (how far the pre-activations move, slope −1
@@ -45,7 +46,7 @@ from .args import (
 )
 from .runner import StudyInputError, start_study
 
-HELP = "the two-layer perceptron of seed 002: width, dimension, scaling criteria, lazy regime"
+HELP = "the high-dimensional two-layer perceptron: width, dimension, scaling criteria, lazy regime"
 DEFAULT_X64 = True
 PRESETS = {
     "quick": {
@@ -75,7 +76,7 @@ JUDGE = 10.0  # a point is fitted only if its error is JUDGE x its reference's o
 
 
 def add_model_arguments(parser, *, activation: str, lr: float, steps: int) -> None:
-    """The options of seed 002's models, shared with `meanfield study shapes`."""
+    """The options of Chaintron's models, shared with `meanfield study shapes`."""
     parser.add_argument("--activation", default=activation, help=f"ρ (default: {activation})")
     parser.add_argument(
         "--data", help="FILE.npz with arrays x (n, d_in) and y (n, d_out) (default: built-in)"
@@ -188,7 +189,6 @@ def run(args):
         runner.warn(w)
     critical = critical_scale(jr.fold_in(jr.key(cfg["seed"]), 7))
     table = _criteria_table(cfg, points)
-    _figures(args.out, cfg, points, fits, critical)
     runner.finish(
         {
             "points": points,
@@ -213,8 +213,15 @@ def run(args):
                 "method": study.infinite.method,
                 "error_estimate": max(study.infinite.error_outputs, study.infinite.error_hidden),
             },
-        }
+        },
+        plot=plot,
     )
+
+
+def plot(out, results) -> None:
+    """The figures from `results.json` alone (`meanfield plot DIR`)."""
+    _figures(out, results["config"], results["points"], results["fits"],
+             results["critical_scale"])  # fmt: skip
 
 
 def _describe(spec):

@@ -1,4 +1,4 @@
-"""`meanfield study variance`: the variance of the first forward pass (SPEC §5.1).
+"""`meanfield study variance`: the variance of the first forward pass (docs: Mathematics §5.1).
 
 Monte-Carlo estimate of c in `E‖φ(h, Z_0)‖² = c‖h‖²`, then `E‖h^L − x‖²` over many random
 networks against `((1 + cα²M)^L − 1)‖x‖²`, for α = L^{-γ}/sqrt(M) with γ below, at and
@@ -26,7 +26,7 @@ from ..two_layer import TwoLayerBlock
 from .args import check_memory, float_list, int_list, positive_float, positive_int
 from .runner import StudyInputError, start_study
 
-HELP = "variance of the first forward pass: Chizat's Prop. 2.1 and its three regimes (SPEC §5.1)"
+HELP = "variance of the first forward pass: Chizat's Prop. 2.1 and its three regimes"
 DEFAULT_X64 = True
 PRESETS = {"quick": {"nets": 4000}, "paper": {"nets": 100_000}}
 BACKWARD_NETS = 1000  # networks of the backward-pass measurement per point (at most)
@@ -222,19 +222,25 @@ def run(args):
         "error_estimate": float(c_ref["se"]),
         "critical_limit": math.exp(c) - 1,
     }
-    _figure(args.out, cfg, points, c)
     runner.finish(
         {
             "points": points,
             "fits": fits,
             "backward_identity": {
-                "claim": "seed 000 §3.1: with M L alpha^2 -> 0 the first backward pass is "
+                "claim": "Chizat's lecture notes on ResNets, §3.1: with M L alpha^2 -> 0 the first "
+                "backward pass is "
                 "close to the identity, sup_l |b^l - b^L| -> 0 (same form as the forward pass)",
                 "per_gamma": backward,
             },
             "reference": reference,
-        }
+        },
+        plot=plot,
     )
+
+
+def plot(out, results) -> None:
+    """The figure from `results.json` alone (`meanfield plot DIR`)."""
+    _figure(out, results["config"], results["points"], results["reference"]["c"])
 
 
 def _mean_se(v) -> dict:
@@ -264,7 +270,8 @@ MAXIMAL_BETAS = (0.5, 1.0, 2.0)
 
 
 def _mean_state(final) -> dict:
-    """Prop. 2.1's `E[h^L] = x` (seed 000): the mean of `h^L − x` over the networks, per
+    """Proposition 2.1's `E[h^L] = x` (Chizat's lecture notes on ResNets): the mean of `h^L − x`
+    over the networks, per
     coordinate, with its standard error; `holds` when every |z| < 3.5 (a false alarm has
     probability < 0.002 for d ≤ 4 under the proposition)."""
     m = final.mean(axis=0)
@@ -279,7 +286,8 @@ def _mean_state(final) -> dict:
 
 
 def _maximal_bound(sup_sq, variance) -> list[dict]:
-    """Remark 2.2 of seed 000: `P(sup_l ‖h^l − x‖ ≥ β‖x‖) ≤ ((1 + cα²M)^L − 1)/β²` (Doob's
+    """Remark 2.2 of Chizat's lecture notes on ResNets:
+    `P(sup_l ‖h^l − x‖ ≥ β‖x‖) ≤ ((1 + cα²M)^L − 1)/β²` (Doob's
     inequality on the martingale h^l − x, ‖x‖ = 1 here): the fraction of networks whose
     largest deviation along depth reaches β, with its binomial standard error, against the
     bound (`holds`: the fraction is below the bound plus two standard errors)."""
@@ -339,7 +347,7 @@ def _figure(out, cfg, points, c):
         yscale="log",
         xlabel="M L α²",
         ylabel="E sup_l ‖b^l − b^L‖² / ‖b^L‖²",
-        title="first backward pass: the identity as M L α² → 0 (seed 000 §3.1)",
+        title="first backward pass: the identity as M L α² → 0 (Chizat's notes, §3.1)",
     )
     ax_b.title.set_fontsize(9)
     ax_b.legend(fontsize=7)

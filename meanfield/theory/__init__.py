@@ -1,3 +1,3 @@
-"""Infinite-width theory at initialisation (SPEC §5): Gaussian expectations, the
+"""Infinite-width theory at initialisation (docs: Mathematics §5): Gaussian expectations, the
 kernel and response recursions, the optimal residual scaling, the variance law and
 the tangent kernel."""

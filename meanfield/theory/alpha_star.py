@@ -1,4 +1,4 @@
-"""The optimal residual scaling α* = argmax_α χ^out (SPEC §5.2).
+"""The optimal residual scaling α* = argmax_α χ^out (docs: Mathematics §5.2).
 
 * `optimal_scaling`: a log-spaced grid of 256 values of α in [1e-3, 3], then a
   golden-section search on the two grid cells around the grid maximum, 80 iterations

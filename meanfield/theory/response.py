@@ -1,4 +1,4 @@
-"""Kernel and response recursions at infinite width (SPEC §5.2; Fischer, Dahmen, Helias).
+"""Kernel and response recursions at infinite width (Mathematics §5.2; Fischer, Dahmen, Helias).
 
 ResNet `h^l = h^{l-1} + α (W^l φ(h^{l-1}) + b^l)`, `W^l_ij ~ N(0, σ_w²/N)`,
 `b^l_i ~ N(0, σ_b²)`, read-out `y = W_out φ(h^L) + b_out`:
@@ -40,7 +40,7 @@ class ResponseCurves(eqx.Module):
     chi_out: Float[Array, ""]
 
 
-# the settings of Fischer, Dahmen and Helias' figures (seed 004): Figure 2 (ResNet against
+# the settings of Fischer, Dahmen and Helias' figures: Figure 2 (ResNet against
 # feed-forward network; its caption's read-in σ_{w,in}² = 1.2, σ_{b,in}² = 0.2 give the input
 # kernel K^0 = σ_{w,in}² ‖x‖²/d_in + σ_{b,in}² = 1.4 for standardised inputs) and the σ_w²,
 # σ_b² sweeps of Figure 5

@@ -1,4 +1,4 @@
-"""Tangent kernels at initialisation (SPEC §5.1, Chizat §3.3).
+"""Tangent kernels at initialisation (Mathematics §5.1, Chizat §3.3).
 
 The empirical tangent kernel of a finite ResNet in its units' parameters θ,
 `K(x, x') = Σ_θ ∂h^L(x)/∂θ ∂h^L(x')/∂θᵀ` (a d×d matrix for the hidden state

@@ -1,4 +1,4 @@
-"""The variance of the first forward pass (SPEC §5.1, Chizat's Proposition 2.1).
+"""The variance of the first forward pass (Mathematics §5.1, Chizat's Proposition 2.1).
 
 If `E[φ(h, Z_0) | h] = 0` and `E[‖φ(h, Z_0)‖² | h] = c ‖h‖²`, then `E[h^l] = x` and
 
