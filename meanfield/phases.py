@@ -188,7 +188,7 @@ def ratio_draw(
     key: PRNGKeyArray,
     activation: str = "relu",
     loss: str = "squared",
-) -> tuple[Float[Array, "n_L n_beta"], Float[Array, "n_L n_beta"]]:
+) -> tuple[Float[Array, "n_L n_beta"], Float[Array, "n_L n_beta"], Float[Array, "n_L n_beta"]]:
     """One draw of the phase study: V and W from `law` (one path each for a path law,
     shared by every depth), input x and target y standard normal (y is the readout B
     with `loss="readout"`); the forward and gradient ratios (`depth_ratios`) of

@@ -61,7 +61,9 @@ class StudyResults:
         return sorted(self.path.glob("*.png"))
 
 
-_COMMON = ("study", "config", "points", "fits", "reference", "timing", "warnings", "versions")
+_COMMON: tuple[str, ...] = (
+    "study", "config", "points", "fits", "reference", "timing", "warnings", "versions",
+)  # fmt: skip
 
 
 def load_results(path) -> StudyResults:

@@ -56,7 +56,9 @@ SIZES = {
     "test": dict(draws=3, widths=[64, 256], dims=[4, 16], big_dims=[16, 256]),
     "cpu": dict(draws=12, widths=[128, 512, 2048], dims=[8, 32, 128], big_dims=[16, 256, 4096]),
     "gpu": dict(
-        draws=32, widths=[128, 512, 2048, 8192], dims=[8, 32, 128, 512],
+        draws=32,
+        widths=[128, 512, 2048, 8192],
+        dims=[8, 32, 128, 512],
         big_dims=[16, 256, 4096, 65536],
     ),  # fmt: skip
 }

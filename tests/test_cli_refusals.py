@@ -54,8 +54,12 @@ def test_every_parser_refuses_abbreviations():
         p = seen.pop()
         assert p.allow_abbrev is False, p.prog
         for action in p._actions:
-            seen.extend(getattr(action, "choices", None) and isinstance(action.choices, dict)
-                        and list(action.choices.values()) or [])
+            seen.extend(
+                getattr(action, "choices", None)
+                and isinstance(action.choices, dict)
+                and list(action.choices.values())
+                or []
+            )
 
 
 def test_a_foreign_study_is_not_overwritten(tmp_path, capsys):
@@ -75,7 +79,9 @@ def test_no_traceback_from_a_subprocess(tmp_path):
     out = tmp_path / "out"
     proc = subprocess.run(
         [sys.executable, "-m", "meanfield", "study", "phases", "--no-heatmap", "--out", str(out)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr

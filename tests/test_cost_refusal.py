@@ -2,7 +2,6 @@
 inputs that stall a solver are refused before anything is allocated or written, in one
 line giving the estimate."""
 
-
 import pytest
 
 from meanfield.cli import main

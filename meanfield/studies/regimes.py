@@ -395,13 +395,15 @@ def _transfer(cfg, points, n_boot: int = 1000):
         use = [i for i, v in enumerate(optimal) if v is not None]
         if len(use) >= 3:
             logL = np.log([Ls[i] for i in use])
-            rec["drift_exponent"] = line_fit(logL, np.log([optimal[i] for i in use]))[0]
+            found = [float(v) for v in optimal if v is not None]
+            rec["drift_exponent"] = line_fit(logL, np.log(found))[0]
             boots = []
             for _ in range(n_boot):
                 pick = rng.integers(0, S, S)
                 opt = [_optimum(lrs, curves[i][:, pick].mean(axis=1)) for i in use]
-                if all(v is not None for v in opt):
-                    boots.append(line_fit(logL, np.log(opt))[0])
+                got = [float(v) for v in opt if v is not None]
+                if len(got) == len(opt):
+                    boots.append(line_fit(logL, np.log(got))[0])
             if boots:
                 rec["drift_ci95"] = [float(np.percentile(boots, 2.5)),
                                      float(np.percentile(boots, 97.5))]  # fmt: skip

@@ -26,6 +26,7 @@ value used here (the paper gives no x; any input has K^0 ≥ σ_{b,in}² = 0.2).
 """
 
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -37,7 +38,8 @@ from ..fits import line_fit
 from ..signal_propagation import simulate_response
 from ..theory.response import FIG2, response
 
-CAPTION = {"sigma_w2": 1.2, "sigma_b2": 0.2, "K0": 1.4}  # Figures 2, 3, 6 (module docstring)
+# Figures 2, 3, 6 (module docstring)
+CAPTION: dict[str, Any] = {"sigma_w2": 1.2, "sigma_b2": 0.2, "K0": 1.4}
 FIG3_ALPHAS = (1.0, 0.3, 0.1)
 FIG6_DEPTH = 20
 TAIL_FROM = 5  # the tail of η^l fitted from this layer on
@@ -282,6 +284,7 @@ def correlations(cfg, key) -> dict:
         kw = dict(alpha=1.0, residual=residual, K0=CAPTION["K0"], c0=CORRELATION_C0,
                   sigma_w2=s_w, sigma_b2=s_b)  # fmt: skip
         long = correlation_theory(LONG_DEPTH, **kw)
+        slope = float("nan")  # the ResNet's f'(c^∞), below
         if residual:  # reached like a power of l: the fixed point of the saturated increments
             limit = resnet_correlation_limit(s_w, s_b)
             slope = s_w / (s_w + s_b) * 2 / math.pi / math.sqrt(1 - limit**2)

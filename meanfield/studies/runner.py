@@ -868,8 +868,10 @@ def summary(results: dict, out: Path, limit: int = 8) -> str:
         if shown >= limit or not isinstance(f, dict) or f.get("slope") is None:
             continue
         ci = f.get("ci95") or f.get("ci95_fit")
-        fixed = {k: v for k, v in (f.get("fixed") or {}).items() if k != "steps"}
-        where = ", ".join(f"{k}={v}" for k, v in fixed.items())
+        fixed = dict(f.get("fixed") or {})
+        where = ", ".join(f"{k}={v}" for k, v in fixed.items() if k != "steps")
+        if "steps" in fixed:  # which GD step the fit is at
+            where += f"{', ' if where else ''}after {fixed['steps']} GD step(s)"
         text = f"  {f.get('quantity')} vs {f.get('against')}" + (f" ({where})" if where else "")
         text += f": slope {f['slope']:.3f}"
         if ci:

@@ -175,7 +175,7 @@ def _law(init, hurst, d):
         return IIDGaussianLaw(d)
     if init == "smooth":
         return SmoothGPLaw(d, length_scale=LENGTH_SCALE)
-    return FractionalBrownianLaw(d, hurst)
+    return FractionalBrownianLaw(d, hurst, 4096)
 
 
 def run(args):
