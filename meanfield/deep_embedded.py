@@ -237,7 +237,10 @@ class LinearLimit(eqx.Module):
     - `error_estimate`: max |difference| over outputs and coefficients between the solves
       at `rtol = atol = rtol` and at `rtol_check`: the coarser solve's error, an upper
       estimate of the returned (finer) one's;
-    - `ok`: whether every solve succeeded.
+    - `ok`: whether every solve succeeded;
+    - `outputs_se`, `hidden_se` (sampling rules only, else None): the standard error of
+      every entry of `outputs` and `hidden_coef` (the replicates' or batches' spread over
+      the square root of their number), for errors judged entry by entry or step by step.
     """
 
     outputs: Array
@@ -247,6 +250,8 @@ class LinearLimit(eqx.Module):
     error_estimate: Array
     ok: Array
     kind: str = eqx.field(static=True, default="linear-exact")
+    outputs_se: Array | None = None
+    hidden_se: Array | None = None
 
     def hidden(self, embedding: Embedding) -> Float[Array, "K+1 n S D"]:
         """The hidden fields `H_k(s; x_i) ∈ R^D` at this embedding draw."""
@@ -671,10 +676,10 @@ def limit(
         w = jnp.full(z.shape[:2], 1.0 / z.shape[1], gram.dtype)
         fine = solve(jnp.asarray(rtol, float), z.reshape(-1, 2 * p), w.reshape(-1) / MC_BATCHES)
         batches = jax.vmap(lambda zb, wb: solve(jnp.asarray(rtol_check, float), zb, wb))(z, w)
-        ses = [jnp.max(jnp.std(b, axis=0, ddof=1)) / MC_BATCHES**0.5 for b in batches[:2]]
-        err = 3 * jnp.max(jnp.stack(ses))
+        se = [jnp.std(b, axis=0, ddof=1) / MC_BATCHES**0.5 for b in batches[:2]]
+        err = 3 * jnp.max(jnp.stack([jnp.max(e) for e in se]))
         ok = jnp.all(fine[3]) & jnp.all(batches[3])
-        return LinearLimit(fine[0], fine[1], fine[2], ts, err, ok, method)
+        return LinearLimit(fine[0], fine[1], fine[2], ts, err, ok, method, se[0], se[1])
     # "qmc": QMC_REPLICATES scramblings of 2^m Sobol points, each in sign-symmetric quadruples
     base = 2 ** max(1, math.ceil(math.log2(particles / (4 * QMC_REPLICATES))))
     z = sign_symmetric(jnp.asarray(sobol_gaussian(key, QMC_REPLICATES, base, 2 * p), gram.dtype))
@@ -692,10 +697,11 @@ def limit(
         activation=activation,
     )
     fine = [jnp.mean(r, axis=0) for r in reps[:3]]
-    ses = [jnp.max(jnp.std(r, axis=0, ddof=1)) / QMC_REPLICATES**0.5 for r in reps[:2]]
+    se = [jnp.std(r, axis=0, ddof=1) / QMC_REPLICATES**0.5 for r in reps[:2]]
+    ses = [jnp.max(e) for e in se]
     # the ODE's own error: one replicate solved again at rtol_check
     check = solve(jnp.asarray(rtol_check, float), z[0], w[0])
     ode = [jnp.max(jnp.abs(a[0] - b)) for a, b in zip(reps[:2], check[:2], strict=True)]
     err = 3 * jnp.max(jnp.stack(ses)) + jnp.max(jnp.stack(ode))
     ok = jnp.all(reps[3]) & jnp.all(check[3])
-    return LinearLimit(fine[0], fine[1], fine[2], ts, err, ok, method)
+    return LinearLimit(fine[0], fine[1], fine[2], ts, err, ok, method, se[0], se[1])

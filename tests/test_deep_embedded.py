@@ -320,6 +320,19 @@ def test_quadrature_against_monte_carlo(tanh_case, method):
     print("MC error bar", float(mc.error_estimate), "gaps", gap_f, gap_h)
     assert gap_f < bar and gap_h < bar, (gap_f, gap_h, bar)
     assert float(mc.error_estimate) < 0.01
+    # entry by entry, the standard errors explain the gaps: standardised, their RMS is
+    # about 1 (a standard error off by a factor of 3 either way fails); exact entries
+    # (k = 0, no sampling) have none
+    for got, want, se in (
+        (mc.outputs, quad.outputs, mc.outputs_se),
+        (mc.hidden_coef, quad.hidden_coef[:, :, ::64], mc.hidden_se),
+    ):
+        assert se is not None and se.shape == got.shape
+        sampled = np.asarray(se) > 1e-12
+        z = np.asarray(got - want)[sampled] / np.asarray(se)[sampled]
+        rms = float(np.sqrt(np.mean(z**2)))
+        print("standardised gaps: RMS", rms, "of", z.size)
+        assert 1 / 3 < rms < 3, rms
     # the bar is informative: far below what training moves
     moved = float(jnp.max(jnp.abs(mc.hidden_coef[2] - mc.hidden_coef[0])))
     assert bar < 0.1 * moved, (bar, moved)
