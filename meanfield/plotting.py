@@ -85,3 +85,23 @@ def loglog_series(
         ax.plot(xs, yc * (xs / xc) ** theory, ":", color="gray", lw=1.5)
     ax.set_xscale("log")
     ax.set_yscale("log")
+
+
+def reference_floor(ax, value, means) -> None:
+    """The reference's error `value` on `ax`: a red line, and below 10x it a shaded band
+    (points there are not fitted), when it lies within two decades of the smallest plotted
+    mean; otherwise only named in the legend (drawing it would squash the data)."""
+    if value is None or not np.isfinite(value) or value <= 0:
+        return
+    shown = [m for m in means if m is not None and m > 0]
+    if shown and 10 * value >= min(shown) / 100:
+        ax.axhspan(value, 10 * value, color="tab:red", alpha=0.07, zorder=0)
+        ax.axhline(
+            value,
+            color="tab:red",
+            linestyle="--",
+            linewidth=0.8,
+            label=f"reference error {value:.1e} (shaded: < 10x it, not fitted)",
+        )
+    else:
+        ax.plot([], [], " ", label=f"reference error {value:.1e} (below the axis)")

@@ -138,19 +138,18 @@ fit_M = mf.fit_loglog(cfg["M"], vs_M, quantity="delta_h", against="M", theory=-0
 # mean and std over the seeds that did not explode
 sum_L, sum_M = [mf.summarize(v) for v in vs_L], [mf.summarize(v) for v in vs_M]
 fig, ax = plt.subplots(1, 2, figsize=(9, 3.5))
-ax[0].errorbar(cfg["L"], [s["mean"] for s in sum_L], [s["std"] for s in sum_L], marker="o")
-ax[0].set(
-    xscale="log",
-    yscale="log",
-    xlabel="L",
-    title=f"Δ^h, M={cfg['big_M']}: slope {fit_L['slope']:.2f} (theory −1)",
+panels = (
+    (cfg["L"], sum_L, fit_L, "L", f"M={cfg['big_M']}"),
+    (cfg["M"], sum_M, fit_M, "M", f"L={max(cfg['L'])}"),
 )
-ax[1].errorbar(cfg["M"], [s["mean"] for s in sum_M], [s["std"] for s in sum_M], marker="o")
-ax[1].set(
-    xscale="log",
-    yscale="log",
-    xlabel="M",
-    title=f"Δ^h, L={max(cfg['L'])}: slope {fit_M['slope']:.2f} (theory −1/2)",
-)
+for a, (sizes, summ, fit, name, fixed) in zip(ax, panels, strict=True):
+    a.errorbar(sizes, [s["mean"] for s in summ], [s["std"] for s in summ], marker="o")
+    lo, hi = fit["ci95"] or (float("nan"), float("nan"))
+    title = f"Δ^h, {fixed}: slope {fit['slope']:.2f} [{lo:.2f}, {hi:.2f}], theory {fit['theory']:g}"
+    if not lo <= fit["theory"] <= hi:  # a small run: say so on the figure
+        title += f"\n(too few seeds and sizes at SIZE={SIZE!r} to resolve it)"
+    a.set(xscale="log", yscale="log", xlabel=name, title=title)
+    a.title.set_fontsize(8)
+ax[0].set_ylabel(f"Δ^h after {steps} GD step (mean ± std)")
 fig.tight_layout()
 plt.show()

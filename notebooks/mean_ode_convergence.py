@@ -16,7 +16,7 @@
 #
 # A ResNet `h^l = h^{l-1} + (1/(LM)) Σ_j φ(h^{l-1}, z^{j,l})` with i.i.d. units
 # `z^{j,l} ~ μ_0` converges, as depth L and width M grow, to the mean ODE
-# `∂_s h = E[φ(h, Z(s))]` (SPEC §3). Gradient descent converges too, to GD in L².
+# `∂_s h = E[φ(h, Z(s))]` (docs: Mathematics §3). Gradient descent converges too, to GD in L².
 # Chizat's coupling gives every finite unit a limit copy starting at the same draw; the
 # errors Δ^h, Δ^b, Δ^Z after k GD steps are bounded by `c_k (1/L + sqrt(log(1/δ)/(LM)))`:
 # an Euler term in depth and a Monte-Carlo term over the LM units.

@@ -12,7 +12,9 @@
 # ---
 
 # %% [markdown]
-# # Neural SDE, Young and ODE limits; phases at initialisation (SPEC §4)
+# # Neural SDE, Young and ODE limits; phases at initialisation
+#
+# Marion, Fermanian, Biau & Vert (docs: Mathematics §4).
 #
 # `h_k = h_{k−1} + L^{-β} V_k σ(h_{k−1})` with the layer weights read off one random
 # path along depth. Brownian weights (β = 1/2) give an Itô SDE, fractional-Brownian

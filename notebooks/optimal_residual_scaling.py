@@ -12,7 +12,9 @@
 # ---
 
 # %% [markdown]
-# # Optimal residual scaling α*: response functions at initialisation (SPEC §5)
+# # Optimal residual scaling α*: response functions at initialisation
+#
+# Fischer, Dahmen & Helias (docs: Mathematics §5).
 #
 # The infinite-width recursion for a ResNet `h^l = h^{l−1} + α (W^l φ(h^{l−1}) + b^l)`
 # (erf, published setting `K^0 = 0.05, σ_w² = 1.25, σ_b² = 0.05`) gives the kernels
@@ -81,7 +83,7 @@ a2.legend()
 plt.show()
 
 # %% [markdown]
-# ## Collapse after rescaling α σ_w (seed 004, Figure 5)
+# ## Collapse after rescaling α σ_w (Fischer, Dahmen & Helias, Figure 5)
 
 # %%
 fig, ax = plt.subplots(figsize=(5, 3.5))

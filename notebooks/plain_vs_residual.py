@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # Why residual connections make depth trainable (seed 003)
+# # Why residual connections make depth trainable (Batra's lecture on going deep)
 #
 # The lecture's claims, each measured here against its infinite-width prediction
 # (`meanfield.plain`):

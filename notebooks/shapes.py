@@ -12,7 +12,9 @@
 # ---
 
 # %% [markdown]
-# # ResNets of all shapes and sizes: how must L, M and D grow together? (seed 002, SPEC §6)
+# # ResNets of all shapes and sizes: how must L, M and D grow together?
+#
+# Chaintron (docs: Mathematics §6).
 #
 # A ResNet on an embedding: `h^0 = W_in x`, `h^l = h^{l−1} + (1/(LM)) Σ_j v^{j,l}
 # ρ(⟨u^{j,l}, h^{l−1}⟩_D)`, `f = W_outᵀ h^L / D`, trained by GD with `η · LMD · ∇`. The

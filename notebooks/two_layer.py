@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # The two-layer perceptron of seed 002: the baseline of the joint L, M, D limit
+# # Chaintron's two-layer perceptron: the baseline of the joint L, M, D limit
 #
 # `f(x) = (1/D) W_outᵀ (1/M) Σ_j v^j ρ(⟨u^j, W_in x⟩_D)`, trained by GD with the seed's
 # `η · D · M · ∇` on u and v (W_in, W_out frozen). Seed 002 proves that it converges to

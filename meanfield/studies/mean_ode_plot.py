@@ -2,9 +2,7 @@
 
 from pathlib import Path
 
-import numpy as np
-
-from ..plotting import loglog_series, size_ticks, use_agg
+from ..plotting import loglog_series, reference_floor, size_ticks, use_agg
 
 LABELS = {"delta_h": r"$\Delta^h$", "delta_b": r"$\Delta^b$", "delta_z": r"$\Delta^Z$"}
 
@@ -15,26 +13,6 @@ def _find(fits, quantity, against, steps):
             if f.get("fixed", {}).get("steps") == steps:
                 return f
     return None
-
-
-def _floor(ax, value, means):
-    """The reference's error `value` on `ax`: a red line, and below 10x it a shaded band
-    (points there are not fitted), when it lies within two decades of the smallest plotted
-    mean; otherwise only named in the legend (drawing it would squash the data)."""
-    if value is None or not np.isfinite(value) or value <= 0:
-        return
-    shown = [m for m in means if m is not None and m > 0]
-    if shown and 10 * value >= min(shown) / 100:
-        ax.axhspan(value, 10 * value, color="tab:red", alpha=0.07, zorder=0)
-        ax.axhline(
-            value,
-            color="tab:red",
-            linestyle="--",
-            linewidth=0.8,
-            label=f"reference error {value:.1e} (shaded: < 10x it, not fitted)",
-        )
-    else:
-        ax.plot([], [], " ", label=f"reference error {value:.1e} (below the axis)")
 
 
 def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor=None):
@@ -95,7 +73,7 @@ def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor
                 linestyle="-",
             )
         if floor is not None:
-            _floor(ax, floor.get(q), [p[q]["mean"] for p in points if p["steps"] == k])
+            reference_floor(ax, floor.get(q), [p[q]["mean"] for p in points if p["steps"] == k])
         size_ticks(ax, cfg["L"])
         ax.set_xlabel("depth L (gray: the other widths M)")
         ax.set_title(f"{LABELS[q]} after k={k} GD step(s)")
@@ -117,7 +95,7 @@ def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor
         if colm and max(p["M"] for p in colm) > cfg["fit_M_max"]:
             ax.axvspan(cfg["fit_M_max"] * 1.4, max(cfg["M"]) * 1.5, color="0.93", zorder=0)
         if floor is not None:
-            _floor(ax, floor.get(q), [p[q]["mean"] for p in colm])
+            reference_floor(ax, floor.get(q), [p[q]["mean"] for p in colm])
         if colm:
             size_ticks(ax, [p["M"] for p in colm])
         ax.set_xlabel("units per layer M")

@@ -88,6 +88,19 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
         ax.axvline(
             critical["theory"], color="k", ls=":", lw=1.2, label=f"theory {critical['theory']:g}"
         )
+    ci, theory = critical.get("ci95"), critical.get("theory")
+    if ci and theory is not None and not ci[0] <= theory <= ci[1]:
+        # a measurement away from the theory: say why on the figure
+        hurst = cfg.get("hurst")
+        why = (
+            "pre-asymptotic: at β = H the ratio still approaches its Young limit\n"
+            "(its slope < 0 at these L); the crossing moves up to H as L grows"
+            if cfg.get("weights") == "fbm" and hurst is not None and hurst > 0.5
+            else "pre-asymptotic: the theory is the L → ∞ crossing"
+        )
+        ax.text(0.3, 0.5, f"the theory lies outside the 95% interval:\n{why}",
+                transform=ax.transAxes, fontsize=6.5, va="bottom",
+                bbox=dict(facecolor="white", alpha=0.9, edgecolor="0.7"))  # fmt: skip
     ax.set_xlabel("β")
     ax.set_ylabel("slope of log median ratio vs log L")
     ax.set_title(f"critical β, {title}", fontsize=9)
@@ -134,7 +147,12 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
         r2 = samples["forward"][i, -1] ** 2
         g2 = samples["gradient"][i, -1] ** 2
-        axes[0].hist(r2[np.isfinite(r2)], bins=40, color="tab:green", alpha=0.7)
+
+        def log_bins(v):
+            v = v[np.isfinite(v) & (v > 0)]
+            return v, np.geomspace(v.min(), v.max(), 41) if v.size > 1 and v.max() > v.min() else 40
+
+        axes[0].hist(*log_bins(r2), color="tab:green", alpha=0.7)
         for b in row["forward_sq"]:
             if b["delta"] == 0.1:
                 if b["lower"] > 0:
@@ -145,18 +163,22 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
                     ls="--",
                     label=f"bounds, δ=0.1: {b['fraction_inside']:.0%} inside (≥ 90% promised)",
                 )
-        axes[0].set_xlabel(r"$\|h_L - h_0\|^2 / \|h_0\|^2$")
+        axes[0].set_xlabel(r"$\|h_L - h_0\|^2 / \|h_0\|^2$ (log scale)")
+        axes[0].set_xscale("log")
+        axes[0].set_ylabel(f"draws (of {r2.size})")
         axes[0].legend(fontsize=7)
-        axes[1].hist(g2[np.isfinite(g2)], bins=40, color="tab:purple", alpha=0.7)
-        for b in stability["gradient_bounds"]:
-            axes[1].axvline(b, color="k", ls="--")
+        axes[1].hist(*log_bins(g2), color="tab:purple", alpha=0.7)
+        for j, b in enumerate(stability["gradient_bounds"]):
+            tag = r"bounds on the mean: $e^{1/2} - 1$, $e^4 - 1$" if j == 0 else None
+            axes[1].axvline(b, color="k", ls="--", label=tag)
         if row["gradient_sq_mean"] is not None:
             axes[1].axvline(
                 row["gradient_sq_mean"],
                 color="tab:red",
                 label=f"mean {row['gradient_sq_mean']:.2f}",
             )
-        axes[1].set_xlabel(r"$\|p_0 - p_L\|^2 / \|p_L\|^2$ (bounds on the mean: e^{1/2}-1, e^4-1)")
+        axes[1].set_xlabel(r"$\|p_0 - p_L\|^2 / \|p_L\|^2$ (log scale)")
+        axes[1].set_ylabel(f"draws (of {g2.size})")
         axes[1].set_xscale("log")
         axes[1].legend(fontsize=7)
         conv = {

@@ -40,7 +40,15 @@ def make_figures(out, cfg, theory, stars, points, by_part):
             label=f"{name} simulation (N={cfg['width']})",
         )
         eta = _arr(spec_res["eta"]["sim_mean"])
-        ax[1].semilogy(layers[eta > 0], eta[eta > 0], "o", ms=3, color=color)
+        se = _arr(spec_res["eta"].get("sim_se", np.zeros_like(eta)))
+        # a simulated η^l within 2 SE of zero is noise, not a measurement: its floor is drawn
+        resolved = eta > 2 * se
+        ax[1].errorbar(layers[resolved], eta[resolved], se[resolved], fmt="o", ms=3,
+                       color=color, label=f"{name} simulation (N={cfg['width']})")  # fmt: skip
+        if not resolved.all():
+            ax[1].semilogy(layers, 2 * se, ":", color=color, lw=1,
+                           label=f"{name}: 2 SE, the simulation's floor "
+                           f"({int((~resolved).sum())} layers below it not drawn)")  # fmt: skip
     ax[0].set(
         xlabel="layer l",
         ylabel=r"residual kernel $\bar C^l$",
@@ -49,6 +57,7 @@ def make_figures(out, cfg, theory, stars, points, by_part):
     )
     ax[1].set(xlabel="layer l", ylabel=r"response $\eta^l$", title="(b) response increments")
     ax[0].legend(fontsize=7)
+    ax[1].legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(out / "figure2_resnet_vs_ffnet.png", dpi=120)
     plt.close(fig)

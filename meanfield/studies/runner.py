@@ -864,7 +864,9 @@ def summary(results: dict, out: Path, limit: int = 8) -> str:
         head += f" and {len(figures)} figure(s): {', '.join(figures)}"
     lines = [head]
     shown = 0
-    for f in results.get("fits") or []:
+    # a study that names its headline prints it instead of its first fits
+    fits = [] if results.get("headline") else results.get("fits") or []
+    for f in fits:
         if shown >= limit or not isinstance(f, dict) or f.get("slope") is None:
             continue
         ci = f.get("ci95") or f.get("ci95_fit")

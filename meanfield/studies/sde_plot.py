@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from ..plotting import loglog_series, use_agg
+from ..plotting import loglog_series, reference_floor, use_agg
 
 LABELS = {"error_final": r"$E\|H_1 - h_L\|$", "error_sup": r"$E\max_k\|H_{k/L} - h_k\|$"}
 TITLES = {
@@ -33,9 +33,8 @@ def plot_strong_error(out, cfg, points, fits, reference) -> Path:
             label=LABELS[q],
             marker=marker,
         )
-    est = reference.get("error_estimate")
-    if est and est > 0:
-        ax.axhline(est, color="0.5", lw=1, ls="-.", label=f"reference error {est:.1e}")
+    means = [p[q]["mean"] for q in LABELS for p in rows if p.get(q)]
+    reference_floor(ax, reference.get("error_estimate"), means)
     # a fitted slope away from the theory's: say why on the figure
     fit = next((f for f in fits if f.get("slope") is not None), None)
     ci = fit.get("ci95") if fit else None

@@ -128,9 +128,33 @@ def run(args):
                 "the largest error estimate of its draws' fixed-D limits",
             },
             "reference": {"method": study.kind, "error_estimate": study.joint_error},
+            "headline": _headline(rate_laws, shapes),
         },
         plot=plot,
     )
+
+
+def _headline(rate_laws, shapes) -> list[str]:
+    """What a finished run prints: per error, the fitted exponents of `D^q (LM)^-r` and
+    `D^-s` with their intervals, which theory they support, and the optimal shape."""
+    lines = []
+    for q, law in rate_laws.items():
+        if not isinstance(law, dict) or law.get("q") is None:
+            lines.append(f"{q}: rate law not fitted")
+            continue
+        cells = []
+        for name in ("q", "r", "s"):
+            ci = law.get(f"{name}_ci95") or [float("nan")] * 2
+            cells.append(f"{name} = {law[name]:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]")
+        lines.append(f"{q}: D^q (LM)^-r + D^-s with {', '.join(cells)}")
+        shape = shapes.get(q) or {}
+        if "L" in shape:
+            support = "; ".join(shape.get("supported_by_measurements") or [])
+            lines.append(
+                f"  optimal shape L, M, D ~ P^({shape['L']:.2f}, {shape['M']:.2f}, "
+                f"{shape['D']:.2f}); {support}"
+            )
+    return lines
 
 
 def plot(out, results) -> None:

@@ -139,10 +139,13 @@ def run(args):
 
 def plot(out, results) -> None:
     """The figure from `results.json` alone (`meanfield plot DIR`)."""
-    _figure(out, results["config"], results["points"])
+    _figure(out, results["config"], results["points"], results.get("fits") or [])
 
 
-def _figure(out, cfg, points):
+def _figure(out, cfg, points, fits=()):
+    """One series per γ against M L α², with its fitted slope (dashed, interval in the
+    legend) and the theory slope 1/2 (dotted) where M L α² varies; γ = 1/2 sits at
+    M L α² = 1 for every L (its fit is against L, theory 0: no growth with depth)."""
     use_agg()
     import matplotlib.pyplot as plt
 
@@ -150,20 +153,32 @@ def _figure(out, cfg, points):
     for g, color in zip(cfg["gammas"], plt.cm.tab10(np.arange(len(cfg["gammas"]))), strict=False):
         rows = sorted((p for p in points if p["gamma"] == g), key=lambda p: p["L"])
         # on the log axis a bar that would go below zero (std > mean) ends at mean / 1000
+        fit = next((f for f in fits if f.get("fixed", {}).get("gamma") == g), None)
+        label = f"γ={g}"
+        if fit is not None and fit.get("against") == "L" and fit.get("slope") is not None:
+            ci = fit.get("ci95") or [float("nan")] * 2
+            slope = f"slope vs L {fit['slope']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]"
+            label += f" (M L α² = 1: {slope}, theory 0)"
+            fit = None
         loglog_series(
             ax,
             [p["MLalpha2"] for p in rows],
             [p["relative_difference"]["mean"] for p in rows],
             [p["relative_difference"]["std"] for p in rows],
             color=color,
-            label=f"γ={g}",
+            label=label,
+            fit=fit,
+            theory=fit.get("theory") if fit else None,
         )
     ax.set(
         xscale="log",
         yscale="log",
         xlabel="M L α²",
         ylabel="‖K − K_shallow‖ / ‖K‖ (mean ± std over networks)",
-        title="tangent kernel vs shallow M·L-unit kernel",
+    )
+    ax.set_title(
+        "tangent kernel vs the shallow M·L-unit kernel\n(dashed: fitted slope; dotted: theory 1/2)",
+        fontsize=9,
     )
     ax.legend(fontsize=7)
     fig.tight_layout()
