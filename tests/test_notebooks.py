@@ -76,7 +76,7 @@ def test_readme_custom_block_snippet_runs(tmp_path, monkeypatch, capsys):
         exec(compile(blocks[first + 1], "README.md", "exec"), namespace)
     results = namespace["results"]
     out = capsys.readouterr().out
-    assert (tmp_path / "results" / "sine" / "results.json").exists()
+    assert (tmp_path / "results" / "sine-py" / "results.json").exists()
     floor = results["reference"]["error_estimate"]
     fitted = [
         f for f in results["fits"] if f["quantity"] == "delta_h" and f.get("against") in ("L", "M")
