@@ -89,3 +89,27 @@ def test_bad_inputs_are_refused(tmp_path):
     for options, message in cases:
         with pytest.raises(StudyInputError, match=message):
             mf.run_study("shapes", out=str(tmp_path / "s"), no_progress=True, **options)
+
+
+def test_verdict_needs_intervals_that_tell_the_theories_apart():
+    """A theory is supported only when the intervals of q and r hold its values and are
+    narrower than the gap between the theories (q, r = 1/2 for the bound, 1 for the
+    conjecture); intervals that hold both say "undecided", intervals that hold neither
+    "neither"."""
+    from meanfield.fits import RATE_THEORIES
+    from meanfield.studies.shapes import _verdict
+
+    def law(q, r):
+        theories = {
+            name: {k: {"inside_ci95": q[0] <= th[k] <= q[1] if k == "q" else r[0] <= th[k] <= r[1]}
+                   for k in ("q", "r")}
+            for name, th in RATE_THEORIES.items()
+        }  # fmt: skip
+        return {"q": sum(q) / 2, "r": sum(r) / 2, "q_ci95": list(q), "r_ci95": list(r),
+                "theories": theories, "LM_part_chosen": "LM"}  # fmt: skip
+
+    assert _verdict(law((0.45, 0.55), (0.48, 0.52))) == ["bound"]
+    assert _verdict(law((0.9, 1.1), (0.95, 1.05))) == ["conjecture"]
+    assert _verdict(law((0.1, 0.2), (0.45, 0.55)))[0].startswith("neither")
+    assert _verdict(law((-5.0, 5.0), (-5.0, 5.0)))[0].startswith("undecided")
+    assert _verdict(law((2.0, 30.0), (1.5, 20.0)))[0].startswith("neither")

@@ -502,12 +502,22 @@ def _verdict(law):
     law chosen by AIC), only the bound has one (its log(1/δ)/sqrt(LM), r0 = 1/2)."""
     out = []
     r0 = law.get("r0_ci95")
+    # an interval wider than the theories' gap on q or r cannot tell them apart
+    gap = {k: abs(RATE_THEORIES["bound"][k] - RATE_THEORIES["conjecture"][k]) for k in "qr"}
+    wide = [
+        f"{k} in [{law[f'{k}_ci95'][0]:.2f}, {law[f'{k}_ci95'][1]:.2f}]"
+        for k in "qr"
+        if law.get(f"{k}_ci95") and law[f"{k}_ci95"][1] - law[f"{k}_ci95"][0] >= gap[k]
+    ]
     for name, th in law["theories"].items():
         ok = all(v["inside_ci95"] for k, v in th.items() if k in ("q", "r"))
         if law["LM_part_chosen"] == "LM3":
             ok = ok and name == "bound" and r0 is not None and r0[0] <= 0.5 <= r0[1]
         if ok:
             out.append(name)
+    if out and wide:  # inside an interval that holds both theories' values: no support
+        return [f"undecided: {', '.join(wide)}, wider than the theories' difference "
+                "(more sizes or draws)"]  # fmt: skip
     if out:
         return out
     text = "neither: "
