@@ -309,26 +309,3 @@ def test_auto_design_on_a_small_budget(tmp_path, monkeypatch):
         theory = -1.0 if f["against"] == "L" else -0.5
         assert f["slope"] is not None and abs(f["slope"] - theory) < 0.25, f
     assert (tmp_path / "auto" / "convergence.png").exists()
-
-
-def test_auto_design_says_when_the_budget_cannot_place_the_lines(tmp_path, monkeypatch):
-    """The sine unit (Monte-Carlo term 6x its Euler term) on the small budget: no line
-    against L within it; the study says so, runs two small depths and fits nothing the
-    reference cannot judge."""
-    from meanfield.studies import mean_ode
-
-    monkeypatch.setitem(mean_ode.AUTO, "quick", SMALL)
-    monkeypatch.setattr(mean_ode, "PILOT_POINTS", [(2, 1), (2, 16), (8, 1), (8, 16)])
-    ub = _user()
-    r = mf.mean_ode_study(
-        ub.SineUnit(), ub.sine_law, out=str(tmp_path / "sine"), seeds=3, no_progress=True
-    )
-    assert not r["design"]["lines"]["ok_L"]
-    assert any("fewer than three depths" in w for w in r["warnings"])
-    floor = r["reference"]["error_estimate"]
-    by = {(p["L"], p["M"], p["steps"]): p for p in r["points"]}
-    for f in r["fits"]:
-        if f["quantity"] == "delta_h" and f.get("against") in ("L", "M"):
-            for size in f["sizes"]:
-                L, M = (size, f["fixed"]["M"]) if f["against"] == "L" else (f["fixed"]["L"], size)
-                assert by[(int(L), int(M), f["fixed"]["steps"])]["delta_h"]["mean"] >= 10 * floor

@@ -87,5 +87,7 @@ def test_readme_custom_block_snippet_runs(tmp_path, monkeypatch, capsys):
         for size in f["sizes"]:
             L, M = (size, f["fixed"]["M"]) if f["against"] == "L" else (f["fixed"]["L"], size)
             assert by[(int(L), int(M), f["fixed"]["steps"])]["delta_h"]["mean"] >= 10 * floor
-    if not results["design"]["lines"]["ok_L"]:
-        assert any("fewer than three depths" in w for w in results["warnings"])
+    # the sine unit's Monte-Carlo term is 6x its Euler term: the small budget cannot place
+    # a line against L, and the study says so instead of fitting what it cannot judge
+    assert not results["design"]["lines"]["ok_L"]
+    assert any("fewer than three depths" in w for w in results["warnings"])

@@ -63,7 +63,7 @@ def test_phases_study_iid_and_fbm_heatmap(tmp_path):
         "--weights",
         "iid",
         "--L",
-        "8,16,32",
+        "8,16",
         "--beta",
         "0.25,0.5,1.0",
         "--seeds",
@@ -77,7 +77,7 @@ def test_phases_study_iid_and_fbm_heatmap(tmp_path):
         assert key in r
     c = r["critical_beta"]
     assert {"estimate", "ci95", "theory"} <= set(c) and c["theory"] == 0.5
-    assert len(r["points"]) == 9
+    assert len(r["points"]) == 6
     assert "stability_bounds" in r
     rows = r["stability_bounds"]["per_L"]
     assert all(0 <= f["fraction_inside"] <= 1 for row in rows for f in row["forward_sq"])
@@ -89,7 +89,7 @@ def test_phases_study_iid_and_fbm_heatmap(tmp_path):
         "--hurst",
         "0.7",
         "--L",
-        "8,16,32",
+        "8,16",
         "--beta",
         "0.25,0.75,1.25",
         "--seeds",

@@ -29,7 +29,7 @@ def test_variance_law_monte_carlo(d, M, L, alpha, sigma_u, sigma_v, key):
         hs = net.states(x[None])[0]
         return jnp.sum((hs - x[None]) ** 2, axis=1)
 
-    R = 20000
+    R = 8000
     dev = np.asarray(eqx.filter_jit(jax.vmap(sq_dev))(jr.split(key, R)))
     mean, se = dev.mean(axis=0), dev.std(axis=0, ddof=1) / np.sqrt(R)
     theory = ((1 + c * alpha**2 * M) ** np.arange(L + 1) - 1) * float(x @ x)
