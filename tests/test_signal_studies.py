@@ -64,6 +64,12 @@ def test_response_study(tmp_path):
     assert {"fig3", "fig6", "correlations", "signal", "alpha_star_over_K0",
             "linearised_response", "max_entropy"} <= set(paper)  # fmt: skip
     assert [row["K0"] for row in paper["alpha_star_over_K0"]] == [0.02, 0.05, 0.1, 0.2]
+    f6 = paper["fig6"]  # the theory's tail exponent through the simulation's estimator
+    assert f6["theory_inside_ci95"] == (
+        f6["simulation_fit"]["power_exponent_ci95"][0]
+        <= f6["theory_power_exponent_same_estimator"]
+        <= f6["simulation_fit"]["power_exponent_ci95"][1]
+    )
     assert paper["correlations"]["resnet"]["tail_fit"]["better_fit"] == "power law"
     assert paper["correlations"]["ffnet"]["tail_fit"]["better_fit"] == "exponential"
 

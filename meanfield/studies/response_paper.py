@@ -124,8 +124,15 @@ def figure6(cfg, key) -> dict:
     )  # fmt: skip
     th_eta = np.asarray(th.eta)[TAIL_FROM:]
     theory_slope = line_fit(np.log(layers), np.log(th_eta))[0]
+    # the theory curve through the simulation's estimator (the same weights, m / se of the
+    # simulated means): the number its interval is compared with
+    rel = np.asarray(eta["sim_se"])[TAIL_FROM:] / np.asarray(eta["sim_mean"])[TAIL_FROM:]
+    same = _power_and_exponential(layers, th_eta, th_eta * rel, 0, rng)["power_exponent"]
+    ci = sim_fit["power_exponent_ci95"]
     return {"L": L, **CAPTION, "eta": eta, "tail_from": TAIL_FROM, "simulation_fit": sim_fit,
-            "theory_power_exponent": -theory_slope}  # fmt: skip
+            "theory_power_exponent": -theory_slope,
+            "theory_power_exponent_same_estimator": same,
+            "theory_inside_ci95": bool(ci is not None and ci[0] <= same <= ci[1])}  # fmt: skip
 
 
 def linearised(cfg, theory_chi) -> dict:
