@@ -57,3 +57,12 @@ def test_api_reference_covers_every_public_name(site):
     ]  # fmt: skip
     missing = [n for n in names if f"meanfield.{n}" not in ids]
     assert not missing, missing
+
+
+def test_readme_has_no_commit_hashes_or_timings():
+    """The README is for users: numbers with their provenance (commit, machine, date) live in
+    benchmarks/RESULTS.md, not here."""
+    text = (ROOT / "README.md").read_text()
+    hashes = re.findall(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b", text)
+    timings = re.findall(r"\b\d+(?:\.\d+)? ?(?:s|sec|seconds|min|minutes|h|hours)\b", text)
+    assert not hashes and not timings, (hashes, timings)
