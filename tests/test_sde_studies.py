@@ -56,16 +56,18 @@ def test_sde_study_end_to_end(tmp_path, weights, extra):
     assert (tmp_path / weights / "strong_error.png").stat().st_size > 0
 
 
-def test_phases_study_iid_and_fbm_heatmap(tmp_path):
+def test_phases_study_rademacher_and_fbm_heatmap(tmp_path):
+    """Symmetric ±1/sqrt(d) weights with β = 0 (the original ResNet, reported as explosion),
+    then fBm with its (β, H) heatmap."""
     r = _run(
-        tmp_path / "iid",
+        tmp_path / "rademacher",
         "phases",
         "--weights",
-        "iid",
+        "rademacher",
         "--L",
         "8,16",
         "--beta",
-        "0.25,0.5,1.0",
+        "0,0.5,1.0",
         "--seeds",
         "8",
         "--d",
@@ -77,6 +79,7 @@ def test_phases_study_iid_and_fbm_heatmap(tmp_path):
         assert key in r
     c = r["critical_beta"]
     assert {"estimate", "ci95", "theory"} <= set(c) and c["theory"] == 0.5
+    assert c["phases"][0] == "explosion"  # β = 0
     assert len(r["points"]) == 6
     assert "stability_bounds" in r
     rows = r["stability_bounds"]["per_L"]
