@@ -92,10 +92,9 @@ def test_bad_inputs_are_refused(tmp_path):
 
 
 def test_verdict_needs_intervals_that_tell_the_theories_apart():
-    """A theory is supported only when the intervals of q and r hold its values and are
-    narrower than the gap between the theories (q, r = 1/2 for the bound, 1 for the
-    conjecture); intervals that hold both say "undecided", intervals that hold neither
-    "neither"."""
+    """A theory is supported when the intervals of q and r hold its values and exclude the
+    other theory's (q, r = 1/2 for the bound, 1 for the conjecture); an interval wider than
+    their gap is named; intervals that hold both say "undecided", neither "neither"."""
     from meanfield.fits import RATE_THEORIES
     from meanfield.studies.shapes import _verdict
 
@@ -113,3 +112,9 @@ def test_verdict_needs_intervals_that_tell_the_theories_apart():
     assert _verdict(law((0.1, 0.2), (0.45, 0.55)))[0].startswith("neither")
     assert _verdict(law((-5.0, 5.0), (-5.0, 5.0)))[0].startswith("undecided")
     assert _verdict(law((2.0, 30.0), (1.5, 20.0)))[0].startswith("neither")
+    # a wide interval on one exponent, the other exponent excluding one theory: the survivor,
+    # with the unresolved exponent named (the quick tanh preset's output law: q in [-76, 211])
+    only = _verdict(law((-76.0, 211.0), (0.45, 0.55)))
+    assert len(only) == 1
+    assert only[0].startswith("bound: conjecture excluded by the interval of r; q in")
+    assert _verdict(law((0.45, 1.05), (0.9, 1.1)))[0].startswith("conjecture: bound excluded by")

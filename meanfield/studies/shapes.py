@@ -515,9 +515,18 @@ def _verdict(law):
             ok = ok and name == "bound" and r0 is not None and r0[0] <= 0.5 <= r0[1]
         if ok:
             out.append(name)
-    if out and wide:  # inside an interval that holds both theories' values: no support
+    if len(out) == 2:  # both inside every interval (so some interval is wider than the gap)
         return [f"undecided: {', '.join(wide)}, wider than the theories' difference "
                 "(more sizes or draws)"]  # fmt: skip
+    if out and wide:  # the other theory is excluded, but not by the wide interval
+        other = next(n for n in law["theories"] if n != out[0])
+        by = [k for k, v in law["theories"][other].items() if k in "qr" and not v["inside_ci95"]]
+        why = (f"the interval of {' and '.join(by)}" if by
+               else "the second M term (LM)^-r0 the data need")  # fmt: skip
+        return [
+            f"{out[0]}: {other} excluded by {why}; {', '.join(wide)} wider than the "
+            "theories' difference does not confirm the rest (more sizes or draws)"
+        ]
     if out:
         return out
     text = "neither: "
