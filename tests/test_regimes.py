@@ -177,3 +177,17 @@ def test_study_end_to_end_and_refusals(tmp_path):
         with pytest.raises(StudyInputError, match=match):
             run_study("regimes", out=str(target), **bad)
         assert not target.exists()
+
+
+@pytest.mark.parametrize("gamma", [0.5, 0.625, 0.75, 0.875, 0.95, 1.0])
+def test_prediction_at_the_classifiers_resolution_on_the_learning_line(gamma):
+    """On λ = 2γ − 1 the study's prediction (margin EXPONENT_TOL) is what `classify` says of
+    the exact predicted exponents: a local exponent γ − 1 within the tolerance of 0 reads
+    as local feature learning for both (at γ = 0.875 the zero-margin prediction says
+    lazy-ode, which no measurement at this resolution could confirm)."""
+    lam = 2 * gamma - 1
+    e = R.predicted_exponents(gamma, lam)
+    exact = {k: {"value": e[k], "ci": None} for k in ("predictor", "local", "global")}
+    exact["forward"] = {"value": -0.5, "ci": None}
+    measured = R.classify(exact, exploded=False)["regime"]
+    assert R.predicted_regime(gamma, lam, margin=R.EXPONENT_TOL)[0] == measured

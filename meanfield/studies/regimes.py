@@ -286,7 +286,9 @@ def _classify(cfg, cells, points):
             exps[short] = {"value": fit["slope"], "ci": fit["ci95"]}
         exploded_top = sum(r["exploded"] for r, L in zip(rows, Ls, strict=True) if L == largest)
         measured = R.classify(exps, exploded=exploded_top > 0)
-        predicted, distance = R.predicted_regime(g, lam)
+        # the prediction at the classifier's resolution: a local exponent within
+        # EXPONENT_TOL of 0 (the learning line at 1 - tol < γ < 1) reads as local learning
+        predicted, distance = R.predicted_regime(g, lam, margin=R.EXPONENT_TOL)
         out.append(
             {
                 "gamma": g,
