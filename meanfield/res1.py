@@ -108,7 +108,8 @@ class Res1Training(eqx.Module):
     - `train_accuracy`, `test_accuracy`: of `model` on the training (without the validation
       share) and test sets.
     - `exploded`: whether a non-finite loss stopped the training (the model is then the last
-      finite one, and its accuracies are not a result).
+      finite one, or with a validation share the best evaluated before the explosion, the
+      untrained one included; its accuracies are not a result).
     - `steps_run`: the updates made (fewer than `steps` after an explosion or an early stop).
     """
 
@@ -148,8 +149,9 @@ def train_res1(
     - `steps`: optimiser updates; `batch_size`: examples per update (at most the training
       set).
     - `validation`: examples held out of the training set for early stopping (0: none).
-      With `validation > 0`, the validation accuracy is evaluated every `eval_every` steps,
-      the best parameters are kept, and with `patience` training stops after that many
+      With `validation > 0`, the validation accuracy is evaluated before training, every
+      `eval_every` steps and after the last step, the best parameters are kept, and with
+      `patience` (which needs a validation share) training stops after that many
       evaluations without a gain.
 
     Jittable (the static choices as Python values) and vmappable over `model` and `key`.
@@ -160,6 +162,8 @@ def train_res1(
         check_positive_int(value, name)
     if patience is not None:
         check_positive_int(patience, "patience")
+        if not validation:
+            raise ValueError("patience: early stopping needs a validation share (validation > 0)")
     if isinstance(validation, bool) or not isinstance(validation, int) or validation < 0:
         raise ValueError(f"validation: must be an integer >= 0, got {validation!r}")
     if not (isinstance(lr, int | float) and math.isfinite(lr) and lr > 0):
@@ -202,7 +206,7 @@ def train_res1(
         p = jax.tree.map(lambda a, b: jnp.where(frozen, a, b), p, new_p)
         state = jax.tree.map(lambda a, b: jnp.where(frozen, a, b), state, new_state)
         if validation > 0:
-            check = (k + 1) % eval_every == 0
+            check = ((k + 1) % eval_every == 0) | (k == steps - 1)  # and after the last update
             acc = lax.cond(
                 check & ~frozen,
                 lambda: accuracy(rebuild(p), x_val, y_val),
@@ -221,10 +225,14 @@ def train_res1(
             ~frozen,
         )
 
-    init = (
-        params, opt.init(params), params, jnp.asarray(-1.0, jnp.result_type(float)), 0,
-        False, False,
-    )  # fmt: skip
+    # with a validation share the untrained network is the first candidate: its accuracy
+    # is the one to beat, so an explosion before the first evaluation keeps a measured model
+    acc0 = (
+        accuracy(rebuild(params), x_val, y_val).astype(jnp.result_type(float))
+        if validation > 0
+        else jnp.asarray(-1.0, jnp.result_type(float))
+    )
+    init = (params, opt.init(params), params, acc0, 0, False, False)
     (p, _, best, _, _, _, exploded), (losses, ran) = lax.scan(step, init, jnp.arange(steps))
     final = rebuild(best if validation > 0 else p)
     return Res1Training(

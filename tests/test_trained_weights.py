@@ -87,6 +87,20 @@ def test_early_stopping_keeps_the_best_validation_model(digits):
     assert nan[int(out.steps_run) :].all() and not nan[: int(out.steps_run)].any()
 
 
+def test_validation_evaluates_after_the_last_step(digits):
+    """Fewer steps than `eval_every`: the model after the last update is evaluated and kept
+    when it beats the untrained one (before, the untrained model came back silently)."""
+    _, data = digits
+    model = res1.Res1Classifier.sample(jr.key(0), IIDGaussianLaw(16), L=8, d_in=64,
+                                       classes=10, beta=0.5)  # fmt: skip
+    untrained = float(res1.accuracy(model, data[2], data[3]))
+    out = res1.train_res1(model, data, key=jr.key(3), steps=40, lr=1e-2, validation=200,
+                          eval_every=50)  # fmt: skip
+    assert untrained < 0.3 < float(out.test_accuracy)
+    with pytest.raises(ValueError, match="^patience: "):
+        res1.train_res1(model, data, key=jr.key(0), steps=2, patience=3)
+
+
 def test_bad_arguments_are_refused(digits):
     _, data = digits
     model = res1.Res1Classifier.sample(jr.key(0), IIDGaussianLaw(4), L=4, d_in=64,
