@@ -89,8 +89,8 @@ def loglog_series(
 
 def reference_floor(ax, value, means) -> None:
     """The reference's error `value` on `ax`: a red line, and below 10x it a shaded band
-    (points there are not fitted), when it lies within two decades of the smallest plotted
-    mean; otherwise only named in the legend (drawing it would squash the data)."""
+    (points there are not fitted), when 10x it lies within two decades of the smallest
+    plotted mean; otherwise only named in the legend (drawing it would squash the data)."""
     if value is None or not np.isfinite(value) or value <= 0:
         return
     shown = [m for m in means if m is not None and m > 0]

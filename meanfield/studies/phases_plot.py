@@ -199,8 +199,8 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
 
 
 def _histograms(out, cfg, critical, samples, title) -> Path:
-    """The distributions over draws of `‖h_L‖/‖h_0‖` and of `‖p_0‖/‖p_L‖` (the source's
-    histograms; from the stored draws) at three β (the smallest, the one nearest β_c, the
+    """The distributions over draws of `‖h_L − h_0‖/‖h_0‖` and of `‖p_0 − p_L‖/‖p_L‖` (the
+    source's histograms; from the stored draws) at three β (the smallest, the one nearest β_c, the
     largest) and every depth."""
     import matplotlib.pyplot as plt
 

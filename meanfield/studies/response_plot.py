@@ -220,13 +220,15 @@ def paper_figures(out, cfg, theory, paper):
                     color="tab:blue", label=f"simulation (N = {cfg['width']})")  # fmt: skip
         fitp = f6["simulation_fit"]
         tail = np.asarray(fitp["layers"])
-        ref = _arr(eta["sim_mean"])[int(tail[0])]
-        ax.plot(tail, ref * (tail / tail[0]) ** -fitp["power_exponent"], "r--",
-                label=f"power law l^-{fitp['power_exponent']:.2f} "
-                f"[{fitp['power_exponent_ci95'][0]:.2f}, "
-                f"{fitp['power_exponent_ci95'][1]:.2f}]"
-                + (f"; theory's {f6['theory_power_exponent_same_estimator']:.2f}"
-                   if "theory_power_exponent_same_estimator" in f6 else ""))  # fmt: skip
+        ci = fitp["power_exponent_ci95"]
+        if fitp["power_exponent"] is not None:
+            ref = _arr(eta["sim_mean"])[int(tail[0])]
+            ax.plot(tail, ref * (tail / tail[0]) ** -fitp["power_exponent"], "r--",
+                    label=f"power law l^-{fitp['power_exponent']:.2f} "
+                    + (f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+                    + (f"; theory's {f6['theory_power_exponent_same_estimator']:.2f}"
+                       if f6.get("theory_power_exponent_same_estimator") is not None
+                       else ""))  # fmt: skip
         ax.set(xscale="log", yscale="log", xlabel="layer l", ylabel="η^l",
                title=f"Fig. 6 (log-log), L = {f6['L']}: tail from l = {f6['tail_from']} fits a "
                f"{fitp['better_fit']}")  # fmt: skip

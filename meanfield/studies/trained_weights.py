@@ -261,7 +261,8 @@ def _row(cfg, spec, data, d_in, classes, master):
     models, keys, labels = [], [], []
     for i, beta in enumerate(cfg["betas"]):
         for s in range(cfg["seeds"]):
-            # the same weights for every β of a row (seed s): the cells differ by β only
+            # the same initial weights for every β of a row (seed s); the minibatch order
+            # and validation split differ between cells (the key folds in the β index)
             k_model = jr.fold_in(row_key, s)
             models.append(
                 res1.Res1Classifier.sample(
@@ -420,7 +421,11 @@ def _figures(out: Path, cfg, cells):
     chosen = []
     for init, beta in EXAMPLE_CELLS:
         chosen += [c for c in cells if c["init"] == init and c["beta"] == beta]
-    fbm = [c for c in cells if c["init"] == "fbm" and c["beta"] == max(c["hurst"], 0.5)]
+    # per Hurst index, the cell at the grid's β nearest to max(H, 1/2) (the critical scale)
+    fbm = []
+    for h in sorted({c["hurst"] for c in cells if c["init"] == "fbm"}):
+        row = [c for c in cells if c["init"] == "fbm" and c["hurst"] == h]
+        fbm.append(min(row, key=lambda c, h=h: abs(c["beta"] - max(h, 0.5))))
     if fbm:  # the roughest and the smoothest fBm initialisation
         fbm = sorted(fbm, key=lambda c: c["hurst"])
         chosen += [fbm[0]] + ([fbm[-1]] if len(fbm) > 1 else [])
@@ -488,9 +493,10 @@ def _figures(out: Path, cfg, cells):
         b, a = c.get("regularity_cumulative_before"), c.get("regularity_cumulative_after")
         if not b or not a or b.get("hurst") is None or a.get("hurst") is None:
             continue
+        size = 3 + 5 * c["beta"] / (max(cfg["betas"]) or 1.0)  # a single β = 0: no division
         ax.errorbar(b["hurst"], a["hurst"],
                     yerr=[[a["hurst"] - a["interval"][0]], [a["interval"][1] - a["hurst"]]],
-                    fmt="o", color=colors[c["init"]], ms=3 + 5 * c["beta"] / max(cfg["betas"]),
+                    fmt="o", color=colors[c["init"]], ms=size,
                     alpha=0.8)  # fmt: skip
     lim = [0, 1.1]
     ax.plot(lim, lim, "k:", lw=0.8, label="after = before")
