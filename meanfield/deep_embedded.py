@@ -509,24 +509,34 @@ def _solve_replicates(xs, ys, gram, ts, coef, rtol, z, w, *, steps, activation):
     )
 
 
-def sobol_gaussian(key, replicates: int, base: int, dim: int) -> np.ndarray:
+def sobol_gaussian(key, replicates: int, base: int, dim: int, dtype=None) -> Array:
     """`replicates` independent randomised quasi-Monte-Carlo point sets of `base` (a power
     of 2) standard Gaussian points in R^dim, shape (replicates, base, dim): Owen-scrambled
     Sobol points (`scipy.stats.qmc.Sobol`, one scrambling per replicate, its seed drawn
     from `key`) through the inverse normal CDF. Each set alone is an unbiased rule; their
-    spread estimates its error."""
+    spread estimates its error. The points are made on the host (`jax.pure_callback`), so
+    this runs under `jit` and `vmap` with a traced key."""
+    dtype = jnp.result_type(float) if dtype is None else dtype
+    seeds = jr.randint(key, (replicates,), 0, 2**31 - 1)
+    shape = jax.ShapeDtypeStruct((replicates, base, dim), dtype)
+    return jax.pure_callback(
+        functools.partial(_sobol_host, base=base, dim=dim, dtype=dtype), shape, seeds,
+        vmap_method="sequential",
+    )  # fmt: skip
+
+
+def _sobol_host(seeds, *, base: int, dim: int, dtype) -> np.ndarray:
     from scipy.special import ndtri
     from scipy.stats import qmc
 
-    seeds = np.asarray(jr.randint(key, (replicates,), 0, 2**31 - 1))
     tiny = np.finfo(float).eps
     sets = [
         qmc.Sobol(dim, scramble=True, rng=np.random.default_rng(int(s))).random_base2(
             int(np.log2(base))
         )
-        for s in seeds
+        for s in np.asarray(seeds)
     ]
-    return ndtri(np.clip(np.stack(sets), tiny, 1 - tiny))
+    return ndtri(np.clip(np.stack(sets), tiny, 1 - tiny)).astype(dtype)
 
 
 def sign_symmetric(z: Array) -> Array:
@@ -682,7 +692,7 @@ def limit(
         return LinearLimit(fine[0], fine[1], fine[2], ts, err, ok, method, se[0], se[1])
     # "qmc": QMC_REPLICATES scramblings of 2^m Sobol points, each in sign-symmetric quadruples
     base = 2 ** max(1, math.ceil(math.log2(particles / (4 * QMC_REPLICATES))))
-    z = sign_symmetric(jnp.asarray(sobol_gaussian(key, QMC_REPLICATES, base, 2 * p), gram.dtype))
+    z = sign_symmetric(sobol_gaussian(key, QMC_REPLICATES, base, 2 * p, gram.dtype))
     w = jnp.full(z.shape[:2], 1.0 / z.shape[1], gram.dtype)
     reps = _solve_replicates(
         xs,

@@ -418,3 +418,14 @@ def test_reduced_field_is_the_brute_force_expectation_in_r2d(key):
     check(prop, jnp.swapaxes(dy, -1, -2))  # dy[i] = −R̃_k: column q is its action on e_q
     # the reduced field is not trivially small: the test can fail
     assert float(jnp.max(jnp.abs(deta[K]))) > 0.05 and float(jnp.max(jnp.abs(dzeta[1]))) > 0.05
+
+
+def test_qmc_limit_runs_under_jit_with_the_same_numbers(tanh_case):
+    """The QMC points are made on the host by a callback: `limit` with method 'qmc' compiles
+    under `jax.jit` with a traced key and gives the eager numbers."""
+    emb, quad = tanh_case
+    kw = dict(activation="tanh", steps=1, gram=basis_gram(emb), ts=quad.ts[::128],
+              method="qmc", particles=2**9, **TANH)  # fmt: skip
+    eager = limit(X1, Y1, key=jr.key(5), **kw)
+    jitted = jax.jit(lambda key: limit(X1, Y1, key=key, **kw).outputs)(jr.key(5))
+    np.testing.assert_allclose(np.asarray(jitted), np.asarray(eager.outputs), rtol=1e-10)
