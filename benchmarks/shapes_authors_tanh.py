@@ -221,6 +221,17 @@ def main(argv=None):
     }
     theirs_vs_ref = {"f": [], "h": []}
     t_net = time.perf_counter()
+
+    def record(row, f, h, emb, big_f, big_h=None):
+        """One network's errors against the reference and against their largest network
+        (hidden states only where the dimensions match: the M line)."""
+        e_f, e_h = de.errors(f, h, ref_lim, emb)
+        row["ref_f"].append(np.asarray(e_f))
+        row["ref_h"].append(np.asarray(e_h))
+        row["their_f"].append(output_error(f, big_f))
+        if big_h is not None:
+            row["their_h"].append(hidden_error(h, big_h))
+
     for seed in range(cfg["seeds"]):
         units = functools.partial(units_key, seed)
         emb = embedding(seed, top)
@@ -230,25 +241,14 @@ def main(argv=None):
         theirs_vs_ref["h"].append(np.asarray(e_h))
         for m in sizes:  # the M line at D = top, same embedding as their limit
             f, h = trained(m, top)(units(m, top, 1), emb)
-            e_f, e_h = de.errors(f, h, ref_lim, emb)
-            r = rows["M_line"][m]
-            r["ref_f"].append(np.asarray(e_f))
-            r["ref_h"].append(np.asarray(e_h))
-            r["their_f"].append(output_error(f, big_f))
-            r["their_h"].append(hidden_error(h, big_h))
-            if m == top:
-                rows["D_line"][top]["ref_f"].append(np.asarray(e_f))
-                rows["D_line"][top]["ref_h"].append(np.asarray(e_h))
-                rows["D_line"][top]["their_f"].append(output_error(f, big_f))
+            record(rows["M_line"][m], f, h, emb, big_f, big_h)
         for d in sizes[:-1]:  # the D line at M = top, each D its own embedding
             emb_d = embedding(seed, d)
             f, h = trained(top, d)(units(top, d, 1), emb_d)
-            e_f, e_h = de.errors(f, h, ref_lim, emb_d)
-            r = rows["D_line"][d]
-            r["ref_f"].append(np.asarray(e_f))
-            r["ref_h"].append(np.asarray(e_h))
-            r["their_f"].append(output_error(f, big_f))
+            record(rows["D_line"][d], f, h, emb_d, big_f)
         log(f"draw {seed + 1}/{cfg['seeds']} done ({time.perf_counter() - t_net:.0f} s)")
+    # the D line's last point (M = D = top) is the M line's last network
+    rows["D_line"][top] = {k: list(rows["M_line"][top][k]) for k in ("ref_f", "ref_h", "their_f")}
     networks_s = time.perf_counter() - t_net
 
     result = {

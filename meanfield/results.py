@@ -66,19 +66,27 @@ _COMMON: tuple[str, ...] = (
 )  # fmt: skip
 
 
-def load_results(path) -> StudyResults:
-    """Read `DIR/results.json` (or the file itself) into a `StudyResults`; a one-line
-    `ValueError` naming `path` when it is missing or is not a study's results."""
+def read_results_json(path, *, name: str = "path", error: type[Exception] = ValueError):
+    """`(file, data)`: `DIR/results.json` (or the file itself) parsed, with a one-line
+    `error` naming the argument `name` when it is missing, unreadable or not a study's
+    results (a dict with `study` and `config`)."""
     p = Path(path)
     file = p / "results.json" if p.is_dir() else p
     try:
         data = json.loads(file.read_text())
     except FileNotFoundError:
-        raise ValueError(f"path: no results.json at {p}") from None
+        raise error(f"{name}: no results.json at {p}") from None
     except (OSError, ValueError) as err:
-        raise ValueError(f"path: {file} is unreadable ({type(err).__name__})") from None
+        raise error(f"{name}: {file} is unreadable ({type(err).__name__})") from None
     if not isinstance(data, dict) or "study" not in data or "config" not in data:
-        raise ValueError(f"path: {file} is not a meanfield study's results.json")
+        raise error(f"{name}: {file} is not a meanfield study's results.json")
+    return file, data
+
+
+def load_results(path) -> StudyResults:
+    """Read `DIR/results.json` (or the file itself) into a `StudyResults`; a one-line
+    `ValueError` naming `path` when it is missing or is not a study's results."""
+    file, data = read_results_json(path)
     return StudyResults(
         study=data["study"],
         config=data["config"],

@@ -95,20 +95,14 @@ def replot(out) -> list:
     network is run): the study's own `plot(out, results)`. **Returns:** the figures'
     paths. A one-line `StudyInputError` for a folder without a readable results.json or
     of a study without figures; refused while a run holds the folder."""
-    import json
     from pathlib import Path
 
+    from ..results import read_results_json
     from .runner import probe_lock
 
     folder = Path(out)
-    path = folder / "results.json"
-    try:
-        results = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise StudyInputError(f"DIR: no results.json in {folder}") from None
-    except (OSError, ValueError) as err:
-        raise StudyInputError(f"DIR: {path} is unreadable ({type(err).__name__})") from None
-    name = results.get("study") if isinstance(results, dict) else None
+    path, results = read_results_json(folder / "results.json", name="DIR", error=StudyInputError)
+    name = results["study"]
     if name not in STUDIES:
         raise StudyInputError(f"DIR: {path} is not a meanfield study's results ({name!r})")
     plot = getattr(STUDIES[name], "plot", None)
