@@ -17,7 +17,9 @@ point, `--seeds` networks, and the outputs after k = 0..K updates:
   off layer by layer), in float64 NumPy;
 * `ours`: `meanfield.deep_embedded.train` (`jax.grad` through a `lax.scan` over layers,
   the K steps in a `lax.scan`), jitted and vmapped over the seeds of a grid point: one
-  compiled program per shape (L, M, D), compiled ahead and timed apart.
+  compiled program per shape (L, M, D), compiled ahead and timed apart, with the
+  library's default `unroll` (layers per loop step: 1 on a CPU, 8 on a GPU);
+  `--unroll 1,16` also times ours at those values, in the same rounds (`variants`).
 
 Both get the same networks: the parameters are drawn once per grid point in JAX
 (`DeepEmbeddedResNet.sample` from `fold_in` keys) and converted to NumPy for `numpy`;
@@ -35,6 +37,7 @@ Results: `DIR/shapes_numpy.json` and `DIR/shapes_numpy.txt`.
 
 import argparse
 import faulthandler
+import functools
 import sys
 import time
 from pathlib import Path
@@ -47,6 +50,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from benchmarks import timing  # noqa: E402
+from meanfield.engine.scan import default_unroll  # noqa: E402
 from meanfield.studies.args import int_list, positive_int  # noqa: E402
 
 NAME = "shapes_numpy"
@@ -159,12 +163,14 @@ def sample_point(key, L, M, D, seeds, activation):
     return draw(jax.random.split(key, seeds))
 
 
-def ours_fn(steps):
-    """`train` vmapped over a batch of networks, jitted (compiled once per shape)."""
+def ours_fn(steps, unroll=None):
+    """`train` vmapped over a batch of networks, jitted (compiled once per shape);
+    `unroll` None: the library's default."""
     from meanfield.deep_embedded import train
 
     def one(net, x, y):
-        return train(net, x, y, eta_u=SETTING["eta_u"], eta_v=SETTING["eta_v"], steps=steps)
+        eta = {"eta_u": SETTING["eta_u"], "eta_v": SETTING["eta_v"]}
+        return train(net, x, y, steps=steps, unroll=unroll, **eta)
 
     return jax.jit(jax.vmap(one, in_axes=(0, None, None)))
 
@@ -217,13 +223,30 @@ def run_point(key, L, M, D, seeds, activation, steps, args):
         "numpy": lambda: numpy_point(params, x_np, y_np, activation=activation, steps=steps),
         "ours": lambda: jax.block_until_ready(compiled(nets, x, y)),
     }
+    compiles = {"numpy": None, "ours": compile_s}
+    for unroll in args.unroll or []:  # the variants, each checked against numpy too
+        label = f"unroll {unroll}"
+        program, compiles[label] = timing.compile_jax(ours_fn(steps, unroll), nets, x, y)
+        f, h = jax.block_until_ready(program(nets, x, y))
+        max_diff, max_diff_hidden = (max(a, b) for a, b in zip(
+            (max_diff, max_diff_hidden), _diffs(res, f, h), strict=True))  # fmt: skip
+        calls[label] = functools.partial(_call, program, nets, x, y)
     t = timing.interleaved(
         calls,
-        compile_s={"numpy": None, "ours": compile_s},
+        compile_s=compiles,
         min_rounds=args.min_reps,
         max_rounds=args.max_reps,
         target_seconds=args.target_seconds,
     )
+    variants = {
+        label: {
+            "ours_s": t[label].median,
+            "ours_compile_s": compiles[label],
+            "ratio": timing.ratio_summary(t["numpy"].times, t[label].times),
+        }
+        for label in calls
+        if label.startswith("unroll ")
+    }
     return {
         "activation": activation,
         "L": L,
@@ -240,7 +263,12 @@ def run_point(key, L, M, D, seeds, activation, steps, args):
         "max_diff_hidden": max_diff_hidden,
         "numpy": t["numpy"].summary(),
         "ours": t["ours"].summary(),
+        "variants": variants,
     }
+
+
+def _call(program, *args):
+    return jax.block_until_ready(program(*args))
 
 
 def totals(rows):
@@ -262,6 +290,14 @@ def totals(rows):
             "ratio_cold": numpy_s / cold_s if cold_s > 0 else None,
             "max_diff": max(r["max_diff"] for r in sel) if sel else None,
             "max_diff_hidden": max(r["max_diff_hidden"] for r in sel) if sel else None,
+        }
+        labels = sel[0]["variants"] if sel else {}
+        out[act]["variants"] = {
+            label: {
+                "ours_run_s": sum(r["variants"][label]["ours_s"] for r in sel),
+                "ratio_run": numpy_s / sum(r["variants"][label]["ours_s"] for r in sel),
+            }
+            for label in labels
         }
     return out
 
@@ -301,13 +337,20 @@ def write(payload, *, quiet):
     head = (
         f"shapes_numpy on {env['device_kind']} ({env['backend']}, {env['cpu']}, "
         f"{env['cpu_count']} cores), float64, K = {s['steps']} GD steps, {s['seeds']} seeds "
-        "per point; ratio = numpy time / our time (run only), paired by round\n\n"
+        f"per point; ours with the default unroll ({s['default_unroll']}); ratio = numpy "
+        "time / our time (run only), paired by round\n\n"
     )
     text = head + timing.table(payload["rows"], COLUMNS)
     if payload["rows"]:
         total_rows = [{"activation": k, **v} for k, v in payload["totals"].items()]
         text += "\n\ngrid totals (cold = compile + first call)\n\n"
         text += timing.table(total_rows, TOTAL_COLUMNS)
+        for act, tot in payload["totals"].items():
+            for label, v in tot["variants"].items():
+                text += (
+                    f"\n{act}, ours with {label}: run {timing.format_seconds(v['ours_run_s'])}"
+                    f", numpy/run {v['ratio_run']:.3g}x"
+                )
     if not payload["complete"]:
         text += "\n\n(partial: the run has not finished)"
     timing.write_report(s["out"], NAME, payload, text, quiet=quiet)
@@ -326,6 +369,11 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=5, help="GD steps K (default 5)")
     parser.add_argument("--activations", default="identity", help="comma-separated: identity, tanh")
     parser.add_argument("--seed", type=int, default=0, help="master seed of the draws")
+    parser.add_argument(
+        "--unroll",
+        type=int_list,
+        help="also time ours at these unroll values (layers per loop step), e.g. 1,16",
+    )
     parser.add_argument(
         "--tolerance",
         type=float,
@@ -357,6 +405,7 @@ def main(argv=None):
             "activations": acts,
             "setting": SETTING,
             "dtype": "float64",
+            "default_unroll": default_unroll(),
         },
         "rows": [],
         "totals": {},

@@ -134,6 +134,7 @@ from jaxtyping import Array, Float
 
 from .activations import resolve_activation
 from .embedding import Embedding, norm_d, sample_units
+from .engine.scan import default_unroll
 from .solvers import evaluate_many, solve_dense
 
 # ---------------------------------------------------------------- the finite network
@@ -171,9 +172,14 @@ class DeepEmbeddedResNet(eqx.Module):
         )  # fmt: skip
         return cls(emb, u, v, resolve_activation(activation))
 
-    def hidden(self, xs: Float[Array, "n d_in"]) -> Float[Array, "n L+1 D"]:
-        """The hidden states `h^l(x_i)`, l = 0..L, shape (n, L + 1, D) (a `lax.scan`)."""
+    def hidden(
+        self, xs: Float[Array, "n d_in"], *, unroll: int | None = None
+    ) -> Float[Array, "n L+1 D"]:
+        """The hidden states `h^l(x_i)`, l = 0..L, shape (n, L + 1, D) (a `lax.scan`;
+        `unroll` layers per loop step, default `engine.scan.default_unroll`: 1 on a CPU,
+        8 on a GPU/TPU; it changes the speed, never the values)."""
         L, M, D = self.u.shape
+        unroll = min(default_unroll(unroll), L)
         h0 = self.embedding.embed(xs)
 
         def layer(h, uv):
@@ -181,7 +187,7 @@ class DeepEmbeddedResNet(eqx.Module):
             h = h + self.activation(h @ u.T / D) @ v / (L * M)
             return h, h
 
-        _, hs = lax.scan(layer, h0, (self.u, self.v))
+        _, hs = lax.scan(layer, h0, (self.u, self.v), unroll=unroll)
         return jnp.concatenate([h0[:, None], jnp.moveaxis(hs, 0, 1)], axis=1)
 
     def __call__(self, xs: Float[Array, "n d_in"]) -> Float[Array, "n d_out"]:
@@ -190,31 +196,44 @@ class DeepEmbeddedResNet(eqx.Module):
 
 
 def train(
-    net: DeepEmbeddedResNet, xs, ys, *, eta_u: float, eta_v: float, steps: int
+    net: DeepEmbeddedResNet,
+    xs,
+    ys,
+    *,
+    eta_u: float,
+    eta_v: float,
+    steps: int,
+    unroll: int | None = None,
 ) -> tuple[Float[Array, "K+1 n d_out"], Float[Array, "K+1 n L+1 D"]]:
     """`steps` GD steps in the joint-limit convention (`η · LMD · ∇`, `jax.grad` of
-    `𝓛 = (1/n) Σ_i ½‖f(x_i) − y_i‖²` on `u`, `v`; `W_in`, `W_out` frozen), in a `lax.scan`.
+    `𝓛 = (1/n) Σ_i ½‖f(x_i) − y_i‖²` on `u`, `v`; `W_in`, `W_out` frozen), in a `lax.scan`
+    (`unroll`: layers per loop step of the depth scans, as in `DeepEmbeddedResNet.hidden`).
 
     **Returns:** `(outputs, hidden)` after k = 0..steps updates: outputs (steps + 1, n,
     d_out) and hidden states (steps + 1, n, L + 1, D). Jittable and vmappable over `net`.
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps: must be an integer >= 0, got {steps!r}")
+    unroll = default_unroll(unroll)
     L, M, D = net.u.shape
     scale = L * M * D
 
+    def forward(uv):
+        hs = eqx.tree_at(lambda m: (m.u, m.v), net, uv).hidden(xs, unroll=unroll)
+        return net.embedding.readout(hs[:, -1]), hs
+
     def loss(uv):
-        hs = eqx.tree_at(lambda m: (m.u, m.v), net, uv).hidden(xs)
-        f = net.embedding.readout(hs[:, -1])
+        f, hs = forward(uv)
         return 0.5 * jnp.mean(jnp.sum((f - ys) ** 2, axis=-1)), (f, hs)
 
     def step(uv, _):
         (gu, gv), aux = jax.grad(loss, has_aux=True)(uv)
         return (uv[0] - eta_u * scale * gu, uv[1] - eta_v * scale * gv), aux
 
-    # steps + 1 passes, the last update dropped: the body compiles once
-    _, (outputs, hidden) = lax.scan(step, (net.u, net.v), None, length=steps + 1)
-    return outputs, hidden
+    # K gradient steps, then the outputs after the K-th update from a forward pass alone
+    uv, (outputs, hidden) = lax.scan(step, (net.u, net.v), None, length=steps)
+    f, hs = forward(uv)
+    return jnp.concatenate([outputs, f[None]]), jnp.concatenate([hidden, hs[None]])
 
 
 # ---------------------------------------------------------------- the exact linear limit

@@ -218,6 +218,27 @@ def test_nice_errors():
     f, h = train(net, xs, ys, eta_u=0.1, eta_v=0.1, steps=1)
     with pytest.raises(ValueError, match="depths"):
         errors(f, h, linear_limit(xs, ys, steps=1), net.embedding)
+    with pytest.raises(ValueError, match="unroll"):
+        train(net, xs, ys, eta_u=0.1, eta_v=0.1, steps=1, unroll=0)
+
+
+def test_unroll_changes_nothing_but_speed(key):
+    """Layers per loop step (a remainder too: L = 5 at 2 and 3 per step) give the outputs
+    and hidden states of one layer per step, to rounding; and `steps=0` is the forward pass
+    alone, equal to `hidden` and `__call__`."""
+    kn, kx, ky = jr.split(key, 3)
+    net = DeepEmbeddedResNet.sample(kn, L=5, M=3, D=6, d_in=2, d_out=2, activation="tanh")
+    xs, ys = jr.normal(kx, (3, 2)), jr.normal(ky, (3, 2))
+    f1, h1 = train(net, xs, ys, steps=3, unroll=1, **LR)
+    for unroll in (2, 3, 8):
+        f, h = train(net, xs, ys, steps=3, unroll=unroll, **LR)
+        np.testing.assert_allclose(f, f1, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(h, h1, rtol=0, atol=1e-13)
+    f0, h0 = train(net, xs, ys, steps=0, **LR)
+    assert f0.shape == (1, 3, 2) and h0.shape == (1, 3, 6, 6)
+    np.testing.assert_allclose(f0[0], net(xs), rtol=0, atol=1e-14)
+    np.testing.assert_allclose(h0[0], net.hidden(xs, unroll=4), rtol=0, atol=1e-14)
+    np.testing.assert_allclose(f1[0], f0[0], rtol=0, atol=1e-14)
 
 
 # ---------------------------------------------------------------- the limit for any ρ

@@ -22,7 +22,7 @@ def test_numpy_way_and_ours_train_the_same_networks(tmp_path):
     args = [
         "--out", str(tmp_path), "--L", "2,3", "--M", "2", "--D", "4", "--seeds", "2",
         "--steps", "3", "--activations", "identity,tanh", "--min-reps", "1", "--max-reps", "1",
-        "--target-seconds", "0",
+        "--target-seconds", "0", "--unroll", "2",
     ]  # fmt: skip
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "shapes_numpy.py"), *args],
@@ -41,8 +41,11 @@ def test_numpy_way_and_ours_train_the_same_networks(tmp_path):
     for r in rows:  # outputs after every step, and every hidden state, agree
         assert r["max_diff"] < 1e-8 and r["max_diff_hidden"] < 1e-8, r
         assert r["steps"] == 3 and r["seeds"] == 2
+        assert set(r["variants"]) == {"unroll 2"} and r["variants"]["unroll 2"]["ours_s"] > 0
     totals = payload["totals"]
     assert set(totals) == {"identity", "tanh", "all"} and totals["all"]["points"] == 4
+    assert totals["all"]["variants"]["unroll 2"]["ratio_run"] > 0
+    assert payload["settings"]["default_unroll"] == 1  # the CPU's
     env = payload["environment"]
     assert env["x64"] and env["date"] and "git_commit" in env
     assert payload["settings"]["grid"] == {"L": [2, 3], "M": [2], "D": [4]}

@@ -11,7 +11,7 @@ from .._validation import check_positive_int
 from ..blocks import AbstractBlock
 from .base import AbstractDepthLoop, Adjoint
 from .fused import FusedLoop, two_layer_parts
-from .scan import ScanLoop
+from .scan import ScanLoop, default_unroll
 
 
 @functools.lru_cache(maxsize=64)
@@ -45,7 +45,7 @@ class AutoLoop(AbstractDepthLoop):
 
     def resolve(self, block: AbstractBlock, params: PyTree, n: int) -> AbstractDepthLoop:
         on_cpu = jax.default_backend() == "cpu"
-        unroll = self.unroll or (1 if on_cpu else 8)
+        unroll = default_unroll(self.unroll)
         if on_cpu and not self.cpu:
             return ScanLoop(unroll)
         ok, reason = self.fused.supports(block, params, n)

@@ -10,6 +10,17 @@ from .._validation import check_positive_int
 from ..blocks import AbstractBlock
 from .base import AbstractDepthLoop, Adjoint, depth_of, final_cotangent
 
+ACCELERATOR_UNROLL = 8  # layers per loop step on a GPU/TPU, where a step costs launches
+
+
+def default_unroll(unroll: int | None = None) -> int:
+    """`unroll` if given (checked), else the default of the backend: 1 on a CPU (a loop
+    step costs about as much as a kernel call), `ACCELERATOR_UNROLL` on a GPU/TPU."""
+    if unroll is not None:
+        check_positive_int(unroll, "unroll")
+        return unroll
+    return 1 if jax.default_backend() == "cpu" else ACCELERATOR_UNROLL
+
 
 class ScanLoop(AbstractDepthLoop):
     """(R) and (B) as `lax.scan`s over layers, the batch vmapped inside each layer.
