@@ -466,21 +466,24 @@ def flow_identity_check(cfg, law) -> dict:
     """`‖p_0‖²/‖p_L‖² = E_z[((p_L/‖p_L‖)ᵀ q_L(z))²]` (`phases.gradient_flow_identity`) on
     `IDENTITY_DRAWS` networks at the largest depth for every β: the backward ratio against
     the Monte-Carlo forward-flow mean, as z-scores in its standard error."""
-    L = max(cfg["L"])
+    L, d, loss = max(cfg["L"]), cfg["d"], cfg.get("loss", "squared")
+
+    @jax.jit  # one program for every β and draw (α traced); eagerly, each call compiled anew
+    def identity(V, W, x, y, kz, alpha):
+        net = perceptron_resnet(V, W, alpha)
+        r = gradient_flow_identity(net, x, y, key=kz, draws=IDENTITY_Z, loss=loss)
+        return r.backward, r.flow_mean, r.flow_se
+
     rows = []
     for beta in cfg["beta"]:
         zs, pairs = [], []
         for i in range(IDENTITY_DRAWS):
             key = jr.fold_in(jr.fold_in(jr.key(cfg["seed"]), 99), i)
             kv, kw, kx, ky, kz = jr.split(key, 5)
-            d = cfg["d"]
             V, W = law.weights(kv, L), law.weights(kw, L)
-            net = perceptron_resnet(V, W, float(L) ** -beta)
-            r = gradient_flow_identity(
-                net, jr.normal(kx, (d,)), jr.normal(ky, (d,)), key=kz, draws=IDENTITY_Z,
-                loss=cfg.get("loss", "squared"),
-            )  # fmt: skip
-            b, m, se = float(r.backward), float(r.flow_mean), float(r.flow_se)
+            x, y = jr.normal(kx, (d,)), jr.normal(ky, (d,))
+            r = identity(V, W, x, y, kz, jnp.asarray(float(L) ** -beta, V.dtype))
+            b, m, se = (float(v) for v in r)
             if math.isfinite(b) and math.isfinite(m) and se > 0:
                 zs.append((m - b) / se)
                 pairs.append([b, m, se])
