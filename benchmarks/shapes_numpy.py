@@ -227,9 +227,8 @@ def run_point(key, L, M, D, seeds, activation, steps, args):
     for unroll in args.unroll or []:  # the variants, each checked against numpy too
         label = f"unroll {unroll}"
         program, compiles[label] = timing.compile_jax(ours_fn(steps, unroll), nets, x, y)
-        f, h = jax.block_until_ready(program(nets, x, y))
-        max_diff, max_diff_hidden = (max(a, b) for a, b in zip(
-            (max_diff, max_diff_hidden), _diffs(res, f, h), strict=True))  # fmt: skip
+        diff_f, diff_h = _diffs(res, *jax.block_until_ready(program(nets, x, y)))
+        max_diff, max_diff_hidden = max(max_diff, diff_f), max(max_diff_hidden, diff_h)
         calls[label] = functools.partial(_call, program, nets, x, y)
     t = timing.interleaved(
         calls,
@@ -291,13 +290,12 @@ def totals(rows):
             "max_diff": max(r["max_diff"] for r in sel) if sel else None,
             "max_diff_hidden": max(r["max_diff_hidden"] for r in sel) if sel else None,
         }
-        labels = sel[0]["variants"] if sel else {}
+        variant_s = {
+            label: sum(r["variants"][label]["ours_s"] for r in sel)
+            for label in (sel[0]["variants"] if sel else {})
+        }
         out[act]["variants"] = {
-            label: {
-                "ours_run_s": sum(r["variants"][label]["ours_s"] for r in sel),
-                "ratio_run": numpy_s / sum(r["variants"][label]["ours_s"] for r in sel),
-            }
-            for label in labels
+            label: {"ours_run_s": t, "ratio_run": numpy_s / t} for label, t in variant_s.items()
         }
     return out
 
