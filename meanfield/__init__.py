@@ -108,3 +108,8 @@ from .results import StudyResults as StudyResults
 from .results import load_results as load_results
 
 __version__ = "0.3.0"
+
+# a JAX release known to compute wrong results: a warning here, a refusal in every study
+from .releases import warn_on_import as _warn_on_import
+
+_warn_on_import()

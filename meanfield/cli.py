@@ -3,17 +3,28 @@
     meanfield info                       versions and devices
     meanfield study NAME [options]       run a study (see `meanfield study --help`)
     meanfield plot DIR                   redraw a study folder's figures from its results.json
+    meanfield canary                     compiled hot paths against op by op, at large widths
 
-Bad input gets one line on stderr naming the argument and exit code 2.
+Bad input gets one line on stderr naming the argument and exit code 2; a JAX release
+known to compute wrong results is refused the same way (`meanfield.releases`); a study
+whose self-check finds a miscompiled grid point stops with one line and exit code 3.
 """
 
 import argparse
+import math
 import platform
 import re
 import sys
 from importlib import metadata
 
-from .studies import STUDIES, StudyInputError, add_common_arguments
+from .studies import (
+    STUDIES,
+    SelfCheckError,
+    StudyInputError,
+    add_common_arguments,
+    add_release_override,
+)
+from .studies.args import int_list
 
 
 class _Parser(argparse.ArgumentParser):
@@ -51,6 +62,55 @@ def info() -> str:
     return "\n".join(lines)
 
 
+def canary_command(args) -> int:
+    """`meanfield canary`: one line per probe and width, a verdict, exit code 1 on a failure."""
+    import json
+
+    import jax
+
+    from . import canary
+    from .releases import installed, known_bad
+
+    jax.config.update("jax_enable_x64", not args.float32)
+    probes = canary.PROBES
+    if args.probes:
+        words = [w.strip().lower() for w in args.probes.split(",") if w.strip()]
+        probes = tuple(p for p in probes if any(w in p.name.lower() for w in words))
+        if not probes:
+            print(f"meanfield canary: error: --probes: no probe matches {args.probes!r}",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+    v = installed()
+    print(f"meanfield canary: jax {v['jax']}, jaxlib {v['jaxlib']}, "
+          f"{jax.default_backend()}, {'float32' if args.float32 else 'float64'}")  # fmt: skip
+
+    def report(r):
+        mark = "ok  " if r.ok else "FAIL"
+        print(f"  {mark} {r.probe:<58} width {r.size:>5}: compiled vs op by op "
+              f"{r.difference:.1e} (round-off bound {r.tolerance:g})", flush=True)  # fmt: skip
+
+    results = canary.run_canary(args.sizes or canary.SIZES, probes=probes, report=report)
+    failed = [r for r in results if not r.ok]
+    if args.json:
+        rows = [
+            {**r.__dict__, "difference": r.difference if math.isfinite(r.difference) else None,
+             "ok": r.ok}
+            for r in results
+        ]  # fmt: skip
+        with open(args.json, "w") as f:
+            json.dump({"versions": v, "backend": jax.default_backend(), "results": rows}, f,
+                      indent=1)  # fmt: skip
+    if failed:
+        names = sorted({r.probe for r in failed})
+        bad = known_bad()
+        hint = f" (a known-bad release: {bad.package} {bad.version})" if bad else ""
+        print(f"meanfield canary: {len(failed)} of {len(results)} comparisons FAILED{hint}: "
+              + "; ".join(names))  # fmt: skip
+        return 1
+    print(f"meanfield canary: all {len(results)} comparisons agree to round-off")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="meanfield",
@@ -64,7 +124,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    sub.add_parser("info", help="print versions and the devices JAX sees")
+    info_parser = sub.add_parser("info", help="print versions and the devices JAX sees")
+    add_release_override(info_parser)
+    canary = sub.add_parser(
+        "canary",
+        help="compare every compiled hot path with the same function run op by op at widths "
+        "that cross the compiler's tiling thresholds (exit code 1 on a difference)",
+    )
+    canary.add_argument(
+        "--sizes", type=int_list, default=None,
+        help="widths (default: 2000,4096,4097,8192)",
+    )  # fmt: skip
+    canary.add_argument(
+        "--probes", default=None,
+        help="only the probes whose name contains one of these comma-separated words",
+    )  # fmt: skip
+    canary.add_argument(
+        "--float32", action="store_true", help="in float32 (default: float64, as the studies)"
+    )
+    canary.add_argument("--json", metavar="PATH", help="also write the results to PATH as JSON")
     plot = sub.add_parser(
         "plot", help="redraw every figure of a study folder from its results.json alone"
     )
@@ -99,9 +177,20 @@ def join_negative_lists(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(join_negative_lists(sys.argv[1:] if argv is None else list(argv)))
+    if args.command in ("info", "study"):
+        from .releases import KnownBadReleaseError, check_release
+
+        try:
+            check_release(allow=args.allow_known_bad_jax)
+        except KnownBadReleaseError as err:
+            where = "info" if args.command == "info" else f"study {args.study}"
+            print(f"meanfield {where}: error: {err}", file=sys.stderr)
+            return 2
     if args.command == "info":
         print(info())
         return 0
+    if args.command == "canary":
+        return canary_command(args)
     if args.command == "plot":
         from .studies import replot
 
@@ -138,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     except StudyInputError as err:
         print(f"meanfield study {args.study}: error: {err}", file=sys.stderr)
         return 2
+    except SelfCheckError as err:
+        print(f"meanfield study {args.study}: error: {err}", file=sys.stderr)
+        return 3
     except OSError as err:  # the folder's disk full, its mount gone, ...: one line
         where = f" ({err.filename})" if err.filename else ""
         print(

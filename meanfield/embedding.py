@@ -22,8 +22,12 @@ def check_positive_int(name: str, value) -> None:
 
 
 def inner_d(a, b):
-    """`⟨a, b⟩_D = (1/D) Σ_d a_d b_d` over the last axis (broadcasting the others)."""
-    return jnp.mean(a * b, axis=-1)
+    """`⟨a, b⟩_D = (1/D) Σ_d a_d b_d` over the last axis (broadcasting the others), as a
+    contraction (`einsum`, a dot product), never a broadcast product then a mean: the
+    gradient of that form is miscompiled by jaxlib 0.10.2 on CPU (`meanfield.canary`).
+    For the products of many vectors with many, use a matrix product (`a @ b.T / D`)."""
+    a, b = jnp.broadcast_arrays(a, b)
+    return jnp.einsum("...d,...d->...", a, b) / a.shape[-1]
 
 
 def norm_d(a):

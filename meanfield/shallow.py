@@ -53,7 +53,7 @@ import numpy as np
 import optax
 
 from .activations import resolve_activation
-from .embedding import Embedding, inner_d, norm_d, sample_units
+from .embedding import Embedding, norm_d, sample_units
 from .training import gd_loop
 
 MAX_NODES = 2**20  # a quadrature rule larger than this is refused (use Monte Carlo)
@@ -111,8 +111,8 @@ class Perceptron(eqx.Module):
         return self.u.shape[0]
 
     def preactivations(self, xs):
-        """`P^j(x_i)`, shape (n, M)."""
-        return inner_d(self.embedding.embed(xs)[:, None, :], self.u[None, :, :])
+        """`P^j(x_i) = ⟨u^j, h^0(x_i)⟩_D`, shape (n, M): a matrix product."""
+        return self.embedding.embed(xs) @ self.u.T / self.embedding.D
 
     def hidden(self, xs):
         """`h(x_i) = (1/M) Σ_j ρ(P^j(x_i)) v^j`, shape (n, D)."""

@@ -36,6 +36,20 @@ def key(request):
     return jax.random.key(SEED)
 
 
+@pytest.fixture
+def self_checked():
+    """`self_checked(results)`: assert that a study's results.json records a self-check
+    (a grid point recomputed op by op) that agrees (meanfield.studies.runner)."""
+
+    def check(results: dict) -> None:
+        checks = results.get("self_check")
+        assert checks, "no self-check recorded"
+        for c in checks:
+            assert c["agrees"] and c["difference"] <= c["tolerance"], c
+
+    return check
+
+
 def pytest_report_header(config):
     return f"meanfield test seed: {SEED} (set MEANFIELD_TEST_SEED to change)"
 

@@ -44,13 +44,14 @@ def test_law_is_centred_and_networks_run(key):
     assert np.all(np.isfinite(np.asarray(adj.h))) and np.all(np.isfinite(np.asarray(adj.b)))
 
 
-def test_variance_study_with_attention_heads(tmp_path):
+def test_variance_study_with_attention_heads(tmp_path, self_checked):
     res = run_study(
         "variance", out=str(tmp_path / "v"), block="meanfield.attention:AttentionHead",
         law="meanfield.attention:AttentionGaussianLaw", d=4, nets=200, c_samples=2000,
         L=[4, 16], no_progress=True,
     )  # fmt: skip
     assert res["config"]["block"] == "meanfield.attention:AttentionHead"
+    self_checked(res)
     assert res["reference"]["c_assumption_exact"] is False and res["reference"]["c"] > 0
     assert all(p["mean_state"]["holds"] for p in res["points"])
     for bad, match in (

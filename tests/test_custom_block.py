@@ -234,7 +234,7 @@ def test_a_heavy_tailed_law_is_reported_not_fitted(tmp_path):
     assert r["first_pass"]["heavy_tailed"] and "heavy-tailed" in r["warnings"][0]
 
 
-def test_the_built_in_block_through_the_harness_gives_the_built_in_numbers(tmp_path):
+def test_the_built_in_block_through_the_harness_gives_the_built_in_numbers(tmp_path, self_checked):
     """The 2LP and its law given as a user's block and law (`--block`, `--law` through
     the Python API) give the built-in study's numbers on the same grid and seed."""
     built_in = mf.run_study(
@@ -247,6 +247,7 @@ def test_the_built_in_block_through_the_harness_gives_the_built_in_numbers(tmp_p
         seeds=2, order=8, no_progress=True,
     )  # fmt: skip
     assert user["reference"]["method"] == "gauss-hermite"
+    self_checked(user)
     for p, q in zip(built_in["points"], user["points"], strict=True):
         for name in ("delta_h", "delta_b", "delta_z", "loss"):
             assert p[name]["values"] == q[name]["values"], name

@@ -32,8 +32,9 @@ def tiny_run(tmp_path_factory):
     return out
 
 
-def test_results_json_has_the_schema(tiny_run):
+def test_results_json_has_the_schema(tiny_run, self_checked):
     r = json.loads((tiny_run / "results.json").read_text())
+    self_checked(r)
     for key in ("study", "config", "points", "fits", "reference", "timing", "decomposition"):
         assert key in r
     assert r["study"] == "mean-ode"

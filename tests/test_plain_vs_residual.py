@@ -265,12 +265,13 @@ def test_configurations_cover_the_issue():
     assert {c["alpha"] for c in cs if c["architecture"] == "plain"} == {"1"}
 
 
-def test_study_small_run_and_refusals(tmp_path):
+def test_study_small_run_and_refusals(tmp_path, self_checked):
     res = run_study(
         "plain-vs-residual", out=str(tmp_path / "s"), L=[4, 8], N=128, seeds=3,
         activations="relu", train_L=[2, 3], train_steps=5, train_seeds=2, no_progress=True,
     )  # fmt: skip
     assert len(res["gradient_rates"]) == 15
+    self_checked(res)
     for r in res["gradient_rates"]:
         assert {"architecture", "activation", "init", "rate", "rate_ci", "predicted"} <= set(r)
     assert {c["architecture"] for c in res["degradation"]} == {

@@ -142,7 +142,7 @@ def test_an_interval_across_a_threshold_is_ambiguous():
     assert out["ambiguous"] and "local exponent" in out["ambiguous_decisions"][0]
 
 
-def test_study_end_to_end_and_refusals(tmp_path):
+def test_study_end_to_end_and_refusals(tmp_path, self_checked):
     """A small diagram and transfer: cells classified, agreement counted, the mean-ODE
     learning rate staying put and the unscaled one drifting down; explosions reported
     as regimes and counts, never as NaN means; figures written; bad options refused."""
@@ -151,6 +151,7 @@ def test_study_end_to_end_and_refusals(tmp_path):
         "regimes", out=str(out), L=[8, 16, 32], gammas=[0.25, 0.5, 1.0], lambdas=[0.0, 1.0],
         seeds=2, transfer_L=[4, 8, 16], transfer_steps=20, transfer_seeds=2, no_progress=True,
     )  # fmt: skip
+    self_checked(res)
     cells = {(c["gamma"], c["lambda"]): c for c in res["cells"]}
     assert cells[(1.0, 1.0)]["regime"] == "local-feature-learning"
     assert cells[(0.5, 0.0)]["regime"] == "lazy-ode"

@@ -31,7 +31,7 @@ def _run(out, *argv):
         ("smooth", []),  # no fine grid: the limit is an adaptive ODE solve
     ],
 )
-def test_sde_study_end_to_end(tmp_path, weights, extra):
+def test_sde_study_end_to_end(tmp_path, weights, extra, self_checked):
     r = _run(
         tmp_path / weights,
         "sde",
@@ -47,6 +47,7 @@ def test_sde_study_end_to_end(tmp_path, weights, extra):
     )
     for key in SCHEMA:
         assert key in r
+    self_checked(r)
     assert [p["L"] for p in r["points"]] == [4, 8, 16]
     for p in r["points"]:
         assert p["error_final"]["count"] + p["error_final"]["exploded"] == 6
@@ -56,7 +57,7 @@ def test_sde_study_end_to_end(tmp_path, weights, extra):
     assert (tmp_path / weights / "strong_error.png").stat().st_size > 0
 
 
-def test_phases_study_rademacher_and_fbm_heatmap(tmp_path):
+def test_phases_study_rademacher_and_fbm_heatmap(tmp_path, self_checked):
     """Symmetric ±1/sqrt(d) weights with β = 0 (the original ResNet, reported as explosion),
     then fBm with its (β, H) heatmap."""
     r = _run(
@@ -77,6 +78,7 @@ def test_phases_study_rademacher_and_fbm_heatmap(tmp_path):
     )
     for key in SCHEMA[:5]:
         assert key in r
+    self_checked(r)
     c = r["critical_beta"]
     assert {"estimate", "ci95", "theory"} <= set(c) and c["theory"] == 0.5
     assert c["phases"][0] == "explosion"  # β = 0

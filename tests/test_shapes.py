@@ -46,7 +46,7 @@ def test_rate_law_recovers_known_exponents():
     assert not law["theories"]["bound"]["r"]["inside_ci95"]
 
 
-def test_small_study_end_to_end(tmp_path):
+def test_small_study_end_to_end(tmp_path, self_checked):
     """A small grid, identity: one record per (L, M, D, k); the exact linear limit with its
     error far below the errors; fits with intervals; the rate law and the shapes; figures."""
     r = mf.run_study(
@@ -54,6 +54,7 @@ def test_small_study_end_to_end(tmp_path):
         steps=1, no_progress=True,
     )  # fmt: skip
     assert len(r["points"]) == 3 * 2 * 2 * 2
+    self_checked(r)
     p = r["points"][0]
     assert {"L", "M", "D", "steps", "output_error", "hidden_error"} <= set(p)
     assert {"mean", "std", "n"} <= set(p["output_error"])

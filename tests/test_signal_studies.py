@@ -12,7 +12,7 @@ def _run(name, out, *extra):
     return json.loads((out / "results.json").read_text())
 
 
-def test_response_study(tmp_path):
+def test_response_study(tmp_path, self_checked):
     r = _run(
         "response",
         tmp_path / "r",
@@ -29,6 +29,7 @@ def test_response_study(tmp_path):
         "--alphas",
         "0.3",
     )
+    self_checked(r)
     for key in ("study", "config", "points", "fits", "reference", "timing", "alpha_star"):
         assert key in r
     assert [s["L"] for s in r["alpha_star"]] == [2, 10]
@@ -116,7 +117,7 @@ def test_response_paper_pieces():
         assert row["gain_form"]["ratio_at_smallest_alpha"] == pytest.approx(1.0, abs=1e-4)
 
 
-def test_variance_and_tangent_kernel_studies(tmp_path):
+def test_variance_and_tangent_kernel_studies(tmp_path, self_checked):
     """Schema, and every point against the library called directly with the studies'
     documented settings and key scheme (a study-level slip, such as α·√M for α/√M or a
     dropped input, changes these numbers)."""
@@ -132,6 +133,7 @@ def test_variance_and_tangent_kernel_studies(tmp_path):
     from meanfield.theory.variance import sampled_deviation, variance_law
 
     r = _run("variance", tmp_path / "v", "--L", "2,4", "--nets", "64", "--c-samples", "20000")
+    self_checked(r)
     assert {p["regime"] for p in r["points"]} == {"explosion", "critical", "identity"}
     ref = r["reference"]
     assert abs(ref["c"] - ref["c_closed_form"]) < 5 * ref["c_se"] and ref["c_assumption_exact"]
@@ -153,6 +155,7 @@ def test_variance_and_tangent_kernel_studies(tmp_path):
         )
 
     r = _run("tangent-kernel", tmp_path / "t", "--L", "2,4", "--nets", "2", "--gammas", "0.5,1")
+    self_checked(r)
     assert len(r["points"]) == 4 and len(r["fits"]) == 2
     assert (tmp_path / "t" / "tangent_kernel.png").exists()
     cfg = r["config"]

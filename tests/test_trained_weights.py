@@ -118,7 +118,7 @@ def test_bad_arguments_are_refused(digits):
         res1.Res1Classifier.sample(jr.key(0), "iid", L=4, d_in=2, classes=2, beta=0.5)
 
 
-def test_study_end_to_end_and_refusals(tmp_path):
+def test_study_end_to_end_and_refusals(tmp_path, self_checked):
     """A small study: every (init, H, β) cell with accuracies and regularities; the i.i.d.
     partial sums read 1/2 before training and the fBm ones H, the smooth weights ≈ 1; the
     figures are written; bad options are refused in one line before any folder is made."""
@@ -127,6 +127,7 @@ def test_study_end_to_end_and_refusals(tmp_path):
         "trained-weights", out=str(out), L=32, d=8, betas=[0.5, 1.0], hursts=[0.7],
         steps=150, seeds=2, no_progress=True,
     )  # fmt: skip
+    self_checked(res)
     cells = res["cells"]
     assert len(cells) == 2 * 3
     for c in cells:

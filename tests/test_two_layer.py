@@ -200,7 +200,7 @@ def test_bad_inputs_are_refused(tmp_path):
             mf.run_study("two-layer", out=str(tmp_path / "s"), no_progress=True, **options)
 
 
-def test_small_study_end_to_end(tmp_path):
+def test_small_study_end_to_end(tmp_path, self_checked):
     """A small grid: results.json with points per (D, M) and step, fits with intervals,
     the collapse, the criteria and critical-scale tables, and three figures."""
     r = mf.run_study(
@@ -208,6 +208,7 @@ def test_small_study_end_to_end(tmp_path):
         D_limit=[16, 256], s_v_sweep=[0.5, 2.0, 8.0], sweep_M=[64], sweep_D=8, seeds=4,
         steps=1, no_progress=True,
     )  # fmt: skip
+    self_checked(r)
     widths = [p for p in r["points"] if p["part"] == "width"]
     assert len(widths) == 6 and len(widths[0]["output_error"]) == 2
     assert all(p["output_error"][1]["mean"] >= 10 * p["reference_error"] for p in widths)

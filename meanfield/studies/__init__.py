@@ -11,6 +11,7 @@ import argparse
 import importlib
 
 from .args import seed_int
+from .runner import SelfCheckError as SelfCheckError
 from .runner import StudyInputError as StudyInputError
 from .runner import StudyRunner as StudyRunner
 
@@ -79,6 +80,17 @@ def add_common_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         "--overwrite", action="store_true", help="discard a study already in --out and start again"
     )
     parser.add_argument("--no-progress", action="store_true", help="do not show a progress bar")
+    add_release_override(parser)
+
+
+def add_release_override(parser: argparse.ArgumentParser) -> None:
+    """`--allow-known-bad-jax` (`meanfield.releases`)."""
+    parser.add_argument(
+        "--allow-known-bad-jax",
+        action="store_true",
+        help="run even on a JAX release known to compute wrong results (recorded in "
+        "results.json; also MEANFIELD_ALLOW_KNOWN_BAD_JAX=1)",
+    )
 
 
 def resolve_out(args) -> None:
@@ -150,7 +162,13 @@ def run_study(name: str, *, out: str, **options) -> dict:
     args.study = name
     import jax
 
+    from ..releases import KnownBadReleaseError, check_release
     from .runner import release_all
+
+    try:
+        check_release(allow=bool(args.allow_known_bad_jax))
+    except KnownBadReleaseError as err:
+        raise KnownBadReleaseError(f"allow_known_bad_jax: {err}") from None
 
     x64 = jax.config.read("jax_enable_x64")
     try:

@@ -1004,6 +1004,9 @@ def run(args):
         out = jax.block_until_ready(gather_processes(compiled(*point_inputs(spec))))
         compile_seconds[f"L{box[0]}_M{box[1]}"] = seconds
         finite_seconds[f"L{spec['L']}_M{spec['M']}"] = time.perf_counter() - t1
+        return finite_summary(out)
+
+    def finite_summary(out):
         values = {
             "delta_h": out.delta_h,
             "delta_b": out.delta_b,
@@ -1011,6 +1014,15 @@ def run(args):
             "loss": out.loss,
         }
         return {"steps": summarize_steps(values, steps)}
+
+    def finite_point_uncompiled(spec):
+        """`finite_point` by the same program not compiled ahead (the self-check runs it
+        op by op)."""
+        Lb, Mb = boxes[(spec["L"], spec["M"])]
+        program = seed_program(
+            block, law, xs, ys, lr, Lb, Mb, cfg["seeds"], units_per_batch, loop=loop
+        )
+        return finite_summary(program(*point_inputs(spec)))
 
     euler_compile_seconds = {}
     euler_wait = []  # as compile_wait, for the Euler part's programs
@@ -1020,9 +1032,16 @@ def run(args):
         t_wait = time.perf_counter()
         compiled, euler_compile_seconds[f"L{L}"] = euler_ahead[L].result()
         euler_wait.append(time.perf_counter() - t_wait)
+        return euler_summary(L, compiled)
+
+    def euler_point_uncompiled(spec):
+        """`euler_point` by `euler_errors` itself (the self-check runs it op by op)."""
+        return euler_summary(spec["L"], euler_errors)
+
+    def euler_summary(L, errors):
         tag = "euler_" if euler_own else ""
         grid = LimitOnGrid(h=jnp.asarray(ref[f"{tag}h_L{L}"]), b=jnp.asarray(ref[f"{tag}b_L{L}"]))
-        e = compiled(block, euler_set, xs, ys, grid, learning_rate=lr, probes=probes)
+        e = errors(block, euler_set, xs, ys, grid, learning_rate=lr, probes=probes)
         return {
             "steps": [
                 {
@@ -1035,11 +1054,15 @@ def run(args):
         }
 
     try:
-        raw = runner.run_points(specs, finite_point, describe=lambda s: f"L={s['L']} M={s['M']}")
+        raw = runner.run_points(
+            specs, finite_point, describe=lambda s: f"L={s['L']} M={s['M']}",
+            check=finite_point_uncompiled,
+        )  # fmt: skip
         t_euler = time.perf_counter()
         euler_raw = runner.run_points(
-            euler_specs, euler_point, describe=lambda s: f"Euler part, L={s['L']}"
-        )
+            euler_specs, euler_point, describe=lambda s: f"Euler part, L={s['L']}",
+            check=euler_point_uncompiled,
+        )  # fmt: skip
         # the Euler part's own time, without its waits for programs still compiling
         euler_seconds = time.perf_counter() - t_euler - sum(euler_wait)
     finally:

@@ -30,6 +30,7 @@ one.
 
 import errno
 import fcntl
+import functools
 import hashlib
 import json
 import math
@@ -48,6 +49,18 @@ import numpy as np
 
 class StudyInputError(ValueError):
     """Bad input to a study: reported as one line, exit code 2."""
+
+
+class SelfCheckError(RuntimeError):
+    """A study's grid point recomputed op by op differs from its compiled result beyond
+    round-off: the compiler computed it wrong. Reported as one line naming the point,
+    exit code 3; no results.json is written."""
+
+
+# the largest relative difference between a point computed compiled and op by op that is
+# round-off (per leaf of the point, relative to that leaf's largest entry)
+SELF_CHECK_RTOL = {"float64": 1e-6, "float32": 1e-2}
+SELF_CHECK_ROUTE = "op by op (jax.disable_jit)"
 
 
 def to_json(obj: Any) -> Any:
@@ -220,6 +233,72 @@ def probe_lock(out: str | Path) -> None:
         os.close(fd)  # closing releases the probe's shared lock
 
 
+def self_check_index(seed, study: str, call: int, count: int) -> int:
+    """The grid point (index among `count`) that the `call`-th self-check of a study
+    recomputes: uniform, drawn from the study's seed and name (the same for the same seed)."""
+    import zlib
+
+    seed = seed if isinstance(seed, int) and seed >= 0 else 0
+    return int(np.random.default_rng([seed, zlib.crc32(study.encode()), call]).integers(count))
+
+
+def _numeric(value) -> bool:
+    if isinstance(value, bool):
+        return False
+    if value is None or isinstance(value, int | float):
+        return True
+    return isinstance(value, list) and all(_numeric(v) for v in value)
+
+
+def _flat(value) -> list:
+    return [x for v in value for x in _flat(v)] if isinstance(value, list) else [value]
+
+
+def compare_points(
+    stored: Any, fresh: Any, where: str = "", *, atol: float = 0.0
+) -> tuple[float, str]:
+    """The largest relative difference between two JSON values of a point, and where.
+
+    Numbers (and nested lists of numbers and None) compare as arrays: the largest absolute
+    difference, less `atol` (an allowance for adaptive solves inside the point, whose step
+    choices round-off can flip), over the array's largest entry (absolute where that is
+    0); a None (a non-finite value) on one side only, a shape, key, string or flag that
+    differs, is an infinite difference. **Returns:** `(difference, path)`, e.g.
+    `(3e-16, "delta_h[2]")`."""
+    label = where or "the point"
+    if _numeric(stored) and _numeric(fresh):
+        a, b = _flat(stored), _flat(fresh)
+        if (isinstance(stored, list), len(a)) != (isinstance(fresh, list), len(b)):
+            return math.inf, label
+        if any((x is None) != (y is None) for x, y in zip(a, b, strict=True)):
+            return math.inf, label
+        pairs = [(float(x), float(y)) for x, y in zip(a, b, strict=True) if x is not None]
+        if not pairs:
+            return 0.0, label
+        scale = max(abs(y) for _, y in pairs)
+        diff = max(0.0, max(abs(x - y) for x, y in pairs) - atol)
+        return (diff / scale if scale > 0 else diff), label
+    if isinstance(stored, dict) and isinstance(fresh, dict):
+        if set(stored) != set(fresh):
+            return math.inf, f"{label} (keys {sorted(set(stored) ^ set(fresh))})"
+        worst = (0.0, label)
+        for key in stored:
+            found = compare_points(
+                stored[key], fresh[key], f"{where}.{key}" if where else key, atol=atol
+            )
+            worst = max(worst, found, key=lambda t: t[0])
+        return worst
+    if isinstance(stored, list) and isinstance(fresh, list):
+        if len(stored) != len(fresh):
+            return math.inf, label
+        worst = (0.0, label)
+        for k, (x, y) in enumerate(zip(stored, fresh, strict=True)):
+            found = compare_points(x, y, f"{where}[{k}]", atol=atol)
+            worst = max(worst, found, key=lambda t: t[0])
+        return worst
+    return (0.0, label) if stored == fresh else (math.inf, label)
+
+
 class StudyRunner:
     """Run the grid points of one study into an output folder.
 
@@ -260,7 +339,11 @@ class StudyRunner:
         self.recomputed: dict[str, str] = {}
         self.seconds: dict[str, float] = {}
         self.warnings: list[str] = []
-        self.config_hash = sha256_text(canonical_json({"study": study, "config": self.config}))
+        self.self_checks: list[dict] = []
+        self.code = code_identity()
+        self.config_hash = sha256_text(
+            canonical_json({"study": study, "config": self.config, "code": self.code})
+        )
         self._t0 = time.perf_counter()
         self._opened = False
         self._lock_fd: int | None = None
@@ -506,7 +589,7 @@ class StudyRunner:
 
     def _open_locked(self) -> None:
         config_path = self.out / "config.json"
-        stored = {"study": self.study, "config": self.config}
+        stored = {"study": self.study, "config": self.config, "code": self.code}
         manifest = self._read_manifest()
         if self._holds_study():
             kind = manifest[0] if manifest else None
@@ -523,6 +606,13 @@ class StudyRunner:
                         f"--resume: {self.out} holds a {kind!r} study, not {self.study!r}; "
                         "use another --out"
                     )
+                if old.get("study") == self.study and old.get("config") == self.config:
+                    if old.get("code") != self.code:
+                        raise StudyInputError(
+                            f"--resume: {self.out} was computed by other code ("
+                            f"{_code_change(old.get('code'), self.code)}); its points are not "
+                            "reused: use --overwrite or another --out"
+                        )
                 if old != stored:
                     diff = sorted(
                         k
@@ -634,13 +724,32 @@ class StudyRunner:
         compute: Callable[[dict], dict],
         *,
         describe: Callable[[dict], str] | None = None,
+        check: "Callable[[dict], dict] | bool" = True,
+        eager: bool = True,
+        route: str | None = None,
+        atol: float = 0.0,
     ) -> list[dict]:
-        """Compute (or, on resume, load) one result per grid point, in order.
+        """Compute (or, on resume, load) one result per grid point, in order, then check
+        one of them by an independent route.
 
         `compute(spec)` returns a JSON-able dict; it must depend only on the spec
         and the study configuration. Each result is written as soon as it is done,
         with the configuration's hash, the spec, the seed and a checksum; on resume a
         stored point is used only if all of them match.
+
+        **The self-check.** One grid point, drawn from the study's seed
+        (`self_check_index`), is computed again and compared with its result leaf by leaf
+        (`compare_points`): by `compute` itself (`check=True`) or by `check(spec)` (a
+        study whose `compute` calls programs compiled ahead of time gives the same
+        computation uncompiled), run op by op under `jax.disable_jit()` (`eager`, the
+        default: no fusion or tiling of the compiler touches it) or as it is (`eager=False`,
+        an independent formulation; `route` then says which). The agreement goes to
+        `results.json` (`self_check`); a difference beyond round-off (`SELF_CHECK_RTOL`)
+        raises `SelfCheckError` naming the point. `atol`: an absolute allowance for the
+        adaptive solves inside a point (a step accepted compiled and rejected op by op, as
+        round-off can flip, moves its result by up to the solve's tolerance), at most 100
+        times that tolerance. `check=False` skips it (a second call whose points the first
+        one's check covers).
         """
         if not self._opened:
             self.open()
@@ -684,7 +793,56 @@ class StudyRunner:
                 self.seconds[name] = seconds
                 results.append(point)
                 bar.update(1)
+        if check is not False and specs:
+            recompute = compute if check is True else check
+            if route is None:
+                if not eager:
+                    raise ValueError("route: say how an eager=False self-check computes")
+                route = SELF_CHECK_ROUTE
+            self._self_check(specs, names, results, recompute, route, eager=eager, atol=atol)
         return results
+
+    def _self_check(
+        self, specs, names, results, recompute, route: str, *, eager: bool, atol: float
+    ) -> None:
+        """Recompute one seeded-random point by `recompute` and compare (`run_points`)."""
+        i = self_check_index(self.config.get("seed"), self.study, len(self.self_checks), len(specs))
+        spec, name = specs[i], names[i]
+        precision = "float64" if jax.config.read("jax_enable_x64") else "float32"
+        rtol = SELF_CHECK_RTOL[precision]
+        if self.progress:
+            print(f"self-check: recomputing grid point {name} {route}", flush=True)
+        t0 = time.perf_counter()
+        if eager:
+            with jax.disable_jit():
+                fresh = to_json({**spec, **recompute(spec)})
+        else:
+            fresh = to_json({**spec, **recompute(spec)})
+        difference, where = compare_points(results[i], fresh, atol=atol)
+        record = {
+            "point": name,
+            "index": i,
+            "of": len(specs),
+            "route": route,
+            "difference": difference,
+            "where": where,
+            "tolerance": rtol,
+            "atol": atol,
+            "agrees": bool(difference <= rtol),
+            "seconds": time.perf_counter() - t0,
+        }
+        self.self_checks.append(record)
+        if not record["agrees"]:
+            from ..releases import installed
+
+            v = installed()
+            raise SelfCheckError(
+                f"self-check: grid point {name} recomputed {route} differs from its compiled "
+                f"result ({where}: relative difference {difference:.3g} > {rtol:g}): the "
+                f"compiler (jax {v['jax']}, jaxlib {v['jaxlib']}) computed it wrong, so no "
+                "results.json is written; try another jax release (`meanfield canary` names "
+                "the paths it gets wrong)"
+            )
 
     def _load_artifact(self, name: str) -> dict | None:
         path = self.points_dir / f"{name}.npz"
@@ -796,6 +954,7 @@ class StudyRunner:
         body.update(results)
         body["warnings"] = list(body.get("warnings", [])) + self.warnings
         body["versions"] = versions()
+        body["self_check"] = list(self.self_checks)
         body["timing"] = {
             "total_seconds": time.perf_counter() - self._t0,
             "device": device_description(),
@@ -828,11 +987,15 @@ class StudyRunner:
 
 def versions() -> dict:
     """The versions a result was computed with: meanfield and its numerical dependencies,
-    Python, the device kind and the float precision."""
+    Python, the device kind, the float precision, and (`known_bad_release`) the listed
+    defect of the installed JAX release when the study was run on it by override
+    (`meanfield.releases`), else None."""
     import platform
     from importlib import metadata
 
     import jax
+
+    from ..releases import describe, known_bad
 
     def version(pkg):
         try:
@@ -846,7 +1009,48 @@ def versions() -> dict:
     out["python"] = platform.python_version()
     out["device"] = device_description()
     out["float"] = "float64" if jax.config.read("jax_enable_x64") else "float32"
+    bad = known_bad()
+    out["known_bad_release"] = describe(bad) if bad is not None else None
     return out
+
+
+@functools.cache
+def source_digest() -> str:
+    """SHA-256 of the meanfield package's Python sources (every `.py` file under the
+    installed package, `meanfield.solvers` included, by relative path and content): a
+    study's points are reused on `--resume` only by the code that computed them."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    files = []
+    for folder, _dirs, names in os.walk(root, followlinks=True):
+        files += [Path(folder) / n for n in names if n.endswith(".py")]
+    for path in sorted(files, key=lambda p: p.relative_to(root).as_posix()):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def code_identity() -> dict:
+    """What computed a study's points, beside its configuration: the meanfield version and
+    source digest, and the jax and jaxlib releases (`config.json`, and the hash every point
+    file carries)."""
+    from ..releases import installed
+
+    return {"meanfield": _package_version(), "source_sha256": source_digest(), **installed()}
+
+
+def _code_change(old, new: dict) -> str:
+    """What differs between two `code_identity` records, in words."""
+    if not isinstance(old, dict):
+        return "a configuration without a record of its code"
+    changes = [
+        f"{k} {old.get(k)} -> {new[k]}"
+        for k in ("meanfield", "jax", "jaxlib")
+        if old.get(k) != new[k]
+    ]
+    if old.get("source_sha256") != new["source_sha256"]:
+        changes.append("the meanfield source changed")
+    return ", ".join(changes) or "unknown"
 
 
 def _package_version() -> str:
@@ -884,6 +1088,12 @@ def summary(results: dict, out: Path, limit: int = 8) -> str:
         shown += 1
     for line in results.get("headline", []) or []:
         lines.append(f"  {line}")
+    for check in results.get("self_check") or []:
+        allowance = f"; solver allowance {check['atol']:g}" if check.get("atol") else ""
+        lines.append(
+            f"  self-check: grid point {check['point']} recomputed {check['route']} agrees "
+            f"to {check['difference']:.1e} (round-off bound {check['tolerance']:g}{allowance})"
+        )
     if results.get("warnings"):
         lines.append(f"  {len(results['warnings'])} warning(s) in results.json")
     return "\n".join(lines)

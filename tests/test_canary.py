@@ -1,0 +1,102 @@
+"""The miscompile canary (`meanfield.canary`, `meanfield canary`): every compiled hot path
+against the same function run op by op, at widths that cross the compiler's tiling
+thresholds, and at the optimisation level users compile at (the rest of the suite runs
+XLA at -O0 for speed, conftest.py).
+
+On jaxlib 0.10.2 the canary fails (its first probe is that release's miscompiled form;
+`.ci/known-bad` installs 0.10.2 and checks that it does); here it must pass."""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from meanfield import canary
+from meanfield.cli import main
+
+
+def _users_environment() -> dict:
+    """This process's environment without the suite's -O0 (the level users compile at)."""
+    env = dict(os.environ)
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if "optimization_level" not in f]
+    env["XLA_FLAGS"] = " ".join(flags)
+    return env
+
+
+def test_every_hot_path_agrees_with_op_by_op_at_large_widths(tmp_path):
+    """Every probe at widths 2000 and 4097 (and the compiler's known-bad form at all of
+    2000, 4096, 4097, 8192), in float64, compiled at the users' optimisation level."""
+    out = tmp_path / "canary.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "meanfield", "canary", "--sizes", "2000,4097", "--json", str(out)],
+        capture_output=True, text=True, timeout=900, env=_users_environment(),
+    )  # fmt: skip
+    assert out.exists(), proc.stdout + proc.stderr
+    rows = json.loads(out.read_text())["results"]
+    failed = [f"{r['probe']} at {r['size']}: {r['difference']}" for r in rows if not r["ok"]]
+    assert not failed, "\n".join(failed)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert {r["probe"] for r in rows} == {p.name for p in canary.PROBES}
+    assert all(r["difference"] <= r["tolerance"] for r in rows)
+    proc = subprocess.run(
+        [sys.executable, "-m", "meanfield", "canary", "--probes", "compiler",
+         "--sizes", "4096,8192"],
+        capture_output=True, text=True, timeout=300, env=_users_environment(),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_float32_paths_agree_too():
+    """The float32 study (trained-weights) trains res-1 networks: its probe in float32."""
+    with jax.enable_x64(False):
+        probes = [p for p in canary.PROBES if p.name.startswith(("res-1", "compiler"))]
+        results = canary.run_canary((2000,), probes=probes)
+    assert all(r.dtype == "float32" and r.ok for r in results), results
+
+
+def _miscompiled(size, key):
+    """A probe whose compiled result is wrong: it adds 1e-3 when traced (under jit)."""
+    x = jax.random.normal(key, (size,))
+
+    def fn(x):
+        wrong = isinstance(x, jax.core.Tracer)
+        return jnp.sin(x) + (1e-3 if wrong else 0.0)
+
+    return fn, (x,)
+
+
+def test_the_canary_can_fail(capsys, monkeypatch):
+    """A path compiled wrong by 1e-3 fails its comparison, the command exits 1 naming it,
+    and its JSON says so; the same path right passes."""
+    bad = canary.Probe("a miscompiled path", "a test", _miscompiled)
+    (result,) = canary.run_canary((4097,), probes=[bad])
+    assert not result.ok and result.difference > 1e-4
+    monkeypatch.setattr(canary, "PROBES", (bad,))
+    assert main(["canary", "--sizes", "17"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and "a miscompiled path" in out.splitlines()[-1]
+    assert main(["canary", "--probes", "nothing-matches"]) == 2
+
+
+def test_relative_difference_sees_round_off_nan_and_shape():
+    a = np.linspace(1.0, 2.0, 5)
+    assert canary.relative_difference(a, a * (1 + 1e-15)) < 1e-14
+    assert canary.relative_difference([a], [a + 1e-3]) > 1e-4
+    nan = a.copy()
+    nan[2] = np.nan
+    assert canary.relative_difference(nan, nan) == 0.0  # the same non-finite entries
+    assert canary.relative_difference(nan, a) == np.inf  # a NaN on one side only
+    assert canary.relative_difference(a[:4], a) == np.inf
+    assert canary.relative_difference(np.zeros(3), np.zeros(3)) == 0.0
+
+
+@pytest.mark.parametrize("size", [2000, 4097])
+def test_the_known_bad_form_agrees_here(size):
+    """In this process (XLA -O0): the form jaxlib 0.10.2 miscompiles, computed right."""
+    fn, args = canary._known_bad_form(size, jax.random.key(size))
+    assert canary.compare(fn, args) < canary.TOLERANCE["float64"]

@@ -1,0 +1,121 @@
+"""Every study checks itself: one grid point, drawn from the seed, is recomputed op by op
+(`jax.disable_jit`) and compared with its compiled result; the agreement goes to
+results.json, a disagreement stops the study in one line naming the point. And a folder's
+points are reused on --resume only by the code (meanfield source, jax, jaxlib) that
+computed them."""
+
+import json
+import math
+
+import jax
+import pytest
+
+import meanfield as mf
+from meanfield import shallow
+from meanfield.cli import main
+from meanfield.studies import runner as runner_module
+from meanfield.studies.runner import SelfCheckError, StudyInputError, StudyRunner, compare_points
+
+TINY_TWO_LAYER = dict(
+    M=[64, 256], D=[4, 8], D_limit=[16, 64], s_v_sweep=[0.5, 2.0], sweep_M=[64], sweep_D=8,
+    seeds=2, steps=1, no_progress=True,
+)  # fmt: skip
+
+
+def test_compare_points_relative_per_leaf_and_strict_elsewhere():
+    a = {"x": [1.0, 2.0, None], "n": 3, "tag": "ok", "nested": {"y": [[1e-3, 2e-3]]}}
+    assert compare_points(a, a) == (0.0, "the point")
+    b = json.loads(json.dumps(a))
+    b["nested"]["y"][0][1] = 2e-3 * (1 + 1e-9)
+    diff, where = compare_points(a, b)
+    assert 1e-10 < diff < 1e-8 and where == "nested.y"
+    b["x"][2] = 4.0  # an explosion on one side only
+    assert compare_points(a, b) == (math.inf, "x")
+    assert compare_points(a, {**a, "tag": "no"})[0] == math.inf
+    assert compare_points(a, {**a, "n": 4})[0] == pytest.approx(1 / 4)
+    assert compare_points(a, {k: v for k, v in a.items() if k != "n"})[0] == math.inf
+    assert compare_points({"x": [1.0, 2.0]}, {"x": [1.0]})[0] == math.inf
+    assert compare_points({"v": [0.0, 0.0]}, {"v": [0.0, 0.0]})[0] == 0.0
+    # an allowance for adaptive solves: differences up to atol do not count
+    solved = {"err": [1e-10, 2e-2]}, {"err": [1.2e-10, 2e-2 + 1e-11]}
+    assert compare_points(*solved)[0] > 1e-10
+    assert compare_points(*solved, atol=1e-9)[0] == 0.0
+    assert compare_points({"e": [1.0]}, {"e": [1.5]}, atol=0.1)[0] == pytest.approx(0.4 / 1.5)
+
+
+def _wrong_when_compiled(monkeypatch):
+    """The two-layer network's pre-activations off by 1% when compiled, right op by op."""
+    right = shallow.Perceptron.preactivations
+
+    def preactivations(self, xs):
+        p = right(self, xs)
+        return p if jax.config.jax_disable_jit else 1.01 * p
+
+    monkeypatch.setattr(shallow.Perceptron, "preactivations", preactivations)
+
+
+def _seed_checking_a_width_point() -> int:
+    """A seed whose self-check draws one of the 4 width points (the first 4 of 12)."""
+    return next(s for s in range(100) if runner_module.self_check_index(s, "two-layer", 0, 12) < 4)
+
+
+def test_a_miscompiled_path_stops_the_study_naming_the_point(tmp_path, monkeypatch, capsys):
+    """One line naming the point, exit code 3, no results.json, the finished points kept;
+    then, unpatched, the same point checked and its agreement recorded."""
+    _wrong_when_compiled(monkeypatch)
+    out, seed = tmp_path / "s", _seed_checking_a_width_point()
+    argv = ["study", "two-layer", "--out", str(out), "--no-progress", "--M", "64,256",
+            "--D", "4,8", "--D-limit", "16,64", "--s-v-sweep", "0.5,2", "--sweep-M", "64",
+            "--sweep-D", "8", "--seeds", "2", "--steps", "1", "--seed", str(seed)]  # fmt: skip
+    assert main(argv) == 3
+    text = capsys.readouterr().err.strip()
+    assert len(text.splitlines()) == 1
+    assert text.startswith("meanfield study two-layer: error: self-check: grid point partwidth_D")
+    assert "differs from its compiled result" in text and "jaxlib" in text
+    assert not (out / "results.json").exists()
+    assert len(list((out / "points").glob("*.json"))) == 12  # the finished points stay
+    # unpatched, the same study checks the same point and records its agreement
+    monkeypatch.undo()
+    r = mf.run_study("two-layer", out=str(out), seed=seed, overwrite=True, **TINY_TWO_LAYER)
+    (check,) = r["self_check"]
+    assert check["agrees"] and check["point"] in text and check["of"] == len(r["points"]) == 12
+    assert check["index"] == runner_module.self_check_index(seed, "two-layer", 0, 12)
+    assert check["difference"] <= check["tolerance"] == 1e-6
+    assert check["route"] == "op by op (jax.disable_jit)"
+
+
+def test_a_custom_route_and_its_failure(tmp_path):
+    """`check=` gives an independent route; `check=False` skips the check."""
+    run = StudyRunner("demo", tmp_path / "d", {"seed": 3}, progress=False)
+    specs = [{"i": i} for i in range(5)]
+    points = run.run_points(specs, lambda s: {"y": [s["i"] ** 2, 0.5]}, check=False)
+    assert run.self_checks == [] and len(points) == 5
+    run.run_points(specs, lambda s: {"y": [s["i"] ** 2, 0.5]}, eager=False,
+                   check=lambda s: {"y": [float(s["i"]) ** 2, 0.5]}, route="a loop")  # fmt: skip
+    assert run.self_checks[-1]["agrees"] and run.self_checks[-1]["route"] == "a loop"
+    with pytest.raises(SelfCheckError, match=r"grid point i\d recomputed a loop"):
+        run.run_points(specs, lambda s: {"y": [s["i"] ** 2 + 1, 0.5]}, eager=False,
+                       check=lambda s: {"y": [s["i"] ** 2, 0.5]}, route="a loop")  # fmt: skip
+    run.close()
+
+
+def test_resume_refuses_points_of_other_code(tmp_path, monkeypatch):
+    out = tmp_path / "s"
+    run = StudyRunner("demo", out, {"seed": 0}, progress=False)
+    run.run_points([{"i": 1}], lambda s: {"y": 1.0})
+    run.finish({"points": []})
+    identity = runner_module.code_identity()
+    for change, words in (
+        ({"jaxlib": "0.0.1"}, f"jaxlib {identity['jaxlib']} -> 0.0.1"),
+        ({"source_sha256": "0" * 64}, "the meanfield source changed"),
+    ):
+        monkeypatch.setattr(runner_module, "code_identity", lambda c=change: {**identity, **c})
+        with pytest.raises(StudyInputError, match="computed by other code") as err:
+            StudyRunner("demo", out, {"seed": 0}, resume=True, progress=False).open()
+        assert words in str(err.value) and len(str(err.value).splitlines()) == 1
+        monkeypatch.undo()
+    # the same code resumes and loads the point
+    again = StudyRunner("demo", out, {"seed": 0}, resume=True, progress=False)
+    again.run_points([{"i": 1}], lambda s: {"y": 2.0}, check=False)
+    assert again.loaded == ["i1"]
+    again.close()
