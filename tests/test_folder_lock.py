@@ -70,7 +70,9 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
     proc.wait()
     assert (out / LOCK_NAME).exists()  # the file stays, its lock went with the process
     runner = StudyRunner("variance", out, {"a": 1}, resume=True, progress=False)
-    assert runner.run_points([{"L": 4}], lambda spec: {"value": 2.0}) == [{"L": 4, "value": 1.0}]
+    # loaded, not recomputed (a compute that would give another value: no self-check)
+    loaded = runner.run_points([{"L": 4}], lambda spec: {"value": 2.0}, check=False)
+    assert loaded == [{"L": 4, "value": 1.0}]
     assert runner.loaded == ["L4"]
     runner.finish({"points": []})
 
@@ -95,3 +97,44 @@ def test_the_lock_comes_before_anything_is_written(tmp_path):
         StudyRunner("toy", out, {"b": 2}, overwrite=True, progress=False).open()
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == listing
     first.close()
+
+
+def test_two_runs_started_at_once_on_a_fresh_folder_leave_the_winner_alone(tmp_path):
+    """Both see the folder missing; the one refused must not remove the folder (nor the
+    winner's lock file) that it also tried to make: the winner finishes its study."""
+    import threading
+
+    out = tmp_path / "fresh" / "study"
+    b_waiting, a_locked, b_refused = threading.Event(), threading.Event(), threading.Event()
+    refusal = []
+
+    class Late(StudyRunner):  # B: sees the folder missing, then reaches the lock second
+        def _lock(self):
+            b_waiting.set()
+            assert a_locked.wait(30)
+            super()._lock()
+
+    class Slow(StudyRunner):  # A: holds the lock, then waits for B's refusal
+        def _open_locked(self):
+            a_locked.set()
+            assert b_refused.wait(30)
+            super()._open_locked()
+
+    def second():
+        try:
+            Late("variance", out, {"a": 1}, progress=False).open()
+        except StudyInputError as err:
+            refusal.append(str(err))
+        finally:
+            b_refused.set()
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    assert b_waiting.wait(30)
+    winner = Slow("variance", out, {"a": 1}, progress=False).open()
+    thread.join(30)
+    assert refusal and "in use by another meanfield run" in refusal[0]
+    winner.run_points([{"L": 4}], lambda spec: {"value": 1.0})
+    winner.finish({"points": []})
+    assert (out / "results.json").exists() and (out / LOCK_NAME).exists()
+    assert (out / "points" / "L4.json").exists()

@@ -51,6 +51,10 @@ class StudyInputError(ValueError):
     """Bad input to a study: reported as one line, exit code 2."""
 
 
+class _FolderInUse(StudyInputError):
+    """Another run holds the output folder's lock."""
+
+
 class SelfCheckError(RuntimeError):
     """A study's grid point recomputed op by op differs from its compiled result beyond
     round-off: the compiler computed it wrong. Reported as one line naming the point,
@@ -376,13 +380,14 @@ class StudyRunner:
                 holder = _lock_holder(fd)
                 os.close(fd)
                 if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise StudyInputError(
+                    raise _FolderInUse(
                         f"--out: {self.out} is in use by another meanfield run (pid {holder}); "
                         "wait for it to end or use another --out"
                     ) from None
                 raise StudyInputError(f"--out: cannot lock {self.out}: {err.strerror}") from None
-            # a refused run removes a lock file it made (holding it): ours must still be
-            # the file at the path, else the lock is on a removed file and is taken again
+            # a run refused after taking the lock (its configuration, say) removes a lock
+            # file it made: ours must still be the file at the path, else the lock is on a
+            # removed file and is taken again
             try:
                 same = os.stat(path).st_ino == os.fstat(fd).st_ino
             except FileNotFoundError:
@@ -563,9 +568,12 @@ class StudyRunner:
             ) from None
         try:
             self._lock()
+        except _FolderInUse:
+            # another run holds the folder: it is that run's, even where this call made it
+            # (two runs started at once on a fresh --out both see it missing): nothing goes
+            raise
         except BaseException:
-            # refused: another run holds the folder (which it made), so nothing of ours
-            # is in it; a folder made by this call with only our lock file goes again
+            # no lock file could be made or taken: a folder made by this call goes again
             if created is not None and self._only_lock(created):
                 shutil.rmtree(created, ignore_errors=True)
             raise
