@@ -107,9 +107,11 @@ class Res1Training(eqx.Module):
     - `losses`: `(steps,)` the minibatch loss at each step (NaN after an explosion or a stop).
     - `train_accuracy`, `test_accuracy`: of `model` on the training (without the validation
       share) and test sets.
-    - `exploded`: whether a non-finite loss stopped the training (the model is then the last
-      finite one, or with a validation share the best evaluated before the explosion, the
-      untrained one included; its accuracies are not a result).
+    - `exploded`: whether a non-finite loss stopped the training. The model is then the
+      last one whose loss was finite (the parameters before the update that made it
+      non-finite; the untrained ones if their loss already is), or with a validation share
+      the best evaluated before the explosion, the untrained one included; its accuracies
+      are not a result.
     - `steps_run`: the updates made (fewer than `steps` after an explosion or an early stop).
     """
 
@@ -191,7 +193,7 @@ def train_res1(
         return cross_entropy(rebuild(p), xb, yb)
 
     def step(carry, k):
-        p, state, best, best_acc, since, stopped, exploded = carry
+        p, prev, state, best, best_acc, since, stopped, exploded = carry
         epoch, within = k // per_epoch, k % per_epoch
         perm = jr.permutation(jr.fold_in(k_batches, epoch), n)
         idx = lax.dynamic_slice_in_dim(perm, within * batch_size, batch_size)
@@ -199,11 +201,16 @@ def train_res1(
         bad = ~jnp.isfinite(loss) | ~jnp.all(
             jnp.asarray([jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)])
         )
-        exploded = exploded | (bad & ~stopped)
+        now = bad & ~stopped & ~exploded  # the loss is first non-finite at p
+        exploded = exploded | now
         frozen = stopped | exploded
         updates, new_state = opt.update(grads, state, p)
         new_p = optax.apply_updates(p, updates)
-        p = jax.tree.map(lambda a, b: jnp.where(frozen, a, b), p, new_p)
+        # after an explosion, the last parameters whose loss was finite (those before the
+        # update that made it non-finite; the untrained ones if they already explode)
+        kept = jax.tree.map(lambda a, b: jnp.where(now, a, b), prev, p)
+        prev = jax.tree.map(lambda a, b: jnp.where(frozen, a, b), prev, p)
+        p = jax.tree.map(lambda a, b: jnp.where(frozen, a, b), kept, new_p)
         state = jax.tree.map(lambda a, b: jnp.where(frozen, a, b), state, new_state)
         if validation > 0:
             check = ((k + 1) % eval_every == 0) | (k == steps - 1)  # and after the last update
@@ -220,7 +227,7 @@ def train_res1(
                 stopped = stopped | (since >= patience)
         else:
             best = p
-        return (p, state, best, best_acc, since, stopped, exploded), (
+        return (p, prev, state, best, best_acc, since, stopped, exploded), (
             jnp.where(frozen, jnp.nan, loss),
             ~frozen,
         )
@@ -232,8 +239,8 @@ def train_res1(
         if validation > 0
         else jnp.asarray(-1.0, jnp.result_type(float))
     )
-    init = (params, opt.init(params), params, acc0, 0, False, False)
-    (p, _, best, _, _, _, exploded), (losses, ran) = lax.scan(step, init, jnp.arange(steps))
+    init = (params, params, opt.init(params), params, acc0, 0, False, False)
+    (p, _, _, best, _, _, _, exploded), (losses, ran) = lax.scan(step, init, jnp.arange(steps))
     final = rebuild(best if validation > 0 else p)
     return Res1Training(
         final,

@@ -119,3 +119,37 @@ def test_verdict_needs_intervals_that_tell_the_theories_apart():
     assert len(only) == 1
     assert only[0].startswith("bound: conjecture excluded by the interval of r; q in")
     assert _verdict(law((0.45, 1.05), (0.9, 1.1)))[0].startswith("conjecture: bound excluded by")
+
+
+def test_a_failed_fixed_d_solve_is_left_out_and_said(monkeypatch):
+    """A draw whose fixed-D limit did not solve: its errors against that limit and its D
+    gap are excluded from the point's means (counted), its errors against the joint limit
+    are not, and the study's warning names the point."""
+    import equinox as eqx
+    import jax.numpy as jnp
+    import numpy as np
+
+    from meanfield.studies import shapes
+
+    real = shapes._Study._limit
+
+    def limit(self, gram):
+        out = real(self, gram)
+        if gram is None:
+            return out
+        ok = np.asarray(out.ok).copy()
+        ok[0] = False  # the first draw's solve "failed"
+        return eqx.tree_at(lambda m: m.ok, out, jnp.asarray(ok))
+
+    monkeypatch.setattr(shapes._Study, "_limit", limit)
+    cfg = dict(activation="identity", sigma_in=1.0, sigma_out=1.0, s_u=1.0, s_v=1.0,
+               lr_u=0.1, lr_v=0.1, steps=1, L=[4], M=[4], D=[8], seeds=3, seed=0)  # fmt: skip
+    study = shapes._Study(cfg, jnp.asarray(shapes.DATA_X), jnp.asarray(shapes.DATA_Y))
+    p = {"L": 4, "M": 4, "D": 8, **study.point({"L": 4, "M": 4, "D": 8})}
+    assert p["fixed_D_solves_ok"] is False and p["fixed_D_solves_failed"] == 1
+    for name in shapes.FIXED_D_ERRORS:
+        assert [s["count"] for s in p[name]] == [2, 2] and p[name][0]["exploded_draws"] == [0]
+    assert [s["count"] for s in p["output_error"]] == [3, 3]
+    warning = shapes._failed_solves([p])
+    assert warning and "L=4 M=4 D=8 (1 draw(s))" in warning
+    assert shapes._failed_solves([{**p, "fixed_D_solves_failed": 0}]) is None

@@ -73,6 +73,25 @@ def test_explosion_is_reported_not_averaged(digits):
     np.testing.assert_array_equal(out.model.V, model.V)
 
 
+def test_an_explosion_returns_the_last_model_with_a_finite_loss(digits):
+    """SGD at a rate that overflows the loss at the 4th step: the model returned is the one
+    before the update that overflowed (the 3rd), whose loss was finite; not the one whose
+    loss overflowed."""
+    _, data = digits
+    model = res1.Res1Classifier.sample(jr.key(0), IIDGaussianLaw(8), L=8, d_in=64,
+                                       classes=10, beta=0.0, activation="identity")  # fmt: skip
+    run = lambda steps: res1.train_res1(model, data, key=jr.key(1), steps=steps,  # noqa: E731
+                                        optimizer="sgd", lr=10.0)  # fmt: skip
+    out = run(30)
+    assert bool(out.exploded) and int(out.steps_run) == 3
+    losses = np.asarray(out.losses)
+    assert np.all(np.isfinite(losses[:3])) and np.all(np.isnan(losses[3:]))
+    before = run(2)  # the parameters after 2 updates: their loss (the 3rd) was finite
+    assert not bool(before.exploded)
+    for name in ("A", "V", "B"):
+        np.testing.assert_array_equal(getattr(out.model, name), getattr(before.model, name))
+
+
 def test_early_stopping_keeps_the_best_validation_model(digits):
     """With a validation share and patience, training stops early and returns the model of
     the best validation accuracy (not the last one)."""

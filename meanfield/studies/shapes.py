@@ -106,8 +106,8 @@ def run(args):
     points = runner.run_points(
         specs, study.point, describe=lambda s: f"L={s['L']} M={s['M']} D={s['D']}"
     )
+    warnings: list[str] = [w for w in [_failed_solves(points)] if w]
     points = _per_step(points, cfg["steps"])
-    warnings: list[str] = []
     rate_laws = {q: _rate_law(cfg, points, q, warnings) for q in QUANTITIES}
     fits = _fits(cfg, points, rate_laws, study.joint_error, warnings)
     shapes = _optimal_shapes(rate_laws)
@@ -222,12 +222,34 @@ class _Study:
             jnp.asarray([c["s_u"], c["s_v"], c["lr_u"], c["lr_v"]]),
         )  # fmt: skip
         out = {k: np.asarray(v) for k, v in out.items()}  # each (seeds, K+1)
+        # a draw whose fixed-D limit did not solve has no reference for its errors against
+        # it, nor a D gap: counted as excluded there (never averaged), and said (run)
+        failed = ~np.asarray(fixed.ok, dtype=bool).reshape(-1)
+        ok = np.asarray(fixed.ok, dtype=bool).reshape(-1)
         record = {}
         for name, values in out.items():
-            record[name] = [summarize(values[:, k]) for k in range(values.shape[1])]
-        record["reference_error_fixed_D"] = float(np.max(np.asarray(fixed.error_estimate)))
-        record["fixed_D_solves_ok"] = bool(np.all(np.asarray(fixed.ok)))
+            mask = failed if name in FIXED_D_ERRORS else None
+            record[name] = [summarize(values[:, k], exploded=mask) for k in range(values.shape[1])]
+        solved = np.asarray(fixed.error_estimate).reshape(-1)[ok]
+        record["reference_error_fixed_D"] = float(np.max(solved)) if solved.size else None
+        record["fixed_D_solves_ok"] = bool(ok.all())
+        record["fixed_D_solves_failed"] = int(failed.sum())
         return record
+
+
+def _failed_solves(points) -> str | None:
+    """The warning naming the points where some draws' fixed-D limit did not solve."""
+    failed = [p for p in points if p.get("fixed_D_solves_failed")]
+    if not failed:
+        return None
+    where = ", ".join(
+        f"L={p['L']} M={p['M']} D={p['D']} ({p['fixed_D_solves_failed']} draw(s))"
+        for p in failed
+    )
+    return (
+        f"the fixed-D limit did not solve for some draws at {where}: their errors against "
+        "it and their D gaps are left out of the means and fits (try smaller --lr-u, --lr-v)"
+    )
 
 
 def _kind(limit, activation):
@@ -295,6 +317,8 @@ ERRORS = (
     "output_error", "hidden_error", "output_error_fixed_D", "hidden_error_fixed_D",
     "output_D_gap", "hidden_D_gap",
 )  # fmt: skip
+# the errors measured against a draw's fixed-D limit (void where its solve failed)
+FIXED_D_ERRORS = ("output_error_fixed_D", "hidden_error_fixed_D", "output_D_gap", "hidden_D_gap")
 
 
 def _per_step(points, K):
@@ -309,8 +333,15 @@ def _per_step(points, K):
                 rec[name] = dict(p[name][k], n=p[name][k]["count"])
             rec["reference_error_fixed_D"] = p["reference_error_fixed_D"]
             rec["fixed_D_solves_ok"] = p["fixed_D_solves_ok"]
+            rec["fixed_D_solves_failed"] = p["fixed_D_solves_failed"]
             out.append(rec)
     return out
+
+
+def _fixed_floor(point) -> float:
+    """A point's fixed-D reference error (infinite where no draw's solve succeeded)."""
+    value = point["reference_error_fixed_D"]
+    return math.inf if value is None else float(value)
 
 
 def _rows(points, quantity, k, **fixed):
@@ -330,7 +361,11 @@ def _rate_law(cfg, points, quantity, warnings):
     gap_name = quantity.replace("_error", "_D_gap")
     every = [p for p in points if p["steps"] == K and p[fixed_name]["mean"] is not None]
     rows = [p for p in every if p["D"] <= REGIME * p["L"] * p["M"]]
-    judged = [p for p in rows if p[fixed_name]["mean"] >= JUDGE * p["reference_error_fixed_D"]]
+    judged = [
+        p for p in rows
+        if p[fixed_name]["mean"] is not None
+        and p[fixed_name]["mean"] >= JUDGE * _fixed_floor(p)
+    ]  # fmt: skip
     if len(judged) < len(rows):
         warnings.append(
             f"rate law of {quantity}: {len(rows) - len(judged)} point(s) within {JUDGE:g}x of "
@@ -473,7 +508,7 @@ def _fits(cfg, points, laws, reference_error, warnings):
                         _share(law, term, r["L"], r["M"], r["D"], variant == "_fixed_D")
                         for r in rows
                     )
-                    floor = max(r["reference_error_fixed_D"] for r in rows) + reference_error
+                    floor = max(_fixed_floor(r) for r in rows) + reference_error
                     keep = [
                         (r, s) for r, s in zip(rows, stats, strict=True)
                         if s["mean"] is not None and s["mean"] >= JUDGE * floor

@@ -444,6 +444,11 @@ def _series(points, part, key, fixed, against, quantity, k):
     return rows, [r[quantity][k] for r in rows]
 
 
+# the slopes against s_v (s_v >= 2) of the lazy-regime criteria (module docstring, (d)):
+# features move like 1/s_v, the tangent kernel like 1/s_v² (its first-order changes cancel)
+CRITERIA_THEORY = {"feature_movement": -1.0, "kernel_change": -2.0}
+
+
 def _fit_judged(rows, stats, against, quantity, fixed, theory, seed, warnings, x=None):
     """A log-log fit over the points whose error lies JUDGE x above their reference's."""
     keep = [
@@ -489,7 +494,7 @@ def _fits(cfg, points, infinite):
             key=lambda p: p["s_v"],
         )
         big = [r for r in rows if r["s_v"] >= 2.0]
-        for q, theory in (("feature_movement", -1.0), ("kernel_change", -1.0)):
+        for q, theory in CRITERIA_THEORY.items():
             fit = fit_loglog(
                 [r["s_v"] for r in big],
                 [[v for v in r[q]["values"] if v is not None] for r in big],
@@ -643,10 +648,7 @@ def _figures(out, cfg, points, fits, critical):
             axes[0].plot(s, ratio, color=color, linestyle=ls, marker="o", label=f"{rule}, M={M}")
         rows = _criteria_rows(points, M, "balanced")
         s = [r["s_v"] for r in rows]
-        for ax, q, theory in (
-            (axes[1], "feature_movement", -1.0),
-            (axes[2], "kernel_change", -2.0),
-        ):
+        for ax, (q, theory) in zip(axes[1:], CRITERIA_THEORY.items(), strict=True):
             fit = by_fit.get((q, "s_v", tuple(sorted({"M": M, "rule": "balanced"}.items()))))
             label = f"M={M}"
             if fit and fit.get("slope") is not None:
