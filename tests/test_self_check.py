@@ -59,6 +59,19 @@ def _seed_checking_a_width_point() -> int:
     return next(s for s in range(100) if runner_module.self_check_index(s, "two-layer", 0, 12) < 4)
 
 
+def test_the_point_checked_is_drawn_from_the_cheaper_half():
+    """Uniform among the points at or below the median cost (depth), from the seed."""
+    costs = [4, 64, 1024, 4096] * 3
+    drawn = {runner_module.self_check_index(s, "variance", 0, costs) for s in range(200)}
+    assert drawn == {i for i, c in enumerate(costs) if c <= 64}
+    assert runner_module.self_check_index(7, "x", 0, costs) == runner_module.self_check_index(
+        7, "x", 0, costs
+    )
+    assert {runner_module.self_check_index(s, "x", 0, 5) for s in range(200)} == set(range(5))
+    assert runner_module.depth_cost({"L": 256, "M": 4}) == 256.0
+    assert runner_module.depth_cost({"part": "width"}) == 1.0
+
+
 def test_a_miscompiled_path_stops_the_study_naming_the_point(tmp_path, monkeypatch, capsys):
     """One line naming the point, exit code 3, no results.json, the finished points kept;
     then, unpatched, the same point checked and its agreement recorded."""
@@ -119,3 +132,34 @@ def test_resume_refuses_points_of_other_code(tmp_path, monkeypatch):
     again.run_points([{"i": 1}], lambda s: {"y": 2.0}, check=False)
     assert again.loaded == ["i1"]
     again.close()
+
+
+def test_op_by_op_loops_equal_the_compiled_ones():
+    """`op_by_op` runs lax.scan (forward, reverse, without xs, through jax.grad) and lax.map
+    (in batches) as Python loops: the same values as compiled, and the real loops after."""
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+
+    from meanfield._eager import op_by_op
+
+    xs = jnp.linspace(0.1, 1.0, 7)
+
+    def run(xs):
+        def body(c, x):
+            return c * jnp.cos(x) + x, (c, None)
+
+        c1, (ys, _) = lax.scan(body, 1.0, xs)
+        c2, zs = lax.scan(lambda c, _: (c + 1.0, c * c), 0.5, None, length=3, reverse=True)
+        g = jax.grad(lambda a: lax.scan(lambda c, x: (c * x + a, c), a, xs)[0])(0.3)
+        m = lax.map(lambda x: jnp.sin(x) * x, xs, batch_size=3)
+        return c1, ys, c2, zs, g, m
+
+    compiled = jax.jit(run)(xs)
+    with op_by_op():
+        eager = run(xs)
+    for a, b in zip(compiled, eager, strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-13, atol=0)
+    from meanfield import _eager
+
+    assert lax.scan is _eager._real_scan and lax.map is _eager._real_map

@@ -247,3 +247,22 @@ def test_variance_study_checks_the_mean_and_the_maximal_bound():
     assert all(r["holds"] for r in rows)
     assert rows[1]["fraction"] == np.mean(sup >= 1.0)
     assert not _maximal_bound(sup, 0.02)[0]["holds"]  # bound 0.08 < P(sup >= 0.25) = 0.29
+
+
+def test_variance_study_reports_an_overflowing_regime(tmp_path):
+    """γ = 0.01 at L = 4096: the law (1 + cα²M)^L overflows a float and so do the networks;
+    the study finishes, stores the law as null (inf), counts the overflowed networks
+    instead of averaging them, and draws its figure (it raised OverflowError)."""
+    import math
+
+    from meanfield.theory.variance import variance_law
+
+    assert variance_law(0.5, 1.0, 4, 4096, 1.0) == math.inf
+    assert variance_law(0.5, 0.01, 4, 3, 1.0) == pytest.approx((1 + 0.5 * 4e-4) ** 3 - 1)
+    r = _run("variance", tmp_path / "v", "--gammas", "0.01,0.5", "--L", "4,4096", "--nets", "8",
+             "--c-samples", "2000")  # fmt: skip
+    deep = next(p for p in r["points"] if p["L"] == 4096 and p["gamma"] == 0.01)
+    assert deep["theory"] is None and deep["z"] is None
+    assert deep["exploded"] == 8 and deep["mean"] is None
+    assert all(p["exploded"] == 0 for p in r["points"] if p["gamma"] == 0.5)
+    assert (tmp_path / "v" / "variance_law.png").exists()

@@ -237,13 +237,30 @@ def probe_lock(out: str | Path) -> None:
         os.close(fd)  # closing releases the probe's shared lock
 
 
-def self_check_index(seed, study: str, call: int, count: int) -> int:
-    """The grid point (index among `count`) that the `call`-th self-check of a study
-    recomputes: uniform, drawn from the study's seed and name (the same for the same seed)."""
+def self_check_index(seed, study: str, call: int, costs: "int | Sequence[float]") -> int:
+    """The grid point that the `call`-th self-check of a study recomputes: uniform among
+    the points whose cost is at most the median cost (`costs`, one per point; an integer
+    `n`: n points of equal cost), drawn from the study's seed and name (the same point
+    for the same seed).
+
+    The cost is what running a point op by op grows with: its depth (a layer costs about
+    10⁴ times more op by op than compiled), while a compiler's tiling depends on the
+    widths, dimensions and input counts, not on a loop's trip count; the cheaper half of
+    a grid holds every width of it in the studies' grids."""
     import zlib
 
+    costs = [1.0] * costs if isinstance(costs, int) else [float(c) for c in costs]
+    median = float(np.median(costs))
+    eligible = [i for i, c in enumerate(costs) if c <= median]
     seed = seed if isinstance(seed, int) and seed >= 0 else 0
-    return int(np.random.default_rng([seed, zlib.crc32(study.encode()), call]).integers(count))
+    draw = np.random.default_rng([seed, zlib.crc32(study.encode()), call])
+    return eligible[int(draw.integers(len(eligible)))]
+
+
+def depth_cost(spec: dict) -> float:
+    """The default self-check cost of a grid point: its depth `L` (1 without one)."""
+    value = spec.get("L", 1)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 1.0
 
 
 def _numeric(value) -> bool:
@@ -736,6 +753,7 @@ class StudyRunner:
         eager: bool = True,
         route: str | None = None,
         atol: float = 0.0,
+        check_cost: Callable[[dict], float] = depth_cost,
     ) -> list[dict]:
         """Compute (or, on resume, load) one result per grid point, in order, then check
         one of them by an independent route.
@@ -745,12 +763,14 @@ class StudyRunner:
         with the configuration's hash, the spec, the seed and a checksum; on resume a
         stored point is used only if all of them match.
 
-        **The self-check.** One grid point, drawn from the study's seed
-        (`self_check_index`), is computed again and compared with its result leaf by leaf
+        **The self-check.** One grid point, drawn from the study's seed among the cheaper
+        half by `check_cost` (default: the depth; `self_check_index`), is computed again
+        and compared with its result leaf by leaf
         (`compare_points`): by `compute` itself (`check=True`) or by `check(spec)` (a
         study whose `compute` calls programs compiled ahead of time gives the same
-        computation uncompiled), run op by op under `jax.disable_jit()` (`eager`, the
-        default: no fusion or tiling of the compiler touches it) or as it is (`eager=False`,
+        computation uncompiled), run op by op (`eager`, the default: `jax.disable_jit()`,
+        `meanfield._eager.op_by_op`; no fusion or tiling of the compiler touches it) or
+        as it is (`eager=False`,
         an independent formulation; `route` then says which). The agreement goes to
         `results.json` (`self_check`); a difference beyond round-off (`SELF_CHECK_RTOL`)
         raises `SelfCheckError` naming the point. `atol`: an absolute allowance for the
@@ -807,14 +827,17 @@ class StudyRunner:
                 if not eager:
                     raise ValueError("route: say how an eager=False self-check computes")
                 route = SELF_CHECK_ROUTE
-            self._self_check(specs, names, results, recompute, route, eager=eager, atol=atol)
+            costs = [check_cost(spec) for spec in specs]
+            self._self_check(
+                specs, names, results, recompute, route, eager=eager, atol=atol, costs=costs
+            )
         return results
 
     def _self_check(
-        self, specs, names, results, recompute, route: str, *, eager: bool, atol: float
+        self, specs, names, results, recompute, route: str, *, eager: bool, atol: float, costs
     ) -> None:
         """Recompute one seeded-random point by `recompute` and compare (`run_points`)."""
-        i = self_check_index(self.config.get("seed"), self.study, len(self.self_checks), len(specs))
+        i = self_check_index(self.config.get("seed"), self.study, len(self.self_checks), costs)
         spec, name = specs[i], names[i]
         precision = "float64" if jax.config.read("jax_enable_x64") else "float32"
         rtol = SELF_CHECK_RTOL[precision]
@@ -822,7 +845,9 @@ class StudyRunner:
             print(f"self-check: recomputing grid point {name} {route}", flush=True)
         t0 = time.perf_counter()
         if eager:
-            with jax.disable_jit():
+            from .._eager import op_by_op
+
+            with op_by_op():
                 fresh = to_json({**spec, **recompute(spec)})
         else:
             fresh = to_json({**spec, **recompute(spec)})

@@ -243,8 +243,7 @@ def _failed_solves(points) -> str | None:
     if not failed:
         return None
     where = ", ".join(
-        f"L={p['L']} M={p['M']} D={p['D']} ({p['fixed_D_solves_failed']} draw(s))"
-        for p in failed
+        f"L={p['L']} M={p['M']} D={p['D']} ({p['fixed_D_solves_failed']} draw(s))" for p in failed
     )
     return (
         f"the fixed-D limit did not solve for some draws at {where}: their errors against "

@@ -13,7 +13,7 @@ import jax.random as jr
 import numpy as np
 
 from ..activations import ACTIVATIONS
-from ..fits import fit_loglog
+from ..fits import fit_loglog, split_exploded
 from ..laws import TwoLayerGaussianLaw
 from ..plotting import use_agg
 from ..theory.variance import (
@@ -140,6 +140,7 @@ def run(args):
             final_state=True,
         )
         devs, final = np.asarray(devs), np.asarray(final)
+        devs = np.where(np.isnan(devs), np.inf, devs)  # an overflowed network: exploded
         back = np.asarray(
             sampled_backward_deviation(
                 block, law, L=L, M=M, alpha=alpha, x=x, direction=direction,
@@ -147,9 +148,13 @@ def run(args):
                 nets=cfg["backward_nets"],
             )
         )  # fmt: skip
-        dev = devs[:, -1]
-        mean, se = float(dev.mean()), float(dev.std(ddof=1) / math.sqrt(len(dev)))
+        # networks that overflowed are counted, not averaged (the explosion regime at
+        # large depth); the law itself is then inf (stored as null)
+        dev, exploded = split_exploded(devs[:, -1], threshold=math.inf)
+        mean = float(dev.mean()) if dev.size else None
+        se = float(dev.std(ddof=1) / math.sqrt(dev.size)) if dev.size > 1 else None
         theory = float(variance_law(c, alpha, M, L, 1.0))
+        finite = mean is not None and se is not None and se > 0 and math.isfinite(theory)
         return {
             "mean_state": _mean_state(final),
             "maximal_bound": _maximal_bound(devs.max(axis=1), theory),
@@ -157,8 +162,9 @@ def run(args):
             "MLalpha2": M * L * alpha**2,
             "mean": mean,
             "se": se,
+            "exploded": exploded,
             "theory": theory,
-            "z": (mean - theory) / se if se > 0 else None,
+            "z": (mean - theory) / se if finite else None,
             "regime": "explosion" if g < 0.5 else "critical" if g == 0.5 else "identity",
             "backward": {
                 "end": _mean_se(back[:, 0]),
@@ -244,8 +250,13 @@ def plot(out, results) -> None:
 
 
 def _mean_se(v) -> dict:
-    v = np.asarray(v, float)
-    return {"mean": float(v.mean()), "se": float(v.std(ddof=1) / math.sqrt(v.size))}
+    """Mean and standard error over the finite values; the others counted as exploded."""
+    v, exploded = split_exploded(v, threshold=math.inf)
+    return {
+        "mean": float(v.mean()) if v.size else None,
+        "se": float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else None,
+        "exploded": exploded,
+    }
 
 
 def _block_and_law(args, cfg):
@@ -274,6 +285,12 @@ def _mean_state(final) -> dict:
     over the networks, per
     coordinate, with its standard error; `holds` when every |z| < 3.5 (a false alarm has
     probability < 0.002 for d ≤ 4 under the proposition)."""
+    finite = np.all(np.isfinite(final), axis=1)
+    exploded = int((~finite).sum())
+    final = final[finite]
+    if final.shape[0] < 2:  # overflowed networks are not averaged: nothing to judge
+        return {"mean": None, "se": None, "max_abs_z": None, "holds": None,
+                "exploded": exploded}  # fmt: skip
     m = final.mean(axis=0)
     se = final.std(axis=0, ddof=1) / math.sqrt(final.shape[0])
     z = np.where(se > 0, m / np.where(se > 0, se, 1.0), 0.0)
@@ -282,6 +299,7 @@ def _mean_state(final) -> dict:
         "se": se.tolist(),
         "max_abs_z": float(np.max(np.abs(z))),
         "holds": bool(np.all(np.isfinite(z)) and np.max(np.abs(z)) < 3.5),
+        "exploded": exploded,
     }
 
 
@@ -304,6 +322,22 @@ def _maximal_bound(sup_sq, variance) -> list[dict]:
     return rows
 
 
+DRAW_MAX = 1e150  # larger values are not drawn (a log axis to 1e308 overflows its ticks)
+
+
+def _num(value, default=math.nan) -> float:
+    """A stored number for a figure (null, an overflow, or above `DRAW_MAX` as `default`:
+    NaN is not drawn)."""
+    return default if value is None or not abs(float(value)) <= DRAW_MAX else float(value)
+
+
+def _beyond(rows) -> bool:
+    """Whether a row's mean or its law lies beyond what the figure draws."""
+    return any(
+        v is not None and not abs(v) <= DRAW_MAX for p in rows for v in (p["mean"], p["theory"])
+    ) or any(p["theory"] is None for p in rows)
+
+
 def _figure(out, cfg, points, c):
     use_agg()
     import matplotlib.pyplot as plt
@@ -312,21 +346,25 @@ def _figure(out, cfg, points, c):
     for g, color in zip(cfg["gammas"], plt.cm.tab10(np.arange(len(cfg["gammas"]))), strict=False):
         rows = sorted((p for p in points if p["gamma"] == g), key=lambda p: p["L"])
         Ls = np.array([p["L"] for p in rows])
+        exploded = sum(p.get("exploded", 0) for p in rows)
         ax.errorbar(
             Ls,
-            [p["mean"] for p in rows],
-            [2 * p["se"] for p in rows],
+            [_num(p["mean"]) for p in rows],
+            [2 * _num(p["se"], 0.0) for p in rows],
             fmt="o",
             color=color,
-            label=f"γ={g} ({rows[0]['regime']})",
+            label=f"γ={g} ({rows[0]['regime']})"
+            + (f", {exploded} overflowed network(s) not drawn" if exploded else "")
+            + (f", values above {DRAW_MAX:.0e} not drawn" if _beyond(rows) else ""),
         )
         fine = np.geomspace(Ls.min(), Ls.max(), 50)
         a = fine ** (-g) / math.sqrt(cfg["M"])
-        ax.plot(fine, (1 + c * a**2 * cfg["M"]) ** fine - 1, "-", color=color, lw=1)
+        law = variance_law(c, a, cfg["M"], fine, 1.0)
+        ax.plot(fine, np.where(law <= DRAW_MAX, law, np.nan), "-", color=color, lw=1)
         ax_b.errorbar(
             [p["MLalpha2"] for p in rows],
-            [p["backward"]["sup"]["mean"] for p in rows],
-            [2 * p["backward"]["sup"]["se"] for p in rows],
+            [_num(p["backward"]["sup"]["mean"]) for p in rows],
+            [2 * _num(p["backward"]["sup"]["se"], 0.0) for p in rows],
             fmt="o-",
             color=color,
             label=f"γ={g}: L = {Ls.min()}..{Ls.max()}",

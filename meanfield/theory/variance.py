@@ -14,6 +14,7 @@ import math
 import jax
 import jax.numpy as jnp
 import jax.random as jr
+import numpy as np
 
 from .._mapping import map_batched
 from .._validation import as_number
@@ -84,8 +85,12 @@ def estimate_c(
 
 
 def variance_law(c, alpha, M, l, x_norm2):
-    """`((1 + c α² M)^l − 1) ‖x‖²`."""
-    return ((1.0 + c * alpha**2 * M) ** l - 1.0) * x_norm2
+    """`((1 + c α² M)^l − 1) ‖x‖²`, as `expm1(l · log1p(c α² M)) ‖x‖²` (accurate where
+    c α² M is small; `inf` where it exceeds the largest float, as in the explosion regime
+    at large depth, never an OverflowError)."""
+    with np.errstate(over="ignore"):
+        growth = np.expm1(np.multiply(l, np.log1p(c * np.square(alpha) * M)))
+    return float(growth * x_norm2) if np.ndim(growth) == 0 else growth * x_norm2
 
 
 def sampled_deviation(

@@ -1,0 +1,90 @@
+"""Running a computation op by op, in reasonable time: the self-check's route.
+
+Under `jax.disable_jit()` every primitive is compiled and run on its own, so no fusion,
+tiling or layout decision of the compiler spans two operations: the independent route
+against which a study checks its compiled results (`meanfield.studies.runner`). But JAX
+runs `lax.scan` op by op by slicing its inputs with a static index, compiling a new
+slice for every step: a depth loop of L layers compiles L programs (0.1 s a layer here,
+minutes for one study point). `op_by_op()` runs `lax.scan` and `lax.map` as Python
+loops that index with `lax.dynamic_index_in_dim` (one compiled slice for every step) while
+it is in force; the values are those of the primitives run one by one either way.
+"""
+
+import contextlib
+import threading
+from collections.abc import Iterator
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+_real_scan = lax.scan
+_real_map = lax.map
+_lock = threading.Lock()
+_depth = 0
+
+
+def _disabled() -> bool:
+    return bool(getattr(jax.config, "jax_disable_jit"))  # noqa: B009 (pyright: Config)
+
+
+def _index(tree, i):
+    index = jnp.asarray(i)
+    return jax.tree.map(lambda a: lax.dynamic_index_in_dim(a, index, keepdims=False), tree)
+
+
+def _stack(outputs):
+    if not outputs:
+        return None
+    return jax.tree.map(lambda *a: jnp.stack(a), *outputs)
+
+
+def _scan(f, init, xs=None, length=None, reverse=False, unroll=1, **kwargs):
+    """`lax.scan` as a Python loop with dynamic indexing, where jit is disabled."""
+    if not _disabled():
+        return _real_scan(f, init, xs, length=length, reverse=reverse, unroll=unroll, **kwargs)
+    leaves = jax.tree.leaves(xs)
+    n = length if length is not None else leaves[0].shape[0]
+    carry, outputs = init, []
+    for i in reversed(range(n)) if reverse else range(n):
+        carry, y = f(carry, None if xs is None else _index(xs, i))
+        outputs.append(y)
+    if reverse:
+        outputs.reverse()
+    if n == 0:  # the shapes of no output: from the real scan, which runs nothing
+        return _real_scan(f, init, xs, length=length, reverse=reverse)
+    return carry, _stack(outputs)
+
+
+def _map(f, xs, *, batch_size=None):
+    """`lax.map` as a Python loop over batches (`batch_size` at a time, vmapped)."""
+    if not _disabled():
+        return _real_map(f, xs, batch_size=batch_size)
+    n = jax.tree.leaves(xs)[0].shape[0]
+    size = n if not batch_size else min(batch_size, n)
+    chunks = []
+    for start in range(0, n, size):
+        width = min(size, n - start)
+        part = jax.tree.map(lambda a, s=start, w=width: lax.dynamic_slice_in_dim(a, s, w), xs)
+        chunks.append(jax.vmap(f)(part))
+    return jax.tree.map(lambda *a: jnp.concatenate(a), *chunks)
+
+
+@contextlib.contextmanager
+def op_by_op() -> Iterator[None]:
+    """Everything inside runs op by op (`jax.disable_jit()`), its scans and maps as Python
+    loops with one compiled slice each. Re-entrant; other threads, which do not disable
+    jit, keep the compiled loops."""
+    global _depth
+    with _lock:
+        if _depth == 0:
+            lax.scan, lax.map = _scan, _map
+        _depth += 1
+    try:
+        with jax.disable_jit():
+            yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                lax.scan, lax.map = _real_scan, _real_map
