@@ -55,6 +55,7 @@ def test_small_study_end_to_end(tmp_path, self_checked):
     )  # fmt: skip
     assert len(r["points"]) == 3 * 2 * 2 * 2
     self_checked(r)
+    assert r["error_definitions"]["output_error"].startswith("RMS over the inputs")
     p = r["points"][0]
     assert {"L", "M", "D", "steps", "output_error", "hidden_error"} <= set(p)
     assert {"mean", "std", "n"} <= set(p["output_error"])

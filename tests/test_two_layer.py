@@ -220,6 +220,7 @@ def test_small_study_end_to_end(tmp_path, self_checked):
     assert r["collapse"]["hidden_error"]["collapses_against"] == "D/M"
     theory = {f["quantity"]: f["theory"] for f in r["fits"] if f["against"] == "s_v"}
     assert theory == {"feature_movement": -1.0, "kernel_change": -2.0}  # as the docstring
+    assert r["error_definitions"]["output_error"].startswith("max over the inputs")
     assert r["critical_scale"]["rows"]
     for name in ("two_layer_limits", "two_layer_criteria", "two_layer_critical_scale"):
         assert (tmp_path / "tl" / f"{name}.png").exists()

@@ -120,6 +120,7 @@ def run(args):
             "fits": fits,
             "rate_law": rate_laws,
             "optimal_shape": shapes,
+            "error_definitions": ERROR_DEFINITIONS,
             "limit": {
                 "kind": study.kind,
                 "outputs": joint.outputs,
@@ -316,6 +317,12 @@ ERRORS = (
     "output_error", "hidden_error", "output_error_fixed_D", "hidden_error_fixed_D",
     "output_D_gap", "hidden_D_gap",
 )  # fmt: skip
+# how the errors are measured (Mathematics §6; `study two-layer` takes the max over inputs,
+# as its seed's theorem): in results.json and the figures' labels
+ERROR_DEFINITIONS = {
+    "output_error": "RMS over the inputs and output coordinates of f̂_k − f_k",
+    "hidden_error": "max over depths l of the RMS over the inputs of ‖ĥ_k^l − H_k(l/L)‖_D",
+}
 # the errors measured against a draw's fixed-D limit (void where its solve failed)
 FIXED_D_ERRORS = ("output_error_fixed_D", "hidden_error_fixed_D", "output_D_gap", "hidden_D_gap")
 
@@ -636,7 +643,7 @@ def _figures(out, cfg, points, fits, laws, shapes):
                 )  # fmt: skip
             what = "vs fixed-D limit" if against != "D" else "fixed-D limit vs joint limit"
             ax.set(xscale="log", yscale="log", xlabel=against,
-                   ylabel=f"{q.replace('_', ' ')} ({what}), k={K}")  # fmt: skip
+                   ylabel=f"{q.replace('_', ' ')}, RMS over inputs ({what}), k={K}")  # fmt: skip
             b, c = THEORY[(q, against + ("_fixed_D" if against != "D" else "_D_gap"))]
             ax.set_title(
                 f"{q.split('_')[0]} vs {against}, slope of the {against} term: bound {b:g}, "

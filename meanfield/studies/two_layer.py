@@ -196,6 +196,7 @@ def run(args):
             "collapse": collapse,
             "critical_scale": critical,
             "criteria_table": table,
+            "error_definitions": ERROR_DEFINITIONS,
             "limit": {
                 "infinite_D": {
                     "kind": "D -> infinity (skeleton maps / cavity: reduced particles at the "
@@ -444,6 +445,13 @@ def _series(points, part, key, fixed, against, quantity, k):
     return rows, [r[quantity][k] for r in rows]
 
 
+# how the errors are measured (the seed's two-layer theorem bounds a sup over inputs;
+# `study shapes` takes the RMS over inputs, Mathematics §6): in results.json and figures
+ERROR_DEFINITIONS = {
+    "output_error": "max over the inputs of the RMS over output coordinates of f̂ − f",
+    "hidden_error": "max over the inputs of ‖ĥ − h‖_D (the RMS over the D coordinates)",
+}
+
 # the slopes against s_v (s_v >= 2) of the lazy-regime criteria (module docstring, (d)):
 # features move like 1/s_v, the tangent kernel like 1/s_v² (its first-order changes cancel)
 CRITERIA_THEORY = {"feature_movement": -1.0, "kernel_change": -2.0}
@@ -586,7 +594,7 @@ def _figures(out, cfg, points, fits, critical):
     fig, axes = plt.subplots(2, 2, figsize=(11, 8.5))
     colors = plt.cm.viridis(np.linspace(0.1, 0.85, len(cfg["D"])))
     for ax, q, title in (
-        (axes[0, 0], "output_error", "output error max_i |f̂ − f|"),
+        (axes[0, 0], "output_error", "output error max_i RMS_out(f̂ − f)"),
         (axes[0, 1], "hidden_error", "hidden error max_i ‖ĥ − h‖_D"),
     ):
         for D, color in zip(cfg["D"], colors, strict=True):
