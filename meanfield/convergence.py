@@ -31,7 +31,15 @@ from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 from .blocks import AbstractUnitBlock
 from .coupling import LimitOnGrid, coupled_errors, draw_units, euler_errors
 from .engine import AbstractDepthLoop
-from .fits import exploded_draws, fit_loglog, fit_rate_sum, fit_values, line_fit, summarize
+from .fits import (
+    exploded_draws,
+    fit_loglog,
+    fit_rate_sum,
+    fit_values,
+    judge_theory,
+    line_fit,
+    summarize,
+)
 from .laws import AbstractGaussianLaw, AbstractLaw
 from .meanode import MeanODE, solve_mean_ode
 from .particles import Particles, gauss_hermite_particles, monte_carlo_particles
@@ -641,6 +649,7 @@ def convergence_fits(
                 seed=seed,
             )
             joint["fixed"] = {"steps": k}
+            _other_term_notes(fits[-2], fits[-1], joint, line, col)
             fits.append(joint)
         for q in EULER_QUANTITIES:
             if (q == "delta_z_euler" and k == 0) or trivial(k):
@@ -660,8 +669,36 @@ def convergence_fits(
                 seed=seed,
             )
             fit["ci95"] = None  # one deterministic value per depth: no seeds to resample
+            judge_theory(fit)
             fits.append(fit)
     return fits, excluded_points
+
+
+def _other_term_notes(L_fit: dict, M_fit: dict, joint: dict, line, col) -> None:
+    """The share of the term a line is not about, from the joint fit `a/L + b/sqrt(LM)`,
+    at the line's end where it is largest (`other_term_share`); a fit whose interval
+    excludes its theory while that share exceeds 5% is pre-asymptotic, and says so
+    (`theory_note`)."""
+    a, b = joint.get("a"), joint.get("b")
+    if a is None or b is None:
+        return
+    for fit, rows, other, name in (
+        (L_fit, line, lambda L, M: b / math.sqrt(L * M), "1/sqrt(LM)"),
+        (M_fit, col, lambda L, M: a / L, "1/L"),
+    ):
+        if not rows or fit.get("slope") is None:
+            continue
+        shares = [other(p["L"], p["M"]) / (a / p["L"] + b / math.sqrt(p["L"] * p["M"]))
+                  for p in rows if a / p["L"] + b / math.sqrt(p["L"] * p["M"]) > 0]  # fmt: skip
+        if not shares:
+            continue
+        share = max(shares)
+        fit["other_term_share"] = share
+        if fit.get("theory_inside") is False and share > 0.05:
+            fit["theory_note"] = (
+                f"pre-asymptotic: the {name} term is {share:.0%} of the fitted error on this "
+                "line (joint fit a/L + b/sqrt(LM)), which bends the slope"
+            )
 
 
 def reference_target(

@@ -41,17 +41,18 @@ entries' variograms averaged after dividing each by its own value at the smalles
 lag (so entries of different scales weigh equally, and the average is taken before
 the logarithm, which keeps the log's small-sample bias at large lags down).
 
-**Intervals.** With eight or more paths, `interval` is a percentile bootstrap over
-paths (entries resampled with replacement, the pooled fit redone; `n_boot` draws
-from an explicit `seed`): it treats the entries as independent draws, which they
-are for the library's depth laws at initialisation and may not be after training.
-With two to seven paths it is the Student-t interval `hurst ± t_{P−1} s/√P`, s the
-standard deviation of the P per-path estimates (a bootstrap over so few paths only
-spans their range). With one path it is the regression t-interval of the log-log
-slope (halved), which sees only the misfit of the power law across lags, not the
-sampling error of the path (the lags' variograms are correlated): take it as a
-lower bound on the uncertainty. `interval_method` says which was used;
-`interval_fit` (the regression t-interval of the pooled fit) is always given.
+**Intervals.** The interval resamples independent units: every path by default, or
+with `unit_axis` the units along that axis (the networks of `(L, networks, d, d)`
+weights, whose d² entries are correlated after training), all of a unit's paths
+together. With eight or more units, `interval` is a percentile bootstrap over them
+(the pooled fit redone; `n_boot` draws from an explicit `seed`). With two to seven it
+is the Student-t interval `hurst ± t_{G−1} s/√G`, s the standard deviation of the G
+units' own estimates (a bootstrap over so few only spans their range). With one path
+it is the regression t-interval of the log-log slope (halved), which sees only the
+misfit of the power law across lags, not the sampling error of the path (the lags'
+variograms are correlated): take it as a lower bound on the uncertainty.
+`interval_method` says which was used; `interval_fit` (the regression t-interval of the
+pooled fit) is always given.
 """
 
 import dataclasses
@@ -74,8 +75,9 @@ class HurstEstimate:
 
     - `hurst`: the pooled estimate (one number).
     - `interval`: `(low, high)`, a `level` interval for `hurst` (see `interval_method`).
-    - `interval_method`: `"bootstrap"` (>= 8 paths), `"paths-t"` (2 to 7 paths) or
-      `"regression-t"` (one path).
+    - `interval_method`: `"bootstrap"` (>= 8 paths), `"paths-t"` (2 to 7 paths),
+      `"unit-bootstrap"` (>= 8 units of `unit_axis`), `"units-t"` (2 to 7) or
+      `"regression-t"` (one path or unit).
     - `interval_fit`: the regression t-interval of the pooled log-log fit.
     - `per_entry`: the estimate of every path, shaped as the array without its depth axis
       (a 0-d array for a single path).
@@ -153,6 +155,24 @@ def _as_paths(paths, axis: int, cumulative: bool) -> tuple[np.ndarray, tuple[int
         raise ValueError(f"paths must be finite, got {bad} NaN or infinite values")
     flat = arr.reshape(arr.shape[0], -1)
     return (np.cumsum(flat, axis=0) if cumulative else flat), arr.shape[1:]
+
+
+def _unit_ids(ndim: int, axis: int, unit_axis: int | None, rest: tuple[int, ...]) -> np.ndarray:
+    """The unit of every path (flattened as `_as_paths` orders them): its index along
+    `unit_axis`, or its own index when every path is a unit."""
+    size = int(np.prod(rest)) if rest else 1
+    if unit_axis is None:
+        return np.arange(size)
+    if isinstance(unit_axis, bool) or not isinstance(unit_axis, int | np.integer):
+        raise ValueError(f"unit_axis must be an integer or None, got {unit_axis!r}")
+    if not -ndim <= unit_axis < ndim:
+        raise ValueError(f"unit_axis={unit_axis} is out of range for {ndim}-d paths")
+    depth, unit = int(axis) % ndim, int(unit_axis) % ndim
+    if unit == depth:
+        raise ValueError(f"unit_axis={unit_axis} is the depth axis")
+    position = unit - (unit > depth)  # its place among the axes left after depth
+    grid = np.indices(rest)[position]
+    return grid.ravel()
 
 
 def _differences(x: np.ndarray, m: int, order: int) -> np.ndarray:
@@ -233,6 +253,7 @@ def estimate_hurst(
     level: float = 0.95,
     n_boot: int = 1000,
     seed: int = 0,
+    unit_axis: int | None = None,
 ) -> HurstEstimate:
     """The Hurst (Hölder) exponent of paths sampled on a uniform grid, from their variogram.
 
@@ -255,6 +276,12 @@ def estimate_hurst(
     - `level`: the interval's coverage, in (0, 1).
     - `n_boot`, `seed`: the bootstrap over paths (used when there are >= 8 paths); the
       seed makes it reproducible (a `numpy` generator, no global state).
+    - `unit_axis`: an axis of `paths` (not the depth axis) along which the paths are
+      independent units, the entries within one unit possibly correlated (axis 1 of
+      `(L, networks, d, d)` weights: the d² entries of one trained network move together).
+      The interval then resamples units, not paths: a bootstrap over units (>= 8), else
+      the Student-t interval over the units' own pooled estimates (`units-t`). Default:
+      every path is a unit.
 
     **Returns:** a `HurstEstimate`.
 
@@ -275,6 +302,7 @@ def estimate_hurst(
     min_lag = _check_int(min_lag, "min_lag", 1)
     flat, rest = _as_paths(paths, axis, cumulative)
     n, n_paths = flat.shape
+    units = _unit_ids(np.ndim(paths), axis, unit_axis, rest)
     limit = n // (2 * order)
     if max_lag is None:
         top = n // 8
@@ -310,18 +338,26 @@ def estimate_hurst(
     pooled = rel.mean(axis=1)
     hurst = 0.5 * float(_slopes(x, np.log(pooled)[:, None])[0])
     interval_fit = _t_interval(x, np.log(pooled), level)
-    if n_paths >= MIN_BOOTSTRAP_PATHS:
+    # every unit's paths pooled: (lags, G), each unit weighted by its number of paths
+    groups = np.unique(units)
+    counts = np.array([np.sum(units == g) for g in groups], dtype=np.float64)
+    unit_rel = np.stack([rel[:, units == g].mean(axis=1) for g in groups], axis=1)
+    G = groups.size
+    named = unit_axis is not None
+    if G >= MIN_BOOTSTRAP_PATHS:
         rng = np.random.default_rng(seed)
-        idx = rng.integers(0, n_paths, size=(n_boot, n_paths))
-        boots = rel[:, idx].mean(axis=2)  # (lags, n_boot)
+        idx = rng.integers(0, G, size=(n_boot, G))
+        weights = counts[idx]  # (n_boot, G)
+        boots = np.einsum("lbg,bg->lb", unit_rel[:, idx], weights) / weights.sum(axis=1)
         draws = 0.5 * _slopes(x, np.log(boots))
         tail = 50.0 * (1.0 - level)
         low, high = np.percentile(draws, [tail, 100.0 - tail])
-        interval, method = (float(low), float(high)), "bootstrap"
-    elif n_paths >= 2:
-        q = _t975(n_paths - 1) if level == 0.95 else _t_quantile(0.5 + level / 2, n_paths - 1)
-        half = q * float(np.std(per_entry, ddof=1)) / math.sqrt(n_paths)
-        interval, method = (hurst - half, hurst + half), "paths-t"
+        interval, method = (float(low), float(high)), "unit-bootstrap" if named else "bootstrap"
+    elif G >= 2:
+        q = _t975(G - 1) if level == 0.95 else _t_quantile(0.5 + level / 2, G - 1)
+        per_unit = 0.5 * _slopes(x, np.log(unit_rel)) if named else per_entry
+        half = q * float(np.std(per_unit, ddof=1)) / math.sqrt(G)
+        interval, method = (hurst - half, hurst + half), "units-t" if named else "paths-t"
     else:
         interval, method = interval_fit, "regression-t"
     return HurstEstimate(

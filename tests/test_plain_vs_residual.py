@@ -288,3 +288,48 @@ def test_study_small_run_and_refusals(tmp_path, self_checked):
     with pytest.raises(meanfield.studies.StudyInputError, match="--L"):
         run_study("plain-vs-residual", out=str(tmp_path / "u"), L=[4])
     assert not (tmp_path / "t").exists() and not (tmp_path / "u").exists()
+
+
+def test_agreement_is_relative_to_the_measurement_and_can_fail():
+    """No absolute floor: a rate measured at 0.015 [0.012, 0.018] does not agree with a
+    prediction of 0 (it did, within 0.02); one whose interval holds 0 does; a large rate
+    within 10% of its prediction agrees; the prediction's own error widens the interval."""
+    from meanfield.studies.plain_vs_residual import agrees
+
+    assert not agrees(0.015, [0.012, 0.018], 0.0)
+    assert agrees(0.003, [-0.002, 0.008], 0.0)
+    assert agrees(1.05, [1.04, 1.06], 1.0) and not agrees(1.15, [1.14, 1.16], 1.0)
+    assert agrees(0.015, [0.012, 0.018], 0.0, predicted_error=0.007)
+
+
+def test_the_rate_interval_covers_at_sixteen_draws():
+    """The slope of mean log-ratios against L at the quick preset's 4 fitted depths and 16
+    draws: its 95% interval covers the true slope 0.92–0.98 of the time (400 replicates);
+    Gaussian draws of per-depth spreads as measured."""
+    import numpy as np
+
+    from meanfield.studies.plain_vs_residual import slope_interval
+
+    rng = np.random.default_rng(0)
+    L, slope, covered = np.array([4, 8, 16, 32]), -0.69, 0
+    for _ in range(400):
+        samples = [slope * x + rng.normal(0.0, 0.05 * np.sqrt(x), 16) for x in L]
+        lo, hi = slope_interval(L, samples)
+        covered += lo <= slope <= hi
+    assert 0.92 <= covered / 400 <= 0.98, covered / 400
+
+
+def test_degradation_needs_a_spread_to_be_judged():
+    from meanfield.studies.plain_vs_residual import TRAIN_ARCHITECTURES, _degradation_verdict
+
+    arch = TRAIN_ARCHITECTURES[0][0]
+    cells = [
+        {"architecture": arch, "L": 2, "train_loss": 0.01, "train_loss_std": None, "draws": 1},
+        {"architecture": arch, "L": 64, "train_loss": 0.2, "train_loss_std": None, "draws": 1},
+    ]
+    assert _degradation_verdict(cells)[arch]["degrades"] is None  # was True (std taken as 0)
+    cells[0]["train_loss_std"] = cells[1]["train_loss_std"] = 0.01
+    cells[0]["draws"] = cells[1]["draws"] = 3
+    assert _degradation_verdict(cells)[arch]["degrades"] is True
+    cells[1]["train_loss"] = 0.015
+    assert _degradation_verdict(cells)[arch]["degrades"] is False

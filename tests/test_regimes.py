@@ -192,3 +192,41 @@ def test_prediction_at_the_classifiers_resolution_on_the_learning_line(gamma):
     exact["forward"] = {"value": -0.5, "ci": None}
     measured = R.classify(exact, exploded=False)["regime"]
     assert R.predicted_regime(gamma, lam, margin=R.EXPONENT_TOL)[0] == measured
+
+
+def test_agreement_counts_only_what_the_classifier_can_judge():
+    """Fed cells that contradict their prediction, ambiguous cells and cells near a
+    boundary: the disagreement is counted, the others are set apart and counted, and the
+    headline says so (a count of 'agree of judged' over every cell could not fail)."""
+    from meanfield.studies.regimes import _agreement, _headline
+
+    def cell(g, lam, regime, distance, ambiguous=False, predicted="no-learning"):
+        return {"gamma": g, "lambda": lam, "regime": regime, "predicted_regime": predicted,
+                "distance_to_boundary": distance, "ambiguous": ambiguous}  # fmt: skip
+
+    cells = [
+        cell(1.0, 0.0, "no-learning", 0.5),  # judged, agrees
+        cell(1.25, -0.5, "explosion", 0.75),  # judged, contradicts its prediction
+        cell(0.25, 0.0, "explosion", 0.25, predicted="explosion"),  # near: 0.25 < 0.4
+        cell(1.0, -0.5, "no-learning", 0.5, ambiguous=True),  # ambiguous
+        cell(0.75, 0.5, "lazy-ode", 0.0, predicted="lazy-ode"),  # on the line
+    ]
+    a = _agreement(cells)
+    assert (a["agree"], a["judged"], a["near_boundary"], a["ambiguous"]) == (1, 2, 2, 1)
+    assert [(d["gamma"], d["lambda"]) for d in a["disagree"]] == [(1.25, -0.5)]
+    assert {d["why"] for d in a["not_judged"]} == {"near a boundary", "ambiguous"}
+    line = _headline(a, [])[0]
+    assert "1 of 2 judged" in line and "2 within the classifier's resolution" in line
+    assert "1 ambiguous" in line
+
+
+def test_the_drift_says_which_depths_its_line_goes_through():
+    from meanfield.studies.regimes import drift_text
+
+    t = {"drift_exponent": -1.43, "drift_ci95": [-1.46, -1.37], "L": [4, 8, 16, 32, 64],
+         "optimal_lr": [1.0, 0.4, 0.15, None, None], "unresolved_L": [32, 64]}  # fmt: skip
+    text = drift_text(t)
+    assert "a line through L = 4, 8, 16" in text and "left out: L = 32, 64" in text
+    assert drift_text({"drift_exponent": None, "reason": "lr* resolved at 2 depth(s)"}) == (
+        "unresolved (lr* resolved at 2 depth(s))"
+    )

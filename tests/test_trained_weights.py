@@ -173,3 +173,44 @@ def test_study_end_to_end_and_refusals(tmp_path, self_checked):
         with pytest.raises(StudyInputError, match=match):
             run_study("trained-weights", out=str(target), **bad)
         assert not target.exists()
+
+
+def _init(update, before, after):
+    from meanfield.fits import line_fit
+
+    betas = [0.0, 0.5, 1.0]
+    e = {"beta": betas, "update": update, "cumulative_before": before,
+         "cumulative_after": after}  # fmt: skip
+    e["update_slope_in_beta"] = line_fit(betas, update)[0]
+    e["update_rises_with_beta"] = all(b > a for a, b in zip(update, update[1:], strict=False))
+    e["update_falls_with_beta"] = all(b < a for a, b in zip(update, update[1:], strict=False))
+    return e
+
+
+def test_the_conclusion_is_computed_and_says_the_opposite_on_opposite_data():
+    """Fed indices that rise with β, fall with β, or neither, and starting regularities
+    that differ or not, the conclusion says each; it never states a trend the numbers
+    do not have."""
+    from meanfield.studies.trained_weights import regularity_conclusion
+
+    betas = [0.0, 0.5, 1.0]
+    rising = {"iid": _init([0.5, 0.6, 0.7], [0.5] * 3, [0.52, 0.6, 0.8]),
+              "smooth": _init([0.6, 0.8, 0.9], [1.0] * 3, [1.0, 0.95, 0.7])}  # fmt: skip
+    text, f = regularity_conclusion(rising, betas)
+    assert f["update_trend_in_beta"] == "rises" and "smoother the larger β" in text
+    assert f["starting_regularity_differs"] and f["moves_more_at_largest_beta"]
+    assert "the initialisation sets the starting regularity" in text
+    falling = {k: _init(e["update"][::-1], e["cumulative_before"], e["cumulative_after"])
+               for k, e in rising.items()}  # fmt: skip
+    text, f = regularity_conclusion(falling, betas)
+    assert f["update_trend_in_beta"] == "falls" and "rougher the larger β" in text
+    assert "smoother" not in text
+    mixed = {"iid": rising["iid"], "smooth": falling["smooth"]}
+    text, f = regularity_conclusion(mixed, betas)
+    assert f["update_trend_in_beta"] == "mixed" and "rises with β for 1, falls for 1 of 2" in text
+    same_start = {"a": _init([0.5, 0.6, 0.7], [0.5] * 3, [0.7, 0.6, 0.5]),
+                  "b": _init([0.5, 0.6, 0.7], [0.51] * 3, [0.71, 0.6, 0.52])}  # fmt: skip
+    text, f = regularity_conclusion(same_start, betas)
+    assert not f["starting_regularity_differs"] and not f["moves_more_at_largest_beta"]
+    assert "neither the initialisation nor β sets it apart" in text
+    assert "sets the starting regularity" not in text

@@ -12,8 +12,11 @@ intervals; a regime per cell (`regimes.classify`: `local-feature-learning`, `laz
 `kernel`, `no-learning`, `explosion`, under the key `regime`, `ambiguous` where an
 interval straddles a threshold); beside it the regime the first-order analysis predicts
 (`regimes.predicted_regime`; the derivation is in the docstring of `meanfield.regimes`).
-Agreement is counted over the cells at least `MARGIN` away from every predicted boundary
-(the area regimes), and reported for the cells on the learning line (the line regimes).
+Agreement is counted over the cells the classifier can judge: not ambiguous, and whose
+deciding predicted exponent lies at least twice the classifier's tolerance from 0 (the
+area regimes, away from the boundaries at the classifier's resolution); the cells left
+out are counted and listed (`agreement.not_judged`), and the cells on the learning line
+(the line regimes) are reported apart.
 
 **Depth transfer.** The same networks trained for `--transfer-steps` GD steps under three
 parametrizations, over a log grid of learning rates and a line of depths:
@@ -90,7 +93,6 @@ PARAMETRIZATIONS = {  # name: (γ, λ) with α = L^-γ / M, η = lr · M · L^λ
     "depth-mup": (0.5, 0.0),
     "standard": (0.0, 0.0),
 }
-MARGIN = 0.25  # cells this far (in exponent units) from every predicted boundary are judged
 QUANTITIES = {  # diagnostic -> exponent name used by regimes.classify
     "forward_deviation": "forward",
     "predictor_movement": "predictor",
@@ -238,16 +240,28 @@ def plot(out, results) -> None:
 
 
 def _headline(agreement, transfer) -> list[str]:
-    lines = [f"cells agreeing with the predicted regime away from the boundaries: "
-             f"{agreement['agree']} of {agreement['judged']}"]  # fmt: skip
+    lines = [
+        f"cells classified as predicted: {agreement['agree']} of {agreement['judged']} judged "
+        f"({agreement['near_boundary']} within the classifier's resolution of a boundary and "
+        f"{agreement['ambiguous']} ambiguous, not judged)"
+    ]
     for t in transfer:
-        ci = t.get("drift_ci95")
-        lines.append(
-            f"lr* drift exponent, {t['parametrization']}: "
-            + ("unresolved" if t["drift_exponent"] is None else f"{t['drift_exponent']:+.2f}")
-            + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "")
-        )
+        lines.append(f"lr* drift exponent, {t['parametrization']}: {drift_text(t)}")
     return lines
+
+
+def drift_text(t) -> str:
+    """A drift exponent with its interval and the depths its line goes through (and those
+    left out: lr* at a grid edge)."""
+    if t["drift_exponent"] is None:
+        return "unresolved" + (f" ({t['reason']})" if t.get("reason") else "")
+    ci = t.get("drift_ci95")
+    text = f"{t['drift_exponent']:+.2f}" + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "")
+    used = [L for L, v in zip(t["L"], t["optimal_lr"], strict=True) if v is not None]
+    text += f", a line through L = {', '.join(map(str, used))}"
+    if t.get("unresolved_L"):
+        text += f" (lr* at a grid edge, left out: L = {', '.join(map(str, t['unresolved_L']))})"
+    return text
 
 
 def _diagram_point(cfg, L, cells, xs, ys, master):
@@ -309,18 +323,34 @@ def _classify(cfg, cells, points):
 
 
 def _agreement(diagram) -> dict:
-    away = [c for c in diagram if c["distance_to_boundary"] >= MARGIN]
-    agree = [c for c in away if c["regime"] == c["predicted_regime"]]
+    """How many cells the measurement classifies as predicted, among those it can judge:
+    not ambiguous (no deciding exponent's interval straddles a threshold), classified,
+    and predicted farther than the classifier's resolution from its threshold. The
+    classifier reads an exponent within EXPONENT_TOL of 0 as Θ(1), so a cell whose
+    deciding predicted exponent lies within 2·EXPONENT_TOL of 0 (its threshold plus that
+    same tolerance) can be read either way by deviations the classifier tolerates
+    elsewhere: it is counted apart, as are the ambiguous cells."""
+    resolution = 2 * R.EXPONENT_TOL
+    near = [c for c in diagram if c["distance_to_boundary"] < resolution]
+    unclear = [c for c in diagram if c not in near and (c["ambiguous"] or c["regime"] is None)]
+    judged = [c for c in diagram if c not in near and c not in unclear]
+    agree = [c for c in judged if c["regime"] == c["predicted_regime"]]
     on_line = [
         c for c in diagram if c["predicted_regime"] in ("lazy-ode", "local-feature-learning")
     ]
+    keys = ("gamma", "lambda", "regime", "predicted_regime", "ambiguous")
     return {
-        "judged": len(away),
+        "judged": len(judged),
         "agree": len(agree),
-        "margin": MARGIN,
-        "disagree": [
-            {k: c[k] for k in ("gamma", "lambda", "regime", "predicted_regime", "ambiguous")}
-            for c in away if c not in agree
+        "near_boundary": len(near),
+        "ambiguous": len(unclear),
+        "resolution": resolution,
+        "rule": "judged: not ambiguous, and the deciding predicted exponent at least "
+        f"{resolution:g} (twice the classifier's tolerance {R.EXPONENT_TOL:g}) from 0",
+        "disagree": [{k: c[k] for k in keys} for c in judged if c not in agree],
+        "not_judged": [
+            {**{k: c[k] for k in keys}, "why": "near a boundary" if c in near else "ambiguous"}
+            for c in near + unclear
         ],
         "on_learning_line": [
             {k: c[k] for k in ("gamma", "lambda", "regime", "predicted_regime", "ambiguous")}
@@ -477,15 +507,10 @@ def _figures(out: Path, cfg, diagram, transfer, transfer_points):
             ax.plot(lrs, np.exp(curve), "o-", ms=3, color=col, label=f"L = {L}")
             if rec["optimal_lr"][i] is not None:
                 ax.axvline(rec["optimal_lr"][i], color=col, lw=0.8, ls=":")
-        drift = rec["drift_exponent"]
-        ci = rec["drift_ci95"]
-        text = "drift unresolved" if drift is None else (
-            f"drift of lr*: {drift:+.2f}" + ("" if ci is None else f" [{ci[0]:+.2f}, {ci[1]:+.2f}]")
-        )  # fmt: skip
         ax.set(xscale="log", yscale="log", xlabel="learning rate lr (η = lr · M · L^λ)",
                ylabel=f"training loss after {cfg['transfer_steps']} GD steps")  # fmt: skip
-        ax.set_title(f"{rec['parametrization']} (γ = {rec['gamma']:g}, λ = {rec['lambda']:g}): "
-                     f"{text}", fontsize=9)  # fmt: skip
+        ax.set_title(f"{rec['parametrization']} (γ = {rec['gamma']:g}, λ = {rec['lambda']:g}):\n"
+                     f"drift of lr* {drift_text(rec)}", fontsize=8)  # fmt: skip
         ax.legend(fontsize=7)
     fig.suptitle("Learning-rate transfer across depth (dotted: lr* from a parabola in log-log)",
                  fontsize=10)  # fmt: skip

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from ..fits import fit_loglog, parabola_argmax
+from ..fits import fit_loglog, judge_theory, parabola_argmax
 from ..signal_propagation import METHODS, simulate_response
 from ..theory.alpha_star import optimal_scaling, saturation_asymptotic, saturation_formula
 from ..theory.gaussian import DEFAULT_ORDER, K_ACCURATE
@@ -481,6 +481,7 @@ def run(args):
         )
     ]
     fits[0]["ci95"] = None  # deterministic values: the regression interval is in ci95_fit
+    judge_theory(fits[0])
     for s in stars:
         s["formula_rel_error"] = s["formula"] / s["numeric"] - 1
     paper = {name: by_part[name][0] for name in ("fig3", "fig6", "correlations", "signal")

@@ -1121,6 +1121,22 @@ def summary(results: dict, out: Path, limit: int = 8) -> str:
         shown += 1
     for line in results.get("headline", []) or []:
         lines.append(f"  {line}")
+    outside = [
+        f for f in results.get("fits") or []
+        if isinstance(f, dict) and f.get("theory_inside") is False
+    ]  # fmt: skip
+    if outside:
+        lines.append(f"  {len(outside)} fit(s) whose 95% interval excludes the theory:")
+    for f in outside:
+        ci = f.get(f.get("theory_inside_interval") or "ci95") or [math.nan, math.nan]
+        fixed = ", ".join(f"{k}={v}" for k, v in (f.get("fixed") or {}).items())
+        text = (
+            f"    {f.get('quantity')} vs {f.get('against')}" + (f" ({fixed})" if fixed else "")
+            + f": {f['slope']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}], theory {f['theory']:g}"
+        )  # fmt: skip
+        if f.get("theory_note"):
+            text += f" ({f['theory_note']})"
+        lines.append(text)
     for check in results.get("self_check") or []:
         allowance = f"; solver allowance {check['atol']:g}" if check.get("atol") else ""
         lines.append(

@@ -388,6 +388,7 @@ def make_fits(cfg, points, estimates):
                 fixed={"weights": cfg["weights"], "beta": critical_beta(cfg)},
                 theory=theory_slope(cfg),
                 seed=cfg["seed"],
+                paired=True,  # every seed is one path, read at every depth
             )
         )
     return fits, excluded

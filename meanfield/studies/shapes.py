@@ -34,7 +34,14 @@ import numpy as np
 
 from .. import deep_embedded as de
 from ..embedding import Embedding
-from ..fits import RATE_THEORIES, fit_loglog, fit_rate_law, optimal_shape, summarize
+from ..fits import (
+    RATE_THEORIES,
+    fit_loglog,
+    fit_rate_law,
+    fit_values,
+    optimal_shape,
+    summarize,
+)
 from ..plotting import loglog_series, size_ticks, use_agg
 from .args import check_activation, check_memory, int_list, positive_int
 from .runner import StudyInputError, start_study
@@ -523,11 +530,13 @@ def _fits(cfg, points, laws, reference_error, warnings):
                     if against == "L" and share < 0.5:
                         # the M term dominates this line: it decays in L as (LM)^-r does
                         bound, conj = THEORY[(q, "M" + variant)]
+                    # along L or M at a fixed D the points share each draw's embedding
+                    # (draw i of every point): resampled jointly; along D they do not
                     fit = fit_loglog(
                         [r[against] for r, _ in keep],
-                        [[v for v in s["values"] if v is not None] for _, s in keep],
+                        [fit_values(s) for _, s in keep],
                         quantity=name, against=against, fixed={**fixed, "steps": K},
-                        theory=bound, seed=cfg["seed"],
+                        theory=bound, seed=cfg["seed"], paired=against != "D",
                     )  # fmt: skip
                     fit["theory_conjecture"] = conj
                     fit["sizes"] = [r[against] for r, _ in keep]

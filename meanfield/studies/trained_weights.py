@@ -323,14 +323,16 @@ def _hurst(V, cfg, cumulative=False) -> dict | None:
     if not np.all(np.isfinite(paths)):
         return None
     try:
-        est = estimate_hurst(paths, axis=0, cumulative=cumulative, seed=cfg["seed"])
+        # the networks are the independent units: a network's d² entries move together in
+        # training, so the interval resamples networks (Student-t over their estimates)
+        est = estimate_hurst(paths, axis=0, cumulative=cumulative, seed=cfg["seed"], unit_axis=1)
     except ValueError as err:  # a constant path (no update), ...
         return {"hurst": None, "reason": str(err)}
     out = est.to_dict()
     out = {k: out[k] for k in ("hurst", "interval", "interval_method", "per_entry_mean",
                                "per_entry_std", "lags", "n_paths", "cumulative")}  # fmt: skip
-    # the bootstrap treats the entries as independent, which they are not after training:
-    # each network's own pooled estimate shows the spread between networks
+    out["networks"] = int(paths.shape[1])
+    # each network's own pooled estimate: the spread between the independent units
     out["per_network"] = [
         estimate_hurst(paths[:, i], axis=0, cumulative=cumulative, seed=cfg["seed"]).hurst
         for i in range(paths.shape[1])
@@ -389,8 +391,22 @@ def _statement(cfg, cells) -> dict:
             entry["update_rises_with_beta"] = all(
                 b2[1] > b1[1] for b1, b2 in zip(upd, upd[1:], strict=False)
             )
-    rises = [n for n, e in summary.items() if e.get("update_rises_with_beta")]
-    slopes = [e["update_slope_in_beta"] for e in summary.values() if "update_slope_in_beta" in e]
+            entry["update_falls_with_beta"] = all(
+                b2[1] < b1[1] for b1, b2 in zip(upd, upd[1:], strict=False)
+            )
+    conclusion, findings = regularity_conclusion(summary, cfg["betas"])
+    return {"per_init": summary, "lines": lines, "conclusion": conclusion, "findings": findings}
+
+
+def regularity_conclusion(summary: dict, betas) -> tuple[str, dict]:
+    """The study's conclusion, every clause computed from the numbers (and each able to
+    say the opposite): how the update's Hurst index moves with β over the initialisations
+    (rises for all, falls for all, or neither, by the sign of each one's steps), whether
+    the starting regularity of the weights' path differs between initialisations, and
+    whether training moves it further at the largest β than at the smallest.
+
+    **Returns:** `(text, findings)`, `findings` the decisions themselves."""
+    with_trend = {n: e for n, e in summary.items() if "update_slope_in_beta" in e}
 
     def shift(e, i):  # the change of the partial sums' index at the i-th β
         b, a = e["cumulative_before"][i], e["cumulative_after"][i]
@@ -398,19 +414,71 @@ def _statement(cfg, cells) -> dict:
 
     lo = [x for e in summary.values() if (x := shift(e, 0)) is not None]
     hi = [x for e in summary.values() if (x := shift(e, -1)) is not None]
-    betas = cfg["betas"]
-    conclusion = "no update regularity measured"
-    if slopes and lo and hi:
-        conclusion = (
+    starts = [e["cumulative_before"][0] for e in summary.values()]
+    starts = [x for x in starts if x is not None]
+    if not with_trend or not lo or not hi:
+        return "no update regularity measured", {}
+    n, total = len(with_trend), len(summary)
+    rises = [k for k, e in with_trend.items() if e["update_rises_with_beta"]]
+    falls = [k for k, e in with_trend.items() if e["update_falls_with_beta"]]
+    slopes = [e["update_slope_in_beta"] for e in with_trend.values()]
+    span = f"(slope in β {min(slopes):.2f} to {max(slopes):.2f})"
+    if len(rises) == n:
+        trend = "rises"
+        first = (
             f"The change training makes to V along depth is smoother the larger β: its Hurst "
-            f"index rises with β for {len(rises)} of {len(summary)} initialisations (slope in "
-            f"β {min(slopes):.2f} to {max(slopes):.2f}). The index of the weights' path "
-            f"(partial sums) moves by {min(lo):+.2f} to {max(lo):+.2f} at β = {betas[0]:g} and "
-            f"by {min(hi):+.2f} to {max(hi):+.2f} at β = {betas[-1]:g} over the "
-            "initialisations: the initialisation sets the starting regularity, β how far "
-            "training moves it."
+            f"index rises with β for all {n} initialisations {span}."
         )
-    return {"per_init": summary, "lines": lines, "conclusion": conclusion}
+    elif len(falls) == n:
+        trend = "falls"
+        first = (
+            f"The change training makes to V along depth is rougher the larger β: its Hurst "
+            f"index falls with β for all {n} initialisations {span}."
+        )
+    else:
+        trend = "mixed"
+        first = (
+            f"The regularity of the change training makes to V shows no common trend in β: "
+            f"its Hurst index rises with β for {len(rises)}, falls for {len(falls)} of {n} "
+            f"initialisations {span}."
+        )
+    if n < total:
+        first += f" ({total - n} initialisation(s) without an update index at two β.)"
+    # the starting regularity differs between initialisations when its range across them
+    # exceeds the largest shift training makes at the smallest β
+    start_range = max(starts) - min(starts) if len(starts) >= 2 else 0.0
+    starts_differ = len(starts) >= 2 and start_range > max(abs(x) for x in lo)
+    moves_more = float(np.median(np.abs(hi))) > float(np.median(np.abs(lo)))
+    second = (
+        f"The index of the weights' path (partial sums) moves by {min(lo):+.2f} to "
+        f"{max(lo):+.2f} at β = {betas[0]:g} and by {min(hi):+.2f} to {max(hi):+.2f} at "
+        f"β = {betas[-1]:g} over the initialisations"
+    )
+    if starts_differ and moves_more:
+        second += (
+            f": the initialisation sets the starting regularity (its index spans "
+            f"{start_range:.2f} across them), β how far training moves it."
+        )
+    elif starts_differ:
+        second += (
+            f": the initialisation sets the starting regularity (its index spans "
+            f"{start_range:.2f} across them); training does not move it further at the "
+            "largest β."
+        )
+    elif moves_more:
+        second += ": training moves it further at the largest β, from a starting regularity "
+        second += "the initialisations share."
+    else:
+        second += ": neither the initialisation nor β sets it apart."
+    findings = {
+        "update_trend_in_beta": trend,
+        "rises": len(rises),
+        "falls": len(falls),
+        "judged": n,
+        "starting_regularity_differs": bool(starts_differ),
+        "moves_more_at_largest_beta": bool(moves_more),
+    }
+    return f"{first} {second}", findings
 
 
 def _figures(out: Path, cfg, cells):

@@ -34,7 +34,7 @@ import numpy as np
 from .. import shallow
 from ..activations import resolve_activation
 from ..embedding import Embedding, norm_d
-from ..fits import fit_loglog, summarize
+from ..fits import fit_loglog, fit_values, summarize
 from ..plotting import loglog_series, size_ticks, use_agg
 from .args import (
     check_activation,
@@ -457,8 +457,11 @@ ERROR_DEFINITIONS = {
 CRITERIA_THEORY = {"feature_movement": -1.0, "kernel_change": -2.0}
 
 
-def _fit_judged(rows, stats, against, quantity, fixed, theory, seed, warnings, x=None):
-    """A log-log fit over the points whose error lies JUDGE x above their reference's."""
+def _fit_judged(
+    rows, stats, against, quantity, fixed, theory, seed, warnings, x=None, paired=False
+):
+    """A log-log fit over the points whose error lies JUDGE x above their reference's
+    (`paired`: draw i of every point shares its embedding, as along M at a fixed D)."""
     keep = [
         (r, s) for r, s in zip(rows, stats, strict=True)
         if s["mean"] is not None and s["mean"] >= JUDGE * r["reference_error"]
@@ -469,10 +472,11 @@ def _fit_judged(rows, stats, against, quantity, fixed, theory, seed, warnings, x
             f"{JUDGE:g}x of their reference's own error, not fitted"
         )
     xs = [r[against] if x is None else x(r) for r, _ in keep]
-    values = [[v for v in s["values"] if v is not None] for _, s in keep]
+    values = [fit_values(s) for _, s in keep]
     fit = fit_loglog(
-        xs, values, quantity=quantity, against=against, fixed=fixed, theory=theory, seed=seed
-    )
+        xs, values, quantity=quantity, against=against, fixed=fixed, theory=theory, seed=seed,
+        paired=paired,
+    )  # fmt: skip
     fit["sizes"] = xs
     return fit
 
@@ -486,8 +490,16 @@ def _fits(cfg, points, infinite):
                 rows, stats = _series(points, "width", "M", {"D": D}, "M", q, k)
                 fits.append(
                     _fit_judged(
-                        rows, stats, "M", q, {"D": D, "steps": k}, -0.5, cfg["seed"], warnings
-                    )
+                        rows,
+                        stats,
+                        "M",
+                        q,
+                        {"D": D, "steps": k},
+                        -0.5,
+                        cfg["seed"],
+                        warnings,
+                        paired=True,  # draw i's embedding serves every M at this D
+                    )  # fmt: skip
                 )
         for q in ("output_error", "hidden_error") if k > 0 else ():  # f_0 = 0 in both limits
             rows, stats = _series(points, "dimension", "D", {}, "D", q, k)

@@ -13,7 +13,7 @@ import jax.random as jr
 import numpy as np
 
 from ..activations import ACTIVATIONS
-from ..fits import fit_loglog, split_exploded
+from ..fits import fit_loglog, judge_theory, split_exploded
 from ..laws import TwoLayerGaussianLaw
 from ..plotting import use_agg
 from ..theory.variance import (
@@ -164,7 +164,7 @@ def run(args):
             "se": se,
             "exploded": exploded,
             "theory": theory,
-            "z": (mean - theory) / se if finite else None,
+            "z": (mean - theory) / se if finite and mean is not None and se else None,
             "regime": "explosion" if g < 0.5 else "critical" if g == 0.5 else "identity",
             "backward": {
                 "end": _mean_se(back[:, 0]),
@@ -189,7 +189,7 @@ def run(args):
                 theory=1 - 2 * g,
             )
             fit["ci95"] = None
-            fits.append(fit)
+            fits.append(judge_theory(fit))
     backward = []
     for g in cfg["gammas"]:
         rows = [p for p in points if p["gamma"] == g]
@@ -202,6 +202,7 @@ def run(args):
             theory=1 - 2 * g if g > 0.5 else None,
         )
         fit["ci95"] = None
+        judge_theory(fit)
         backward.append(
             {
                 "gamma": g,
