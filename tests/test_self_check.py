@@ -163,3 +163,31 @@ def test_op_by_op_loops_equal_the_compiled_ones():
     from meanfield import _eager
 
     assert lax.scan is _eager._real_scan and lax.map is _eager._real_map
+
+
+def test_a_variant_is_compared_compiled_against_op_by_op(tmp_path):
+    """`variant`: the check runs the variant both ways (a long chaotic training's compiled and
+    op-by-op results part by more than round-off): agreement when it is computed right,
+    the study stopped when the variant's compiled path is wrong."""
+    import jax.numpy as jnp
+
+    def trained(spec, steps):
+        def step(h, _):
+            return 3.9 * h * (1 - h), None  # the logistic map: round-off doubles each step
+
+        return {"h": float(jax.lax.scan(step, jnp.asarray(0.2 + 0.01 * spec["i"]), None,
+                                        length=steps)[0])}  # fmt: skip
+
+    specs = [{"i": i} for i in range(4)]
+    run = StudyRunner("demo", tmp_path / "d", {"seed": 1}, progress=False)
+    run.run_points(specs, lambda s: trained(s, 400), variant=lambda s: trained(s, 3),
+                   route="3 steps both ways")  # fmt: skip
+    assert run.self_checks[-1]["agrees"] and run.self_checks[-1]["route"] == "3 steps both ways"
+
+    def wrong(spec):
+        out = trained(spec, 3)
+        return out if jax.config.jax_disable_jit else {"h": out["h"] * 1.001}
+
+    with pytest.raises(SelfCheckError):
+        run.run_points(specs, lambda s: trained(s, 400), variant=wrong, route="3 steps")
+    run.close()

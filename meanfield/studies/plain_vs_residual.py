@@ -67,6 +67,10 @@ PRESETS = {
 # (the finite-width allowance where the interval is narrower than the model's accuracy);
 # no absolute floor, which made every rate predicted near 0 agree whatever was measured
 RELATIVE_TOLERANCE = 0.10
+# the self-check trains its point for this many steps, compiled and op by op (round-off
+# grows chaotically along a long training: the full run's compiled and op-by-op losses
+# part by more than round-off without any miscompile)
+SELF_CHECK_STEPS = 2
 # the rates are fitted on depths L <= N/16: the prediction is the N → ∞ limit at fixed L,
 # and the finite-width correction grows with L/N — for kinked σ (relu) after a skip like
 # L/sqrt(N) (post-activation ReLU, He, α = 1, L = 32: log-ratio 24.32, 23.59, 23.33,
@@ -162,7 +166,16 @@ def run(args):
             return _gradient_point(cfg, configs, spec["L"], master, spec["L"] == max(cfg["L"]))
         return _train_point(cfg, spec["L"], master)
 
-    points = runner.run_points(specs, point, describe=lambda s: f"{s['part']} L={s['L']}")
+    def short(spec):  # the self-check's training: 2 steps (round-off grows along 400)
+        if spec["part"] == "gradients":
+            return point(spec)
+        return _train_point({**cfg, "train_steps": SELF_CHECK_STEPS}, spec["L"], master)
+
+    points = runner.run_points(
+        specs, point, describe=lambda s: f"{s['part']} L={s['L']}", variant=short,
+        route=f"op by op (jax.disable_jit), the training part with {SELF_CHECK_STEPS} "
+        "steps compiled and op by op",
+    )  # fmt: skip
     grad_points = [p for p in points if p["part"] == "gradients"]
     rates = _rates(cfg, configs, grad_points)
     agree = sum(bool(r["agrees"]) for r in rates if r["agrees"] is not None)

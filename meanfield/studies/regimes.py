@@ -88,6 +88,10 @@ PRESETS = {
         "transfer_seeds": 8,
     },
 }
+# the self-check trains a transfer point for this many steps, compiled and op by op: along
+# the study's 50 steps at its largest learning rates round-off grows chaotically (two
+# compiler releases part by 1e-5 there without any miscompile)
+SELF_CHECK_STEPS = 3
 PARAMETRIZATIONS = {  # name: (γ, λ) with α = L^-γ / M, η = lr · M · L^λ
     "mean-ode": (1.0, 1.0),
     "depth-mup": (0.5, 0.0),
@@ -213,7 +217,17 @@ def run(args):
             return _diagram_point(cfg, spec["L"], cells, xs, ys, master)
         return _transfer_point(cfg, spec["L"], xs, ys, master)
 
-    points = runner.run_points(specs, point, describe=lambda s: f"{s['part']} L={s['L']}")
+    def short(spec):  # the self-check's transfer training: a few steps (module docstring)
+        if spec["part"] == "diagram":
+            return point(spec)
+        return _transfer_point({**cfg, "transfer_steps": SELF_CHECK_STEPS}, spec["L"], xs, ys,
+                               master)  # fmt: skip
+
+    points = runner.run_points(
+        specs, point, describe=lambda s: f"{s['part']} L={s['L']}", variant=short,
+        route=f"op by op (jax.disable_jit), the transfer part with {SELF_CHECK_STEPS} steps "
+        "compiled and op by op",
+    )  # fmt: skip
     diagram = _classify(cfg, cells, [p for p in points if p["part"] == "diagram"])
     transfer = _transfer(cfg, [p for p in points if p["part"] == "transfer"])
     agreement = _agreement(diagram)

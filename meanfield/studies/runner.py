@@ -754,6 +754,7 @@ class StudyRunner:
         route: str | None = None,
         atol: float = 0.0,
         check_cost: Callable[[dict], float] = depth_cost,
+        variant: Callable[[dict], dict] | None = None,
     ) -> list[dict]:
         """Compute (or, on resume, load) one result per grid point, in order, then check
         one of them by an independent route.
@@ -773,7 +774,12 @@ class StudyRunner:
         as it is (`eager=False`,
         an independent formulation; `route` then says which). The agreement goes to
         `results.json` (`self_check`); a difference beyond round-off (`SELF_CHECK_RTOL`)
-        raises `SelfCheckError` naming the point. `atol`: an absolute allowance for the
+        raises `SelfCheckError` naming the point. `variant(spec)`: where a point trains
+        networks for many steps, round-off grows chaotically along the trajectory, so its
+        compiled and op-by-op results differ by more than round-off without a miscompile;
+        the check then computes `variant(spec)` (the same point with a few steps, say)
+        both compiled and op by op and compares those (`route` says so).
+        `atol`: an absolute allowance for the
         adaptive solves inside a point (a step accepted compiled and rejected op by op, as
         round-off can flip, moves its result by up to the solve's tolerance), at most 100
         times that tolerance. `check=False` skips it (a second call whose points the first
@@ -829,13 +835,15 @@ class StudyRunner:
                 route = SELF_CHECK_ROUTE
             costs = [check_cost(spec) for spec in specs]
             self._self_check(
-                specs, names, results, recompute, route, eager=eager, atol=atol, costs=costs
-            )
+                specs, names, results, recompute, route, eager=eager, atol=atol, costs=costs,
+                variant=variant,
+            )  # fmt: skip
         return results
 
     def _self_check(
-        self, specs, names, results, recompute, route: str, *, eager: bool, atol: float, costs
-    ) -> None:
+        self, specs, names, results, recompute, route: str, *, eager: bool, atol: float, costs,
+        variant=None,
+    ) -> None:  # fmt: skip
         """Recompute one seeded-random point by `recompute` and compare (`run_points`)."""
         i = self_check_index(self.config.get("seed"), self.study, len(self.self_checks), costs)
         spec, name = specs[i], names[i]
@@ -844,14 +852,18 @@ class StudyRunner:
         if self.progress:
             print(f"self-check: recomputing grid point {name} {route}", flush=True)
         t0 = time.perf_counter()
-        if eager:
-            from .._eager import op_by_op
+        from .._eager import op_by_op
 
+        reference = results[i]
+        if variant is not None:  # the variant compiled, against the same op by op
+            reference = to_json({**spec, **variant(spec)})
+            recompute = variant
+        if eager:
             with op_by_op():
                 fresh = to_json({**spec, **recompute(spec)})
         else:
             fresh = to_json({**spec, **recompute(spec)})
-        difference, where = compare_points(results[i], fresh, atol=atol)
+        difference, where = compare_points(reference, fresh, atol=atol)
         record = {
             "point": name,
             "index": i,

@@ -54,6 +54,7 @@ from .args import (
 from .runner import StudyInputError, start_study
 
 HELP = "trained weights along depth: regularity before/after and test accuracy over (β, H)"
+SELF_CHECK_STEPS = 2  # the self-check's training (module docstring of runner.run_points)
 DEFAULT_X64 = False  # training in float32: the accuracies and the regularity (a log-log
 # slope over lags of variograms of O(1/d) increments) are far above its round-off
 INITS = ("iid", "smooth", "fbm")
@@ -196,10 +197,16 @@ def run(args):
     data = tuple(jnp.asarray(a) for a in (ds.x_train, ds.y_train, ds.x_test, ds.y_test))
     master = jr.key(cfg["seed"])
     specs = _rows(cfg)
+    short = {**cfg, "steps": SELF_CHECK_STEPS}
     points = runner.run_points(
         specs,
         lambda spec: _row(cfg, spec, data, ds.n_features, ds.n_classes, master),
         describe=lambda s: s["init"] + ("" if s["hurst"] is None else f" H={s['hurst']}"),
+        # round-off grows chaotically along hundreds of Adam steps: the check trains the
+        # row for a few steps, compiled and op by op
+        variant=lambda spec: _row(short, spec, data, ds.n_features, ds.n_classes, master),
+        route=f"its row trained for {SELF_CHECK_STEPS} steps, compiled and op by op "
+        "(jax.disable_jit)",
     )
     cells_out = [c for p in points for c in p["cells"]]
     statement = _statement(cfg, cells_out)
