@@ -316,28 +316,58 @@ def theory_inside(ci, theory) -> bool | None:
     return bool(ci[0] <= theory <= ci[1])
 
 
-def _rate_sum_coefficients(L, M, means):
-    """`(a, b) >= 0` minimising Σ ((a/L + b/sqrt(LM)) / m − 1)² (relative least squares),
-    for one row of point means `(P,)` or a stack of them `(B, P)` (bootstrap draws) at
-    once. Where the unconstrained minimum has a negative coefficient, the better of the
-    two one-term fits (each clipped at 0) is taken."""
+def _rate_sum_coefficients(L, M, means, scale=None):
+    """`(a, b) >= 0` minimising Σ ((a/L + b/sqrt(LM) − m) / s)², s the `scale` of each
+    point (default: the means themselves, relative least squares), for one row of point
+    means `(P,)` or a stack of them `(B, P)` (bootstrap draws) at once. Where the
+    unconstrained minimum has a negative coefficient, the better of the two one-term fits
+    (each clipped at 0) is taken."""
     means = np.asarray(means, dtype=float)
     single = means.ndim == 1
     means = np.atleast_2d(means)
+    scale = means if scale is None else np.broadcast_to(np.atleast_2d(scale), means.shape)
     X = np.stack([1.0 / L, 1.0 / np.sqrt(L * M)], axis=1)  # (P, 2)
-    A = X[None] / means[:, :, None]  # (B, P, 2)
-    coef = np.einsum("bjp,bp->bj", np.linalg.pinv(A), np.ones(means.shape))  # least squares
+    A = X[None] / scale[:, :, None]  # (B, P, 2)
+    y = means / scale  # (B, P)
+    coef = np.einsum("bjp,bp->bj", np.linalg.pinv(A), y)  # least squares
     negative = np.any(coef < 0, axis=1)
     if np.any(negative):
-        An = A[negative]
-        cols = np.maximum(An.sum(axis=1) / np.einsum("bpj,bpj->bj", An, An), 0.0)  # (b, 2)
-        resid = [np.sum((An[:, :, j] * cols[:, j : j + 1] - 1.0) ** 2, axis=1) for j in (0, 1)]
+        An, yn = A[negative], y[negative]
+        cols = np.maximum(
+            np.einsum("bpj,bp->bj", An, yn) / np.einsum("bpj,bpj->bj", An, An), 0.0
+        )  # (b, 2)
+        resid = [np.sum((An[:, :, j] * cols[:, j : j + 1] - yn) ** 2, axis=1) for j in (0, 1)]
         pick = (resid[1] < resid[0]).astype(int)  # ties keep the 1/L term
         rows = np.arange(len(cols))
         fallback = np.zeros_like(cols)
         fallback[rows, pick] = cols[rows, pick]
         coef[negative] = fallback
     return coef[0] if single else coef
+
+
+RATE_SUM_ITERATIONS = 3  # reweightings of the relative least squares (IRLS)
+
+
+def _rate_sum_irls(L, M, means, variances=None):
+    """`(coef (B, 2), se (B, 2))`: `a/L + b/sqrt(LM)` by relative least squares reweighted
+    by the fitted values (dividing by the noisy means themselves biases the fit and left
+    its interval covering 70–88%), and, given the variances of the point means, the
+    coefficients' sandwich standard errors."""
+    means = np.atleast_2d(np.asarray(means, dtype=float))
+    X = np.stack([1.0 / L, 1.0 / np.sqrt(L * M)], axis=1)  # (P, 2)
+    coef = _rate_sum_coefficients(L, M, means)
+    for _ in range(RATE_SUM_ITERATIONS):
+        pred = coef @ X.T
+        scale = np.where(pred > 0, pred, means)
+        coef = _rate_sum_coefficients(L, M, means, scale)
+    if variances is None:
+        return coef, None
+    pred = coef @ X.T
+    w = 1.0 / np.where(pred > 0, pred, means) ** 2  # (B, P)
+    bread = np.linalg.pinv(np.einsum("pi,bp,pj->bij", X, w, X))
+    meat = np.einsum("pi,bp,pj->bij", X, w**2 * np.atleast_2d(variances), X)
+    cov = bread @ meat @ bread
+    return coef, np.sqrt(np.maximum(np.einsum("bii->bi", cov), 0.0))
 
 
 def fit_rate_sum(
@@ -352,9 +382,12 @@ def fit_rate_sum(
 ) -> dict:
     """Joint fit `error ≈ a/L + b/sqrt(LM)` over every usable grid point.
 
-    Relative (log-like) least squares with a, b >= 0; bootstrap over seeds for
-    95% intervals; `rel_rms` is the root-mean-square relative residual. Seeds whose
-    error is exactly 0 count in the means; `bootstrap_dropped` as in `fit_loglog`.
+    Relative (log-like) least squares with a, b >= 0, reweighted by the fitted values
+    (`_rate_sum_irls`); 95% intervals by a studentized bootstrap over each point's seeds
+    (sandwich standard errors; 92–96% coverage at the mean-ODE study's 10 seeds, where
+    the percentile bootstrap of the unweighted fit gave 70–88%); `rel_rms` is the
+    root-mean-square relative residual. Seeds whose error is exactly 0 count in the means;
+    `bootstrap_dropped` as in `fit_loglog`.
     """
     _check_fit_args(n_boot, L=L, M=M)
     Ls, Ms, goods, excluded = [], [], [], 0
@@ -382,21 +415,35 @@ def fit_rate_sum(
         return result
     Ls, Ms = np.asarray(Ls), np.asarray(Ms)
     means = np.array([g.mean() for g in goods])
-    a, b = _rate_sum_coefficients(Ls, Ms, means)
+    variances = np.array([g.var(ddof=1) / g.size if g.size > 1 else 0.0 for g in goods])
+    coef, se = _rate_sum_irls(Ls, Ms, means, variances)
+    a, b = coef[0]
     pred = a / Ls + b / np.sqrt(Ls * Ms)
     result.update(a=float(a), b=float(b), rel_rms=float(np.sqrt(np.mean((pred / means - 1) ** 2))))
-    boots = _positive_draws(_bootstrap_means(goods, n_boot, seed), result)
-    if not boots.shape[0]:
+    result["interval"] = f"studentized bootstrap over each point's draws ({n_boot} replicates)"
+    rng = np.random.default_rng(seed)
+    bm = np.empty((n_boot, len(goods)))
+    bv = np.empty((n_boot, len(goods)))
+    for i, g in enumerate(goods):
+        r = g[rng.integers(0, g.size, size=(n_boot, g.size))]
+        bm[:, i] = r.mean(axis=1)
+        bv[:, i] = r.var(axis=1, ddof=1) / g.size if g.size > 1 else 0.0
+    keep = np.all(bm > 0, axis=1)
+    result["bootstrap_dropped"] = int(n_boot - keep.sum())
+    if not keep.any():
         return result
-    coefs = _rate_sum_coefficients(Ls, Ms, boots)
-    result["a_ci95"] = [
-        float(np.percentile(coefs[:, 0], 2.5)),
-        float(np.percentile(coefs[:, 0], 97.5)),
-    ]
-    result["b_ci95"] = [
-        float(np.percentile(coefs[:, 1], 2.5)),
-        float(np.percentile(coefs[:, 1], 97.5)),
-    ]
+    bcoef, bse = _rate_sum_irls(Ls, Ms, bm[keep], bv[keep])
+    assert se is not None and bse is not None
+    for j, name in enumerate(("a_ci95", "b_ci95")):
+        ok = bse[:, j] > 0
+        if se[0, j] > 0 and ok.any():
+            t = (bcoef[ok, j] - coef[0, j]) / bse[ok, j]
+            lo, hi = np.percentile(t, [2.5, 97.5])
+            lower, upper = coef[0, j] - hi * se[0, j], coef[0, j] - lo * se[0, j]
+            result[name] = [float(max(lower, 0.0)), float(max(upper, 0.0))]  # a, b >= 0
+        else:  # a coefficient held at 0 by the constraint: its bootstrap range
+            result[name] = [float(np.percentile(bcoef[:, j], 2.5)),
+                            float(np.percentile(bcoef[:, j], 97.5))]  # fmt: skip
     return result
 
 

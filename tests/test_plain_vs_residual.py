@@ -302,23 +302,6 @@ def test_agreement_is_relative_to_the_measurement_and_can_fail():
     assert agrees(0.015, [0.012, 0.018], 0.0, predicted_error=0.007)
 
 
-def test_the_rate_interval_covers_at_sixteen_draws():
-    """The slope of mean log-ratios against L at the quick preset's 4 fitted depths and 16
-    draws: its 95% interval covers the true slope 0.92–0.98 of the time (400 replicates);
-    Gaussian draws of per-depth spreads as measured."""
-    import numpy as np
-
-    from meanfield.studies.plain_vs_residual import slope_interval
-
-    rng = np.random.default_rng(0)
-    L, slope, covered = np.array([4, 8, 16, 32]), -0.69, 0
-    for _ in range(400):
-        samples = [slope * x + rng.normal(0.0, 0.05 * np.sqrt(x), 16) for x in L]
-        lo, hi = slope_interval(L, samples)
-        covered += lo <= slope <= hi
-    assert 0.92 <= covered / 400 <= 0.98, covered / 400
-
-
 def test_degradation_needs_a_spread_to_be_judged():
     from meanfield.studies.plain_vs_residual import TRAIN_ARCHITECTURES, _degradation_verdict
 
