@@ -121,6 +121,68 @@ def _delta_quantile(rng, r, noise="half-normal"):
     return out["fits"]["log"]["slope_ci95"], float(xc @ (q - q.mean()) / (xc @ xc))
 
 
+def _critical_beta(rng, r, shared=0.5):
+    """The phases study's β_c: ratios `L^{s(β)} e^{η}` over its quick grid (10 β, 6 depths,
+    64 draws), s(β) = 1 − 2β near the crossing (β_c = 1/2), each draw's noise shared
+    across every β and depth (the same weights) in part."""
+    from meanfield.phases import critical_beta
+
+    betas = np.array([0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.125, 1.25, 1.5])
+    Ls = np.array([16, 32, 64, 128, 256, 512])
+    draws = 64
+    common = rng.normal(size=(1, 1, draws))
+    eta = math.sqrt(shared) * common + math.sqrt(1 - shared) * rng.normal(
+        size=(len(betas), len(Ls), draws)
+    )
+    slopes = 1.0 - 2.0 * betas
+    samples = Ls[None, :, None] ** slopes[:, None, None] * np.exp(eta)
+    out = critical_beta(betas, Ls, samples, n_boot=500, seed=r)
+    return out["ci95"], 0.5
+
+
+def _alpha_star(rng, r, inits=300):
+    """The response study's α*: the vertex of the 5-point parabola through the mean of 300
+    initialisations' curves χ(α) on 15 log-spaced α, each initialisation's curve off the
+    mean by a level and a tilt of its own (shared by every α: the same initialisation) and
+    a little independent noise; its interval a bootstrap over initialisations. The truth
+    is the same estimator on the population's mean curve."""
+    from meanfield.fits import parabola_argmax, parabola_argmax_interval
+
+    x = np.linspace(-0.3, 0.3, 15)
+    f = 2.3 - 2.2 * (x - 0.02) ** 2 + 0.3 * (x - 0.02) ** 3
+    level = rng.normal(0.0, 0.25, (inits, 1))
+    tilt = rng.normal(0.0, 0.25, (inits, 1))
+    chis = f * np.exp(level + tilt * x) + rng.normal(0.0, 0.02, (inits, x.size))
+    interval = parabola_argmax_interval(x, chis, n_boot=400, seed=r)
+    mean_curve = f * np.exp(0.5 * 0.25**2 + 0.5 * (0.25 * x) ** 2)  # E[e^{level + tilt x}]
+    return interval["ci95"], float(parabola_argmax(x, mean_curve))
+
+
+def _lr_drift(rng, r, seeds=4, drift=-0.5):
+    """The regimes study's lr* drift: per depth (4..64) the log final loss over 17 learning
+    rates (2^(e/2)) of `seeds` networks, a parabola in log lr with its minimum at
+    lr*(L) = L^drift, each network's curve off by a level and a tilt of its own; lr* from
+    the mean curve, the drift a line through log lr* against log L, its interval from the
+    networks' jackknife (`regimes._transfer`)."""
+    from meanfield.studies.regimes import PARAMETRIZATIONS, _transfer
+
+    lrs = [2.0 ** (e / 2) for e in range(-8, 9)]
+    x = np.log(lrs)
+    points = []
+    for L in (4, 8, 16, 32, 64):
+        centre = drift * math.log(L)
+        logs = 0.5 * (x[:, None] - centre) ** 2 - 2.0  # (lrs, seeds)
+        logs = logs + rng.normal(0, 0.3, (1, seeds)) + rng.normal(0, 0.15, (1, seeds)) * x[:, None]
+        logs = logs + rng.normal(0, 0.05, logs.shape)
+        entry = {
+            "final_loss": np.exp(logs).tolist(),
+            "initial_loss": np.full(logs.shape, 1e9).tolist(),
+        }
+        points.append({"L": L, "parametrizations": {n: entry for n in PARAMETRIZATIONS}})
+    (rec, *_) = _transfer({"seed": r, "transfer_lrs": lrs}, points)
+    return rec["drift_ci95"], drift
+
+
 def cases() -> dict[str, list[tuple[str, Callable]]]:
     """kind -> [(label, replicate(rng, r) -> [(interval, truth), ...])]"""
 
@@ -136,6 +198,11 @@ def cases() -> dict[str, list[tuple[str, Callable]]]:
             for n in ("half-normal", "chi(3)", "log-normal(0.5)")
         ],  # fmt: skip
         "plain-rate": [("4 depths × 16 draws, Gaussian", one(_plain_rate))],
+        "critical-beta": [
+            (f"64 draws, shared noise {f}", one(_critical_beta, f)) for f in (0.0, 0.5)
+        ],  # fmt: skip
+        "alpha-star": [("300 initialisations", one(_alpha_star))],
+        "lr-drift": [(f"{s} networks per depth", one(_lr_drift, s)) for s in (4, 8)],
         "delta-quantile": [
             (f"17 points × 10 draws, {n}", one(_delta_quantile, n))
             for n in ("half-normal", "chi(3)")

@@ -460,6 +460,23 @@ def parabola_argmax(x, y) -> float:
     return float(np.clip(-c[1] / (2 * c[0]), x[0], x[-1]))
 
 
+def parabola_argmax_interval(x, curves, *, n_boot: int = 400, seed: int = 0) -> dict:
+    """The 95% percentile-bootstrap interval of `parabola_argmax(x, mean of curves)` over
+    the curves' independent units (`curves` (units, len(x)): one initialisation's curve
+    per row, all its points resampled together). **Returns:** `{"ci95", "se"}`. Its
+    coverage: `benchmarks/coverage.py` (kind `alpha-star`)."""
+    curves = np.asarray(curves, dtype=float)
+    rng = np.random.default_rng(seed)
+    n = curves.shape[0]
+    draws = np.array(
+        [parabola_argmax(x, curves[rng.integers(0, n, n)].mean(axis=0)) for _ in range(n_boot)]
+    )
+    return {
+        "ci95": [float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))],
+        "se": float(np.std(draws, ddof=1)),
+    }
+
+
 # ---------------------------------------------------------------- joint L, M, D rate law
 
 # the rate laws, each a sum of terms `exp(log_k) L^-p (LM)^-r D^q` (free exponents named,

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from ..fits import fit_loglog, judge_theory, parabola_argmax
+from ..fits import fit_loglog, judge_theory, parabola_argmax, parabola_argmax_interval
 from ..signal_propagation import METHODS, simulate_response
 from ..theory.alpha_star import optimal_scaling, saturation_asymptotic, saturation_formula
 from ..theory.gaussian import DEFAULT_ORDER, K_ACCURATE
@@ -332,16 +332,14 @@ def simulated_alpha_star(cfg, L, alpha_theory, key):
     x = np.log(alphas)
     value = float(np.exp(parabola_argmax(x, chis.mean(axis=0))))
     theory_curve = np.asarray(output_response_curve(alphas, L=L, **_theory_kwargs(cfg)))
-    rng = np.random.default_rng(cfg["seed"] + L)
-    boots = [
-        np.exp(parabola_argmax(x, chis[rng.integers(0, len(chis), len(chis))].mean(axis=0)))
-        for _ in range(400)
-    ]
+    # the interval in log α, then exponentiated (the same order statistics as before)
+    interval = parabola_argmax_interval(x, chis, n_boot=400, seed=cfg["seed"] + L)
+    lo, hi = interval["ci95"]
     return {
         "L": L,
         "value": value,
-        "ci95": [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))],
-        "se": float(np.std(boots, ddof=1)),
+        "ci95": [float(np.exp(lo)), float(np.exp(hi))],
+        "se": float(value * interval["se"]),
         "inits": cfg["alpha_star_inits"],
         "theory_same_estimator": float(np.exp(parabola_argmax(x, theory_curve))),
         "alphas": alphas,

@@ -177,6 +177,10 @@ def resolve_config(args) -> dict:
     return cfg
 
 
+SELF_CHECK_FINE = 128  # the self-check's fine grid (the depths it uses must divide 64)
+SELF_CHECK_RTOL = 1e-6  # and its ODE tolerance (smooth weights)
+
+
 def make_law(cfg):
     if cfg["weights"] == "brownian":
         return BrownianLaw(cfg["d"], cfg["n_fine"])
@@ -263,9 +267,25 @@ def run(args):
         stop = min(chunk, cfg["seeds"] - start)  # the last chunk is padded, then cut
         return {k: np.asarray(v)[:stop] for k, v in out.items()}
 
+    # the self-check: op by op, a fine grid of 2^15 steps takes hours; it compares the
+    # chunk's program at a coarse grid, three depths and one path, compiled and op by op
+    # (the study's states are d-dimensional, far below any tiling threshold: the canary
+    # checks the same code paths at large widths)
+    small = {**cfg, "L": cfg["L"][:3], "n_fine": SELF_CHECK_FINE,
+             "rtol": max(cfg["rtol"], SELF_CHECK_RTOL)}  # fmt: skip
+    small_program = chunk_program(small, make_law(small), x)
+
+    def variant(spec):
+        start = spec["chunk"] * chunk
+        out = small_program(seed_keys(cfg, start, start + 1))
+        return {k: np.asarray(v) for k, v in out.items()}
+
     raw = runner.run_points(
         [{"chunk": i} for i in range(n_chunks)],
         compute,
+        variant=variant,
+        route=f"one path of the chunk on a grid of {SELF_CHECK_FINE} steps at depths "
+        f"{', '.join(map(str, small['L']))}, compiled and op by op",
         describe=lambda s: (
             f"seeds {s['chunk'] * chunk}..{min((s['chunk'] + 1) * chunk, cfg['seeds']) - 1}"
         ),
