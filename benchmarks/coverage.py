@@ -121,7 +121,7 @@ def _delta_quantile(rng, r, noise="half-normal"):
     return out["fits"]["log"]["slope_ci95"], float(xc @ (q - q.mean()) / (xc @ xc))
 
 
-def _critical_beta(rng, r, shared=0.5):
+def _critical_beta(rng, r, shared=0.5, n_boot=500):
     """The phases study's β_c: ratios `L^{s(β)} e^{η}` over its quick grid (10 β, 6 depths,
     64 draws), s(β) = 1 − 2β near the crossing (β_c = 1/2), each draw's noise shared
     across every β and depth (the same weights) in part."""
@@ -136,7 +136,7 @@ def _critical_beta(rng, r, shared=0.5):
     )
     slopes = 1.0 - 2.0 * betas
     samples = Ls[None, :, None] ** slopes[:, None, None] * np.exp(eta)
-    out = critical_beta(betas, Ls, samples, n_boot=500, seed=r)
+    out = critical_beta(betas, Ls, samples, n_boot=n_boot, seed=r)
     return out["ci95"], 0.5
 
 
@@ -200,6 +200,9 @@ def cases() -> dict[str, list[tuple[str, Callable]]]:
         "plain-rate": [("4 depths × 16 draws, Gaussian", one(_plain_rate))],
         "critical-beta": [
             (f"64 draws, shared noise {f}", one(_critical_beta, f)) for f in (0.0, 0.5)
+        ]
+        + [
+            ("64 draws, shared noise 0.5 (100 bootstrap draws)", one(_critical_beta, 0.5, 100))
         ],  # fmt: skip
         "alpha-star": [("300 initialisations", one(_alpha_star))],
         "lr-drift": [(f"{s} networks per depth", one(_lr_drift, s)) for s in (4, 8)],
