@@ -203,3 +203,29 @@ def test_delta_quantiles_tell_the_log_form_from_the_gaussian_one():
     assert log["residual_rms"] < sq["residual_rms"]
     res = delta_quantiles(points(lambda n: np.abs(rng.normal(size=n))), 1, seed=1)
     assert res["fits"]["sqrt_log"]["residual_rms"] < res["fits"]["log"]["residual_rms"]
+
+
+def test_a_fit_whose_interval_excludes_its_theory_says_so(tmp_path):
+    """theory_inside is computed from the interval: False for data of slope −0.7 judged
+    against −1, True against its own estimate; the printed summary names the first with its reason,
+    never the second; without an interval over draws the regression's is used."""
+    from meanfield.fits import judge_theory
+    from meanfield.studies.runner import summary
+
+    rng = np.random.default_rng(0)
+    x = np.array([8.0, 16, 32, 64, 128])
+    samples = [xi**-0.7 * rng.lognormal(0, 0.2, 10) for xi in x]
+    off = mf.fit_loglog(x, samples, quantity="delta_h", against="L", theory=-1.0)
+    estimate = round(off["slope"], 3)  # a theory equal to the estimate lies inside
+    on = mf.fit_loglog(x, samples, quantity="delta_h", against="L", theory=estimate)
+    assert off["ci95"][1] < -0.5 and off["theory_inside"] is False and on["theory_inside"]
+    assert off["theory_inside_interval"] == "ci95"
+    off["theory_note"] = "pre-asymptotic: a test"
+    text = summary({"study": "demo", "fits": [off, on]}, tmp_path)
+    assert "1 fit(s) whose 95% interval excludes the theory" in text
+    named = text.split("excludes the theory:")[1]
+    assert "theory -1 (pre-asymptotic: a test)" in named and f"theory {estimate:g}" not in named
+    deterministic = judge_theory({**on, "ci95": None, "ci95_fit": [-0.9, -0.8]})
+    assert deterministic["theory_inside"] is False
+    assert deterministic["theory_inside_interval"] == "ci95_fit"
+    assert judge_theory({**on, "theory": None})["theory_inside"] is None
