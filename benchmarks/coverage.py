@@ -18,6 +18,8 @@ Kinds:
   depth (L = 64), the d² entries of one network sharing a common path (correlated
   entries, as after training), 2 and 6 networks.
 * `rate-sum`: `fit_rate_sum`, the mean-ODE study's joint `a/L + b/sqrt(LM)` on its grid.
+* `rate-law`: `fit_rate_law(paired=True)`, the shapes study's `a L^-p + b D^q (LM)^-r` on
+  its quick grid (31 points, 12 draws sharing an embedding at each D).
 * `plain-rate`: plain-vs-residual's per-layer rate (`slope_interval`), 4 depths × 16 draws.
 * `delta-quantile`: the mean-ODE study's δ-quantile slope (`convergence.delta_quantiles`),
   17 points × 10 draws (known not to be calibrated: see RESULTS.md).
@@ -93,6 +95,25 @@ def _rate_sum(rng, r, noise):
     f = fit_rate_sum([p[0] for p in pts], [p[1] for p in pts], samples, quantity="q",
                      n_boot=500, seed=r)  # fmt: skip
     return (f["a_ci95"], a), (f["b_ci95"], b)
+
+
+def _rate_law(rng, r, a=0.3, shared=0.3):
+    """The shapes study's rate law `a L^-p + b D^q (LM)^-r` (`fit_rate_law`, law "LM",
+    paired) on its quick grid's 31 points with D <= LM/4 (L 4..64, M 4, 16, 64, D 8, 32,
+    128), 12 draws; draw k of every point at one D shares a factor (its embedding), each
+    point's error half-normal around it. Truth p = 1, q = r = 1/2; with `a` = 0.3 the L
+    term is as small as on the study's grid (not resolved there), with 3 it is resolved."""
+    from meanfield.fits import fit_rate_law
+
+    Ls, Ms, Ds, n = (4, 8, 16, 32, 64), (4, 16, 64), (8, 32, 128), 12
+    pts = [(L, M, D) for L in Ls for M in Ms for D in Ds if D <= L * M / 4]
+    emb = {D: rng.lognormal(-(shared**2) / 2, shared, n) for D in Ds}
+    samples = [
+        (a / L + math.sqrt(D / (L * M))) * emb[D] * NOISES["half-normal"](rng, n) for L, M, D in pts
+    ]
+    f = fit_rate_law(*zip(*pts, strict=True), samples, quantity="q", law="LM", seed=r,
+                     paired=True)  # fmt: skip
+    return (f.get("q_ci95"), 0.5), (f.get("r_ci95"), 0.5), (f.get("p_ci95"), 1.0)
 
 
 def _plain_rate(rng, r):
@@ -183,6 +204,10 @@ def _lr_drift(rng, r, seeds=4, drift=-0.5):
     return rec["drift_ci95"], drift
 
 
+# the intervals of a kind whose replicate returns several, in order
+PARTS = {"rate-sum": ("a", "b"), "rate-law": ("q", "r", "p")}
+
+
 def cases() -> dict[str, list[tuple[str, Callable]]]:
     """kind -> [(label, replicate(rng, r) -> [(interval, truth), ...])]"""
 
@@ -197,6 +222,10 @@ def cases() -> dict[str, list[tuple[str, Callable]]]:
             (f"10 draws, {n}", lambda rng, r, n=n: list(_rate_sum(rng, r, n)))
             for n in ("half-normal", "chi(3)", "log-normal(0.5)")
         ],  # fmt: skip
+        "rate-law": [
+            (f"12 draws × 31 points, L term {t}", lambda rng, r, a=a: list(_rate_law(rng, r, a)))
+            for t, a in (("as the study's (a = 0.3)", 0.3), ("resolved (a = 3)", 3.0))
+        ],
         "plain-rate": [("4 depths × 16 draws, Gaussian", one(_plain_rate))],
         "critical-beta": [
             (f"64 draws, shared noise {f}", one(_critical_beta, f)) for f in (0.0, 0.5)
@@ -244,7 +273,7 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             rows = coverage(replicate, args.replicates)
             for j, row in enumerate(rows):
-                name = label if len(rows) == 1 else f"{label} ({'ab'[j]})"
+                name = label if len(rows) == 1 else f"{label} ({PARTS[kind][j]})"
                 table.append({"kind": kind, "case": name, "replicates": args.replicates,
                               **row, "seconds": time.perf_counter() - t0})  # fmt: skip
                 print(f"{kind:15s} {name:40s} {row['coverage']:.3f} ± {row['se']:.3f}",

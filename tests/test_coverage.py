@@ -40,6 +40,18 @@ def test_interval_is_calibrated(kind, case, replicates):
         assert lo <= row["coverage"] <= hi, (kind, case, row)
 
 
+def test_rate_law_exponents_are_calibrated():
+    """The shapes study's rate law on its quick grid: the D and LM exponents q, r (the L
+    exponent p is not resolved at this grid's L term, which the study says and replaces)."""
+    replicate = dict(coverage.cases()["rate-law"])[
+        "12 draws × 31 points, L term as the study's (a = 0.3)"
+    ]
+    lo, hi = window(200)
+    q, r, _ = coverage.coverage(replicate, 200)
+    assert lo <= q["coverage"] <= hi, q
+    assert lo <= r["coverage"] <= hi, r
+
+
 def test_the_check_fails_an_interval_that_undercovers():
     """The same check on the regularity interval that resamples entries of one network as
     independent paths (what the study did): it covers far below 92%."""

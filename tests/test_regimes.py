@@ -149,7 +149,7 @@ def test_study_end_to_end_and_refusals(tmp_path, self_checked):
     out = tmp_path / "rg"
     res = run_study(
         "regimes", out=str(out), L=[8, 16, 32], gammas=[0.25, 0.5, 1.0], lambdas=[0.0, 1.0],
-        seeds=2, transfer_L=[4, 8, 16], transfer_steps=20, transfer_seeds=2, no_progress=True,
+        seeds=2, transfer_L=[4, 8, 16], transfer_steps=20, transfer_seeds=4, no_progress=True,
     )  # fmt: skip
     self_checked(res)
     cells = {(c["gamma"], c["lambda"]): c for c in res["cells"]}
@@ -163,7 +163,8 @@ def test_study_end_to_end_and_refusals(tmp_path, self_checked):
             assert values is None or math.isfinite(values)
     transfer = {t["parametrization"]: t for t in res["transfer"]}
     assert abs(transfer["mean-ode"]["drift_exponent"]) < 0.2
-    assert transfer["standard"]["drift_ci95"][1] < 0
+    # four networks a depth: the jackknife interval (Welch t) excludes no drift
+    assert transfer["standard"]["drift_ci95"][1] < 0, transfer["standard"]
     for name in ("phase_diagram.png", "transfer.png"):
         assert (out / name).stat().st_size > 10_000
     for bad, match in (

@@ -46,6 +46,30 @@ def test_rate_law_recovers_known_exponents():
     assert not law["theories"]["bound"]["r"]["inside_ci95"]
 
 
+def test_rate_law_paired_resamples_a_draw_across_points():
+    """Draw k of every point at one D shares a factor (its embedding): resampled jointly,
+    the D exponent's interval holds that shared spread; resampling each point on its own
+    averages it away over the points of a D and is too narrow. Unequal draw counts with
+    `paired` are refused."""
+    rng = np.random.default_rng(3)
+    pts = [(lv, mv, dv) for lv in (4, 8, 16, 32, 64) for mv in (4, 16, 64) for dv in (8, 32, 128)]
+    emb = {dv: rng.lognormal(0.0, 0.4, 12) for dv in (8, 32, 128)}
+    samples = [
+        (1 / lv + (dv / (lv * mv)) ** 0.5) * emb[dv] * (1 + 0.05 * rng.standard_normal(12))
+        for lv, mv, dv in pts
+    ]
+    args = (*zip(*pts, strict=True), samples)
+    paired = fit_rate_law(*args, quantity="x", law="LM", paired=True)
+    alone = fit_rate_law(*args, quantity="x", law="LM")
+    assert paired["q"] == alone["q"]  # the same fit, a different interval
+    width = {k: f["q_ci95"][1] - f["q_ci95"][0] for k, f in (("p", paired), ("a", alone))}
+    assert width["p"] > 2 * width["a"], width
+    assert "jointly" in paired["interval"]
+    with pytest.raises(ValueError, match="paired draws need one count"):
+        fit_rate_law(*args[:3], [s[: 12 - (i % 2)] for i, s in enumerate(samples)],
+                     quantity="x", law="LM", paired=True)  # fmt: skip
+
+
 def test_small_study_end_to_end(tmp_path, self_checked):
     """A small grid, identity: one record per (L, M, D, k); the exact linear limit with its
     error far below the errors; fits with intervals; the rate law and the shapes; figures."""

@@ -434,14 +434,15 @@ def _drift_interval(lrs, curves, logL) -> tuple[list[float] | None, int]:
         if any(v is None for v in loo) or S < 2:
             unresolved += sum(v is None for v in loo)
             continue
-        y = np.log(loo)
+        y = np.log(np.asarray(loo, dtype=float))
         var.append((S - 1) / S * float(np.sum((y - y.mean()) ** 2)))
         dof_terms.append(S - 1)
     if unresolved or len(var) != len(curves):
         return None, unresolved
     terms = c**2 * np.asarray(var)
     se = math.sqrt(float(terms.sum()))
-    slope = float(c @ np.log([_optimum(lrs, cv.mean(axis=1)) for cv in curves]))
+    optima = np.asarray([_optimum(lrs, cv.mean(axis=1)) for cv in curves], dtype=float)
+    slope = float(c @ np.log(optima))
     if se == 0:
         return [slope, slope], 0
     dof = float(terms.sum() ** 2 / np.sum(terms**2 / np.asarray(dof_terms)))

@@ -388,15 +388,19 @@ def _rate_law(cfg, points, quantity, warnings):
     def values(p, name):
         return [v for v in p[name]["values"] if v is not None]
 
+    def draws(p, name):  # draw i of every point, NaN where unusable: resampled jointly
+        return [math.nan if v is None else v for v in p[name]["values"]]
+
     lm_fits = {
         name: fit_rate_law(
             [p["L"] for p in judged],
             [p["M"] for p in judged],
             [p["D"] for p in judged],
-            [values(p, fixed_name) for p in judged],
+            [draws(p, fixed_name) for p in judged],
             quantity=fixed_name,
             seed=cfg["seed"],
             law=name,
+            paired=True,  # the points share each draw's embedding (at one D) and limit
         )  # fmt: skip
         for name in ("LM", "LM3")
     }
@@ -412,7 +416,7 @@ def _rate_law(cfg, points, quantity, warnings):
     )  # fmt: skip
     joint = fit_rate_law(
         [p["L"] for p in rows], [p["M"] for p in rows], [p["D"] for p in rows],
-        [values(p, quantity) for p in rows], quantity=quantity, seed=cfg["seed"],
+        [draws(p, quantity) for p in rows], quantity=quantity, seed=cfg["seed"], paired=True,
     )  # fmt: skip
     law = {"steps": K, "model": lm["model"] + " + c D^-s", "LM_part": lm,
            "LM_part_chosen": chosen, "LM_part_other": lm_fits["LM3" if chosen == "LM" else "LM"],
