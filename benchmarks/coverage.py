@@ -20,6 +20,8 @@ Kinds:
 * `rate-sum`: `fit_rate_sum`, the mean-ODE study's joint `a/L + b/sqrt(LM)` on its grid.
 * `rate-law`: `fit_rate_law(paired=True)`, the shapes study's `a L^-p + b D^q (LM)^-r` on
   its quick grid (31 points, 12 draws sharing an embedding at each D).
+* `fig6-tail`: the response study's Figure 6 power-law exponent of η^l's tail over 1000
+  initialisations whose layers are correlated.
 * `plain-rate`: plain-vs-residual's per-layer rate (`slope_interval`), 4 depths × 16 draws.
 * `delta-quantile`: the mean-ODE study's δ-quantile slope (`convergence.delta_quantiles`),
   17 points × 10 draws (known not to be calibrated: see RESULTS.md).
@@ -114,6 +116,30 @@ def _rate_law(rng, r, a=0.3, shared=0.3):
     f = fit_rate_law(*zip(*pts, strict=True), samples, quantity="q", law="LM", seed=r,
                      paired=True)  # fmt: skip
     return (f.get("q_ci95"), 0.5), (f.get("r_ci95"), 0.5), (f.get("p_ci95"), 1.0)
+
+
+def _fig6_tail(rng, r, by_inits=True, tilt_sd=0.3, inits=1000, kappa=1.5):
+    """The response study's Figure 6 tail: η^l at layers 5..20 of 1000 initialisations,
+    mean `l^-κ` at every layer, each initialisation's curve off by a level and a tilt in
+    log l of its own (the layers of one network are correlated) and a gamma noise per
+    layer; the power-law exponent's interval over the initialisations (`by_inits`) or, as
+    before, a parametric bootstrap of each layer's mean on its own."""
+    from meanfield.studies.response_paper import _power_and_exponential
+
+    layers = np.arange(5, 21)
+    x = np.log(layers / 10.0)
+    level = rng.normal(0.0, 0.5, (inits, 1))
+    tilt = rng.normal(0.0, tilt_sd, (inits, 1))
+    eta = (
+        layers**-kappa
+        * np.exp(level - 0.5**2 / 2)
+        * np.exp(tilt * x - tilt_sd**2 * x**2 / 2)
+        * rng.gamma(2.0, 0.5, (inits, layers.size))
+    )
+    m, s = eta.mean(axis=0), eta.std(axis=0, ddof=1) / math.sqrt(inits)
+    fit = _power_and_exponential(layers, m, s, 400, np.random.default_rng(r),
+                                 draws=eta if by_inits else None)  # fmt: skip
+    return fit["power_exponent_ci95"], kappa
 
 
 def _plain_rate(rng, r):
@@ -227,6 +253,11 @@ def cases() -> dict[str, list[tuple[str, Callable]]]:
             for t, a in (("as the study's (a = 0.3)", 0.3), ("resolved (a = 3)", 3.0))
         ],
         "plain-rate": [("4 depths × 16 draws, Gaussian", one(_plain_rate))],
+        "fig6-tail": [
+            (f"1000 initialisations, tilt {t}{old}", one(_fig6_tail, not old, t))
+            for t in (0.3, 0.6)
+            for old in ("", ", each layer on its own (the old interval)")
+        ],
         "critical-beta": [
             (f"64 draws, shared noise {f}", one(_critical_beta, f)) for f in (0.0, 0.5)
         ]

@@ -69,6 +69,9 @@ def test_response_study(tmp_path, self_checked):
     ci = f6["simulation_fit"]["power_exponent_ci95"]
     same = f6["theory_power_exponent_same_estimator"]
     assert f6["theory_inside_ci95"] == (ci is not None and ci[0] <= same <= ci[1])
+    # the interval resamples initialisations (a network's layers are one unit)
+    interval = f6["simulation_fit"]["interval"]
+    assert interval is None if ci is None else interval.startswith("percentile bootstrap over")
     # only layers whose simulated mean is 3 SE from zero are fitted (20 draws: few or none)
     eta = f6["eta"]
     for layer in f6["simulation_fit"]["layers"]:

@@ -72,21 +72,28 @@ def figure3(cfg, key) -> dict:
     return out
 
 
-def _power_and_exponential(layers, means, ses, n_boot, rng) -> dict:
+def _power_and_exponential(layers, means, ses, n_boot, rng, draws=None) -> dict:
     """Power law `log η = −κ log l + c` and exponential `log η = −l/ξ + c` fitted to the
-    tail (weighted by the standard errors of log η), the exponent's interval by a
-    parametric bootstrap of log η (normal with SE s/m, the delta method), and each fit's
-    weighted residual. Only layers resolved from zero (m > 3 s) are fitted: a noisy tail
-    kept where it happens to be positive and dropped where not would bias the exponent."""
+    tail (weighted by the standard errors of log η), and each fit's weighted residual.
+    The exponent's 95% interval is a percentile bootstrap over the initialisations
+    (`draws`, `(inits, layers)`: the layers of one network are one unit, resampled
+    together; a parametric bootstrap of each layer on its own, as before, took correlated
+    layers for independent ones), or without `draws` a parametric bootstrap of log η
+    (normal with SE s/m). Only layers resolved from zero (m > 3 s) are fitted: a noisy
+    tail kept where it happens to be positive and dropped where not would bias the
+    exponent."""
     l = np.asarray(layers, float)
     m, s = np.asarray(means, float), np.asarray(ses, float)
     ok = (m > 3 * s) & (m > 0) & np.isfinite(m)
     l, m, s = l[ok], m[ok], s[ok]
+    if draws is not None:
+        draws = np.asarray(draws, float)[:, ok]
     if l.size < 3:
         return {"layers": l.tolist(), "power_exponent": None, "power_exponent_ci95": None,
                 "power_weighted_residual": None, "exponential_length": None,
                 "exponential_weighted_residual": None, "better_fit": None,
-                "note": "fewer than 3 layers resolved from zero (mean > 3 SE)"}  # fmt: skip
+                "note": "fewer than 3 layers resolved from zero (mean > 3 SE)",
+                "interval": None, "bootstrap_dropped": 0}  # fmt: skip
     y, w = np.log(m), np.where(s > 0, m / np.maximum(s, 1e-300), 1.0)  # 1/σ of log η
 
     def fit(x, yy):
@@ -97,9 +104,17 @@ def _power_and_exponential(layers, means, ses, n_boot, rng) -> dict:
 
     (slope_p, _), res_p = fit(np.log(l), y)
     (slope_e, _), res_e = fit(l, y)
-    boots = []
+    boots, dropped = [], 0
     for _ in range(n_boot):
-        boots.append(-fit(np.log(l), y + (s / m) * rng.standard_normal(m.size))[0][0])
+        if draws is None:
+            yb = y + (s / m) * rng.standard_normal(m.size)
+        else:
+            mb = draws[rng.integers(0, draws.shape[0], draws.shape[0])].mean(axis=0)
+            if not np.all(mb > 0):
+                dropped += 1
+                continue
+            yb = np.log(mb)
+        boots.append(-fit(np.log(l), yb)[0][0])
     return {
         "layers": l.tolist(),
         "power_exponent": -slope_p,
@@ -109,6 +124,12 @@ def _power_and_exponential(layers, means, ses, n_boot, rng) -> dict:
         "exponential_length": -1.0 / slope_e if slope_e < 0 else None,
         "exponential_weighted_residual": res_e,
         "better_fit": "power law" if res_p < res_e else "exponential",
+        "interval": (
+            None if not n_boot else
+            f"percentile bootstrap over the {draws.shape[0]} initialisations ({n_boot} replicates)"
+            if draws is not None else f"parametric bootstrap of each layer ({n_boot} replicates)"
+        ),
+        "bootstrap_dropped": dropped,
     }  # fmt: skip
 
 
@@ -126,7 +147,7 @@ def figure6(cfg, key) -> dict:
     rng = np.random.default_rng(cfg["seed"])
     sim_fit = _power_and_exponential(
         layers, np.asarray(eta["sim_mean"])[TAIL_FROM:], np.asarray(eta["sim_se"])[TAIL_FROM:],
-        1000, rng,
+        1000, rng, draws=np.asarray(sim.eta, float)[:, TAIL_FROM:],
     )  # fmt: skip
     th_eta = np.asarray(th.eta)[TAIL_FROM:]
     theory_slope = line_fit(np.log(layers), np.log(th_eta))[0]
