@@ -191,3 +191,22 @@ def test_a_variant_is_compared_compiled_against_op_by_op(tmp_path):
     with pytest.raises(SelfCheckError):
         run.run_points(specs, lambda s: trained(s, 400), variant=wrong, route="3 steps")
     run.close()
+
+
+def test_points_computed_in_float32_get_float32_round_off(tmp_path):
+    """`precision="float32"`: a study whose points are float32 under float64 JAX (the
+    response study's simulations) is held to float32 round-off; a difference of 1e-4 is
+    round-off there, a miscompile at float64's bound, and 0.1 is one at either."""
+    specs = [{"i": i} for i in range(4)]
+    run = StudyRunner("demo", tmp_path / "d", {"seed": 2}, progress=False)
+
+    def off_by(rel):
+        return lambda s: {"y": 1.0 + (0.0 if jax.config.jax_disable_jit else rel)}
+
+    run.run_points(specs, off_by(1e-4), precision="float32")
+    assert run.self_checks[-1]["agrees"] and run.self_checks[-1]["tolerance"] == 1e-2
+    with pytest.raises(SelfCheckError):
+        run.run_points(specs, off_by(1e-4))
+    with pytest.raises(SelfCheckError):
+        run.run_points(specs, off_by(0.1), precision="float32")
+    run.close()

@@ -435,7 +435,9 @@ def run(args):
         specs += [{"part": "alpha_star", "L": L} for L in cfg["depths"]]
         specs += [{"part": p} for p in ("fig3", "fig6", "correlations", "signal")]
         specs += [{"part": "alpha_star_K0", "K0": k} for k in FIG4C_K0]
-    sims = runner.run_points(specs, simulate_point, describe=lambda s: str(s))
+    sims = runner.run_points(
+        specs, simulate_point, describe=lambda s: str(s), precision="float32"
+    )  # the simulations run in float32 (signal_propagation)
     by_part = {}
     for spec, res in zip(specs, sims, strict=True):
         by_part.setdefault(spec["part"], []).append(res)

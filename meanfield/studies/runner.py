@@ -755,6 +755,7 @@ class StudyRunner:
         atol: float = 0.0,
         check_cost: Callable[[dict], float] = depth_cost,
         variant: Callable[[dict], dict] | None = None,
+        precision: str | None = None,
     ) -> list[dict]:
         """Compute (or, on resume, load) one result per grid point, in order, then check
         one of them by an independent route.
@@ -778,7 +779,9 @@ class StudyRunner:
         networks for many steps, round-off grows chaotically along the trajectory, so its
         compiled and op-by-op results differ by more than round-off without a miscompile;
         the check then computes `variant(spec)` (the same point with a few steps, say)
-        both compiled and op by op and compares those (`route` says so).
+        both compiled and op by op and compares those (`route` says so). `precision`
+        ("float32"): the points are computed in float32 whatever JAX's default (its
+        round-off bound then applies).
         `atol`: an absolute allowance for the
         adaptive solves inside a point (a step accepted compiled and rejected op by op, as
         round-off can flip, moves its result by up to the solve's tolerance), at most 100
@@ -836,18 +839,19 @@ class StudyRunner:
             costs = [check_cost(spec) for spec in specs]
             self._self_check(
                 specs, names, results, recompute, route, eager=eager, atol=atol, costs=costs,
-                variant=variant,
+                variant=variant, precision=precision,
             )  # fmt: skip
         return results
 
     def _self_check(
         self, specs, names, results, recompute, route: str, *, eager: bool, atol: float, costs,
-        variant=None,
+        variant=None, precision=None,
     ) -> None:  # fmt: skip
         """Recompute one seeded-random point by `recompute` and compare (`run_points`)."""
         i = self_check_index(self.config.get("seed"), self.study, len(self.self_checks), costs)
         spec, name = specs[i], names[i]
-        precision = "float64" if jax.config.read("jax_enable_x64") else "float32"
+        if precision is None:
+            precision = "float64" if jax.config.read("jax_enable_x64") else "float32"
         rtol = SELF_CHECK_RTOL[precision]
         if self.progress:
             print(f"self-check: recomputing grid point {name} {route}", flush=True)
