@@ -628,6 +628,9 @@ def _pow2(x: float) -> int:
     return 1 << max(0, int(math.floor(math.log2(max(x, 1)))))
 
 
+SELF_CHECK_PARTICLES = 4096  # the Euler part's self-check runs at most this many particles
+
+
 def _subset(particles: Particles, count: int) -> Particles:
     """The first `count` of i.i.d. particles, with equal weights."""
     z = jax.tree.map(lambda a: a[:count], particles.z)
@@ -1041,10 +1044,11 @@ def run(args):
         """`euler_point` by `euler_errors` itself (the self-check runs it op by op)."""
         return euler_summary(spec["L"], euler_errors)
 
-    def euler_summary(L, errors):
+    def euler_summary(L, errors, particles=None):
         tag = "euler_" if euler_own else ""
         grid = LimitOnGrid(h=jnp.asarray(ref[f"{tag}h_L{L}"]), b=jnp.asarray(ref[f"{tag}b_L{L}"]))
-        e = errors(block, euler_set, xs, ys, grid, learning_rate=lr, probes=probes)
+        particles = euler_set if particles is None else particles
+        e = errors(block, particles, xs, ys, grid, learning_rate=lr, probes=probes)
         return {
             "steps": [
                 {
@@ -1062,9 +1066,18 @@ def run(args):
             check=finite_point_uncompiled,
         )  # fmt: skip
         t_euler = time.perf_counter()
+        # the self-check: op by op, tens of thousands of particles at every layer and GD
+        # step take minutes; above SELF_CHECK_PARTICLES it runs the point with that many of
+        # them, compiled and op by op (the same function both ways, not the study's number)
+        few = None
+        if euler_set.count > SELF_CHECK_PARTICLES:
+            few = _subset(euler_set, SELF_CHECK_PARTICLES)
         euler_raw = runner.run_points(
             euler_specs, euler_point, describe=lambda s: f"Euler part, L={s['L']}",
             check=euler_point_uncompiled,
+            variant=None if few is None else lambda s: euler_summary(s["L"], euler_errors, few),
+            route=None if few is None else f"the Euler part with {SELF_CHECK_PARTICLES} of its "
+            f"{euler_set.count} particles, compiled and op by op",
         )  # fmt: skip
         # the Euler part's own time, without its waits for programs still compiling
         euler_seconds = time.perf_counter() - t_euler - sum(euler_wait)

@@ -297,9 +297,28 @@ def run(args):
             "forward_max": np.asarray(fmax),
         }
 
+    # the self-check: op by op, a chunk's every depth (up to thousands of layers, each a
+    # dispatch) took twice the study's points; it compares the chunk at its smallest depths,
+    # all its draws (the batch is a tile dimension; a loop's trip count is not), compiled
+    # and op by op
+    small = {**cfg, "L": cfg["L"][: 2 if len(cfg["L"]) > 2 else 1]}
+    small_programs = {}
+
+    def variant(spec):
+        h = spec.get("hurst")
+        if h not in small_programs:
+            small_programs[h] = chunk_program(small, make_law(small, h))
+        start = spec["chunk"] * chunk
+        fwd, grad, fmax = small_programs[h](seed_keys(cfg, h, start, start + chunk))
+        return {"forward": np.asarray(fwd), "gradient": np.asarray(grad),
+                "forward_max": np.asarray(fmax)}  # fmt: skip
+
     raw = runner.run_points(
-        specs, compute, describe=lambda s: ", ".join(f"{k}={v}" for k, v in s.items())
-    )
+        specs, compute, describe=lambda s: ", ".join(f"{k}={v}" for k, v in s.items()),
+        variant=variant,
+        route=f"the chunk's draws at depths {', '.join(map(str, small['L']))}, compiled "
+        "and op by op",
+    )  # fmt: skip
 
     t_fit = time.perf_counter()
     Ls, betas, seeds = cfg["L"], cfg["beta"], cfg["seeds"]

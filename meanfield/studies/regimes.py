@@ -37,6 +37,7 @@ draws. Results `transfer`: `[{parametrization, drift_exponent, drift_ci95, optim
 
 import functools
 import math
+import textwrap
 from pathlib import Path
 
 import jax
@@ -514,16 +515,20 @@ def _figures(out: Path, cfg, diagram, transfer, transfer_points):
     far = gx[gx >= 1]
     ax.plot(far, far, "k--", lw=1.2, label="λ = γ (local update Θ(1))")
     ax.plot([1], [1], "*", ms=16, mfc="none", mec="k", label="mean-ODE / CompleteP (1, 1)")
+    agreement = _agreement(diagram)
     for c in diagram:
         marker = "o" if not c["ambiguous"] else "s"
+        near = c["distance_to_boundary"] < agreement["resolution"]
         ax.scatter(c["gamma"], c["lambda"], s=160, color=COLORS.get(c["regime"], "k"),
                    marker=marker, edgecolors="k" if c["regime"] != c["predicted_regime"]
-                   else "none", linewidths=1.5, zorder=3)  # fmt: skip
+                   else "none", linewidths=1.5, zorder=3, alpha=0.35 if near else 1.0)  # fmt: skip
     for name, col in COLORS.items():
         if name is not None and any(c["regime"] == name for c in diagram):
             ax.scatter([], [], s=80, color=col, label=f"measured: {name}")
     ax.scatter([], [], s=80, color="w", edgecolors="k", label="ring: differs from prediction")
     ax.scatter([], [], s=80, marker="s", color="0.8", label="square: ambiguous at these L")
+    ax.scatter([], [], s=80, color="0.6", alpha=0.35,
+               label="faded: within the classifier's\nresolution of a boundary")  # fmt: skip
     ax.text(gx[0] + 0.02, lo + 0.05, "explosion\n(forward pass)", fontsize=8, color="tab:red")
     ax.text(0.52, hi - 0.05, "explosion (training)", fontsize=8, va="top", color="tab:red")
     ax.text(gx[-1] - 0.02, 2 * (gx[-1] - 0.02) - 1 - 0.45, "no learning", fontsize=8,
@@ -531,8 +536,10 @@ def _figures(out: Path, cfg, diagram, transfer, transfer_points):
     ax.set(xlim=(gx[0], gx[-1]), ylim=(lo, hi), xlabel="γ (residual scale α = L^-γ / M)",
            ylabel="λ (learning rate η = lr0 · M · L^λ)")  # fmt: skip
     ax.set_title(f"Training regimes from exponents in L = {cfg['L'][0]}..{cfg['L'][-1]} "
-                 f"({cfg['seeds']} draws, {cfg['steps']} GD steps); lines: predicted boundaries",
-                 fontsize=9)  # fmt: skip
+                 f"({cfg['seeds']} draws, {cfg['steps']} GD steps); lines: predicted boundaries\n"
+                 f"{agreement['agree']} of {agreement['judged']} judged cells as predicted; "
+                 f"not judged: {agreement['near_boundary']} faded, {agreement['ambiguous']} "
+                 "ambiguous", fontsize=9)  # fmt: skip
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(out / "phase_diagram.png", dpi=110)
@@ -551,8 +558,10 @@ def _figures(out: Path, cfg, diagram, transfer, transfer_points):
                 ax.axvline(rec["optimal_lr"][i], color=col, lw=0.8, ls=":")
         ax.set(xscale="log", yscale="log", xlabel="learning rate lr (η = lr · M · L^λ)",
                ylabel=f"training loss after {cfg['transfer_steps']} GD steps")  # fmt: skip
-        ax.set_title(f"{rec['parametrization']} (γ = {rec['gamma']:g}, λ = {rec['lambda']:g}):\n"
-                     f"drift of lr* {drift_text(rec)}", fontsize=8)  # fmt: skip
+        head = f"{rec['parametrization']} (γ = {rec['gamma']:g}, λ = {rec['lambda']:g})"
+        # the drift's text names the depths it left out: wrapped to the panel's width
+        body = textwrap.fill(f"drift of lr* {drift_text(rec)}", 62)
+        ax.set_title(f"{head}:\n{body}", fontsize=8)
         ax.legend(fontsize=7)
     fig.suptitle("Learning-rate transfer across depth (dotted: lr* from a parabola in log-log)",
                  fontsize=10)  # fmt: skip
