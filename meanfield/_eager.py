@@ -51,8 +51,10 @@ def _scan(f, init, xs=None, length=None, reverse=False, unroll=1, **kwargs):
         outputs.append(y)
     if reverse:
         outputs.reverse()
-    if n == 0:  # the shapes of no output: from the real scan, which runs nothing
-        return _real_scan(f, init, xs, length=length, reverse=reverse)
+    if n == 0:  # the shapes of no output: from the real scan, which runs nothing (it
+        # refuses to run with jit disabled, not knowing its outputs' types)
+        with jax.disable_jit(False):
+            return _real_scan(f, init, xs, length=length, reverse=reverse)
     return carry, _stack(outputs)
 
 

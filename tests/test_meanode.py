@@ -132,13 +132,16 @@ def test_every_gd_step_solves_in_one_program(monkeypatch):
         b1 = model.terminal_adjoint(f.evaluate(1.0))
         return f, solve_dense(back, b1, t0=1.0, t1=0.0, **tol)
 
+    # the two routes are the same solves up to round-off, which can flip an adaptive step's
+    # acceptance (on jax 0.10.1 one does: 1.8e-11 relative): they agree to the solves' own
+    # tolerance 1e-10, ten times it allowed; an off-by-one history is O(1) off
     history = ()
     for k in range(3):
         f, b = plain_step(history)
         history += ((f, b),)
         for s in (0.0, 0.4, 1.0):
-            np.testing.assert_allclose(sol.h(k, s), f.evaluate(s), rtol=1e-12, atol=1e-14)
-            np.testing.assert_allclose(sol.b(k, s), b.evaluate(s), rtol=1e-12, atol=1e-14)
+            np.testing.assert_allclose(sol.h(k, s), f.evaluate(s), rtol=1e-9, atol=1e-10)
+            np.testing.assert_allclose(sol.b(k, s), b.evaluate(s), rtol=1e-9, atol=1e-10)
 
 
 def test_forward_matches_closed_form_radial_ode():

@@ -252,7 +252,7 @@ def test_rates_exclude_explosions_and_report_them():
         }  # fmt: skip
         for L in (4, 8, 16)
     ]
-    (rate,) = _rates(cfg, configs, points, n_boot=50)
+    (rate,) = _rates(cfg, configs, points)
     assert rate["exploded"] == 3
     assert rate["rate"] == pytest.approx(math.log(0.5), abs=1e-12)
     assert rate["predicted"] == pytest.approx(math.log(0.5), abs=1e-12)

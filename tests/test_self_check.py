@@ -153,7 +153,8 @@ def test_op_by_op_loops_equal_the_compiled_ones():
         c2, zs = lax.scan(lambda c, _: (c + 1.0, c * c), 0.5, None, length=3, reverse=True)
         g = jax.grad(lambda a: lax.scan(lambda c, x: (c * x + a, c), a, xs)[0])(0.3)
         m = lax.map(lambda x: jnp.sin(x) * x, xs, batch_size=3)
-        return c1, ys, c2, zs, g, m
+        c0, none = lax.scan(body, 2.0, xs[:0])  # no step (a study with --steps 0)
+        return c1, ys, c2, zs, g, m, c0, none[0]
 
     compiled = jax.jit(run)(xs)
     with op_by_op():
