@@ -281,37 +281,32 @@ def run(args):
     specs = []
     for h in hursts:
         specs += [({"hurst": h} if h is not None else {}) | {"chunk": i} for i in range(n_chunks)]
-    programs = {}
 
-    def compute(spec):
-        h = spec.get("hurst")
-        if h not in programs:
-            programs[h] = chunk_program(cfg, make_law(cfg, h))
-        start = spec["chunk"] * chunk
-        fwd, grad, fmax = jax.block_until_ready(
-            programs[h](seed_keys(cfg, h, start, start + chunk))
-        )
-        return {
-            "forward": np.asarray(fwd),
-            "gradient": np.asarray(grad),
-            "forward_max": np.asarray(fmax),
-        }
+    def chunk_runner(grid_cfg):
+        """`spec -> ratios` of the chunk's draws on `grid_cfg`'s depths, one program per
+        Hurst index."""
+        programs = {}
 
+        def run_chunk(spec):
+            h = spec.get("hurst")
+            if h not in programs:
+                programs[h] = chunk_program(grid_cfg, make_law(grid_cfg, h))
+            start = spec["chunk"] * chunk
+            fwd, grad, fmax = jax.block_until_ready(
+                programs[h](seed_keys(cfg, h, start, start + chunk))
+            )
+            return {"forward": np.asarray(fwd), "gradient": np.asarray(grad),
+                    "forward_max": np.asarray(fmax)}  # fmt: skip
+
+        return run_chunk
+
+    compute = chunk_runner(cfg)
     # the self-check: op by op, a chunk's every depth (up to thousands of layers, each a
     # dispatch) took twice the study's points; it compares the chunk at its smallest depths,
     # all its draws (the batch is a tile dimension; a loop's trip count is not), compiled
     # and op by op
     small = {**cfg, "L": cfg["L"][: 2 if len(cfg["L"]) > 2 else 1]}
-    small_programs = {}
-
-    def variant(spec):
-        h = spec.get("hurst")
-        if h not in small_programs:
-            small_programs[h] = chunk_program(small, make_law(small, h))
-        start = spec["chunk"] * chunk
-        fwd, grad, fmax = small_programs[h](seed_keys(cfg, h, start, start + chunk))
-        return {"forward": np.asarray(fwd), "gradient": np.asarray(grad),
-                "forward_max": np.asarray(fmax)}  # fmt: skip
+    variant = chunk_runner(small)
 
     raw = runner.run_points(
         specs, compute, describe=lambda s: ", ".join(f"{k}={v}" for k, v in s.items()),
