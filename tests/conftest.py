@@ -18,6 +18,10 @@ _flags = os.environ.get("XLA_FLAGS", "")
 if "xla_backend_optimization_level" not in _flags:
     os.environ["XLA_FLAGS"] = f"{_flags} --xla_backend_optimization_level=0".strip()
 
+# a study's self-check recomputes one grid point op by op (slow: minutes in all): the tests
+# that use the `self_checked` fixture run it (one per study), the others skip it
+os.environ.setdefault("MEANFIELD_NO_SELF_CHECK", "1")
+
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
@@ -39,7 +43,8 @@ def key(request):
 @pytest.fixture
 def self_checked():
     """`self_checked(results)`: assert that a study's results.json records a self-check
-    (a grid point recomputed op by op) that agrees (meanfield.studies.runner)."""
+    (a grid point recomputed op by op) that agrees (meanfield.studies.runner). The test
+    that asks for it runs its studies with the self-check (the suite skips it elsewhere)."""
 
     def check(results: dict) -> None:
         checks = results.get("self_check")
@@ -47,7 +52,9 @@ def self_checked():
         for c in checks:
             assert c["agrees"] and c["difference"] <= c["tolerance"], c
 
-    return check
+    with pytest.MonkeyPatch.context() as mp:  # its own: a test's monkeypatch.undo() keeps it
+        mp.delenv("MEANFIELD_NO_SELF_CHECK", raising=False)
+        yield check
 
 
 def pytest_report_header(config):

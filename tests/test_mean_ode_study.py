@@ -28,7 +28,9 @@ TINY = [
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("mean_ode") / "run"
-    assert main(["study", "mean-ode", *TINY, "--out", str(out)]) == 0
+    with pytest.MonkeyPatch.context() as mp:  # with its self-check (`self_checked` below)
+        mp.delenv("MEANFIELD_NO_SELF_CHECK", raising=False)
+        assert main(["study", "mean-ode", *TINY, "--out", str(out)]) == 0
     return out
 
 

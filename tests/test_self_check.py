@@ -22,6 +22,34 @@ TINY_TWO_LAYER = dict(
 )  # fmt: skip
 
 
+@pytest.fixture(autouse=True)
+def _with_the_self_check():
+    """These tests are about the self-check: on here (the suite skips it elsewhere)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("MEANFIELD_NO_SELF_CHECK", raising=False)
+        yield
+
+
+def test_no_self_check_skips_it_and_says_so(tmp_path, monkeypatch):
+    """`--no-self-check` (or MEANFIELD_NO_SELF_CHECK=1): no point recomputed, and
+    results.json and the printed summary say it was skipped; without it, one is checked."""
+    argv = ["study", "two-layer", "--no-progress", "--M", "64,256", "--D", "4,8",
+            "--D-limit", "16,64", "--s-v-sweep", "0.5,2", "--sweep-M", "64", "--sweep-D", "8",
+            "--seeds", "2", "--steps", "1"]  # fmt: skip
+    assert main([*argv, "--out", str(tmp_path / "a"), "--no-self-check"]) == 0
+    r = json.loads((tmp_path / "a" / "results.json").read_text())
+    assert r["self_check"] == [] and "--no-self-check" in r["self_check_skipped"]
+    assert "self-check: skipped" in runner_module.summary(r, tmp_path / "a")
+    monkeypatch.setenv("MEANFIELD_NO_SELF_CHECK", "1")
+    assert main([*argv, "--out", str(tmp_path / "b")]) == 0
+    assert json.loads((tmp_path / "b" / "results.json").read_text())["self_check"] == []
+    monkeypatch.delenv("MEANFIELD_NO_SELF_CHECK")
+    assert main([*argv, "--out", str(tmp_path / "c")]) == 0
+    r = json.loads((tmp_path / "c" / "results.json").read_text())
+    assert len(r["self_check"]) == 1 and "self_check_skipped" not in r
+    assert "self-check: grid point" in runner_module.summary(r, tmp_path / "c")
+
+
 def test_compare_points_relative_per_leaf_and_strict_elsewhere():
     a = {"x": [1.0, 2.0, None], "n": 3, "tag": "ok", "nested": {"y": [[1e-3, 2e-3]]}}
     assert compare_points(a, a) == (0.0, "the point")

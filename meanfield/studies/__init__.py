@@ -80,6 +80,13 @@ def add_common_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         "--overwrite", action="store_true", help="discard a study already in --out and start again"
     )
     parser.add_argument("--no-progress", action="store_true", help="do not show a progress bar")
+    parser.add_argument(
+        "--no-self-check",
+        action="store_true",
+        help="skip the self-check (one grid point recomputed op by op against its compiled "
+        "result; also MEANFIELD_NO_SELF_CHECK=1); results.json and the summary then say it "
+        "was skipped",
+    )
     add_release_override(parser)
 
 

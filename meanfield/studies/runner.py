@@ -348,6 +348,7 @@ class StudyRunner:
         resume: bool = False,
         overwrite: bool = False,
         progress: bool = True,
+        self_check: bool = True,
     ):
         self.study = study
         self.out = Path(out)
@@ -355,6 +356,7 @@ class StudyRunner:
         self.resume = resume
         self.overwrite = overwrite
         self.progress = progress
+        self.self_check = bool(self_check)
         self.computed: list[str] = []
         self.loaded: list[str] = []
         self.recomputed: dict[str, str] = {}
@@ -787,7 +789,8 @@ class StudyRunner:
         adaptive solves inside a point (a step accepted compiled and rejected op by op, as
         round-off can flip, moves its result by up to the solve's tolerance), at most 100
         times that tolerance. `check=False` skips it (a second call whose points the first
-        one's check covers).
+        one's check covers). A runner made with `self_check=False` (`--no-self-check`)
+        checks nothing; its `results.json` says so (`self_check_skipped`).
         """
         if not self._opened:
             self.open()
@@ -831,7 +834,7 @@ class StudyRunner:
                 self.seconds[name] = seconds
                 results.append(point)
                 bar.update(1)
-        if check is not False and specs:
+        if check is not False and specs and self.self_check:
             recompute = compute if check is True else check
             if route is None:
                 if not eager:
@@ -1007,6 +1010,8 @@ class StudyRunner:
         body["warnings"] = list(body.get("warnings", [])) + self.warnings
         body["versions"] = versions()
         body["self_check"] = list(self.self_checks)
+        if not self.self_check:
+            body["self_check_skipped"] = "--no-self-check or MEANFIELD_NO_SELF_CHECK=1"
         body["timing"] = {
             "total_seconds": time.perf_counter() - self._t0,
             "device": device_description(),
@@ -1112,6 +1117,21 @@ def _package_version() -> str:
     return __version__
 
 
+def _left_out(fit: dict) -> str:
+    """What a printed fit left out: points (`dropped`), exploded draws (`excluded`) and
+    discarded bootstrap replicates (`bootstrap_dropped`), where there are any."""
+    parts = []
+    dropped = fit.get("dropped") or []
+    if dropped:
+        xs = ", ".join(f"{d['x']:g}" for d in dropped)
+        parts.append(f"{fit.get('against') or 'x'} = {xs} left out ({dropped[0]['reason']})")
+    if fit.get("excluded"):
+        parts.append(f"{fit['excluded']} exploded draw(s) left out")
+    if fit.get("bootstrap_dropped"):
+        parts.append(f"{fit['bootstrap_dropped']} bootstrap replicate(s) discarded")
+    return f"; {'; '.join(parts)}" if parts else ""
+
+
 def summary(results: dict, out: Path, limit: int = 8) -> str:
     """What a finished study prints: where it wrote, its figures, and its headline fits
     (slope with interval against theory), at most `limit` of them."""
@@ -1137,6 +1157,7 @@ def summary(results: dict, out: Path, limit: int = 8) -> str:
             text += f" [{ci[0]:.3f}, {ci[1]:.3f}]"
         if f.get("theory") is not None:
             text += f" (theory {f['theory']:g})"
+        text += _left_out(f)
         lines.append(text)
         shown += 1
     for line in results.get("headline", []) or []:
@@ -1163,6 +1184,8 @@ def summary(results: dict, out: Path, limit: int = 8) -> str:
             f"  self-check: grid point {check['point']} recomputed {check['route']} agrees "
             f"to {check['difference']:.1e} (round-off bound {check['tolerance']:g}{allowance})"
         )
+    if results.get("self_check_skipped"):
+        lines.append(f"  self-check: skipped ({results['self_check_skipped']})")
     if results.get("warnings"):
         lines.append(f"  {len(results['warnings'])} warning(s) in results.json")
     return "\n".join(lines)
@@ -1179,4 +1202,12 @@ def start_study(args, cfg: dict) -> StudyRunner:
         resume=args.resume,
         overwrite=args.overwrite,
         progress=not args.no_progress,
+        self_check=self_check_wanted(args),
     ).open()
+
+
+def self_check_wanted(args) -> bool:
+    """False where `--no-self-check` was given or `MEANFIELD_NO_SELF_CHECK=1` is set."""
+    if getattr(args, "no_self_check", False):
+        return False
+    return os.environ.get("MEANFIELD_NO_SELF_CHECK", "") not in ("1", "true", "yes")
