@@ -24,7 +24,7 @@ Kinds:
   initialisations whose layers are correlated.
 * `plain-rate`: plain-vs-residual's per-layer rate (`slope_interval`), 4 depths × 16 draws.
 * `delta-quantile`: the mean-ODE study's δ-quantile slope (`convergence.delta_quantiles`),
-  17 points × 10 draws (known not to be calibrated: see RESULTS.md).
+  17 points × 10 draws, four laws of the draws (conservative: see RESULTS.md).
 """
 
 import argparse
@@ -153,7 +153,8 @@ def _plain_rate(rng, r):
 def _delta_quantile(rng, r, noise="half-normal"):
     from meanfield.convergence import delta_quantiles
 
-    dist = stats.halfnorm() if noise == "half-normal" else stats.chi(3)
+    dist = {"half-normal": stats.halfnorm(), "chi(3)": stats.chi(3),
+            "log-normal(0.5)": stats.lognorm(0.5), "exponential": stats.expon()}[noise]  # fmt: skip
     points = [
         {"steps": 1, "L": i, "M": 1,
          "delta_h": {"values": ((1 + i) * dist.rvs(size=10, random_state=rng)).tolist(),
@@ -268,7 +269,7 @@ def cases() -> dict[str, list[tuple[str, Callable]]]:
         "lr-drift": [(f"{s} networks per depth", one(_lr_drift, s)) for s in (4, 8)],
         "delta-quantile": [
             (f"17 points × 10 draws, {n}", one(_delta_quantile, n))
-            for n in ("half-normal", "chi(3)")
+            for n in ("half-normal", "chi(3)", "log-normal(0.5)", "exponential")
         ],  # fmt: skip
     }
 

@@ -898,10 +898,17 @@ def delta_quantiles(
     whatever (L, M). For each δ of `QUANTILE_DELTAS` with at least 5 pooled draws beyond
     the quantile, the pooled 1 − δ quantile; then least-squares lines of the quantile
     against `log(1/δ)` (the bound's form) and against `sqrt(log(1/δ))` (Gaussian
-    concentration), each with its slope's bootstrap 95% interval (draws resampled within
-    points) and residual RMS: the smaller residual says which form the data follow. With
-    `dimension` (D), `bound_slope` is the bound's slope `1/(sqrt(D) + log 2)` of the
-    normalised quantile against log(1/δ) where its Monte-Carlo term dominates.
+    concentration), each with its slope's 95% interval and residual RMS: the smaller
+    residual says which form the data follow. With `dimension` (D), `bound_slope` is the
+    bound's slope `1/(sqrt(D) + log 2)` of the normalised quantile against log(1/δ) where
+    its Monte-Carlo term dominates.
+    **The interval** (`interval` says it): the slope ± 1.96 standard deviations of its
+    bootstrap, whose replicates resample the draws within each point *and* divide them by
+    their own median, as the estimate does. The noise of a median of ~10 draws stretches
+    the pooled tail and biases the slope by about one standard error; a percentile interval
+    without the renormalisation covered 0.86-0.89 of the time (nominal 0.95), bias-corrected
+    variants 0.72-0.96 depending on the draws' law; this one covers 0.94-1.00 (conservative,
+    on half-normal, chi(3), log-normal and exponential draws, 17 points of 10 draws).
     Per point, `per_point` gives the raw 1 − δ quantiles for the δ its own draws resolve
     (n δ ≥ 1).
     """
@@ -943,9 +950,12 @@ def delta_quantiles(
         return out
     rng = np.random.default_rng(seed)
     boots = []
-    for _ in range(n_boot):
-        sample = np.concatenate([g[rng.integers(0, g.size, g.size)] for g in pooled])
-        boots.append([np.quantile(sample, 1 - d) for d in deltas])
+    for _ in range(n_boot):  # the normalisation is part of the estimator: redone each time
+        sample = []
+        for g in pooled:
+            r = g[rng.integers(0, g.size, g.size)]
+            sample.append(r / np.median(r))
+        boots.append(np.quantile(np.concatenate(sample), [1 - d for d in deltas]))
     boots = np.asarray(boots)
     fits = {}
     for name, x in (
@@ -957,11 +967,17 @@ def delta_quantiles(
         slope, intercept = line_fit(x, q)
         resid = q - (intercept + slope * x)
         bslopes = (boots - boots.mean(axis=1, keepdims=True)) @ xc / (xc @ xc)
+        half = 1.959964 * float(np.std(bslopes, ddof=1))
         fits[name] = {
             "slope": slope,
             "intercept": intercept,
-            "slope_ci95": [float(np.percentile(bslopes, 2.5)), float(np.percentile(bslopes, 97.5))],
+            "slope_ci95": [slope - half, slope + half],
             "residual_rms": float(np.sqrt(np.mean(resid**2))),
         }
     out["fits"] = fits
+    out["interval"] = (
+        "slope ± 1.96 bootstrap standard deviations, draws resampled within points and "
+        "renormalised by their median; conservative at 10 draws per point (coverage of the "
+        "nominal 95%: 0.94-1.00 on simulated data, benchmarks/coverage.py delta-quantile)"
+    )
     return out

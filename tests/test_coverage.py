@@ -53,6 +53,14 @@ def test_rate_law_exponents_are_calibrated():
     assert lo <= r["coverage"] <= hi, r
 
 
+def test_the_delta_quantile_interval_does_not_claim_more_than_it_holds():
+    """The δ-quantile slope's interval is conservative (benchmarks/RESULTS.md: 0.94-1.00 over
+    four laws of the draws): never below the window, on the law where it covers least."""
+    replicate = dict(coverage.cases()["delta-quantile"])["17 points × 10 draws, log-normal(0.5)"]
+    (row,) = coverage.coverage(replicate, 200)
+    assert row["coverage"] >= window(200)[0], row
+
+
 def test_the_check_fails_the_old_figure6_interval():
     """Figure 6's tail exponent bootstrapped layer by layer (what the study did) takes the
     correlated layers of one network for independent ones: under a strong per-network

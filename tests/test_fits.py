@@ -205,6 +205,25 @@ def test_delta_quantiles_tell_the_log_form_from_the_gaussian_one():
     assert res["fits"]["sqrt_log"]["residual_rms"] < res["fits"]["log"]["residual_rms"]
 
 
+def test_the_printed_fit_says_what_it_left_out(tmp_path):
+    """A point whose every draw exploded, an exploded draw elsewhere: the fit leaves them
+    out and its printed line says so; a fit that left nothing out says nothing of it."""
+    from meanfield.studies.runner import summary
+
+    rng = np.random.default_rng(1)
+    x = np.array([8.0, 16, 32, 64])
+    samples = [xi**-1.0 * rng.lognormal(0, 0.2, 6) for xi in x]
+    clean = mf.fit_loglog(x, samples, quantity="delta_h", against="L", theory=-1.0)
+    samples[3] = np.full(6, np.nan)
+    samples[0][2] = np.inf
+    fit = mf.fit_loglog(x, samples, quantity="delta_h", against="L", theory=-1.0)
+    assert fit["sizes"] == [8.0, 16.0, 32.0] and fit["excluded"] == 7
+    text = summary({"study": "demo", "fits": [fit]}, tmp_path)
+    assert "L = 64 left out (every draw exploded)" in text
+    assert "7 exploded draw(s) left out" in text
+    assert "left out" not in summary({"study": "demo", "fits": [clean]}, tmp_path)
+
+
 def test_a_fit_whose_interval_excludes_its_theory_says_so(tmp_path):
     """theory_inside is computed from the interval: False for data of slope −0.7 judged
     against −1, True against its own estimate; the printed summary names the first with its reason,

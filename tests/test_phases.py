@@ -43,6 +43,38 @@ def test_stability_check_counts_squared_ratios():
     assert row["gradient_inside_bounds"]
 
 
+def test_stability_check_verdicts_fail_on_contradicting_data():
+    """Ratios far outside the forward bounds and a gradient mean far above its bounds (by
+    many standard errors): every verdict says no; at the bounds' centre, yes."""
+    cfg = {"d": 8, "L": [4], "deltas": [0.5, 0.1]}
+    samples = {
+        "forward": np.full((1, 1, 64), 100.0),  # squared: 1e4, above both upper bounds
+        "gradient": np.sqrt(np.linspace(900.0, 1100.0, 64))[None, None],  # mean 1000 > 53.6
+    }
+    row = study.stability_check(cfg, samples, 0)["per_L"][0]
+    assert [f["holds"] for f in row["forward_sq"]] == [False, False]
+    assert not row["gradient_inside_bounds"] and not row["gradient_consistent_with_bounds"]
+    samples = {"forward": np.full((1, 1, 64), 1.0), "gradient": np.full((1, 1, 64), 2.0)}
+    row = study.stability_check(cfg, samples, 0)["per_L"][0]
+    assert [f["holds"] for f in row["forward_sq"]] == [True, True]
+    assert row["gradient_inside_bounds"] and row["gradient_consistent_with_bounds"]
+
+
+def test_identity_verdict_fails_on_contradicting_data():
+    """The flow identity holds when every network's flow mean is within 4 of its standard
+    errors of the backward ratio; one network 5 SE off breaks it; non-finite ones are left out,
+    and with none left nothing is claimed."""
+    ok = [[1.0, 1.0 + 3.9e-2, 1e-2], [2.0, 2.0 - 1e-3, 1e-2], [float("nan"), 1.0, 1e-2]]
+    v = study.identity_verdict(ok)
+    assert (
+        v["holds"] and v["max_abs_z"] == pytest.approx(3.9) and len(v["backward_flow_mean_se"]) == 2
+    )
+    v = study.identity_verdict([*ok, [1.0, 1.05, 1e-2]])
+    assert not v["holds"] and v["max_abs_z"] == pytest.approx(5.0)
+    v = study.identity_verdict([[float("inf"), 1.0, 1e-2], [1.0, 1.0, 0.0]])
+    assert not v["holds"] and v["max_abs_z"] is None
+
+
 def test_iid_forward_ratio_has_its_closed_form_mean():
     """E[‖h_L − h_0‖²/‖h_0‖²] = (1 + L^{-2β}/2)^L − 1 for V, W independent with N(0, 1/d)
     entries (the increments are orthogonal and E‖V ReLU(W h)‖² = ‖h‖²/2); W drawn from V's

@@ -118,6 +118,22 @@ def test_response_paper_pieces():
     lin = RP.linearised(cfg, theory)
     for row in lin["per_L"]:
         assert row["gain_form"]["ratio_at_smallest_alpha"] == pytest.approx(1.0, abs=1e-4)
+    # contradicting data: an "exact" response 10% off the gain form beyond α = 0.1, and one
+    # 10% off everywhere; the range over which the form holds ends there, or is empty
+    from meanfield.theory.gaussian import gain
+
+    g = float(gain(cfg["activation"], cfg["K0"]))
+    form = {
+        L: cfg["sigma_w2"] * g * (1 + grid**2 * cfg["sigma_w2"] * g) ** L for L in cfg["depths"]
+    }
+    bent = {"alpha_grid": grid, **{f"chi_out_L{L}": form[L] * np.where(grid > 0.1, 1.1, 1.0)
+                                   for L in cfg["depths"]}}  # fmt: skip
+    for row in RP.linearised(cfg, bent)["per_L"]:
+        assert row["gain_form"]["holds_within_5pct_up_to_alpha"] == grid[grid <= 0.1][-1]
+    off = {"alpha_grid": grid, **{f"chi_out_L{L}": 1.1 * form[L] for L in cfg["depths"]}}
+    for row in RP.linearised(cfg, off)["per_L"]:
+        assert row["gain_form"]["holds_within_5pct_up_to_alpha"] is None
+        assert row["gain_form"]["ratio_at_smallest_alpha"] == pytest.approx(1.1)
 
 
 def test_variance_and_tangent_kernel_studies(tmp_path, self_checked):
