@@ -654,9 +654,10 @@ def _figures(out, cfg, points, fits, laws, shapes):
                     [r[f["quantity"]]["std"] for r in rows], fit=f, theory=f["theory"],
                     label=label, color=color,
                 )  # fmt: skip
-            what = "vs fixed-D limit" if against != "D" else "fixed-D limit vs joint limit"
+            what = "vs fixed-D limit" if against != "D" else "fixed-D vs joint limit"
+            # two lines: one would run into the panel on its left
             ax.set(xscale="log", yscale="log", xlabel=against,
-                   ylabel=f"{q.replace('_', ' ')}, RMS over inputs ({what}), k={K}")  # fmt: skip
+                   ylabel=f"{q.replace('_', ' ')}, RMS over inputs\n({what}), k={K}")  # fmt: skip
             b, c = THEORY[(q, against + ("_fixed_D" if against != "D" else "_D_gap"))]
             ax.set_title(
                 f"{q.split('_')[0]} vs {against}, slope of the {against} term: bound {b:g}, "
