@@ -310,3 +310,32 @@ def test_auto_design_on_a_small_budget(tmp_path, monkeypatch):
         theory = -1.0 if f["against"] == "L" else -0.5
         assert f["slope"] is not None and abs(f["slope"] - theory) < 0.25, f
     assert (tmp_path / "auto" / "convergence.png").exists()
+    # the figure is drawn on the grid that ran (the design's lines), not the preset's
+    lines = design["lines"]
+    assert r["grid"]["L"] == lines["L"] and r["grid"]["L_for_M"] == lines["L_for_M"]
+    assert r["config"]["L"] != r["grid"]["L"]  # the preset's depths were not run
+    assert r["config"]["law"].endswith("ridge_law")  # a function's name, not its type
+    _every_point_drawn(tmp_path / "auto", r, monkeypatch)
+
+
+def _every_point_drawn(out, r, monkeypatch):
+    """Every finished point at the figure's step on the grid's lines is drawn: (L, Δ^h) in
+    the top row, (M, Δ^h) at L_for_M in the bottom row."""
+    from meanfield.studies import mean_ode, mean_ode_plot
+
+    drawn = []
+
+    def record(ax, xs, ys, *args, **kwargs):
+        drawn.extend(zip(xs, ys, strict=True))
+        return real(ax, xs, ys, *args, **kwargs)
+
+    real = mean_ode_plot.loglog_series
+    monkeypatch.setattr(mean_ode_plot, "loglog_series", record)
+    mean_ode.plot(out, r)
+    grid, k = r["grid"], r["config"]["steps"]
+    for p in r["points"]:
+        if p["steps"] != k:
+            continue
+        if p["L"] in grid["L"] or p["L"] == grid["L_for_M"]:
+            x = p["L"] if p["L"] in grid["L"] else p["M"]
+            assert (x, p["delta_h"]["mean"]) in drawn, (p["L"], p["M"])

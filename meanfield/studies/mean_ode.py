@@ -15,6 +15,7 @@ Diffrax (Dopri8, dense output) in float64; its own error is measured (order q ag
 q/2, tolerance halved) and every fitted point must lie 10× above it.
 """
 
+import inspect
 import math
 import os
 import time
@@ -379,6 +380,8 @@ def _describe(value) -> str:
     object's type and repr (the Python API)."""
     if isinstance(value, str):
         return value
+    if inspect.isfunction(value) or inspect.ismethod(value):  # a law's factory: its own name
+        return f"{value.__module__}.{value.__qualname__}"[:300]
     kind = value if isinstance(value, type) else type(value)
     text = f"{kind.__module__}.{kind.__qualname__}"
     if isinstance(value, eqx.Module):
@@ -1192,6 +1195,8 @@ def run(args):
             "reference": reference_entry,
             "decomposition": decomposition,
             "delta_quantiles": delta_quantiles(points, steps, dimension=cfg["d"], seed=cfg["seed"]),
+            # the grid that ran (the automatic design's lines; `config` keeps what was given)
+            "grid": {k: cfg[k] for k in GRID_KEYS},
             "figure_floors": floors,
             **extra,
         },
@@ -1222,12 +1227,17 @@ def run(args):
     )
 
 
+GRID_KEYS = ("L", "M", "L_for_M", "fit_M_max")
+
+
 def plot(out, results) -> None:
-    """The figure from `results.json` alone (`meanfield plot DIR`); a study that judged
-    nothing (a heavy-tailed law) has none."""
+    """The figure from `results.json` alone (`meanfield plot DIR`), on the grid that ran
+    (`grid`: the automatic design's lines, not the preset's); a study that judged nothing
+    (a heavy-tailed law) has none."""
     if not results["points"]:
         return
     from .mean_ode_plot import plot_convergence
 
-    plot_convergence(out, results["config"], results["points"], results["decomposition"],
+    cfg = {**results["config"], **(results.get("grid") or {})}
+    plot_convergence(out, cfg, results["points"], results["decomposition"],
                      results["fits"], floor=results.get("figure_floors"))  # fmt: skip
