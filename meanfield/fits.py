@@ -225,7 +225,8 @@ def fit_loglog(
     **Returns:** a dict with `quantity, against, fixed, slope, intercept, ci95`,
     `ci95_fit` (regression t-interval, which also sees misfit), `theory`,
     `theory_inside` (whether `ci95` holds the theory; None without either), `interval`
-    (how `ci95` was formed), `n_points`, `excluded`, `bootstrap_dropped` (bootstrap
+    (how `ci95` was formed), `n_points`, `excluded` (exploded draws left out; where:
+    `excluded_at`, each `{"x", "draws"}`), `bootstrap_dropped` (bootstrap
     draws left out because a point resampled to a zero mean or no spread: seeds whose
     error is exactly 0 count in the means), `dropped` (the points left out of the fit,
     each `{"x", "reason"}`: every draw exploded, or a mean error <= 0, which has no
@@ -244,6 +245,7 @@ def fit_loglog(
         "interval": None,
         "n_points": 0,
         "excluded": 0,
+        "excluded_at": [],
         "bootstrap_dropped": 0,
         "dropped": [],
     }
@@ -255,6 +257,8 @@ def fit_loglog(
         lengths.add(v.size)
         bad = _exploded(v, threshold)
         result["excluded"] += int(bad.sum())
+        if bad.any():
+            result["excluded_at"].append({"x": float(xi), "draws": int(bad.sum())})
         good = v[~bad]
         if good.size and good.mean() > 0:  # a zero mean has no logarithm
             xs.append(float(xi))
@@ -697,3 +701,15 @@ def optimal_shape(
         if rate[i] > best + 1e-9:
             best, arg = float(rate[i]), (float(lm[i]), float(mu[i]), float(d))
     return {"L": arg[0], "M": arg[1], "D": arg[2], "error_exponent": best}
+
+
+def excluded_warning(fit: dict) -> str:
+    """The warning for a fit that left exploded draws out, naming where: "2 exploded
+    draw(s) of delta_h left out of its fit against L (M=64, steps=1): 1 at L=32, 1 at L=64"."""
+    fixed = ", ".join(f"{k}={v}" for k, v in (fit.get("fixed") or {}).items())
+    where = ", ".join(f"{e['draws']} at {fit.get('against')}={e['x']:g}"
+                      for e in fit.get("excluded_at") or [])  # fmt: skip
+    return (
+        f"{fit['excluded']} exploded draw(s) of {fit['quantity']} left out of its fit against "
+        f"{fit.get('against')}" + (f" ({fixed})" if fixed else "") + (f": {where}" if where else "")
+    )

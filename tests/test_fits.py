@@ -222,6 +222,14 @@ def test_the_printed_fit_says_what_it_left_out(tmp_path):
     assert "L = 64 left out (every draw exploded)" in text
     assert "7 exploded draw(s) left out" in text
     assert "left out" not in summary({"study": "demo", "fits": [clean]}, tmp_path)
+    # the warning names where the exploded draws were
+    from meanfield.fits import excluded_warning
+
+    assert fit["excluded_at"] == [{"x": 8.0, "draws": 1}, {"x": 64.0, "draws": 6}]
+    fit["fixed"] = {"M": 4}
+    assert excluded_warning(fit) == (
+        "7 exploded draw(s) of delta_h left out of its fit against L (M=4): 1 at L=8, 6 at L=64"
+    )
 
 
 def test_a_fit_whose_interval_excludes_its_theory_says_so(tmp_path):

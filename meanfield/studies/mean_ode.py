@@ -54,6 +54,7 @@ from ..convergence import (
 )
 from ..coupling import LimitOnGrid, draw_units, euler_errors
 from ..engine import AbstractDepthLoop, AutoLoop, FusedLoop, ScanLoop
+from ..fits import excluded_warning
 from ..laws import AbstractGaussianLaw, AbstractLaw, TwoLayerGaussianLaw, TwoLayerNonCentredLaw
 from ..meanode import MeanODE, solve_mean_ode
 from ..particles import MAX_HERMITE_ORDER, MAX_QUADRATURE_NODES, Particles, monte_carlo_particles
@@ -1138,7 +1139,7 @@ def run(args):
             )
     for f in fits:
         if f.get("excluded"):
-            runner.warn(f"{f['excluded']} exploded draw(s) of {f['quantity']} excluded from a fit")
+            runner.warn(excluded_warning(f))
     fit_seconds = time.perf_counter() - t_fit
     reference_entry = {
         **ref_info,

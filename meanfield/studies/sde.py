@@ -37,7 +37,7 @@ import numpy as np
 
 from ..activations import ACTIVATIONS
 from ..depth import BrownianLaw, FractionalBrownianLaw, SmoothGPLaw
-from ..fits import exploded_draws, fit_loglog, fit_values, summarize
+from ..fits import excluded_warning, exploded_draws, fit_loglog, fit_values, summarize
 from ..neural_sde import strong_errors
 from ..sharding import shard_seeds
 from .args import (
@@ -321,7 +321,7 @@ def run(args):
     fits, excluded = make_fits(cfg, points, {"error_final": est_final, "error_sup": est_sup})
     for f in fits:
         if f.get("excluded"):
-            runner.warn(f"{f['excluded']} exploded draw(s) of {f['quantity']} excluded from a fit")
+            runner.warn(excluded_warning(f))
     if excluded:
         runner.warn(
             f"{excluded} point(s) lie less than {REFERENCE_MARGIN:g}x above the reference's "
