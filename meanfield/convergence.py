@@ -907,8 +907,9 @@ def delta_quantiles(
     their own median, as the estimate does. The noise of a median of ~10 draws stretches
     the pooled tail and biases the slope by about one standard error; a percentile interval
     without the renormalisation covered 0.86-0.89 of the time (nominal 0.95), bias-corrected
-    variants 0.72-0.96 depending on the draws' law; this one covers 0.94-1.00 (conservative,
-    on half-normal, chi(3), log-normal and exponential draws, 17 points of 10 draws).
+    variants 0.72-0.96 depending on the draws' law; this one covers 0.95-1.00 (conservative,
+    on half-normal, chi(3), log-normal and exponential draws, 17 points of 10 draws:
+    0.998, 0.993, 0.950, 0.993 over 400 replicates).
     Per point, `per_point` gives the raw 1 − δ quantiles for the δ its own draws resolve
     (n δ ≥ 1).
     """
@@ -978,6 +979,6 @@ def delta_quantiles(
     out["interval"] = (
         "slope ± 1.96 bootstrap standard deviations, draws resampled within points and "
         "renormalised by their median; conservative at 10 draws per point (coverage of the "
-        "nominal 95%: 0.94-1.00 on simulated data, benchmarks/coverage.py delta-quantile)"
+        "nominal 95%: 0.95-1.00 on simulated data, benchmarks/coverage.py delta-quantile)"
     )
     return out

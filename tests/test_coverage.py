@@ -54,7 +54,7 @@ def test_rate_law_exponents_are_calibrated():
 
 
 def test_the_delta_quantile_interval_does_not_claim_more_than_it_holds():
-    """The δ-quantile slope's interval is conservative (benchmarks/RESULTS.md: 0.94-1.00 over
+    """The δ-quantile slope's interval is conservative (benchmarks/RESULTS.md: 0.95-1.00 over
     four laws of the draws): never below the window, on the law where it covers least."""
     replicate = dict(coverage.cases()["delta-quantile"])["17 points × 10 draws, log-normal(0.5)"]
     (row,) = coverage.coverage(replicate, 200)
