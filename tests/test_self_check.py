@@ -32,7 +32,7 @@ def _with_the_self_check():
 
 def test_no_self_check_skips_it_and_says_so(tmp_path, monkeypatch):
     """`--no-self-check` (or MEANFIELD_NO_SELF_CHECK=1): no point recomputed, and
-    results.json and the printed summary say it was skipped; without it, one is checked."""
+    results.json and the printed summary say it was skipped."""
     argv = ["study", "two-layer", "--no-progress", "--M", "64,256", "--D", "4,8",
             "--D-limit", "16,64", "--s-v-sweep", "0.5,2", "--sweep-M", "64", "--sweep-D", "8",
             "--seeds", "2", "--steps", "1"]  # fmt: skip
@@ -40,14 +40,17 @@ def test_no_self_check_skips_it_and_says_so(tmp_path, monkeypatch):
     r = json.loads((tmp_path / "a" / "results.json").read_text())
     assert r["self_check"] == [] and "--no-self-check" in r["self_check_skipped"]
     assert "self-check: skipped" in runner_module.summary(r, tmp_path / "a")
+    # the environment variable, read where a study starts its runner (runs with the check
+    # on: every other test of this file)
+    import argparse
+
+    plain = argparse.Namespace()
+    assert runner_module.self_check_wanted(plain)
+    assert not runner_module.self_check_wanted(argparse.Namespace(no_self_check=True))
     monkeypatch.setenv("MEANFIELD_NO_SELF_CHECK", "1")
-    assert main([*argv, "--out", str(tmp_path / "b")]) == 0
-    assert json.loads((tmp_path / "b" / "results.json").read_text())["self_check"] == []
-    monkeypatch.delenv("MEANFIELD_NO_SELF_CHECK")
-    assert main([*argv, "--out", str(tmp_path / "c")]) == 0
-    r = json.loads((tmp_path / "c" / "results.json").read_text())
-    assert len(r["self_check"]) == 1 and "self_check_skipped" not in r
-    assert "self-check: grid point" in runner_module.summary(r, tmp_path / "c")
+    assert not runner_module.self_check_wanted(plain)
+    monkeypatch.setenv("MEANFIELD_NO_SELF_CHECK", "0")
+    assert runner_module.self_check_wanted(plain)
 
 
 def test_compare_points_relative_per_leaf_and_strict_elsewhere():
