@@ -703,10 +703,15 @@ def optimal_shape(
     return {"L": arg[0], "M": arg[1], "D": arg[2], "error_exponent": best}
 
 
+def fixed_text(fit: dict) -> str:
+    """A fit's fixed sizes as printed: "M=64, steps=1"."""
+    return ", ".join(f"{k}={v}" for k, v in (fit.get("fixed") or {}).items())
+
+
 def excluded_warning(fit: dict) -> str:
     """The warning for a fit that left exploded draws out, naming where: "2 exploded
     draw(s) of delta_h left out of its fit against L (M=64, steps=1): 1 at L=32, 1 at L=64"."""
-    fixed = ", ".join(f"{k}={v}" for k, v in (fit.get("fixed") or {}).items())
+    fixed = fixed_text(fit)
     where = ", ".join(f"{e['draws']} at {fit.get('against')}={e['x']:g}"
                       for e in fit.get("excluded_at") or [])  # fmt: skip
     return (

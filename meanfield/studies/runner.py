@@ -46,6 +46,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from ..fits import fixed_text
+
 
 class StudyInputError(ValueError):
     """Bad input to a study: reported as one line, exit code 2."""
@@ -1170,7 +1172,7 @@ def summary(results: dict, out: Path, limit: int = 8) -> str:
         lines.append(f"  {len(outside)} fit(s) whose 95% interval excludes the theory:")
     for f in outside:
         ci = f.get(f.get("theory_inside_interval") or "ci95") or [math.nan, math.nan]
-        fixed = ", ".join(f"{k}={v}" for k, v in (f.get("fixed") or {}).items())
+        fixed = fixed_text(f)
         text = (
             f"    {f.get('quantity')} vs {f.get('against')}" + (f" ({fixed})" if fixed else "")
             + f": {f['slope']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}], theory {f['theory']:g}"
