@@ -24,7 +24,7 @@ Kinds:
   initialisations whose layers are correlated.
 * `plain-rate`: plain-vs-residual's per-layer rate (`slope_interval`), 4 depths × 16 draws.
 * `delta-quantile`: the mean-ODE study's δ-quantile slope (`convergence.delta_quantiles`),
-  17 points × 10 draws, four laws of the draws (conservative: see RESULTS.md).
+  17 points × 10 draws, four laws of the draws.
 """
 
 import argparse
