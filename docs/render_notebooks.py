@@ -36,6 +36,8 @@ def render(path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from meanfield import plotting
+
     name = path.stem
     for old in OUT.glob(f"{name}_*.png"):
         old.unlink()
@@ -52,6 +54,7 @@ def render(path: Path) -> Path:
         lines += ["```python", source, "```", ""]
         buffer = io.StringIO()
         plt.show = lambda *a, **k: None  # figures are saved below, not shown
+        plotting.show = lambda *a, **k: None  # (nor saved where a script run keeps them)
         with contextlib.redirect_stdout(buffer):
             exec(compile(source, str(path), "exec"), namespace)
         printed = buffer.getvalue().rstrip()

@@ -2,8 +2,14 @@
 plot), ticks at a grid's sizes, and cell edges for heat maps."""
 
 import math
+import os
+import sys
+from pathlib import Path
 
 import numpy as np
+
+# backends that draw to files only: a script run without a display
+FILE_BACKENDS = {"agg", "cairo", "pdf", "pgf", "ps", "svg", "template"}
 
 
 def use_agg() -> None:
@@ -11,6 +17,33 @@ def use_agg() -> None:
     import matplotlib
 
     matplotlib.use("Agg", force=True)
+
+
+def show(name: str, fig=None, *, folder: str | os.PathLike | None = None) -> Path | None:
+    """Show a notebook's figure, or keep it where a script cannot show it.
+
+    In Jupyter or with a display, `plt.show()`. Run as a script with a file backend (no
+    display: `python notebooks/NAME.py`), the figure (default: the current one) is saved
+    as `FOLDER/NAME.png` and the path printed; `FOLDER` is `folder`, else the environment
+    variable `MEANFIELD_FIGURES`, else `figures/<script name>` under the current directory.
+    Returns the path written, or None when shown.
+    """
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    if not name or any(c in name for c in "/\\"):
+        raise ValueError(f"name: a file name without folders, not {name!r}")
+    if matplotlib.get_backend().lower() not in FILE_BACKENDS:
+        plt.show()
+        return None
+    if folder is None:
+        script = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else "notebook"
+        folder = os.environ.get("MEANFIELD_FIGURES") or Path("figures") / script
+    path = Path(folder) / f"{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    (fig if fig is not None else plt.gcf()).savefig(path, dpi=110, bbox_inches="tight")
+    print(f"figure saved: {path}")
+    return path
 
 
 def cell_edges(v):

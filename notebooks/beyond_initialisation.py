@@ -47,6 +47,7 @@ import numpy as np
 from meanfield import res1
 from meanfield.datasets import load_digits
 from meanfield.depth import FractionalBrownianLaw, IIDGaussianLaw, SmoothGPLaw
+from meanfield.plotting import show
 from meanfield.regularity import estimate_hurst
 
 SIZE = os.environ.get("MEANFIELD_NOTEBOOK_SIZE", "cpu")
@@ -103,6 +104,7 @@ for ax, (name, (before, after, _)) in zip(axes, runs.items(), strict=True):
 axes[0].set_ylabel("entry (1, 1) of V_k")
 axes[0].legend(fontsize=7)
 fig.tight_layout()
+show("weights_along_depth")
 
 # %% [markdown]
 # ## 3. The regularity before and after training

@@ -31,6 +31,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import meanfield as mf
+from meanfield.plotting import show
 
 jax.config.update("jax_enable_x64", True)
 SIZE = os.environ.get("MEANFIELD_NOTEBOOK_SIZE", "cpu")
@@ -109,7 +110,7 @@ for i in range(3):
 ax[0].set_title("limit trajectories h(s) in the plane")
 ax[1].set_title("‖b(s)‖: the adjoint, solved backward")
 ax[0].legend(fontsize=6)
-plt.show()
+show("trajectories")
 
 # %% [markdown]
 # ## 4. Convergence of the coupled finite networks
@@ -152,4 +153,4 @@ for a, (sizes, summ, fit, name, fixed) in zip(ax, panels, strict=True):
     a.title.set_fontsize(8)
 ax[0].set_ylabel(f"Δ^h after {steps} GD step (mean ± std)")
 fig.tight_layout()
-plt.show()
+show("convergence")

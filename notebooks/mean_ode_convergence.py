@@ -35,6 +35,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import meanfield as mf
+from meanfield.plotting import show
 
 jax.config.update("jax_enable_x64", True)  # the reference limit is computed in float64
 SIZE = os.environ.get("MEANFIELD_NOTEBOOK_SIZE", "cpu")
@@ -161,7 +162,7 @@ for col, q in enumerate(names):
     ax.set(xscale="log", yscale="log", xlabel="M")
     ax.legend()
 fig.tight_layout()
-plt.show()
+show("convergence")
 
 # %% [markdown]
 # The same study, with the reference's error checked against every fitted point, resumable

@@ -37,7 +37,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import meanfield as mf
-from meanfield.plotting import cell_edges
+from meanfield.plotting import cell_edges, show
 
 jax.config.update("jax_enable_x64", True)
 SIZE = os.environ.get("MEANFIELD_NOTEBOOK_SIZE", "cpu")
@@ -121,7 +121,7 @@ for name, (law, beta, limit, theory) in cases.items():
 ax.set_xlabel("L")
 ax.set_ylabel("E‖H_1 − h_L‖")
 ax.legend(fontsize=7)
-plt.show()
+show("strong_error")
 
 # %% [markdown]
 # (For fBm the slope beside it is `2H − 1`, the expected rate of Euler on a Young
@@ -172,7 +172,7 @@ for ax, (name, (law, theory)) in zip(axes, laws.items(), strict=True):
     print(name, "critical beta", est["estimate"], "ci95", est["ci95"], est["phases"])
 axes[0].set_ylabel("median ‖h_L − h_0‖/‖h_0‖")
 axes[0].legend(fontsize=6)
-plt.show()
+show("critical_beta")
 
 # %% [markdown]
 # ## Hurst × β heatmap: β_c rises from 1/2 towards 1 with H
@@ -203,4 +203,4 @@ ax.set_xlabel("β")
 ax.set_ylabel("Hurst index H")
 fig.colorbar(im, label="slope of log median ratio vs log L")
 ax.legend()
-plt.show()
+show("phase_diagram")

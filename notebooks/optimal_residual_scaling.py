@@ -36,6 +36,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import meanfield as mf
+from meanfield.plotting import show
 from meanfield.theory.alpha_star import saturation_asymptotic, saturation_formula
 from meanfield.theory.response import output_response_curve
 
@@ -80,7 +81,7 @@ a2.loglog(
 a2.set_xlabel("L")
 a2.set_ylabel("α*")
 a2.legend()
-plt.show()
+show("alpha_star")
 
 # %% [markdown]
 # ## Collapse after rescaling α σ_w (Fischer, Dahmen & Helias, Figure 5)
@@ -93,7 +94,7 @@ for sw2 in (0.5, 1.25, 2.5):
 ax.set_xlabel("α σ_w")
 ax.set_ylabel("χ^out / max")
 ax.legend()
-plt.show()
+show("response_curves")
 
 # %% [markdown]
 # ## Finite width against the theory: residual kernels C^l and responses χ^l
@@ -132,4 +133,4 @@ c_ax.set_yscale("log")
 c_ax.legend()
 x_ax.set_xlabel("layer l")
 x_ax.set_ylabel("χ^l")
-plt.show()
+show("signal_propagation")

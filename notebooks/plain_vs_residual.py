@@ -43,6 +43,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from meanfield import plain as P
+from meanfield.plotting import show
 
 jax.config.update("jax_enable_x64", True)
 SIZE = os.environ.get("MEANFIELD_NOTEBOOK_SIZE", "cpu")
@@ -101,6 +102,7 @@ for ax, act in zip(axes, ("relu", "sigmoid"), strict=True):
     ax.set_ylim(-60, 60)
     ax.legend(fontsize=7)
 fig.tight_layout()
+show("plain_gradients")
 
 # %% [markdown]
 # Sigmoid vanishes under every initialisation: even with He's σ_w² = 2 the factor is
@@ -121,6 +123,7 @@ ax.set_ylabel("log10 ‖∂L/∂h^l‖² − log10 ‖∂L/∂h^L‖²")
 ax.set_title(f"ReLU residual networks, He init, N = {S['N']}, L = {S['L']}")
 ax.legend(fontsize=8)
 fig.tight_layout()
+show("residual_gradients")
 
 # %% [markdown]
 # With α = 1 the identity path does not prevent growth: each layer adds α²σ_w²E[σ'²]
@@ -162,6 +165,7 @@ ax.set_ylabel("log ‖∂L/∂h^0‖² − log ‖∂L/∂h^{L'}‖²")
 ax.set_title(f"pre-activation tanh, N(0, 1) weights, N = {S['N']}", fontsize=9)
 ax.legend(fontsize=8)
 fig.tight_layout()
+show("tanh_gradients")
 
 # %% [markdown]
 # ## 3. Degradation: deeper plain networks train worse, residual ones do not
@@ -191,4 +195,4 @@ ax.set_xlabel("depth L")
 ax.set_ylabel(f"training loss after {S['steps']} Adam steps")
 ax.legend()
 fig.tight_layout()
-plt.show()
+show("degradation")

@@ -48,6 +48,7 @@ import numpy as np
 
 import meanfield as mf
 from meanfield import deep_embedded as de
+from meanfield.plotting import show
 
 jax.config.update("jax_enable_x64", True)
 SIZE = os.environ.get("MEANFIELD_NOTEBOOK_SIZE", "cpu")
@@ -90,7 +91,7 @@ ax.semilogy(e_joint, "o-", label="vs joint limit (L, M, D → ∞)")
 ax.semilogy(e_fixed, "s-", label="vs fixed-D limit (same W_in, W_out)")
 ax.set(xlabel="GD step k", ylabel="output error E_f (RMS)", title=f"L = M = D = {L}")
 ax.legend(fontsize=8)
-plt.show()
+show("output_error")
 
 # %% [markdown]
 # ## The study: errors over a grid of (L, M, D), the rate law and the optimal shape
@@ -119,7 +120,7 @@ for name in ("shapes_rates", "shapes_grid"):
     fig, ax = plt.subplots(figsize=(12, 12 * img.shape[0] / img.shape[1]))
     ax.imshow(img)
     ax.axis("off")
-    plt.show()
+    show(name)
 print("hidden error against the fixed-D limit, divided by sqrt(D/(LM)):")
 K = r["config"]["steps"]
 ratios = [

@@ -46,6 +46,7 @@ import optax
 
 import meanfield as mf
 from meanfield import regimes as R
+from meanfield.plotting import show
 from meanfield.studies.regimes import task
 
 jax.config.update("jax_enable_x64", True)
@@ -97,6 +98,7 @@ for ax, (name, (g, lam)) in zip(axes, cells.items(), strict=True):
     ax.legend(fontsize=8)
 axes[0].set_ylabel("movement after 3 GD steps (relative)")
 fig.tight_layout()
+show("movement")
 
 # %% [markdown]
 # ## The whole diagram and the transfer experiment

@@ -49,6 +49,7 @@ import numpy as np
 
 from meanfield import shallow
 from meanfield.embedding import Embedding, norm_d
+from meanfield.plotting import show
 
 jax.config.update("jax_enable_x64", True)
 SIZE = os.environ.get("MEANFIELD_NOTEBOOK_SIZE", "cpu")
@@ -111,7 +112,7 @@ axes[1].set(xlabel="D/M", ylabel="max_i ‖ĥ_5 − h_5‖_D (mean over draws)",
             title="hidden field: ~ sqrt(D/M), curves collapse")  # fmt: skip
 for ax in axes:
     ax.legend(fontsize=8)
-plt.show()
+show("rates")
 
 # %% [markdown]
 # ## Dimension: the fixed-D limit against the D → ∞ limit (skeleton maps / cavity)
@@ -134,4 +135,4 @@ ax.loglog(S["big_dims"], errs, "o-", label=f"fixed-D − D→∞ limit, slope {s
 ax.axhline(inf.error_outputs, color="gray", linestyle="--", label="limit's own error")
 ax.set(xlabel="D", ylabel="max_i |f_5^(D) − f_5^(∞)|")
 ax.legend(fontsize=8)
-plt.show()
+show("embedding_limit")

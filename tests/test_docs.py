@@ -66,3 +66,32 @@ def test_readme_has_no_commit_hashes_or_timings():
     hashes = re.findall(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b", text)
     timings = re.findall(r"\b\d+(?:\.\d+)? ?(?:s|sec|seconds|min|minutes|h|hours)\b", text)
     assert not hashes and not timings, (hashes, timings)
+
+
+def _quick_start(text: str) -> str:
+    start = text.index("## Quick start\n")
+    end = text.index("\n## ", start + 1) if "\n## " in text[start + 1 :] else len(text)
+    return "".join(re.findall(r"```.*?```", text[start:end], flags=re.S))
+
+
+def test_docs_home_and_readme_give_the_same_quick_start():
+    readme = _quick_start((ROOT / "README.md").read_text())
+    home = _quick_start((ROOT / "docs" / "index.md").read_text())
+    assert readme and readme == home
+
+
+def test_quick_start_snippet_uses_what_it_builds(tmp_path, monkeypatch, capsys):
+    """The Python quick start runs as written up to the results it loads (those need the
+    study of the line above), and prints the network it builds."""
+    (block,) = re.findall(
+        r"```python\n(.*?)```", _quick_start((ROOT / "README.md").read_text()), flags=re.S
+    )
+    code = block.split("r = mf.load_results")[0]
+    exec(compile(code, "quick start", "exec"), {})
+    assert "[" in capsys.readouterr().out
+
+
+def test_site_holds_pages_not_the_renderer(site):
+    assert not (site / "render_notebooks.py").exists()
+    ignored = (ROOT / ".gitignore").read_text().split()
+    assert "site/" in ignored

@@ -47,6 +47,16 @@ def test_notebook_executes(path, tmp_path):
         timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # run as a script (no display), a notebook keeps every figure it draws and says where
+    shown = len(re.findall(r"^\s*show\(", path.read_text(), flags=re.M))
+    saved = sorted((tmp_path / "figures" / path.stem).glob("*.png"))
+    if shown:
+        assert saved, proc.stdout[-2000:]
+        for png in saved:
+            assert f"figure saved: {Path('figures') / path.stem / png.name}" in proc.stdout
+            assert png.stat().st_size > 10_000, png  # an image, not an empty canvas
+    else:
+        assert not saved
 
 
 def _python_blocks(text):
@@ -91,3 +101,28 @@ def test_readme_custom_block_snippet_runs(tmp_path, monkeypatch, capsys):
     # a line against L, and the study says so instead of fitting what it cannot judge
     assert not results["design"]["lines"]["ok_L"]
     assert any("fewer than three depths" in w for w in results["warnings"])
+
+
+def test_show_saves_where_a_script_cannot_show(tmp_path, monkeypatch, capsys):
+    """`plotting.show` with a file backend: the figure goes to MEANFIELD_FIGURES (else
+    `figures/<script>`), the path is printed; a name with a folder in it is refused."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from meanfield.plotting import show
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["notebooks/demo.py"])
+    monkeypatch.delenv("MEANFIELD_FIGURES", raising=False)
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    assert show("line", fig) == Path("figures/demo/line.png")
+    assert (tmp_path / "figures" / "demo" / "line.png").stat().st_size > 1000
+    assert "figure saved: figures/demo/line.png" in capsys.readouterr().out
+    monkeypatch.setenv("MEANFIELD_FIGURES", str(tmp_path / "elsewhere"))
+    assert show("line") == tmp_path / "elsewhere" / "line.png"
+    with pytest.raises(ValueError, match="name"):
+        show("../line")
+    plt.close("all")
