@@ -46,6 +46,26 @@ def _version(package: str) -> str:
         return "not installed"
 
 
+def precision_lines(api_x64: bool) -> list[str]:
+    """What precision the studies compute in (their defaults, `--x64`/`--no-x64` to change
+    it), and what the Python API gets here (JAX's switch, off unless set)."""
+    by = {True: [], False: []}
+    for name, module in STUDIES.items():
+        by[bool(getattr(module, "DEFAULT_X64", False))].append(name)
+    if not by[False]:
+        studies = "float64 (every study)"
+    elif not by[True]:
+        studies = "float32 (every study)"
+    else:
+        studies = f"float64, except {', '.join(by[False])} (float32)"
+    return [
+        f"  precision  studies: {studies}; --x64 / --no-x64 to change",
+        "             (response simulates in float32; its theory and fits are float64)",
+        f"             Python API here: {'float64' if api_x64 else 'float32'} "
+        f"(jax_enable_x64 {'on' if api_x64 else 'off'})",
+    ]
+
+
 def info() -> str:
     """Versions of meanfield and its dependencies, and the devices JAX sees."""
     import jax
@@ -56,7 +76,7 @@ def info() -> str:
     for pkg in ("jax", "jaxlib", "diffrax", "equinox", "optax", "lineax", "matplotlib"):
         lines.append(f"  {pkg:<11}{_version(pkg)}")
     lines.append(f"  backend    {jax.default_backend()}")
-    lines.append(f"  x64        {jax.config.read('jax_enable_x64')}")
+    lines += precision_lines(jax.config.read("jax_enable_x64"))
     for dev in jax.devices():
         lines.append(f"  device     {dev.platform}:{dev.id} {dev.device_kind}")
     return "\n".join(lines)

@@ -15,6 +15,19 @@ def test_info_prints_versions_and_devices(capsys):
         assert word in out
 
 
+def test_info_says_the_precision_the_studies_use(monkeypatch):
+    """Not JAX's switch alone (off in a fresh process while the studies run in float64):
+    each study's default, read from the studies, and the API's."""
+    from meanfield import cli
+    from meanfield.studies import STUDIES
+
+    text = "\n".join(cli.precision_lines(False))
+    assert "float64, except trained-weights (float32)" in text
+    assert "Python API here: float32" in text
+    monkeypatch.setattr(STUDIES["trained-weights"], "DEFAULT_X64", True)
+    assert "float64 (every study)" in "\n".join(cli.precision_lines(True))
+
+
 def test_help_lists_commands(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--help"])
