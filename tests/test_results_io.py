@@ -71,4 +71,7 @@ def test_summary_printed_on_success(tmp_path, capsys):
     out = tmp_path / "s"
     assert main(["study", "sde", "--weights", "smooth", "--out", str(out), *SMALL_SDE]) == 0
     text = capsys.readouterr().out
-    assert f"sde: wrote {out / 'results.json'}" in text and "error_final vs L" in text
+    assert text.startswith("sde: results") and "error_final vs L" in text
+    assert text.rstrip().splitlines()[-1] == (
+        f"  wrote {out / 'results.json'} and 1 figure(s): strong_error.png"
+    )

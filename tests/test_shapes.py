@@ -135,7 +135,10 @@ def test_verdict_needs_intervals_that_tell_the_theories_apart():
 
     assert _verdict(law((0.45, 0.55), (0.48, 0.52))) == ["bound"]
     assert _verdict(law((0.9, 1.1), (0.95, 1.05))) == ["conjecture"]
-    assert _verdict(law((0.1, 0.2), (0.45, 0.55)))[0].startswith("neither")
+    neither = _verdict(law((0.1, 0.2), (0.45, 0.55)))[0]
+    assert neither.startswith("neither: D^q (LM)^-r measured with q = 0.15 [0.10, 0.20] and r")
+    assert "the bound has q = 0.5, r = 0.5 (q outside)" in neither
+    assert "the conjecture has q = 1, r = 1 (q and r outside)" in neither
     assert _verdict(law((-5.0, 5.0), (-5.0, 5.0)))[0].startswith("undecided")
     assert _verdict(law((2.0, 30.0), (1.5, 20.0)))[0].startswith("neither")
     # a wide interval on one exponent, the other exponent excluding one theory: the survivor,

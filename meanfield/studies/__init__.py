@@ -79,7 +79,11 @@ def add_common_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     group.add_argument(
         "--overwrite", action="store_true", help="discard a study already in --out and start again"
     )
-    parser.add_argument("--no-progress", action="store_true", help="do not show a progress bar")
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="do not show progress (the result's summary is still printed)",
+    )
     parser.add_argument(
         "--no-self-check",
         action="store_true",

@@ -591,8 +591,24 @@ def _verdict(law):
             if r0
             else "the errors need a second M term, and "
         )
-    return [text + f"q = {law['q']:.2f}, r = {law['r']:.2f} of D^q (LM)^-r are not both "
-            "inside their intervals for either theory"]  # fmt: skip
+    measured = " and ".join(
+        f"{k} = {law[k]:.2f}"
+        + (
+            f" [{law[f'{k}_ci95'][0]:.2f}, {law[f'{k}_ci95'][1]:.2f}]"
+            if law.get(f"{k}_ci95")
+            else ""
+        )
+        for k in "qr"
+    )
+    theories = "; ".join(
+        f"the {name} has "
+        + ", ".join(f"{k} = {RATE_THEORIES[name][k]:g}" for k in "qr")
+        + " ("
+        + (" and ".join(k for k, v in th.items() if k in "qr" and not v["inside_ci95"]) or "none")
+        + " outside)"
+        for name, th in law["theories"].items()
+    )
+    return [f"{text}D^q (LM)^-r measured with {measured}; {theories}"]
 
 
 def _shape_of(exps: dict) -> dict:
