@@ -617,7 +617,7 @@ def _figures(out, cfg, points, fits, critical):
                 fit=fit, theory=-0.5, label=f"D={D}", color=color,
             )  # fmt: skip
         ax.set(xscale="log", yscale="log", xlabel="width M", ylabel=f"{title} after k={K} steps")
-        ax.set_title(f"(a) finite vs fixed-D limit: {q.replace('_', ' ')}", fontsize=10)
+        ax.set_title(f"part (a), {q.replace('_', ' ')}: finite vs fixed-D limit", fontsize=10)
         size_ticks(ax, cfg["M"])
         ax.legend(fontsize=7)
     ax = axes[1, 0]
@@ -632,7 +632,7 @@ def _figures(out, cfg, points, fits, critical):
             )  # fmt: skip
     ax.set(xscale="log", yscale="log", xlabel="D/M (hidden, solid) and 1/M (output, dotted)",
            ylabel=f"error after k={K} steps")  # fmt: skip
-    ax.set_title("collapse: hidden error on D/M, output error on 1/M", fontsize=10)
+    ax.set_title("part (a), collapse: hidden error on D/M, output error on 1/M", fontsize=10)
     ax.legend(fontsize=6, ncol=2)
     ax = axes[1, 1]
     for q, color in (("output_error", "C0"), ("hidden_error", "C3")):
@@ -647,7 +647,7 @@ def _figures(out, cfg, points, fits, critical):
     ax.plot([], [], color="gray", linestyle="--", label="quadrature error of the limits")
     ax.set(xscale="log", yscale="log", xlabel="embedding dimension D",
            ylabel=f"fixed-D limit − D→∞ limit, k={K}")  # fmt: skip
-    ax.set_title("(b) fixed-D limit vs D → ∞ limit (skeleton maps)", fontsize=10)
+    ax.set_title("part (b): fixed-D limit vs D → ∞ limit (skeleton maps)", fontsize=10)
     size_ticks(ax, cfg["D_limit"])
     ax.legend(fontsize=7)
     fig.suptitle(
@@ -660,12 +660,12 @@ def _figures(out, cfg, points, fits, critical):
     plt.close(fig)
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
-    for M, ls in zip(cfg["sweep_M"], ("-", "--", "-.", ":"), strict=False):
+    for M, ls, mk in zip(cfg["sweep_M"], ("-", "--", "-.", ":"), "osD^", strict=False):
         for rule, color in (("balanced", "C2"), ("unscaled", "C1")):
             rows = _criteria_rows(points, M, rule)
             s = [r["s_v"] for r in rows]
             ratio = [r["loss"][1]["mean"] / r["loss"][0]["mean"] for r in rows]
-            axes[0].plot(s, ratio, color=color, linestyle=ls, marker="o", label=f"{rule}, M={M}")
+            axes[0].plot(s, ratio, color=color, linestyle=ls, marker=mk, label=f"{rule}, M={M}")
         rows = _criteria_rows(points, M, "balanced")
         s = [r["s_v"] for r in rows]
         for ax, (q, theory) in zip(axes[1:], CRITERIA_THEORY.items(), strict=True):
@@ -684,15 +684,17 @@ def _figures(out, cfg, points, fits, critical):
     axes[0].set(xscale="log", yscale="log", xlabel="s_v (v ~ N(0, s_v² D))",
                 ylabel="loss after one step / initial loss")  # fmt: skip
     axes[0].axhline(1, color="gray", linewidth=0.6)
-    axes[0].set_title("(c) balanced loss decay: η_u = lr·min(1, 1/s_v²) vs η_u = lr", fontsize=9)
-    axes[0].legend(fontsize=7)
+    axes[0].set_title(
+        "part (c), balanced loss decay: η_u = lr·min(1, 1/s_v²) vs η_u = lr", fontsize=9
+    )
+    axes[0].legend(fontsize=7, handlelength=3.5)
     axes[1].set(xscale="log", yscale="log", xlabel="s_v",
                 ylabel=f"RMS |P_K − P_0| over units, inputs (K={K})")  # fmt: skip
-    axes[1].set_title("(c) feature learning at the balanced rate", fontsize=9)
+    axes[1].set_title("part (c), feature learning at the balanced rate", fontsize=9)
     axes[1].legend(fontsize=7)
     axes[2].set(xscale="log", yscale="log", xlabel="s_v",
                 ylabel=f"‖K_K − K_0‖_F / ‖K_0‖_F (K={K})")  # fmt: skip
-    axes[2].set_title("(d) lazy regime: tangent-kernel change (balanced rate)", fontsize=9)
+    axes[2].set_title("part (d), lazy regime: tangent-kernel change (balanced rate)", fontsize=9)
     axes[2].legend(fontsize=7)
     fig.suptitle(f"mean ± std over {cfg['seeds']} draws, D={cfg['sweep_D']}", fontsize=9)
     fig.tight_layout()
@@ -701,20 +703,25 @@ def _figures(out, cfg, points, fits, critical):
 
     fig, ax = plt.subplots(figsize=(5, 4.3))
     rows = critical["rows"]
-    ax.scatter(
+    dots = ax.scatter(
         [r["min_sqrt"] for r in rows],
         [r["sigma_v_star"] for r in rows],
         s=14,
         c=np.log2([r["d_out"] for r in rows]),
-        label="measured σ_v* (colour: log2 d_out)",
+        label="measured σ_v* (colour: d_out)",
     )
-    grid = np.geomspace(0.8, 40, 10)
+    outs = sorted({r["d_out"] for r in rows})
+    bar = fig.colorbar(dots, ax=ax, ticks=np.log2(outs))
+    bar.ax.set_yticklabels([str(d) for d in outs])
+    bar.set_label("output dimension d_out")
+    xs = [r["min_sqrt"] for r in rows]
+    grid = np.geomspace(min(xs) / 1.2, max(xs) * 1.2, 10)  # the diagonal over the data
     ax.plot(grid, grid, color="gray", linestyle=":", label="σ_v* = min(√M, √d_out)")
     ax.plot([r["min_sqrt"] for r in rows], [r["heuristic"] for r in rows], "x", color="C3",
             label="1/(1/√M + 1/√d_out)")  # fmt: skip
     ax.set(xscale="log", yscale="log", xlabel="min(√M, √d_out)",
            ylabel="σ_v with RMS→RMS gain 1 of V/M")  # fmt: skip
-    ax.set_title("(c) critical output scale (operator-norm heuristic)", fontsize=9)
+    ax.set_title("part (c): critical output scale (operator-norm heuristic)", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(Path(out) / "two_layer_critical_scale.png", dpi=120)
