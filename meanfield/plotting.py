@@ -73,29 +73,47 @@ def size_ticks(ax, values, *, axis: str = "x", most: int = 8) -> None:
     getattr(ax, f"{axis}axis").set_minor_formatter(NullFormatter())
 
 
+SPREAD = "bars: the draws' geometric spread, mean ×/÷ exp(σ), σ² = log(1 + std²/mean²)"
+"""What a bar on a log axis means, said in each figure that draws one."""
+
+
+def log_spread(mean, std):
+    """The lower and upper bar lengths of `mean ×/÷ exp(σ)`, `σ² = log(1 + std²/mean²)` (the
+    spread of the log-normal law with this mean and std): on a log axis a bar of the same
+    length either side, never reaching zero as `mean − std` does (a std larger than the
+    mean drew bars down to the axis' floor). Bars of NaN where the mean is not positive."""
+    mean = np.array([np.nan if m is None else m for m in mean], dtype=float)
+    std = np.array([0.0 if v is None else v for v in std], dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sigma = np.sqrt(np.log1p((std / mean) ** 2))
+        factor = np.where(mean > 0, np.exp(sigma), np.nan)
+    return np.array([mean - mean / factor, mean * factor - mean])
+
+
 def loglog_series(
     ax, x, mean, std=None, *, fit=None, theory=None, label="", color=None, marker="o", linestyle="-"
 ):
-    """Plot mean ± std against x on log-log axes, with the fitted slope (dashed) and a
-    theory slope (dotted, through the geometric centre of the data)."""
+    """Plot the mean against x on log-log axes, bars of the draws' geometric spread
+    (`log_spread`: mean ×/÷ exp(σ), not mean ± std, which reaches below zero), with the
+    fitted slope (dashed) and a theory slope (dotted, through the geometric centre of the
+    data)."""
     x = np.asarray(x, dtype=float)
     mean = np.array([np.nan if m is None else m for m in mean], dtype=float)
     ok = np.isfinite(mean) & (mean > 0)
     if not ok.any():
         return
-    x, mean = x[ok], mean[ok]
     text = label
     if fit is not None and fit.get("slope") is not None:
         text = f"{label}: slope {fit['slope']:.2f}"
         if fit.get("ci95"):
             text += f" [{fit['ci95'][0]:.2f}, {fit['ci95'][1]:.2f}]"
     if std is not None:
-        s = np.array([0.0 if v is None else v for v in std], dtype=float)[ok]
-        lower = np.minimum(s, mean * 0.999)
+        bars = log_spread(mean, std)[:, ok]
+        x, mean = x[ok], mean[ok]
         line = ax.errorbar(
             x,
             mean,
-            yerr=[lower, s],
+            yerr=bars,
             marker=marker,
             linestyle=linestyle,
             color=color,
@@ -105,6 +123,7 @@ def loglog_series(
         )
         color = line[0].get_color()
     else:
+        x, mean = x[ok], mean[ok]
         (line,) = ax.plot(
             x, mean, marker=marker, linestyle=linestyle, color=color, label=text, markersize=4
         )

@@ -218,9 +218,11 @@ def test_bad_input(args, needle, tmp_path, capsys):
 
 
 def test_tangent_kernel_figure_bars_stay_on_the_log_axis(tmp_path, monkeypatch):
-    """Where the spread over networks exceeds the mean, mean − std is below zero: the bar
-    must end at a positive value on the log axis (not at a negative one left to the axis's
-    clipping), and the upper end must still be mean + std."""
+    """Where the spread over networks exceeds the mean, mean − std is below zero: the bar is
+    the draws' geometric spread, mean ×/÷ exp(σ), σ² = log(1 + std²/mean²), the same length
+    either side on the log axis, ending at a positive value."""
+    import math
+
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -238,9 +240,10 @@ def test_tangent_kernel_figure_bars_stay_on_the_log_axis(tmp_path, monkeypatch):
     try:
         segments = [s for c in fig.axes[0].collections for s in c.get_segments() if len(s)]
         ends = {float(s[0, 0]): sorted(s[:, 1]) for s in segments}
-        assert ends[1.0] == pytest.approx([0.1, 0.3])
-        low, high = ends[0.25]
-        assert 0 < low < 0.05 and high == pytest.approx(0.13)
+        for x, m, s in ((1.0, 0.2, 0.1), (0.25, 0.05, 0.08)):
+            factor = math.exp(math.sqrt(math.log1p((s / m) ** 2)))
+            assert ends[x] == pytest.approx([m / factor, m * factor])
+        assert 0 < ends[0.25][0] < 0.05
         # no std (fewer than two networks): a bar of length zero
         assert ends.get(0.0625, [0.01, 0.01]) == pytest.approx([0.01, 0.01])
         assert np.all(np.asarray(fig.axes[0].get_ylim()) > 0)

@@ -48,6 +48,11 @@ def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor
                 marker=".",
                 label="",
             )
+            last = next((p for p in reversed(faint) if (p[q]["mean"] or 0) > 0), None)
+            if last is not None:  # which width each grey line is, at its right end
+                ax.annotate(f"M={M}", (last["L"], last[q]["mean"]), xytext=(3, 0),
+                            textcoords="offset points", fontsize=6, color="0.45",
+                            va="center")  # fmt: skip
         loglog_series(
             ax,
             [p["L"] for p in row],
@@ -75,7 +80,10 @@ def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor
         if floor is not None:
             reference_floor(ax, floor.get(q), [p[q]["mean"] for p in points if p["steps"] == k])
         size_ticks(ax, cfg["L"])
-        ax.set_xlabel("depth L (gray: the other widths M)")
+        if len(set(cfg["M"])) > 1:  # room for the grey lines' labels
+            lo, hi = ax.get_xlim()
+            ax.set_xlim(lo, hi * 1.25)
+        ax.set_xlabel("depth L")
         ax.set_title(f"{LABELS[q]} after k={k} GD step(s)")
         ax.legend(fontsize=7, loc="best")
         ax = axes[1, col]
@@ -101,7 +109,7 @@ def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor
         ax.set_xlabel("units per layer M")
         ax.legend(fontsize=7)
     for ax in axes[:, 0]:
-        ax.set_ylabel("error (mean ± std over seeds)")
+        ax.set_ylabel("error (mean over seeds)")
     if "block" in cfg or "law" in cfg:
 
         def short(spec):
@@ -114,7 +122,8 @@ def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor
         what = f"{cfg['activation']} 2LP, {cfg['init']} init"
     fig.suptitle(
         f"finite ResNet vs mean-ODE limit: {what}, d={cfg['d']}, n={cfg['inputs']}, "
-        f"{cfg['seeds']} seeds; dotted: theory slope",
+        f"{cfg['seeds']} seeds\nbars: ×/÷ the draws' geometric spread; dashed: fitted slope; "
+        "dotted: theory slope; grey: the other widths M",
         fontsize=10,
     )
     fig.tight_layout()

@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import plain as P
 from ..fits import line_fit
-from ..plotting import use_agg
+from ..plotting import log_spread, use_agg
 from .args import int_list, positive_float, positive_int
 from .runner import StudyInputError, start_study
 
@@ -586,8 +586,9 @@ def _figures(out: Path, cfg, configs, points, rates, degradation):
         Ls = [c["L"] for c in mine]
         label = f"{arch} (He, α = {alpha})" if arch != "plain" else "plain (He)"
         for ax, key in zip(axes, ("train_loss", "test_accuracy"), strict=True):
-            ax.errorbar(Ls, [c[key] for c in mine], yerr=[c[key + "_std"] or 0 for c in mine],
-                        marker="o", capsize=3, label=label)  # fmt: skip
+            means, stds = [c[key] for c in mine], [c[key + "_std"] or 0 for c in mine]
+            bars = log_spread(means, stds) if key == "train_loss" else stds  # log axis: ×/÷
+            ax.errorbar(Ls, means, yerr=bars, marker="o", capsize=3, label=label)
     for ax, key in zip(axes, ("final training loss (cross-entropy)", "test accuracy"), strict=True):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("depth L")
@@ -596,7 +597,8 @@ def _figures(out: Path, cfg, configs, points, rates, degradation):
     axes[0].set_yscale("log")
     fig.suptitle(
         f"Degradation: same budget ({cfg['train_steps']} full-batch Adam steps, lr {cfg['lr']}), "
-        f"width {cfg['train_N']}, ReLU, teacher task; mean ± std over {cfg['train_seeds']} draws",
+        f"width {cfg['train_N']}, ReLU, teacher task; mean over {cfg['train_seeds']} draws, "
+        "bars: loss ×/÷ its geometric spread, accuracy ± std",
         fontsize=9,
     )
     fig.tight_layout()

@@ -531,8 +531,9 @@ def _figures(out: Path, cfg, diagram, transfer, transfer_points):
                label="faded: within the classifier's\nresolution of a boundary")  # fmt: skip
     ax.text(gx[0] + 0.02, lo + 0.05, "explosion\n(forward pass)", fontsize=8, color="tab:red")
     ax.text(0.52, hi - 0.05, "explosion (training)", fontsize=8, va="top", color="tab:red")
-    ax.text(gx[-1] - 0.02, 2 * (gx[-1] - 0.02) - 1 - 0.45, "no learning", fontsize=8,
-            ha="right", color="0.4")  # fmt: skip
+    # below both boundaries (λ < γ ≤ 2γ − 1 for γ ≥ 1), clear of the dashed line
+    ax.text(gx[-1] - 0.02, gx[-1] - 0.57, "no learning", fontsize=8,
+            ha="right", va="center", color="0.4")  # fmt: skip
     ax.set(xlim=(gx[0], gx[-1]), ylim=(lo, hi), xlabel="γ (residual scale α = L^-γ / M)",
            ylabel="λ (learning rate η = lr0 · M · L^λ)")  # fmt: skip
     ax.set_title(f"Training regimes from exponents in L = {cfg['L'][0]}..{cfg['L'][-1]} "
@@ -556,7 +557,7 @@ def _figures(out: Path, cfg, diagram, transfer, transfer_points):
             ax.plot(lrs, np.exp(curve), "o-", ms=3, color=col, label=f"L = {L}")
             if rec["optimal_lr"][i] is not None:
                 ax.axvline(rec["optimal_lr"][i], color=col, lw=0.8, ls=":")
-        ax.set(xscale="log", yscale="log", xlabel="learning rate lr (η = lr · M · L^λ)",
+        ax.set(xscale="log", yscale="log", xlabel="learning-rate prefactor lr0 (η = lr0 · M · L^λ)",
                ylabel=f"training loss after {cfg['transfer_steps']} GD steps")  # fmt: skip
         head = f"{rec['parametrization']} (γ = {rec['gamma']:g}, λ = {rec['lambda']:g})"
         # the drift's text names the depths it left out: wrapped to the panel's width

@@ -13,8 +13,9 @@ TITLES = {
 
 
 def plot_strong_error(out, cfg, points, fits, reference) -> Path:
-    """Write `out/strong_error.png`: both errors (mean ± std over seeds) against L, the
-    fitted slopes (dashed), the theory slope (dotted) and the reference's own error."""
+    """Write `out/strong_error.png`: both errors (mean over seeds; bars ×/÷ their geometric
+    spread) against L, the fitted slopes (dashed), the theory slope (dotted) and the
+    reference's own error."""
     use_agg()
     import matplotlib.pyplot as plt
 
@@ -49,7 +50,7 @@ def plot_strong_error(out, cfg, points, fits, reference) -> Path:
                 transform=ax.transAxes, fontsize=6.5, va="bottom",
                 bbox={"facecolor": "white", "alpha": 0.8, "lw": 0})  # fmt: skip
     ax.set_xlabel("depth L")
-    ax.set_ylabel("strong error (mean ± std over seeds)")
+    ax.set_ylabel("strong error (mean over seeds; bars ×/÷ their geometric spread)")
     ax.set_title(TITLES[cfg["weights"]].format(**cfg), fontsize=10)
     ax.legend(fontsize=7)
     fig.suptitle(

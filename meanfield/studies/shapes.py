@@ -684,7 +684,8 @@ def _figures(out, cfg, points, fits, laws, shapes):
             if chosen:
                 ax.legend(fontsize=6)
     fig.suptitle(
-        f"joint L, M, D limit, ρ={cfg['activation']}: mean ± std over {cfg['seeds']} draws "
+        f"joint L, M, D limit, ρ={cfg['activation']}: mean over {cfg['seeds']} draws, "
+        "bars ×/÷ their geometric spread\n"
         "(dotted: the bound's slope for the term that dominates the line; dashed: fit)",
         fontsize=10,
     )

@@ -174,7 +174,7 @@ def _figure(out, cfg, points, fits=()):
         xscale="log",
         yscale="log",
         xlabel="M L α²",
-        ylabel="‖K − K_shallow‖ / ‖K‖ (mean ± std over networks)",
+        ylabel="‖K − K_shallow‖ / ‖K‖ (mean over networks; bars ×/÷ geometric spread)",
     )
     ax.set_title(
         "tangent kernel vs the shallow M·L-unit kernel\n(dashed: fitted slope; dotted: theory 1/2)",

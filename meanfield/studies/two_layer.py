@@ -652,7 +652,8 @@ def _figures(out, cfg, points, fits, critical):
     ax.legend(fontsize=7)
     fig.suptitle(
         f"two-layer perceptron, ρ={cfg['activation']}, s_u={cfg['s_u']}, s_v={cfg['s_v']}, "
-        f"η=({cfg['lr_u']}, {cfg['lr_v']}); mean ± std over {cfg['seeds']} draws",
+        f"η=({cfg['lr_u']}, {cfg['lr_v']}); mean over {cfg['seeds']} draws, "
+        "bars ×/÷ their geometric spread",
         fontsize=10,
     )
     fig.tight_layout()
@@ -696,7 +697,10 @@ def _figures(out, cfg, points, fits, critical):
                 ylabel=f"‖K_K − K_0‖_F / ‖K_0‖_F (K={K})")  # fmt: skip
     axes[2].set_title("part (d), lazy regime: tangent-kernel change (balanced rate)", fontsize=9)
     axes[2].legend(fontsize=7)
-    fig.suptitle(f"mean ± std over {cfg['seeds']} draws, D={cfg['sweep_D']}", fontsize=9)
+    fig.suptitle(
+        f"mean over {cfg['seeds']} draws, bars ×/÷ their geometric spread, D={cfg['sweep_D']}",
+        fontsize=9,
+    )
     fig.tight_layout()
     fig.savefig(Path(out) / "two_layer_criteria.png", dpi=120)
     plt.close(fig)

@@ -1,0 +1,38 @@
+"""Bars on log axes: the draws' geometric spread, never a std reaching below zero."""
+
+import numpy as np
+
+from meanfield.plotting import log_spread, loglog_series
+
+
+def test_log_spread_is_symmetric_on_a_log_axis_and_never_reaches_zero():
+    mean, std = np.array([1.0, 1e-3, 5.0]), np.array([3.0, 1e-4, 0.0])  # std 3x the mean
+    lower, upper = log_spread(mean, std)
+    assert np.all(mean - lower > 0)  # mean − std = −2 would have reached the axis' floor
+    np.testing.assert_allclose((mean - lower) * (mean + upper), mean**2)  # ×/÷ one factor
+    assert lower[2] == upper[2] == 0.0
+    assert np.isnan(log_spread([0.0], [1.0])).all()
+
+
+def test_log_spread_matches_log_normal_draws():
+    """For log-normal draws the factor is their geometric std (σ of the logs), within the
+    Monte-Carlo error of 20000 draws."""
+    rng = np.random.default_rng(0)
+    for sigma in (0.2, 1.0):
+        v = rng.lognormal(0.0, sigma, 20000)
+        lower, upper = log_spread([v.mean()], [v.std()])
+        factor = (v.mean() + upper[0]) / v.mean()
+        assert abs(np.log(factor) - sigma) < 0.05 * sigma + 0.01, (sigma, np.log(factor))
+
+
+def test_loglog_series_draws_bars_inside_the_positive_axis():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    loglog_series(ax, [1, 2, 4], [1.0, 0.5, 0.25], [2.0, 1.0, 0.5], label="x")
+    ax.figure.canvas.draw()
+    assert ax.get_ylim()[0] > 0.01  # a std twice the mean drew bars down to 1e-4 and below
+    plt.close(fig)
