@@ -665,6 +665,8 @@ def _figures(out, cfg, points, fits, laws, shapes):
                 label = ", ".join(f"{k}={v}" for k, v in fixed.items())
                 if not f["dominant"]:
                     label += " (term not dominant)"
+                if f.get("theory") is not None:  # the dotted line's slope
+                    label += f", dotted {f['theory']:g}"
                 loglog_series(
                     ax, [r[against] for r in rows], [r[f["quantity"]]["mean"] for r in rows],
                     [r[f["quantity"]]["std"] for r in rows], fit=f, theory=f["theory"],
@@ -676,7 +678,7 @@ def _figures(out, cfg, points, fits, laws, shapes):
                    ylabel=f"{q.replace('_', ' ')}, RMS over inputs\n({what}), k={K}")  # fmt: skip
             b, c = THEORY[(q, against + ("_fixed_D" if against != "D" else "_D_gap"))]
             ax.set_title(
-                f"{q.split('_')[0]} vs {against}, slope of the {against} term: bound {b:g}, "
+                f"{q.split('_')[0]} vs {against}; the {against} term alone: bound {b:g}, "
                 f"conjecture {c:g}",
                 fontsize=9,
             )
@@ -686,7 +688,8 @@ def _figures(out, cfg, points, fits, laws, shapes):
     fig.suptitle(
         f"joint L, M, D limit, ρ={cfg['activation']}: mean over {cfg['seeds']} draws, "
         "bars ×/÷ their geometric spread\n"
-        "(dotted: the bound's slope for the term that dominates the line; dashed: fit)",
+        "(dotted: the bound's slope of the term that dominates each line, in its legend; "
+        "dashed: fit)",
         fontsize=10,
     )
     fig.tight_layout()
