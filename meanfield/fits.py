@@ -281,7 +281,9 @@ def fit_loglog(
     _, se, t, dropped = _studentized_slope(
         goods, xc / (xc @ xc), paired=paired, n_boot=n_boot, seed=seed
     )
-    result["bootstrap_dropped"] = dropped
+    # one draw at some point: no bootstrap over draws was possible, none was discarded
+    single = min(np.isfinite(g).sum() for g in goods) < 2
+    result["bootstrap_dropped"] = 0 if single else dropped
     unit = "the draws, jointly across points" if paired else "each point's draws"
     result["interval"] = f"studentized bootstrap over {unit} ({n_boot} replicates)"
     if t.size and se > 0:

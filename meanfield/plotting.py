@@ -107,6 +107,10 @@ def loglog_series(
         text = f"{label}: slope {fit['slope']:.2f}"
         if fit.get("ci95"):
             text += f" [{fit['ci95'][0]:.2f}, {fit['ci95'][1]:.2f}]"
+        if fit.get("theory_inside") is False:  # a departure the study measured, flagged
+            text += f"\n  ≠ theory {fit['theory']:g}"
+            if str(fit.get("theory_note", "")).startswith("pre-asymptotic"):
+                text += " (pre-asymptotic)"
     if std is not None:
         bars = log_spread(mean, std)[:, ok]
         x, mean = x[ok], mean[ok]

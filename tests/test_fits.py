@@ -295,3 +295,17 @@ def test_the_summary_states_verdicts_from_their_numbers(tmp_path):
     text = summary(results, tmp_path)
     assert "theory 0.75 (OUTSIDE)" not in text and "identity: holds" in text
     assert text.splitlines()[-1].startswith(f"  wrote {tmp_path / 'results.json'}")
+
+
+def test_one_draw_per_point_discards_no_bootstrap_and_says_whose_interval(tmp_path):
+    """The Euler part has one draw per depth: no bootstrap over draws is possible, so none
+    is "discarded"; the printed interval is named as the regression's."""
+    from meanfield.studies.runner import summary
+
+    rng = np.random.default_rng(3)
+    x = np.array([8.0, 16, 32, 64, 128])
+    fit = mf.fit_loglog(x, [[xi**-1.0 * rng.lognormal(0, 0.05)] for xi in x],
+                        quantity="delta_h_euler", against="L", theory=-1.0)  # fmt: skip
+    assert fit["bootstrap_dropped"] == 0 and fit.get("ci95") is None and fit["ci95_fit"]
+    text = summary({"study": "demo", "fits": [fit]}, tmp_path)
+    assert "discarded" not in text and "the regression's interval: one draw per point" in text

@@ -666,7 +666,9 @@ def auto_design(runner, cfg, block, law, xs, ys, probes, loop, units_per_batch, 
     else:
         main0, check0 = _monte_carlo(cfg, law, budget["pilot_particles"]), None
     pilot_ref = runner.artifact(
-        "pilot_reference", lambda: _solve(cfg, block, main0, check0, xs, ys, probes, depths)
+        "pilot_reference",
+        lambda: _solve(cfg, block, main0, check0, xs, ys, probes, depths),
+        describe=f"design: the pilot's reference limit ({main0.count} particles)",
     )
     floor0 = reference_errors(pilot_ref)["delta_h"]
     # the 1/L coefficient without Monte-Carlo noise: the Euler part of 2^10 draws of the
@@ -685,6 +687,7 @@ def auto_design(runner, cfg, block, law, xs, ys, probes, loop, units_per_batch, 
             probes=euler_probes,
             rtol=cfg["rtol"],
         ),
+        describe="design: the Euler part's coefficient (2^10 particles, depths 16, 32, 64)",
     )
     centred_now = first_pass is not None and first_pass["centred"] and steps == 0
     a_euler = 0.0 if centred_now else float(coefficient["a"][-1])
@@ -703,6 +706,7 @@ def auto_design(runner, cfg, block, law, xs, ys, probes, loop, units_per_batch, 
             units_per_batch=units_per_batch,
             loop=loop,
         ),
+        describe=f"design: the pilot networks ({len(PILOT_POINTS)} points)",
     )
     fit = fit_pilot(pilot, floor0, a=a_euler, seed=cfg["seed"])
     record = {
@@ -949,17 +953,15 @@ def run(args):
         def reference():
             if design is not None and check is None and "reference_target" in design:
                 # Monte Carlo, designed: refined until its error meets the design's target
-                out, history = refine_reference(
-                    lambda N: _solve(
-                        cfg,
-                        block,
-                        _monte_carlo(cfg, law, N),
-                        None,
-                        xs,
-                        ys,
-                        ref_probes,
+                def solve(N):
+                    runner.say(f"reference: the limit with {N} particles ...")
+                    return _solve(
+                        cfg, block, _monte_carlo(cfg, law, N), None, xs, ys, ref_probes,
                         all_depths(cfg),
-                    ),
+                    )  # fmt: skip
+
+                out, history = refine_reference(
+                    solve,
                     main.count,
                     design["reference_target"],
                     AUTO[cfg["preset"]]["particles_max"],
@@ -979,7 +981,7 @@ def run(args):
                     out[f"euler_h_L{L}"], out[f"euler_b_L{L}"] = np.asarray(h), np.asarray(b)
             return out
 
-        ref = runner.artifact("reference", reference)
+        ref = runner.artifact("reference", reference, describe="the reference limit")
         ref_seconds = time.perf_counter() - t_ref
     except BaseException:
         pool.shutdown(cancel_futures=True)

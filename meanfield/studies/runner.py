@@ -934,13 +934,21 @@ class StudyRunner:
         self._own(meta_path)
         return arrays
 
-    def artifact(self, name: str, compute: Callable[[], dict]) -> dict:
+    def say(self, text: str) -> None:
+        """One line of progress (a long stage starting or ending), unless `progress` is off."""
+        if self.progress:
+            print(f"{self.study}: {text}", flush=True)
+
+    def artifact(
+        self, name: str, compute: Callable[[], dict], *, describe: str | None = None
+    ) -> dict:
         """A named dict of arrays computed once and cached in `DIR/points/NAME.npz`
         (with its checksum in `NAME.npz.json`).
 
         Use it for expensive shared pieces (a reference limit) so that a resumed
         study recomputes nothing already finished; a stored one that does not match
-        is recomputed.
+        is recomputed. Its start and its time are said (`describe`, else the name): these
+        stages run before the points' progress bar.
         """
         if not self._opened:
             self.open()
@@ -952,7 +960,10 @@ class StudyRunner:
                 self.loaded.append(name)
                 return stored
         t0 = time.perf_counter()
+        label = describe or name.replace("_", " ")
+        self.say(f"{label} ...")
         arrays: dict[str, Any] = {k: np.asarray(v) for k, v in compute().items()}
+        self.say(f"{label}: done in {time.perf_counter() - t0:.0f} s")
         self._own(path)
         self._own(meta_path)
         fd, tmp = tempfile.mkstemp(dir=self.points_dir, prefix=f".{name}.", suffix=".tmp")
@@ -1145,6 +1156,8 @@ def _fit_line(f: dict) -> str:
     text += f": slope {f['slope']:.3f}"
     if ci:
         text += f" [{ci[0]:.3f}, {ci[1]:.3f}]"
+        if not f.get("ci95") and f.get("ci95_fit"):
+            text += " (the regression's interval: one draw per point)"
     if f.get("theory") is not None:
         text += f", theory {f['theory']:g}"
         if f.get("theory_inside") is True:
