@@ -81,3 +81,28 @@ def lower_for_cuda():
             return exported(*args).mlir_module()
 
     return lower
+
+
+@pytest.fixture(autouse=True)
+def figures_show_what_ran(monkeypatch):
+    """Every figure the package saves during a test, at that test's own grid (quick presets,
+    tiny and non-default grids, own blocks): no panel empty without a sentence saying why,
+    every data point inside its panel (tests/figure_check.py, issue 47)."""
+    import sys
+
+    import matplotlib.figure
+
+    from figure_check import problems
+
+    found = []
+    save = matplotlib.figure.Figure.savefig
+
+    def checked(fig, fname, *args, **kwargs):
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller.startswith("meanfield"):
+            found.extend(f"{fname}: {p}" for p in problems(fig))
+        return save(fig, fname, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", checked)
+    yield
+    assert not found, "a figure does not show what ran:\n" + "\n".join(found)

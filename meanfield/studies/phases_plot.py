@@ -129,6 +129,13 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
             pairs = [(e, c) for e, c in zip(est, ci, strict=True) if e is not None]
             err = np.array([[e - c[0], c[1] - e] if c else [0, 0] for e, c in pairs]).T
             ax.errorbar(h_ok, e_ok, yerr=err, fmt="ko", ms=4, capsize=3, label="estimated β_c")
+            # flagged on the figure: an interval that excludes the theory max(H, 1/2)
+            off = [(h, e) for h, (e, c) in zip(h_ok, pairs, strict=True)
+                   if c and not c[0] <= max(h, 0.5) <= c[1]]  # fmt: skip
+            if off:
+                ax.scatter([h for h, _ in off], [e for _, e in off], s=120, facecolors="none",
+                           edgecolors="tab:orange", linewidths=1.8, zorder=4,
+                           label="interval excludes max(H, 1/2)")  # fmt: skip
         grid = np.linspace(hs.min(), hs.max(), 100)
         ax.plot(grid, np.maximum(grid, 0.5), "k:", lw=1.5, label="max(H, 1/2)")
         ax.set_xlabel("Hurst index H")

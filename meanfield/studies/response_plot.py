@@ -327,7 +327,11 @@ def paper_figures(out, cfg, theory, paper):
             if fitd["better_fit"] == "power law":
                 text = f"{name}: tail fits a power l^-{fitd['power_exponent']:.2f}"
                 if "predicted_power_exponent" in rec:
-                    text += f" (predicted {rec['predicted_power_exponent']:.2f})"
+                    p, q = rec["predicted_power_exponent"], fitd["power_exponent"]
+                    a, b = rec.get("tail_layers", [None, None])
+                    # flagged: the recursion is deterministic, a gap is no sampling noise
+                    text += (f" (predicted {p:.2f})" if abs(q - p) <= 0.05 else
+                             f"\n  ≠ predicted {p:.2f} (fitted over l = {a}..{b})")  # fmt: skip
             else:
                 text = f"{name}: tail fits exp(-l/{fitd['exponential_length']:.1f})"
             axes[1].plot(rec["long_theory_layers"], rec["long_theory_distance"], "-", color=color,

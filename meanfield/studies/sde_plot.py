@@ -50,12 +50,13 @@ def plot_strong_error(out, cfg, points, fits, reference) -> Path:
                 transform=ax.transAxes, fontsize=6.5, va="bottom",
                 bbox={"facecolor": "white", "alpha": 0.8, "lw": 0})  # fmt: skip
     ax.set_xlabel("depth L")
-    ax.set_ylabel("strong error (mean over seeds; bars ×/÷ their geometric spread)")
+    ax.set_ylabel("strong error (mean over seeds)")
     ax.set_title(TITLES[cfg["weights"]].format(**cfg), fontsize=10)
     ax.legend(fontsize=7)
     fig.suptitle(
         f"ResNet vs its depth limit on the same path: d={cfg['d']}, σ={cfg['activation']}, "
-        f"{cfg['seeds']} seeds; dotted: theory slope {fits[0]['theory']:.2f}",
+        f"{cfg['seeds']} seeds; dotted: theory slope {fits[0]['theory']:.2f}\n"
+        "bars: ×/÷ the seeds' geometric spread; dashed: fitted slope",
         fontsize=8,
     )
     fig.tight_layout()

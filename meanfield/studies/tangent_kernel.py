@@ -174,10 +174,11 @@ def _figure(out, cfg, points, fits=()):
         xscale="log",
         yscale="log",
         xlabel="M L α²",
-        ylabel="‖K − K_shallow‖ / ‖K‖ (mean over networks; bars ×/÷ geometric spread)",
+        ylabel="‖K − K_shallow‖ / ‖K‖ (mean over networks)",
     )
     ax.set_title(
-        "tangent kernel vs the shallow M·L-unit kernel\n(dashed: fitted slope; dotted: theory 1/2)",
+        "tangent kernel vs the shallow M·L-unit kernel\n(dashed: fitted slope; dotted: theory 1/2; "
+        "bars: ×/÷ the networks' geometric spread)",
         fontsize=9,
     )
     ax.legend(fontsize=7)
