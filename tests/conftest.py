@@ -91,7 +91,6 @@ def figures_show_what_ran(monkeypatch):
     import sys
 
     import matplotlib.figure
-
     from figure_check import problems
 
     found = []

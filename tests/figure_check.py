@@ -49,6 +49,8 @@ def problems(fig) -> list[str]:
             outside = (x < x0 - tol_x) | (x > x1 + tol_x) | (y < y0 - tol_y) | (y > y1 + tol_y)
             if outside.any():
                 j = int(np.argmax(outside))
-                out.append(f"{name}: the point ({x[j]:g}, {y[j]:g}) of {line.get_label()!r} "
-                           f"lies outside the panel's limits x {x0:g}..{x1:g}, y {y0:g}..{y1:g}")  # fmt: skip
+                out.append(
+                    f"{name}: the point ({x[j]:g}, {y[j]:g}) of {line.get_label()!r} lies "
+                    f"outside the panel's limits x {x0:g}..{x1:g}, y {y0:g}..{y1:g}"
+                )
     return out

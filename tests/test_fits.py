@@ -309,3 +309,27 @@ def test_one_draw_per_point_discards_no_bootstrap_and_says_whose_interval(tmp_pa
     assert fit["bootstrap_dropped"] == 0 and fit.get("ci95") is None and fit["ci95_fit"]
     text = summary({"study": "demo", "fits": [fit]}, tmp_path)
     assert "discarded" not in text and "the regression's interval: one draw per point" in text
+
+
+def test_the_pre_asymptotic_note_is_withheld_when_the_other_term_is_small():
+    """An OUTSIDE fit is excused as pre-asymptotic only where the joint fit gives the other
+    term more than 5% of the error on its line; a small share keeps it unexcused, and a fit
+    that holds its theory never gets a note."""
+    from meanfield.convergence import _other_term_notes
+
+    line = [{"L": L, "M": 4096} for L in (8, 16, 32, 64)]
+    col = [{"L": 1024, "M": M} for M in (1, 4, 16, 64)]
+
+    def fits(inside=False):
+        return ({"slope": -0.9, "theory_inside": inside}, {"slope": -0.4, "theory_inside": inside})
+
+    L_fit, M_fit = fits()
+    _other_term_notes(L_fit, M_fit, {"a": 1.0, "b": 1e-4}, line, col)
+    assert L_fit["other_term_share"] < 0.05 and "theory_note" not in L_fit  # not excused
+    assert M_fit["other_term_share"] > 0.05 and M_fit["theory_note"].startswith("pre-asymptotic")
+    L_fit, M_fit = fits()
+    _other_term_notes(L_fit, M_fit, {"a": 1.0, "b": 10.0}, line, col)
+    assert L_fit["theory_note"].startswith("pre-asymptotic: the 1/sqrt(LM) term")
+    L_fit, M_fit = fits(inside=True)
+    _other_term_notes(L_fit, M_fit, {"a": 1.0, "b": 10.0}, line, col)
+    assert "theory_note" not in L_fit and "theory_note" not in M_fit

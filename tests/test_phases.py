@@ -75,6 +75,27 @@ def test_identity_verdict_fails_on_contradicting_data():
     assert not v["holds"] and v["max_abs_z"] is None
 
 
+def test_the_identity_over_every_beta_claims_nothing_when_nothing_was_judged():
+    """All networks non-finite or without spread at every β: not "holds" (all([]) is True)
+    but None, printed "not judged"; one judged row failing makes the whole fail."""
+    unjudged = study.identity_verdict([[float("inf"), 1.0, 1e-2], [1.0, 1.0, 0.0]])
+    assert study.identity_summary([{"beta": b, **unjudged} for b in (0.25, 0.5)]) is None
+    good = study.identity_verdict([[1.0, 1.0 + 1e-3, 1e-2]])
+    bad = study.identity_verdict([[1.0, 1.05, 1e-2]])
+    assert study.identity_summary([good, unjudged]) is True
+    assert study.identity_summary([good, bad, unjudged]) is False
+
+
+def test_rising_with_hurst_is_computed_and_can_fail():
+    step = [0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0]  # a β grid of step 0.125
+    assert study.rising_with_hurst([0.5, 0.5, 0.7, 0.9], step)
+    assert study.rising_with_hurst([0.5, 0.4, 0.8], step)  # a dip within one grid step
+    assert not study.rising_with_hurst([0.9, 0.7, 0.5], step)  # falling
+    assert not study.rising_with_hurst([0.6, 0.6], step)  # flat
+    assert not study.rising_with_hurst([0.5, None, 0.9], step)  # one not measured
+    assert not study.rising_with_hurst([0.5, 0.2, 0.9], step)  # a fall beyond one step
+
+
 def test_iid_forward_ratio_has_its_closed_form_mean():
     """E[‖h_L − h_0‖²/‖h_0‖²] = (1 + L^{-2β}/2)^L − 1 for V, W independent with N(0, 1/d)
     entries (the increments are orthogonal and E‖V ReLU(W h)‖² = ‖h‖²/2); W drawn from V's

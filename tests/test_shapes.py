@@ -147,6 +147,14 @@ def test_verdict_needs_intervals_that_tell_the_theories_apart():
     assert len(only) == 1
     assert only[0].startswith("bound: conjecture excluded by the interval of r; q in")
     assert _verdict(law((0.45, 1.05), (0.9, 1.1)))[0].startswith("conjecture: bound excluded by")
+    # the data need a second M term (LM3): only the bound has one, with r0 = 1/2
+    bound = {**law((0.45, 0.55), (0.48, 0.52)), "LM_part_chosen": "LM3", "r0": 0.5}
+    assert _verdict({**bound, "r0_ci95": [0.4, 0.6]}) == ["bound"]
+    off = _verdict({**bound, "r0": 0.85, "r0_ci95": [0.8, 0.9]})[0]
+    assert off.startswith("neither: the errors need a second M term (LM)^-r0, r0 = 0.85")
+    conj = {**law((0.9, 1.1), (0.95, 1.05)), "LM_part_chosen": "LM3", "r0": 0.5,
+            "r0_ci95": [0.4, 0.6]}  # fmt: skip
+    assert _verdict(conj)[0].startswith("neither: the errors need a second M term")
 
 
 def test_a_failed_fixed_d_solve_is_left_out_and_said(monkeypatch):

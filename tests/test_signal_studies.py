@@ -288,3 +288,31 @@ def test_variance_study_reports_an_overflowing_regime(tmp_path):
     assert deep["exploded"] == 8 and deep["mean"] is None
     assert all(p["exploded"] == 0 for p in r["points"] if p["gamma"] == 0.5)
     assert (tmp_path / "v" / "variance_law.png").exists()
+
+
+def test_the_response_verdicts_follow_the_data():
+    """Simulation against theory is flagged only where noise cannot explain the z-scores;
+    α*(K⁰) is judged through the simulation's own estimator, not the exact argmax."""
+    from meanfield.studies.response import simulation_agreement, theory_inside_same_estimator
+
+    def pts(*zs):
+        return [{"alpha": 0.1, "C": {"z": list(z)}, "chi": {"z": [0.1] * len(z)}} for z in zs]
+
+    assert not simulation_agreement(pts([0.1] * 30))["flagged"]
+    assert simulation_agreement(pts([3.5, 3.5, 3.5] + [0.1] * 27))["flagged"]
+    assert simulation_agreement(pts([5.0] + [0.1] * 29))["flagged"]
+    assert not simulation_agreement(pts([3.5] + [0.1] * 29))["flagged"]  # one at 3.5: noise
+    row = {"ci95": [0.2, 0.3], "theory": 0.25, "theory_same_estimator": 0.35}
+    assert theory_inside_same_estimator(row) is False  # the estimator's value decides
+    assert theory_inside_same_estimator({**row, "theory_same_estimator": 0.25}) is True
+    assert theory_inside_same_estimator({**row, "ci95": None}) is False
+
+
+def test_figure6_judges_its_theory_by_the_interval():
+    """Figure 6's verdict is `fits.theory_inside` on the simulated interval and the theory
+    through the same estimator: outside, unknown (None) and no interval are not inside."""
+    from meanfield.fits import theory_inside
+
+    assert theory_inside([0.9, 1.1], 1.0) is True
+    assert theory_inside([0.9, 1.1], 1.5) is False
+    assert not theory_inside([0.9, 1.1], None) and not theory_inside(None, 1.0)

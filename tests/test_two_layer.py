@@ -226,3 +226,29 @@ def test_small_study_end_to_end(tmp_path, self_checked):
         assert (tmp_path / "tl" / f"{name}.png").exists()
     on_disk = json.loads((tmp_path / "tl" / "results.json").read_text())
     assert on_disk["limit"]["infinite_D"]["error_estimate"] < 1e-4
+
+
+def test_the_collapse_verdict_follows_the_data():
+    """Errors c M^{-1/2} with the same c at every D collapse against M; with c ∝ sqrt(D)
+    against D/M; a D whose means exploded takes no part, and with fewer than two D nothing
+    is claimed."""
+    from meanfield.studies.two_layer import _collapse
+
+    cfg = {"steps": 0, "D": [4, 64]}
+
+    def points(c_of_D, bad=()):
+        return [
+            {"part": "width", "D": D, "M": M,
+             **{q: [{"mean": None if D in bad else c_of_D(D) / math.sqrt(M)}]
+                for q in ("output_error", "hidden_error")}}
+            for D in cfg["D"] for M in (16, 64)
+        ]  # fmt: skip
+
+    same = _collapse(cfg, points(lambda D: 0.3))
+    assert same["output_error"]["collapses_against"] == "M"
+    grows = _collapse(cfg, points(lambda D: 0.3 * math.sqrt(D)))
+    assert grows["hidden_error"]["collapses_against"] == "D/M"
+    none = _collapse(cfg, points(lambda D: 0.3, bad=(64,)))
+    assert none["output_error"]["collapses_against"] is None and "fewer than two" in (
+        none["output_error"]["reason"]
+    )

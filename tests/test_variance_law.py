@@ -61,3 +61,14 @@ def test_backward_pass_first_step_and_identity(key):
                                                     direction=e, key=key, nets=500))  # fmt: skip
         sups.append(dev.max(axis=1).mean())
     assert sups[0] > 1.5 * sups[1] > 2.25 * sups[2], sups
+
+
+def test_near_identity_is_computed_and_can_fail():
+    """A backward deviation that grows with L at γ > 1/2 is not "near identity"; nor is a
+    slope not measured, nor γ = 1/2 (where M L α² does not fall)."""
+    from meanfield.studies.variance import near_identity
+
+    assert near_identity(0.75, -0.5)
+    assert not near_identity(0.75, 0.2)
+    assert not near_identity(0.75, None)
+    assert not near_identity(0.5, -0.5)

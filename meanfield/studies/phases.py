@@ -44,7 +44,7 @@ import jax.random as jr
 import numpy as np
 
 from ..depth import FractionalBrownianLaw, IIDGaussianLaw, IIDRademacherLaw, SmoothGPLaw
-from ..fits import summarize
+from ..fits import judge_theory, summarize
 from ..phases import (
     GRADIENT_BOUNDS,
     LOSSES,
@@ -353,17 +353,20 @@ def run(args):
             fixed = {"beta": beta, "weights": cfg["weights"]}
             if cfg["weights"] == "fbm":
                 fixed["hurst"] = cfg["hurst"]
+            ci = est["slopes_ci95"][i]
             fits.append(
-                {
-                    "quantity": q,
-                    "against": "L",
-                    "fixed": fixed,
-                    "statistic": "median over draws",
-                    "slope": est["slopes"][i] if math.isfinite(est["slopes"][i]) else None,
-                    "ci95": est["slopes_ci95"][i],
-                    "theory": theory - beta if beta > theory else None,
-                    "phase": est["phases"][i],
-                }
+                judge_theory(
+                    {
+                        "quantity": q,
+                        "against": "L",
+                        "fixed": fixed,
+                        "statistic": "median over draws",
+                        "slope": est["slopes"][i] if math.isfinite(est["slopes"][i]) else None,
+                        "ci95": ci if ci is not None and all(map(math.isfinite, ci)) else None,
+                        "theory": theory - beta if beta > theory else None,
+                        "phase": est["phases"][i],
+                    }
+                )
             )
             if est["slopes"][i] == math.inf:
                 fits[-1]["reason"] = "more than half the draws exploded at some depth"
@@ -427,14 +430,8 @@ def run(args):
                 {"hurst": h, **_brief(estimates[(h, "gradient")])} for h in hs
             ],
         }
-        # rising: never falling by more than one β-grid step from one H to the next, and
-        # higher at the largest H than at the smallest
-        ests = [c["estimate"] for c in heat["critical_beta"]]
-        step = min(b - a for a, b in zip(betas, betas[1:], strict=False))
-        heat["rising_with_hurst"] = (
-            all(e is not None for e in ests)
-            and all(b >= a - step for a, b in zip(ests, ests[1:], strict=False))
-            and ests[-1] > ests[0]
+        heat["rising_with_hurst"] = rising_with_hurst(
+            [c["estimate"] for c in heat["critical_beta"]], betas
         )
         results["heatmap"] = _finite(heat)
     stability = None
@@ -491,6 +488,25 @@ def identity_verdict(pairs) -> dict:
     }
 
 
+def identity_summary(rows) -> bool | None:
+    """The identity over every β: None when no row was judged (no finite network with a
+    spread: nothing is claimed), else whether every judged row holds."""
+    judged = [r for r in rows if r["max_abs_z"] is not None]
+    return all(r["holds"] for r in judged) if judged else None
+
+
+def rising_with_hurst(estimates, betas) -> bool:
+    """Whether the critical β rises with H: every estimate known, never falling by more
+    than one β-grid step from one H to the next, and higher at the largest H than at the
+    smallest."""
+    if len(estimates) < 2 or any(e is None for e in estimates):
+        return False
+    step = min(b - a for a, b in zip(betas, betas[1:], strict=False))
+    return all(b >= a - step for a, b in zip(estimates, estimates[1:], strict=False)) and (
+        estimates[-1] > estimates[0]
+    )
+
+
 def flow_identity_check(cfg, law) -> dict:
     """`‖p_0‖²/‖p_L‖² = E_z[((p_L/‖p_L‖)ᵀ q_L(z))²]` (`phases.gradient_flow_identity`) on
     `IDENTITY_DRAWS` networks at the largest depth for every β: the backward ratio against
@@ -519,7 +535,7 @@ def flow_identity_check(cfg, law) -> dict:
         "draws": IDENTITY_DRAWS,
         "z_per_draw": IDENTITY_Z,
         "per_beta": rows,
-        "holds": all(r["holds"] for r in rows if r["max_abs_z"] is not None),
+        "holds": identity_summary(rows),
     }
 
 

@@ -35,7 +35,7 @@ import jax.random as jr
 import numpy as np
 from scipy import special
 
-from ..fits import line_fit
+from ..fits import line_fit, theory_inside
 from ..signal_propagation import simulate_response
 from ..theory.response import FIG2, response
 
@@ -162,8 +162,7 @@ def figure6(cfg, key) -> dict:
     return {"L": L, **CAPTION, "eta": eta, "tail_from": TAIL_FROM, "simulation_fit": sim_fit,
             "theory_power_exponent": -theory_slope,
             "theory_power_exponent_same_estimator": same,
-            "theory_inside_ci95": bool(ci is not None and same is not None
-                                       and ci[0] <= same <= ci[1])}  # fmt: skip
+            "theory_inside_ci95": bool(theory_inside(ci, same))}  # fmt: skip
 
 
 def linearised(cfg, theory_chi) -> dict:

@@ -582,9 +582,21 @@ def _collapse(cfg, points):
         coef_m, coef_dm = [], []
         for D in cfg["D"]:
             rows, stats = _series(points, "width", "M", {"D": D}, "M", q, K)
-            c = [s["mean"] * math.sqrt(r["M"]) for r, s in zip(rows, stats, strict=True)]
+            c = [
+                s["mean"] * math.sqrt(r["M"])
+                for r, s in zip(rows, stats, strict=True)
+                if s.get("mean") is not None and math.isfinite(s["mean"]) and s["mean"] > 0
+            ]
+            if not c:  # every mean at this D exploded or vanished: it takes no part
+                continue
             coef_m.append(float(np.exp(np.mean(np.log(c)))))
             coef_dm.append(coef_m[-1] / math.sqrt(D))
+        if len(coef_m) < 2:
+            out[q] = {
+                "collapses_against": None,
+                "reason": "fewer than two dimensions D with a positive finite error",
+            }
+            continue
         out[q] = {
             "against_M": {"coefficients": coef_m, "spread": max(coef_m) / min(coef_m)},
             "against_D_over_M": {"coefficients": coef_dm, "spread": max(coef_dm) / min(coef_dm)},
