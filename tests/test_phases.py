@@ -165,6 +165,12 @@ def test_critical_beta_with_underflowed_identity():
     late = critical_beta([1.0, 1.5], Ls, rises, n_boot=10)
     assert late["slopes"][0] < 0 < late["slopes"][1]
     assert late["estimate"] is None and "below" in late["reason"]
+    # every β below the planted β_c: "above" it; a β at β_c itself is labelled stability
+    low = critical_beta(betas[:2], Ls, samples[:2], n_boot=10)
+    assert low["estimate"] is None and "above" in low["reason"]
+    flat = np.array([[L ** (0.6 - b) for L in Ls] for b in (0.3, 0.6, 0.9)])[..., None]
+    at = critical_beta([0.3, 0.6, 0.9], Ls, flat * noise[:3], n_boot=10)
+    assert at["phases"] == ["explosion", "stability", "identity"]
 
 
 @pytest.mark.parametrize(
