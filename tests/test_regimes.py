@@ -231,3 +231,18 @@ def test_the_drift_says_which_depths_its_line_goes_through():
     assert drift_text({"drift_exponent": None, "reason": "lr* resolved at 2 depth(s)"}) == (
         "unresolved (lr* resolved at 2 depth(s))"
     )
+
+
+def test_the_optimal_lr_is_unresolved_at_either_edge_of_the_grid():
+    """lr* at the grid's first or last learning rate is not a minimum: None (the drift leaves
+    that depth out and says so); inside, the parabola's vertex, within its neighbours."""
+    import numpy as np
+
+    from meanfield.studies.regimes import _optimum
+
+    lrs = [0.01, 0.03, 0.1, 0.3, 1.0]
+    assert _optimum(lrs, np.log([1, 2, 3, 4, 5])) is None  # falling towards small lr
+    assert _optimum(lrs, np.log([5, 4, 3, 2, 1])) is None  # still falling at the largest
+    x = np.log(lrs)
+    star = _optimum(lrs, (x - np.log(0.1)) ** 2)
+    assert star == pytest.approx(0.1, rel=1e-9)
