@@ -316,3 +316,14 @@ def test_degradation_needs_a_spread_to_be_judged():
     assert _degradation_verdict(cells)[arch]["degrades"] is True
     cells[1]["train_loss"] = 0.015
     assert _degradation_verdict(cells)[arch]["degrades"] is False
+
+
+def test_the_agreement_count_counts_disagreement_and_leaves_out_the_unjudged():
+    from meanfield.studies.plain_vs_residual import agreement_counts
+
+    rates = [{"agrees": True, "agrees_infinite_width": True},
+             {"agrees": False, "agrees_infinite_width": False},
+             {"agrees": False, "agrees_infinite_width": True},
+             {"agrees": None}]  # fmt: skip
+    assert agreement_counts(rates) == (1, 3, 2)
+    assert agreement_counts([{"agrees": False}] * 4) == (0, 4, 0)

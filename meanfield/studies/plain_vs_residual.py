@@ -184,9 +184,7 @@ def run(args):
     )  # fmt: skip
     grad_points = [p for p in points if p["part"] == "gradients"]
     rates = _rates(cfg, configs, grad_points)
-    agree = sum(bool(r["agrees"]) for r in rates if r["agrees"] is not None)
-    judged = sum(r["agrees"] is not None for r in rates)
-    agree_inf = sum(bool(r.get("agrees_infinite_width")) for r in rates)
+    agree, judged, agree_inf = agreement_counts(rates)
     degradation = [c for p in points if p["part"] == "train" for c in p["cells"]]
     verdict = _degradation_verdict(degradation)
     runner.finish(
@@ -394,6 +392,17 @@ def slope_interval(x, samples) -> list[float]:
     dof = terms.sum() ** 2 / np.sum(terms**2 / np.array([s.size - 1 for s in samples]))
     q = float(stats.t.ppf(0.975, dof))
     return [slope - q * se, slope + q * se]
+
+
+def agreement_counts(rates) -> tuple[int, int, int]:
+    """`(agree, judged, agree_infinite_width)` over the measured rates: a rate with no
+    verdict (`agrees` None: too few depths) is neither agreeing nor judged."""
+    judged = [r for r in rates if r["agrees"] is not None]
+    return (
+        sum(bool(r["agrees"]) for r in judged),
+        len(judged),
+        sum(bool(r.get("agrees_infinite_width")) for r in rates),
+    )
 
 
 def agrees(rate, ci, predicted, predicted_error=0.0) -> bool:
