@@ -658,6 +658,12 @@ def _figures(out, cfg, points, fits, laws, shapes):
             chosen = [f for f in fits if f["quantity"] == name and f["against"] == against]
             # the fixed-size lines whose term dominates most, at most three
             chosen = sorted(chosen, key=lambda f: -f["term_share"])[:3]
+            if not chosen:  # said on the panel, not left blank
+                others = ", ".join(k for k in "LMD" if k != against)
+                ax.text(0.5, 0.5, f"no line against {against} on this grid:\na line needs "
+                        f"three values of {against} at fixed {others}\n(with D ≤ {REGIME:g} L M)",
+                        transform=ax.transAxes, ha="center", va="center", fontsize=9,
+                        color="0.3")  # fmt: skip
             for f, color in zip(chosen, ("C0", "C1", "C2"), strict=False):
                 fixed = {k: v for k, v in f["fixed"].items() if k != "steps"}
                 rows, _ = _rows(points, f["quantity"], K, **fixed)
