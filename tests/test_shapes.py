@@ -189,3 +189,22 @@ def test_a_failed_fixed_d_solve_is_left_out_and_said(monkeypatch):
     warning = shapes._failed_solves([p])
     assert warning and "L=4 M=4 D=8 (1 draw(s))" in warning
     assert shapes._failed_solves([{**p, "fixed_D_solves_failed": 0}]) is None
+
+
+def test_an_unresolved_l_term_is_replaced_and_said_a_resolved_one_kept():
+    """p is used as fitted only where the L term is resolved (a share of 5% or more and an
+    interval narrower than 2); otherwise p = 1 and the shape says why."""
+    from meanfield.fits import RATE_THEORIES
+    from meanfield.studies.shapes import _optimal_shapes
+
+    theories = {n: {k: {"inside_ci95": True} for k in "qr"} for n in RATE_THEORIES}
+    base = {"p": 0.7, "q": 0.5, "r": 0.5, "s": 0.5, "p_ci95": [0.6, 0.8],
+            "q_ci95": [0.45, 0.55], "r_ci95": [0.45, 0.55], "theories": theories,
+            "LM_part_chosen": "LM"}  # fmt: skip
+    kept = _optimal_shapes({"hidden_error": {**base, "L_term_max_share": 0.3}})["hidden_error"]
+    assert "note" not in kept
+    small = _optimal_shapes({"hidden_error": {**base, "L_term_max_share": 0.01}})["hidden_error"]
+    assert small["note"].startswith("the L term is not resolved on this grid")
+    wide = {**base, "L_term_max_share": 0.3, "p_ci95": [-1.0, 2.5]}
+    assert "p = 1 (both theories) used" in _optimal_shapes({"h": wide})["h"]["note"]
+    assert kept != small  # p = 0.7 and p = 1 give different shapes

@@ -214,3 +214,25 @@ def test_the_conclusion_is_computed_and_says_the_opposite_on_opposite_data():
     assert not f["starting_regularity_differs"] and not f["moves_more_at_largest_beta"]
     assert "neither the initialisation nor β sets it apart" in text
     assert "sets the starting regularity" not in text
+
+
+def test_the_per_initialisation_statement_follows_the_cells():
+    """`_statement` itself, on cells whose update index rises with β for one initialisation
+    and falls for the other: each entry says which, and the conclusion is mixed."""
+    from meanfield.studies.trained_weights import _statement
+
+    def cell(init, beta, update):
+        r = lambda h: {"hurst": h, "interval": [h - 0.05, h + 0.05]}  # noqa: E731
+        return {"init": init, "hurst": None, "beta": beta, "regularity_before": r(0.5),
+                "regularity_after": r(0.55), "regularity_cumulative_before": r(0.5),
+                "regularity_cumulative_after": r(0.6), "regularity_update": r(update)}  # fmt: skip
+
+    betas = [0.0, 0.5, 1.0]
+    cells = [cell("iid", b, u) for b, u in zip(betas, [0.3, 0.5, 0.7], strict=True)]
+    cells += [cell("smooth", b, u) for b, u in zip(betas, [0.9, 0.7, 0.4], strict=True)]
+    out = _statement({"betas": betas}, cells)
+    iid, smooth = out["per_init"]["iid"], out["per_init"]["smooth"]
+    assert iid["update_rises_with_beta"] and not iid["update_falls_with_beta"]
+    assert smooth["update_falls_with_beta"] and not smooth["update_rises_with_beta"]
+    assert iid["update_slope_in_beta"] > 0 > smooth["update_slope_in_beta"]
+    assert out["findings"]["update_trend_in_beta"] == "mixed"
