@@ -316,3 +316,19 @@ def test_figure6_judges_its_theory_by_the_interval():
     assert theory_inside([0.9, 1.1], 1.0) is True
     assert theory_inside([0.9, 1.1], 1.5) is False
     assert not theory_inside([0.9, 1.1], None) and not theory_inside(None, 1.0)
+
+
+def test_the_tail_shape_verdict_follows_the_data():
+    """A power-law tail is called a power law, an exponential one exponential."""
+    import numpy as np
+
+    from meanfield.studies.response_paper import _power_and_exponential
+
+    layers = np.arange(10, 200, 5, dtype=float)
+    rng = np.random.default_rng(0)
+    power = 2.0 * layers**-0.4
+    expo = np.exp(-layers / 30.0)
+    p = _power_and_exponential(layers, power, 1e-3 * power, 0, rng)
+    e = _power_and_exponential(layers, expo, 1e-3 * expo, 0, rng)
+    assert p["better_fit"] == "power law" and p["power_exponent"] == pytest.approx(0.4)
+    assert e["better_fit"] == "exponential" and e["exponential_length"] == pytest.approx(30.0)
