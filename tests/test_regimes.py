@@ -219,6 +219,11 @@ def test_agreement_counts_only_what_the_classifier_can_judge():
     line = _headline(a, [])[0]
     assert "1 of 2 judged" in line and "2 within the classifier's resolution" in line
     assert "1 ambiguous" in line
+    # the learning line's cells (predicted lazy-ode or local feature learning), counted apart
+    assert [(d["gamma"], d["lambda"]) for d in a["on_learning_line"]] == [(0.75, 0.5)]
+    assert a["on_learning_line_agree"] == 1
+    cells[-1]["regime"] = "no-learning"  # measured off its prediction: the count falls
+    assert _agreement(cells)["on_learning_line_agree"] == 0
 
 
 def test_the_drift_says_which_depths_its_line_goes_through():
