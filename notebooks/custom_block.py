@@ -31,6 +31,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import meanfield as mf
+from meanfield import plotting as mf_plot
 from meanfield.plotting import show
 
 jax.config.update("jax_enable_x64", True)
@@ -103,13 +104,17 @@ limit = mf.solve_mean_ode(mf.MeanODE(block, particles, xs, ys, lr), steps)
 print("limit loss before and after one GD step:", float(limit.loss(0)), float(limit.loss(1)))
 s = jnp.linspace(0, 1, 101)
 fig, ax = plt.subplots(1, 2, figsize=(9, 3.5))
-for i in range(3):
-    ax[0].plot(*np.asarray(limit.h(0, s)[:, i]).T, label=f"x_{i}, k=0")
-    ax[0].plot(*np.asarray(limit.h(1, s)[:, i]).T, "--", label=f"x_{i}, k=1")
-    ax[1].plot(s, np.linalg.norm(np.asarray(limit.b(0, s)[:, i]), axis=-1))
-ax[0].set_title("limit trajectories h(s) in the plane")
-ax[1].set_title("‖b(s)‖: the adjoint, solved backward")
+for i in range(3):  # one colour per input; solid before the GD step, dashed after
+    (line,) = ax[0].plot(*np.asarray(limit.h(0, s)[:, i]).T, label=f"x_{i}, k=0")
+    ax[0].plot(*np.asarray(limit.h(1, s)[:, i]).T, "--", color=line.get_color(),
+               label=f"x_{i}, k=1")  # fmt: skip
+    ax[1].plot(s, np.linalg.norm(np.asarray(limit.b(0, s)[:, i]), axis=-1),
+               color=line.get_color(), label=f"x_{i}")  # fmt: skip
+ax[0].set(title="limit trajectories h(s) in the plane", xlabel="h₁(s)", ylabel="h₂(s)")
+ax[1].set(title="‖b(s)‖: the adjoint, solved backward (k=0)", xlabel="depth s",
+          ylabel="‖b(s)‖")  # fmt: skip
 ax[0].legend(fontsize=6)
+ax[1].legend(fontsize=6)
 show("trajectories")
 
 # %% [markdown]
@@ -144,13 +149,17 @@ panels = (
     (cfg["M"], sum_M, fit_M, "M", f"L={max(cfg['L'])}"),
 )
 for a, (sizes, summ, fit, name, fixed) in zip(ax, panels, strict=True):
-    a.errorbar(sizes, [s["mean"] for s in summ], [s["std"] for s in summ], marker="o")
+    # the mean over seeds; on a log axis the bars are the seeds' geometric spread
+    mf_plot.loglog_series(a, sizes, [s["mean"] for s in summ], [s["std"] for s in summ],
+                          fit=fit, theory=fit["theory"], label=fixed)  # fmt: skip
     lo, hi = fit["ci95"] or (float("nan"), float("nan"))
     title = f"Δ^h, {fixed}: slope {fit['slope']:.2f} [{lo:.2f}, {hi:.2f}], theory {fit['theory']:g}"
     if not lo <= fit["theory"] <= hi:  # a small run: say so on the figure
         title += f"\n(too few seeds and sizes at SIZE={SIZE!r} to resolve it)"
-    a.set(xscale="log", yscale="log", xlabel=name, title=title)
+    a.set(xlabel=name, title=title)
     a.title.set_fontsize(8)
-ax[0].set_ylabel(f"Δ^h after {steps} GD step (mean ± std)")
+    a.legend(fontsize=6)
+ax[0].set_ylabel(f"Δ^h after {steps} GD step (mean over seeds)")
+fig.suptitle("bars: ×/÷ the seeds' geometric spread; dashed: fit; dotted: theory", fontsize=8)
 fig.tight_layout()
 show("convergence")
