@@ -115,6 +115,7 @@ ax[1].set(title="‖b(s)‖: the adjoint, solved backward (k=0)", xlabel="depth 
           ylabel="‖b(s)‖")  # fmt: skip
 ax[0].legend(fontsize=6)
 ax[1].legend(fontsize=6)
+fig.tight_layout()
 show("trajectories")
 
 # %% [markdown]
