@@ -289,9 +289,9 @@ def fit_loglog(
     if t.size and se > 0:
         lo, hi = np.percentile(t, [2.5, 97.5])
         result["ci95"] = [float(slope - hi * se), float(slope - lo * se)]
-    elif se == 0 and min(np.isfinite(g).sum() for g in goods) > 1:
+    elif se == 0 and not single:
         result["ci95"] = [slope, slope]  # no spread over the draws at any point
-    elif min(np.isfinite(g).sum() for g in goods) < 2:
+    elif single:
         result["reason"] = "one draw per point: no spread to form an interval from"
     dof = len(xs) - 2
     if dof >= 1:

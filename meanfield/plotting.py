@@ -73,10 +73,6 @@ def size_ticks(ax, values, *, axis: str = "x", most: int = 8) -> None:
     getattr(ax, f"{axis}axis").set_minor_formatter(NullFormatter())
 
 
-SPREAD = "bars: the draws' geometric spread, mean ×/÷ exp(σ), σ² = log(1 + std²/mean²)"
-"""What a bar on a log axis means, said in each figure that draws one."""
-
-
 def log_spread(mean, std):
     """The lower and upper bar lengths of `mean ×/÷ exp(σ)`, `σ² = log(1 + std²/mean²)` (the
     spread of the log-normal law with this mean and std): on a log axis a bar of the same

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..fits import theory_inside
 from ..plotting import cell_edges, size_ticks, use_agg
 
 PHASE_COLOURS = {"identity": "tab:blue", "stability": "tab:green", "explosion": "tab:red"}
@@ -131,7 +132,7 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
             ax.errorbar(h_ok, e_ok, yerr=err, fmt="ko", ms=4, capsize=3, label="estimated β_c")
             # flagged on the figure: an interval that excludes the theory max(H, 1/2)
             off = [(h, e) for h, (e, c) in zip(h_ok, pairs, strict=True)
-                   if c and not c[0] <= max(h, 0.5) <= c[1]]  # fmt: skip
+                   if c and theory_inside(c, max(h, 0.5)) is False]  # fmt: skip
             if off:
                 ax.scatter([h for h, _ in off], [e for _, e in off], s=120, facecolors="none",
                            edgecolors="tab:orange", linewidths=1.8, zorder=4,

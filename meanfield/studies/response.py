@@ -17,7 +17,13 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from ..fits import fit_loglog, judge_theory, parabola_argmax, parabola_argmax_interval
+from ..fits import (
+    fit_loglog,
+    judge_theory,
+    parabola_argmax,
+    parabola_argmax_interval,
+    theory_inside,
+)
 from ..signal_propagation import METHODS, simulate_response
 from ..theory.alpha_star import optimal_scaling, saturation_asymptotic, saturation_formula
 from ..theory.gaussian import DEFAULT_ORDER, K_ACCURATE
@@ -349,7 +355,6 @@ def simulated_alpha_star(cfg, L, alpha_theory, key):
     }
 
 
-
 def simulation_agreement(points) -> dict:
     """The simulations' z-scores against the theory, layer by layer (C and χ at each α):
     how many lie beyond 3 SE against the ~0.27% that noise alone puts there; `flagged`
@@ -374,8 +379,8 @@ def theory_inside_same_estimator(row) -> bool:
     """Whether α*(K⁰)'s simulated interval holds the theory judged through the simulation's
     own estimator (the parabola over the same α grid: `theory_same_estimator`), else the
     theory's exact argmax."""
-    ci, th = row.get("ci95"), row.get("theory_same_estimator", row.get("theory"))
-    return bool(ci is not None and th is not None and ci[0] <= th <= ci[1])
+    return bool(theory_inside(row.get("ci95"), row.get("theory_same_estimator", row.get("theory"))))
+
 
 def run(args):
     cfg = resolve_config(args)

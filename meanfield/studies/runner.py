@@ -46,7 +46,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ..fits import fixed_text
+from ..fits import fixed_text, theory_inside
 
 
 class StudyInputError(ValueError):
@@ -1173,7 +1173,7 @@ def _estimate_text(e: dict) -> str:
     if e.get("theory") is not None:
         text += f", theory {e['theory']:g}"
         if ci:
-            text += " (inside)" if ci[0] <= e["theory"] <= ci[1] else " (OUTSIDE)"
+            text += " (inside)" if theory_inside(ci, e["theory"]) else " (OUTSIDE)"
     return text
 
 
