@@ -87,11 +87,12 @@ def lower_for_cuda():
 def figures_show_what_ran(monkeypatch):
     """Every figure the package saves during a test, at that test's own grid (quick presets,
     tiny and non-default grids, own blocks): no panel empty without a sentence saying why,
-    every data point inside its panel (tests/figure_check.py, issue 47)."""
+    every data point inside its panel, and every finished point of the study's
+    `results.json` drawn (tests/figure_check.py, tests/figure_points.py; issue 47)."""
     import sys
 
     import matplotlib.figure
-    from figure_check import problems
+    from figure_check import points_missing, problems
 
     found = []
     save = matplotlib.figure.Figure.savefig
@@ -100,6 +101,7 @@ def figures_show_what_ran(monkeypatch):
         caller = sys._getframe(1).f_globals.get("__name__", "")
         if caller.startswith("meanfield"):
             found.extend(f"{fname}: {p}" for p in problems(fig))
+            found.extend(f"{fname}: {p}" for p in points_missing(fig, fname))
         return save(fig, fname, *args, **kwargs)
 
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", checked)

@@ -54,3 +54,95 @@ def problems(fig) -> list[str]:
                     f"outside the panel's limits x {x0:g}..{x1:g}, y {y0:g}..{y1:g}"
                 )
     return out
+
+
+# ---------------------------------------------------------------------------------------
+# every finished point drawn (issue 47): what a figure holds, against what results.json says
+
+
+def _inside(ax, x, y) -> bool:
+    (x0, x1), (y0, y1) = sorted(ax.get_xlim()), sorted(ax.get_ylim())
+    tx, ty = 1e-9 * max(abs(x0), abs(x1), 1), 1e-9 * max(abs(y0), abs(y1), 1)
+    return x0 - tx <= x <= x1 + tx and y0 - ty <= y <= y1 + ty
+
+
+def drawn(ax) -> list[tuple[float, float]]:
+    """The data points `ax` shows, in data coordinates and inside its limits: the vertices of
+    lines drawn with markers, scatter offsets, bar centres and tops, and (x = NaN) the
+    values of images (heat maps)."""
+    pts = []
+    for line in ax.get_lines():
+        if line.get_marker() in (None, "None", "", " ") or not line.get_visible():
+            continue
+        x, y = (np.asarray(v, dtype=float) for v in line.get_data())
+        pts += [(a, b) for a, b in zip(x, y, strict=True) if _inside(ax, a, b)]
+    for c in ax.collections:
+        if not c.get_visible() or type(c).__name__ != "PathCollection":
+            continue
+        if c.get_transform() != ax.transData and c.get_offset_transform() != ax.transData:
+            continue
+        pts += [(a, b) for a, b in np.asarray(c.get_offsets(), dtype=float) if _inside(ax, a, b)]
+    for p in ax.patches:
+        if type(p).__name__ == "Rectangle" and p.get_visible() and p.get_height():
+            x, w, y, h = p.get_x(), p.get_width(), p.get_y(), p.get_height()
+            if _inside(ax, x + w / 2, y + h):
+                pts.append((x + w / 2, y + h))
+                pts.append((y + h, x + w / 2))  # horizontal bars: (value, position)
+            if _inside(ax, x + w, y + h / 2):
+                pts.append((x + w, y + h / 2))
+    for im in ax.images:
+        values = np.ma.masked_invalid(np.ma.asarray(im.get_array(), dtype=float))
+        pts += [(np.nan, v) for v in values.compressed()]
+    return pts
+
+
+def _match(pts, x, y, rtol) -> bool:
+    for a, b in pts:
+        if x is not None and not (np.isnan(a) and np.isnan(x)):
+            if not np.isclose(a, x, rtol=rtol, atol=0):
+                continue
+        if np.isclose(b, y, rtol=rtol, atol=1e-300):
+            return True
+    return False
+
+
+def not_drawn(fig, expected, *, rtol: float = 1e-6) -> list[str]:
+    """The expected points `fig` does not show, one line each. `expected`: `(what, panel, x,
+    y)` — `panel` a substring of the panel's title (None: any panel), `x` None for any
+    abscissa, NaN for a heat map's value; a point counts when a marker, bar or heat-map
+    cell within `rtol` of it lies inside the panel's limits."""
+    axes = [a for a in fig.axes if a.get_label() != "<colorbar>" and a.axison]
+    shown = [(ax.get_title(), drawn(ax)) for ax in axes]
+    out = []
+    for what, panel, x, y in expected:
+        if y is None or not np.isfinite(y):
+            continue  # an exploded or missing value: the figure says so in words
+        where = [p for t, p in shown if panel is None or panel in t]
+        if not where:
+            out.append(f"{what}: no panel titled {panel!r} (titles: {[t for t, _ in shown]})")
+        elif not any(_match(p, x, y, rtol) for p in where):
+            out.append(f"{what}: ({x}, {y:.6g}) not drawn in panel {panel!r}")
+    return out
+
+
+def points_missing(fig, fname) -> list[str]:
+    """`not_drawn` for a figure a study saves next to its `results.json`, with the points
+    `figure_points.SPECS` reads from those results; a study's figure without a spec is
+    reported too. Nothing for a figure saved elsewhere (a notebook's)."""
+    import json
+    from pathlib import Path
+
+    from figure_points import SPECS
+
+    path = Path(fname)
+    results = path.parent / "results.json"
+    if not results.is_file():
+        return []
+    body = json.loads(results.read_text())
+    study = body.get("study")
+    if study not in SPECS:
+        return [f"study {study!r} has no spec in tests/figure_points.py"]
+    expected = SPECS[study](path.stem, body)
+    if expected is None:
+        return [f"figure {path.stem!r} of study {study!r} has no spec in tests/figure_points.py"]
+    return not_drawn(fig, expected)

@@ -1244,3 +1244,6 @@ def plot(out, results) -> None:
     cfg = {**results["config"], **(results.get("grid") or {})}
     plot_convergence(out, cfg, results["points"], results["decomposition"],
                      results["fits"], floor=results.get("figure_floors"))  # fmt: skip
+    for k in sorted({p["steps"] for p in results["points"]} - {cfg["steps"]}):
+        plot_convergence(out, cfg, results["points"], results["decomposition"],
+                         results["fits"], steps=k)  # fmt: skip

@@ -17,7 +17,8 @@ def _find(fits, quantity, against, steps):
 
 def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor=None):
     """Write `out/convergence.png`: one column per error (at step `steps`, default the
-    last), top row against L (finite networks at the fit's fixed M, and the Euler part),
+    last; another step's figure is `convergence_step{k}.png`), top row against L (finite
+    networks at the fit's fixed M, and the Euler part),
     bottom row against M at the largest L; dashed: fitted slope, dotted: theory; the
     reference's own error (`floor`: a dict of each quantity's estimate) as a red line."""
     use_agg()
@@ -84,7 +85,7 @@ def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor
             lo, hi = ax.get_xlim()
             ax.set_xlim(lo, hi * 1.25)
         ax.set_xlabel("depth L")
-        ax.set_title(f"{LABELS[q]} after k={k} GD step(s)")
+        ax.set_title(f"{LABELS[q]} against L after k={k} GD step(s)")
         ax.legend(fontsize=7, loc="best")
         ax = axes[1, col]
         fit = _find(fits, q, "M", k)
@@ -107,6 +108,7 @@ def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor
         if colm:
             size_ticks(ax, [p["M"] for p in colm])
         ax.set_xlabel("units per layer M")
+        ax.set_title(f"{LABELS[q]} against M at L={L_M}, k={k}")
         ax.legend(fontsize=7)
     for ax in axes[:, 0]:
         ax.set_ylabel("error (mean over seeds)")
@@ -127,7 +129,7 @@ def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor
         fontsize=10,
     )
     fig.tight_layout()
-    path = Path(out) / "convergence.png"
+    path = Path(out) / ("convergence.png" if steps is None else f"convergence_step{k}.png")
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
