@@ -42,3 +42,15 @@ def mean_ode(stem, results):
 
 
 SPECS = {"mean-ode": mean_ode}
+
+
+def _gather() -> None:
+    """The other studies' specs, one file per group of studies (`figure_points_*.py`)."""
+    import importlib
+    from pathlib import Path
+
+    for path in sorted(Path(__file__).parent.glob("figure_points_*.py")):
+        SPECS.update(importlib.import_module(path.stem).SPECS)
+
+
+_gather()
