@@ -83,27 +83,50 @@ def lower_for_cuda():
     return lower
 
 
-@pytest.fixture(autouse=True)
-def figures_show_what_ran(monkeypatch):
-    """Every figure the package saves during a test, at that test's own grid (quick presets,
-    tiny and non-default grids, own blocks): no panel empty without a sentence saying why,
-    every data point inside its panel, and every finished point of the study's
-    `results.json` drawn (tests/figure_check.py, tests/figure_points.py; issue 47)."""
+_FIGURE_PROBLEMS: list[str] = []
+
+
+def pytest_configure(config):
+    """Every figure the package saves in this process is checked as it is saved (also those
+    of module- and session-scoped fixtures, which run before a test's own fixtures); the
+    test during whose setup, call or teardown it was saved reports what is wrong."""
     import sys
 
     import matplotlib.figure
     from figure_check import points_missing, problems
 
-    found = []
     save = matplotlib.figure.Figure.savefig
 
     def checked(fig, fname, *args, **kwargs):
         caller = sys._getframe(1).f_globals.get("__name__", "")
         if caller.startswith("meanfield"):
-            found.extend(f"{fname}: {p}" for p in problems(fig))
-            found.extend(f"{fname}: {p}" for p in points_missing(fig, fname))
+            _FIGURE_PROBLEMS.extend(f"{fname}: {p}" for p in problems(fig))
+            _FIGURE_PROBLEMS.extend(f"{fname}: {p}" for p in points_missing(fig, fname))
         return save(fig, fname, *args, **kwargs)
 
-    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", checked)
+    matplotlib.figure.Figure.savefig = checked
+
+
+@pytest.fixture(autouse=True)
+def figures_show_what_ran():
+    """Every figure the package saves during a test, at that test's own grid (quick presets,
+    tiny and non-default grids, own blocks): no panel empty without a sentence saying why,
+    every data point inside its panel, and every finished point of the study's
+    `results.json` drawn (tests/figure_check.py, tests/figure_points.py; issue 47)."""
     yield
-    assert not found, "a figure does not show what ran:\n" + "\n".join(found)
+    found = list(_FIGURE_PROBLEMS)
+    _FIGURE_PROBLEMS.clear()
+    assert not found, (
+        "a figure does not show what ran (a test that spoils a figure on purpose asks for "
+        "the `figure_problems` fixture):\n" + "\n".join(found)
+    )
+
+
+@pytest.fixture
+def figure_problems():
+    """The problems found in the figures saved so far in this test (a list, emptied first),
+    for a test that spoils a figure on purpose and asserts them itself; they are not
+    reported again when the test ends."""
+    _FIGURE_PROBLEMS.clear()
+    yield _FIGURE_PROBLEMS
+    _FIGURE_PROBLEMS.clear()

@@ -347,3 +347,27 @@ def test_order_advice_is_one_that_can_be_taken():
     with pytest.raises(StudyInputError, match="use at most 45$"):  # floor(2^22 ** (1/4))
         _quadrature_order(narrow, 46)
     assert _quadrature_order(narrow, 45) == 45
+
+
+def test_figure_check_reports_a_point_the_figure_leaves_out(
+    tiny_run, tmp_path, monkeypatch, figure_problems
+):
+    """Issue 47's check that every finished point is drawn (tests/figure_points.py), on this
+    study's figures with one point left out of every series: reported, at both steps."""
+    import shutil
+
+    from meanfield.studies import mean_ode_plot, replot
+
+    out = tmp_path / "copy"
+    shutil.copytree(tiny_run, out)
+    replot(out)
+    assert figure_problems == []  # the study's own figures draw every point
+    series = mean_ode_plot.loglog_series
+
+    def drop_last(ax, x, mean, *args, **kwargs):
+        return series(ax, list(x)[:-1], list(mean)[:-1], *args[:0], **kwargs)
+
+    monkeypatch.setattr(mean_ode_plot, "loglog_series", drop_last)
+    replot(out)
+    assert any("convergence.png" in p and "not drawn" in p for p in figure_problems)
+    assert any("convergence_step0.png" in p and "not drawn" in p for p in figure_problems)

@@ -36,3 +36,27 @@ def test_loglog_series_draws_bars_inside_the_positive_axis():
     ax.figure.canvas.draw()
     assert ax.get_ylim()[0] > 0.01  # a std twice the mean drew bars down to 1e-4 and below
     plt.close(fig)
+
+
+def test_not_drawn_finds_a_missing_point_a_point_outside_and_a_missing_cell():
+    """The figure check of issue 47 (tests/figure_check.py) on figures with known faults."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from figure_check import not_drawn
+
+    fig, (a, b) = plt.subplots(1, 2)
+    a.loglog([1, 2, 4], [1.0, 0.5, 0.25], "o-")
+    a.set_title("error against L")
+    b.imshow([[0.1, 0.2], [0.3, np.nan]])
+    b.set_title("heat map")
+    fig.canvas.draw()
+    good = [("L=2", "against L", 2, 0.5), ("cell", "heat map", np.nan, 0.3)]
+    assert not_drawn(fig, good) == []
+    missing = not_drawn(fig, [("L=8", "against L", 8, 0.125), ("cell", "heat", np.nan, 0.4)])
+    assert len(missing) == 2 and "L=8" in missing[0] and "cell" in missing[1]
+    a.set_xlim(1.5, 5)  # the point at L=1 is now outside the panel's limits
+    assert len(not_drawn(fig, [("L=1", "against L", 1, 1.0)])) == 1
+    assert "no panel" in not_drawn(fig, [("x", "against M", 1, 1.0)])[0]
+    plt.close(fig)
