@@ -1,5 +1,6 @@
 """The figure of the mean-ODE study: error against L and against M, with slopes."""
 
+import math
 from pathlib import Path
 
 from ..plotting import loglog_series, reference_floor, size_ticks, use_agg
@@ -13,6 +14,18 @@ def _find(fits, quantity, against, steps):
             if f.get("fixed", {}).get("steps") == steps:
                 return f
     return None
+
+
+def _merge_labels(ends, *, decades=0.08):
+    """The grey lines' end labels, those closer than `decades` (in log10 of the value)
+    merged into one ("M=16,64") so that they do not overprint."""
+    groups = []
+    for y, M, L in sorted(ends):
+        if groups and abs(math.log10(y) - math.log10(groups[-1][0])) < decades:
+            groups[-1][1].append(M)
+        else:
+            groups.append((y, [M], L))
+    return [(y, sorted(Ms), L) for y, Ms, L in groups]
 
 
 def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor=None):
@@ -36,6 +49,7 @@ def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor
             (p for p in points if p["steps"] == k and p["M"] == M_line and p["L"] in cfg["L"]),
             key=lambda p: p["L"],
         )
+        ends = []  # (y, M) at each grey line's right end, for its label
         for M in sorted(set(cfg["M"]) - {M_line}):
             faint = sorted(
                 (p for p in points if p["steps"] == k and p["M"] == M and p["L"] in cfg["L"]),
@@ -50,10 +64,12 @@ def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor
                 label="",
             )
             last = next((p for p in reversed(faint) if (p[q]["mean"] or 0) > 0), None)
-            if last is not None:  # which width each grey line is, at its right end
-                ax.annotate(f"M={M}", (last["L"], last[q]["mean"]), xytext=(3, 0),
-                            textcoords="offset points", fontsize=6, color="0.45",
-                            va="center")  # fmt: skip
+            if last is not None:
+                ends.append((last[q]["mean"], M, last["L"]))
+        for y, Ms, L_end in _merge_labels(ends):  # which width each grey line is
+            ax.annotate("M=" + ",".join(map(str, Ms)), (L_end, y), xytext=(3, 0),
+                        textcoords="offset points", fontsize=6, color="0.45",
+                        va="center")  # fmt: skip
         loglog_series(
             ax,
             [p["L"] for p in row],
