@@ -9,6 +9,17 @@ import numpy as np
 from ..fits import theory_inside
 from ..plotting import cell_edges, size_ticks, use_agg
 
+# the ratios of each (β, L) point, with the titles of their panels in `phases.png`
+RATIO_PANELS = {
+    "forward": "forward ratio",
+    "gradient": "gradient ratio",
+    "forward_max": "largest ratio along depth (max over k)",
+}
+RATIO_LABELS = {
+    "forward": r"$\|h_L - h_0\| / \|h_0\|$",
+    "gradient": r"$\|p_0 - p_L\| / \|p_L\|$",
+    "forward_max": r"$\max_k \|h_k - h_0\| / \|h_0\|$",
+}
 PHASE_COLOURS = {"identity": "tab:blue", "stability": "tab:green", "explosion": "tab:red"}
 TITLES = {
     "iid": "i.i.d. weights",
@@ -23,10 +34,21 @@ def _finite_median(v):
     return med if math.isfinite(med) else np.nan
 
 
+ESTIMATES = {"forward": None, "gradient": "from_gradient", "forward_max": "from_max_over_depth"}
+
+
+def _estimate(critical, quantity: str):
+    """The critical-β estimate of `quantity`'s ratio (None where results.json has none)."""
+    key = ESTIMATES[quantity]
+    return critical if key is None else critical.get(key)
+
+
 def phase_labels(betas, critical, quantity: str) -> list[str]:
-    """The legend of the `quantity` panel ("forward" or "gradient") of `phases.png`: each
-    β with the phase of that ratio (the two ratios' phases may differ)."""
-    est = critical if quantity == "forward" else critical["from_gradient"]
+    """The legend of the `quantity` panel ("forward", "gradient" or "forward_max") of
+    `phases.png`: each β with the phase of that ratio (the ratios' phases may differ)."""
+    est = _estimate(critical, quantity)
+    if not est or not est.get("phases"):
+        return [f"β={b:g}" for b in betas]
     return [f"β={b:g} ({p})" for b, p in zip(betas, est["phases"], strict=True)]
 
 
@@ -41,11 +63,13 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
     betas, Ls = cfg["beta"], cfg["L"]
     title = TITLES[cfg["weights"]].format(**cfg)
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.3))
-    for ax, q, label in (
-        (axes[0], "forward", r"$\|h_L - h_0\| / \|h_0\|$"),
-        (axes[1], "gradient", r"$\|p_0 - p_L\| / \|p_L\|$"),
-    ):
+    fig, axes = plt.subplots(1, 3, figsize=(15.5, 4.5))
+    for ax, q, label in zip(axes, RATIO_PANELS, RATIO_LABELS.values(), strict=True):
+        ax.set_title(RATIO_PANELS[q] + " against depth", fontsize=9)
+        if not np.isfinite(samples[q]).any():  # every draw exploded, or not recorded
+            ax.text(0.5, 0.5, "no finite draw of this ratio", transform=ax.transAxes,
+                    ha="center")  # fmt: skip
+            continue
         cmap = plt.get_cmap("viridis")
         labels = phase_labels(betas, critical, q)
         for i in range(len(betas)):
@@ -70,18 +94,23 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
     fig.savefig(written[-1], dpi=120)
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(5.6, 4.2))
-    for est, name, marker in (
-        (critical, "forward", "o"),
-        (critical["from_gradient"], "gradient", "s"),
-    ):
+    fig, ax = plt.subplots(figsize=(5.8, 4.4))
+    for q, marker, ls in (("forward", "o", "-"), ("gradient", "s", "-"), ("forward_max", "^", ":")):
+        est = _estimate(critical, q)
+        if not est or not est.get("slopes"):
+            continue
         ys = [s if s is not None and math.isfinite(s) else np.nan for s in est["slopes"]]
-        ax.plot(betas, ys, marker + "-", ms=4, label=f"{name} ratio")
+        (line,) = ax.plot(betas, ys, marker=marker, ls=ls, ms=4, label=RATIO_PANELS[q])
         if est.get("estimate") is not None:
-            text = f"β_c ≈ {est['estimate']:.3f}"
-            if est.get("ci95"):
-                text += f" [{est['ci95'][0]:.3f}, {est['ci95'][1]:.3f}]"
-            ax.axvline(est["estimate"], ls="--", lw=1, color=ax.lines[-1].get_color(), label=text)
+            # β_c: where the slope crosses zero (a marker there, its 95% interval as a bar)
+            e, ci = est["estimate"], est.get("ci95")
+            text = f"β_c ≈ {e:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+            bar = [[max(e - ci[0], 0.0)], [max(ci[1] - e, 0.0)]] if ci else None
+            ax.errorbar([e], [0.0], xerr=bar, fmt=marker, ms=8, mfc="none", capsize=3,
+                        color=line.get_color(), zorder=3,
+                        label=text if q == "forward_max" else None)  # fmt: skip
+            if q != "forward_max":  # the max-over-depth crossing: its marker only
+                ax.axvline(e, ls="--", lw=1, color=line.get_color(), label=text)
     if critical.get("ci95"):
         ax.axvspan(*critical["ci95"], color="tab:blue", alpha=0.12)
     ax.axhline(0.0, color="0.4", lw=0.8)
@@ -105,7 +134,7 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
     ax.set_xlabel("β")
     ax.set_ylabel("slope of log median ratio vs log L")
     ax.set_title(f"critical β, {title}", fontsize=9)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=6.5)
     fig.tight_layout()
     written.append(out / "critical_beta.png")
     fig.savefig(written[-1], dpi=120)
@@ -121,6 +150,15 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
             cell_edges(hs), cell_edges(np.asarray(betas)), z.T, cmap="RdBu_r", vmin=-1, vmax=1
         )
         fig.colorbar(im, ax=ax, label="slope of log median forward ratio vs log L (clipped)")
+        # β_c of the gradient ratio: open squares (its slopes are not in the cells)
+        grad = heat.get("critical_beta_gradient") or []
+        g_ok = [(h, c) for h, c in zip(hs, grad, strict=False) if c.get("estimate") is not None]
+        if g_ok:
+            err = np.array([[c["estimate"] - c["ci95"][0], c["ci95"][1] - c["estimate"]]
+                            if c.get("ci95") else [0, 0] for _, c in g_ok]).T.clip(0)  # fmt: skip
+            ax.errorbar([h for h, _ in g_ok], [c["estimate"] for _, c in g_ok], yerr=err,
+                        fmt="s", color="0.35", mfc="none", ms=5, capsize=2,
+                        label="estimated β_c, gradient ratio")  # fmt: skip
         est = [c["estimate"] for c in heat["critical_beta"]]
         ci = [c["ci95"] for c in heat["critical_beta"]]
         ok = [e is not None for e in est]
@@ -129,7 +167,8 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
             e_ok = np.array([e for e in est if e is not None])
             pairs = [(e, c) for e, c in zip(est, ci, strict=True) if e is not None]
             err = np.array([[e - c[0], c[1] - e] if c else [0, 0] for e, c in pairs]).T
-            ax.errorbar(h_ok, e_ok, yerr=err, fmt="ko", ms=4, capsize=3, label="estimated β_c")
+            ax.errorbar(h_ok, e_ok, yerr=err, fmt="ko", ms=4, capsize=3,
+                        label="estimated β_c, forward ratio")  # fmt: skip
             # flagged on the figure: an interval that excludes the theory max(H, 1/2)
             off = [(h, e) for h, (e, c) in zip(h_ok, pairs, strict=True)
                    if c and theory_inside(c, max(h, 0.5)) is False]  # fmt: skip
@@ -149,68 +188,128 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
         plt.close(fig)
 
     if stability is not None:
-        i = betas.index(0.5)
-        L = Ls[-1]
-        row = stability["per_L"][-1]
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-        r2 = samples["forward"][i, -1] ** 2
-        g2 = samples["gradient"][i, -1] ** 2
-
-        def log_bins(v):
-            v = v[np.isfinite(v) & (v > 0)]
-            return v, np.geomspace(v.min(), v.max(), 41) if v.size > 1 and v.max() > v.min() else 40
-
-        axes[0].hist(*log_bins(r2), color="tab:green", alpha=0.7)
-        for b in row["forward_sq"]:
-            if b["delta"] == 0.1:
-                if b["lower"] > 0:
-                    axes[0].axvline(b["lower"], color="k", ls="--")
-                axes[0].axvline(
-                    b["upper"],
-                    color="k",
-                    ls="--",
-                    label=f"bounds, δ=0.1: {b['fraction_inside']:.0%} inside (≥ 90% promised)",
-                )
-        axes[0].set_xlabel(r"$\|h_L - h_0\|^2 / \|h_0\|^2$ (log scale)")
-        axes[0].set_xscale("log")
-        axes[0].set_ylabel(f"draws (of {r2.size})")
-        axes[0].legend(fontsize=7)
-        axes[1].hist(*log_bins(g2), color="tab:purple", alpha=0.7)
-        for j, b in enumerate(stability["gradient_bounds"]):
-            tag = r"bounds on the mean: $e^{1/2} - 1$, $e^4 - 1$" if j == 0 else None
-            axes[1].axvline(b, color="k", ls="--", label=tag)
-        if row["gradient_sq_mean"] is not None:
-            axes[1].axvline(
-                row["gradient_sq_mean"],
-                color="tab:red",
-                label=f"mean {row['gradient_sq_mean']:.2f}",
-            )
-        axes[1].set_xlabel(r"$\|p_0 - p_L\|^2 / \|p_L\|^2$ (log scale)")
-        axes[1].set_ylabel(f"draws (of {g2.size})")
-        axes[1].set_xscale("log")
-        axes[1].legend(fontsize=7)
-        conv = {
-            "squared": "loss ½‖h_L − y‖² (p_L = h_L − y)",
-            "readout": "readout loss ⟨B, h_L⟩ (p_L = B)",
-        }[cfg.get("loss", "squared")]
-        fig.suptitle(
-            f"{title}, β = 1/2, L = {L}, d = {cfg['d']}: stability; gradients for {conv}",
-            fontsize=9,
-        )
-        fig.tight_layout()
-        written.append(out / "stability.png")
-        fig.savefig(written[-1], dpi=120)
-        plt.close(fig)
+        written.append(_stability(out, cfg, stability, samples, title))
     written.append(_histograms(out, cfg, critical, samples, title))
     written.append(_weight_paths(out, cfg))
     return written
 
 
+def _median_marker(ax, values, colour="k", label=None) -> None:
+    """The median over every draw (an exploded one counted as +inf) as a triangle on the
+    x axis of a histogram of those draws (none where the median is not finite)."""
+    med = _finite_median(values)
+    if math.isfinite(med) and med > 0:
+        ax.plot([med], [0.0], "^", color=colour, ms=7, clip_on=False, zorder=4, label=label)
+
+
+def _stability(out, cfg, stability, samples, title) -> Path:
+    """`stability.png`: at β = 1/2, the squared ratios' distributions at the largest depth
+    with the bounds of spec §4, and at every depth the fraction of draws inside the forward
+    bounds (per δ) and the squared gradient ratio's mean against the bounds on it."""
+    import matplotlib.pyplot as plt
+
+    betas, Ls = cfg["beta"], cfg["L"]
+    i = betas.index(0.5)
+    L = Ls[-1]
+    row = stability["per_L"][-1]
+    fig, axes = plt.subplots(2, 2, figsize=(10.5, 7.4))
+    r2 = samples["forward"][i, -1] ** 2
+    g2 = samples["gradient"][i, -1] ** 2
+
+    def log_bins(v):
+        v = v[np.isfinite(v) & (v > 0)]
+        return v, np.geomspace(v.min(), v.max(), 41) if v.size > 1 and v.max() > v.min() else 40
+
+    ax = axes[0, 0]
+    ax.hist(*log_bins(r2), color="tab:green", alpha=0.7)
+    for b in row["forward_sq"]:
+        if b["delta"] == 0.1:
+            if b["lower"] > 0:
+                ax.axvline(b["lower"], color="k", ls="--")
+            ax.axvline(
+                b["upper"],
+                color="k",
+                ls="--",
+                label=f"bounds, δ=0.1: {b['fraction_inside']:.0%} inside (≥ 90% promised)",
+            )
+    _median_marker(ax, r2, label="median")
+    ax.set_title(f"squared forward ratio over the draws, L = {L}", fontsize=9)
+    ax.set_xlabel(r"$\|h_L - h_0\|^2 / \|h_0\|^2$ (log scale)")
+    ax.set_xscale("log")
+    ax.set_ylabel(f"draws (of {r2.size})")
+    ax.legend(fontsize=7)
+
+    ax = axes[0, 1]
+    ax.hist(*log_bins(g2), color="tab:purple", alpha=0.7)
+    for j, b in enumerate(stability["gradient_bounds"]):
+        tag = r"bounds on the mean: $e^{1/2} - 1$, $e^4 - 1$" if j == 0 else None
+        ax.axvline(b, color="k", ls="--", label=tag)
+    if row["gradient_sq_mean"] is not None:
+        ax.axvline(
+            row["gradient_sq_mean"], color="tab:red", label=f"mean {row['gradient_sq_mean']:.2f}"
+        )
+    _median_marker(ax, g2, label="median")
+    ax.set_title(f"squared gradient ratio over the draws, L = {L}", fontsize=9)
+    ax.set_xlabel(r"$\|p_0 - p_L\|^2 / \|p_L\|^2$ (log scale)")
+    ax.set_ylabel(f"draws (of {g2.size})")
+    ax.set_xscale("log")
+    ax.legend(fontsize=7)
+
+    # every depth: the forward bounds' coverage per δ, and the gradient's mean
+    rows = stability["per_L"]
+    ax = axes[1, 0]
+    deltas = sorted({b["delta"] for r in rows for b in r["forward_sq"]})
+    for k, delta in enumerate(deltas):
+        pts = [(r["L"], b) for r in rows for b in r["forward_sq"] if b["delta"] == delta]
+        colour = f"C{k}"
+        fractions = [
+            np.nan if b["fraction_inside"] is None else b["fraction_inside"] for _, b in pts
+        ]
+        ax.plot([x for x, _ in pts], fractions, "o-", ms=4, color=colour, label=f"δ = {delta:g}")
+        ax.axhline(1 - delta, color=colour, ls=":", lw=1)
+    ax.set_xscale("log")
+    size_ticks(ax, [r["L"] for r in rows])
+    ax.set_xlabel("depth L")
+    ax.set_ylabel("fraction of draws inside")
+    ax.set_title("draws inside the forward bounds (dotted: the 1 − δ promised)", fontsize=9)
+    ax.legend(fontsize=7)
+
+    ax = axes[1, 1]
+    pts = [r for r in rows if r.get("gradient_sq_mean") is not None]
+    if pts:
+        ax.errorbar([r["L"] for r in pts], [r["gradient_sq_mean"] for r in pts],
+                    yerr=[2 * (r.get("gradient_sq_se") or 0.0) for r in pts], fmt="o-",
+                    ms=4, capsize=3, color="tab:red", label="mean ± 2 SE")  # fmt: skip
+        ax.set_yscale("log")
+    else:
+        ax.text(0.5, 0.5, "no finite mean: every draw exploded", transform=ax.transAxes,
+                ha="center")  # fmt: skip
+    for j, b in enumerate(stability["gradient_bounds"]):
+        ax.axhline(b, color="k", ls="--", label="bounds on the mean" if j == 0 else None)
+    ax.set_xscale("log")
+    size_ticks(ax, [r["L"] for r in rows])
+    ax.set_xlabel("depth L")
+    ax.set_ylabel(r"mean of $\|p_0 - p_L\|^2 / \|p_L\|^2$")
+    ax.set_title("mean squared gradient ratio against depth", fontsize=9)
+    ax.legend(fontsize=7)
+    conv = {
+        "squared": "loss ½‖h_L − y‖² (p_L = h_L − y)",
+        "readout": "readout loss ⟨B, h_L⟩ (p_L = B)",
+    }[cfg.get("loss", "squared")]
+    fig.suptitle(f"{title}, β = 1/2, d = {cfg['d']}: stability; gradients for {conv}", fontsize=9)
+    fig.tight_layout()
+    path = out / "stability.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def _histograms(out, cfg, critical, samples, title) -> Path:
     """The distributions over draws of `‖h_L − h_0‖/‖h_0‖` and of `‖p_0 − p_L‖/‖p_L‖` (the
     source's histograms; from the stored draws) at three β (the smallest, the one nearest β_c, the
-    largest) and every depth."""
+    largest) and every depth, each depth's median (the point `phases.png` draws) marked."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     betas, Ls = cfg["beta"], cfg["L"]
     target = critical.get("estimate") or critical.get("theory") or betas[len(betas) // 2]
@@ -223,6 +322,7 @@ def _histograms(out, cfg, critical, samples, title) -> Path:
             (1, "gradient", r"$\|p_0 - p_L\| / \|p_L\|$"),
         ):
             ax = axes[row, col]
+            ax.set_title(f"β = {betas[i]:g}: {q} ratio", fontsize=9)
             values = [samples[q][i, j] for j in range(len(Ls))]
             finite = np.concatenate([v[np.isfinite(v) & (v > 0)] for v in values])
             if finite.size == 0:
@@ -233,11 +333,14 @@ def _histograms(out, cfg, critical, samples, title) -> Path:
                 v = values[j][np.isfinite(values[j]) & (values[j] > 0)]
                 exploded = int(np.sum(~np.isfinite(values[j])))
                 extra = f", {exploded} exploded" if exploded else ""
-                ax.hist(v, bins=bins, histtype="step", color=cmap(j / max(len(Ls) - 1, 1)),
-                        label=f"L = {L}{extra}")  # fmt: skip
+                colour = cmap(j / max(len(Ls) - 1, 1))
+                ax.hist(v, bins=bins, histtype="step", color=colour, label=f"L = {L}{extra}")
+                _median_marker(ax, values[j], colour)  # ▲ on the axis: each depth's median
             ax.set_xscale("log")
-            ax.set_xlabel(label)
-            ax.set_title(f"β = {betas[i]:g}", fontsize=9)
+            x0, x1 = ax.get_xlim()
+            if x1 > 10 * x0:  # a decade or more: its major ticks only (minor labels collide)
+                ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.set_xlabel(label + " (▲ medians)")
             if col == 0:
                 ax.set_ylabel("draws")
             ax.legend(fontsize=6)

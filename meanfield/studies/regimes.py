@@ -252,6 +252,8 @@ def plot(out, results) -> None:
     """The figures from `results.json` alone (`meanfield plot DIR`)."""
     transfer_points = [p for p in results["points"] if p["part"] == "transfer"]
     _figures(Path(out), results["config"], results["cells"], results["transfer"], transfer_points)
+    diagram_points = [p for p in results["points"] if p["part"] == "diagram"]
+    _diagnostics_figure(Path(out), results["config"], diagram_points)
 
 
 def _headline(agreement, transfer) -> list[str]:
@@ -548,10 +550,12 @@ def _figures(out: Path, cfg, diagram, transfer, transfer_points):
 
     if not transfer:
         return
-    fig, axes = plt.subplots(1, len(transfer), figsize=(5 * len(transfer), 4.2), squeeze=False)
+    # a panel per parametrization, and lr* against L for all of them (the drift's line)
+    fig, axes = plt.subplots(1, len(transfer) + 1, figsize=(5 * len(transfer) + 4.6, 4.2),
+                             squeeze=False)  # fmt: skip
     lrs = np.asarray(cfg["transfer_lrs"])
     cmap = plt.get_cmap("viridis")
-    for ax, rec in zip(axes[0], transfer, strict=True):
+    for ax, rec in zip(axes[0][:-1], transfer, strict=True):
         for i, (L, curve) in enumerate(zip(rec["L"], rec["loss_curves"], strict=True)):
             col = cmap(i / max(1, len(rec["L"]) - 1))
             ax.plot(lrs, np.exp(curve), "o-", ms=3, color=col, label=f"L = {L}")
@@ -564,8 +568,100 @@ def _figures(out: Path, cfg, diagram, transfer, transfer_points):
         body = textwrap.fill(f"drift of lr* {drift_text(rec)}", 62)
         ax.set_title(f"{head}:\n{body}", fontsize=8)
         ax.legend(fontsize=7)
+    ax = axes[0][-1]
+    for rec, marker in zip(transfer, "osD^v", strict=False):
+        found = [(L, v) for L, v in zip(rec["L"], rec["optimal_lr"], strict=True) if v is not None]
+        if found:
+            ax.plot(*zip(*found, strict=True), marker=marker, ms=4, label=rec["parametrization"])
+    if not ax.lines:
+        ax.text(0.5, 0.5, "lr* at a grid edge at every depth:\nunresolved", ha="center",
+                va="center", transform=ax.transAxes, fontsize=8)  # fmt: skip
+    else:
+        from matplotlib.ticker import NullLocator
+
+        ax.set(xscale="log", yscale="log")
+        depths = sorted({L for rec in transfer for L in rec["L"]})
+        ax.set_xticks(depths, [str(L) for L in depths])
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.legend(fontsize=7)
+    ax.set(xlabel="depth L", ylabel="lr* (parabola's vertex)")
+    ax.set_title("lr* against depth L (its slope: the drift exponent;\nunresolved depths, at a "
+                 "grid edge, left out)", fontsize=8)  # fmt: skip
     fig.suptitle("Learning-rate transfer across depth (dotted: lr* from a parabola in log-log)",
                  fontsize=10)  # fmt: skip
     fig.tight_layout()
     fig.savefig(out / "transfer.png", dpi=110)
+    plt.close(fig)
+
+
+DIAGNOSTIC_LABELS = {  # the diagnostics recorded per cell and depth, as the figure names them
+    "forward_deviation": "forward deviation",
+    "predictor_movement": "predictor movement",
+    "local_change": "local feature change",
+    "global_change": "global feature change",
+    "parameter_movement": "parameter movement",
+    "loss_ratio": "loss ratio",
+}
+
+
+def _diagnostics_figure(out: Path, cfg, points):
+    """`diagnostics.png`: every diagnostic of every (L, γ, λ), the mean over its draws (the
+    exploded ones left out) against L, a row per diagnostic and a column per γ, a line per
+    λ: the slopes the diagram's exponents are fitted to."""
+    if not points:
+        return
+    use_agg()
+    import matplotlib.pyplot as plt
+
+    points = sorted(points, key=lambda p: p["L"])
+    gammas, lambdas = cfg["gammas"], cfg["lambdas"]
+    cmap = plt.get_cmap("viridis")
+    rows, cols = len(DIAGNOSTIC_LABELS), len(gammas)
+    fig, axes = plt.subplots(rows, cols, figsize=(2.9 * cols + 1.6, 2.3 * rows + 0.6),
+                             squeeze=False, sharey="row")  # fmt: skip
+    for r, (name, label) in enumerate(DIAGNOSTIC_LABELS.items()):
+        for j, g in enumerate(gammas):
+            ax = axes[r][j]
+            exploded = nonpositive = 0
+            for k, lam in enumerate(lambdas):
+                xs, ys = [], []
+                for p in points:
+                    cell = next((c for c in p["cells"] if c["gamma"] == g and c["lambda"] == lam),
+                                None)  # fmt: skip
+                    if cell is None:
+                        continue
+                    kept = [v for v in cell[name] if v is not None and math.isfinite(v)]
+                    if not kept:
+                        exploded += 1
+                    elif np.mean(kept) <= 0:
+                        nonpositive += 1
+                    else:
+                        xs.append(p["L"])
+                        ys.append(float(np.mean(kept)))
+                col = cmap(k / max(1, len(lambdas) - 1))
+                ax.plot(xs, ys, "o-", ms=3, lw=1, color=col, label=f"λ = {lam:g}")
+            notes = []
+            if exploded:
+                notes.append(f"{exploded} (L, λ) not drawn: every draw exploded")
+            if nonpositive:
+                notes.append(f"{nonpositive} (L, λ) not drawn: mean ≤ 0 (no log)")
+            if notes:
+                ax.text(0.02, 0.02, "\n".join(notes), transform=ax.transAxes, fontsize=6,
+                        va="bottom")  # fmt: skip
+            ax.set_xscale("log", base=2)
+            if any(len(line.get_xdata()) for line in ax.lines):
+                ax.set_yscale("log")
+            ax.set_title(f"{label} (γ = {g:g})", fontsize=8)
+            ax.tick_params(labelsize=7)
+            if r == rows - 1:
+                ax.set_xlabel("depth L", fontsize=8)
+            if j == 0:
+                ax.set_ylabel("mean over draws", fontsize=8)
+    axes[0][-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    fig.suptitle(f"The diagnostics against depth, per cell (γ, λ) ({cfg['seeds']} draws, "
+                 f"{cfg['steps']} GD steps): the phase diagram's exponents are their slopes\n"
+                 "(the forward deviation is measured at initialisation: one line for every λ)",
+                 fontsize=10)  # fmt: skip
+    fig.tight_layout(rect=(0, 0, 1, 0.98))
+    fig.savefig(out / "diagnostics.png", dpi=90)
     plt.close(fig)

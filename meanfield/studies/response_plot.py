@@ -25,15 +25,15 @@ def make_figures(out, cfg, theory, stars, points, by_part):
     fig, ax = plt.subplots(1, 2, figsize=(10, 3.8))
     layers = np.arange(L_max + 1)
     for name, color in (("resnet", "tab:blue"), ("ffnet", "tab:green")):
-        ax[0].plot(layers[1:], theory[f"fig2_{name}_C"][1:], color=color, label=f"{name} theory")
+        ax[0].plot(layers, theory[f"fig2_{name}_C"], color=color, label=f"{name} theory")
         ax[1].semilogy(layers, theory[f"fig2_{name}_eta"], color=color, label=f"{name} theory")
     for spec_res, name in zip(by_part.get("fig2", []), ("resnet", "ffnet"), strict=False):
         color = "tab:blue" if name == "resnet" else "tab:green"
         C = spec_res["C"]
-        ax[0].errorbar(
-            layers[1:],
-            _arr(C["sim_mean"])[1:],
-            _arr(C["sim_se"])[1:],
+        ax[0].errorbar(  # from the input's kernel C̄⁰ = K⁰ on
+            layers,
+            _arr(C["sim_mean"]),
+            _arr(C["sim_se"]),
             fmt="o",
             ms=3,
             color=color,
@@ -41,14 +41,19 @@ def make_figures(out, cfg, theory, stars, points, by_part):
         )
         eta = _arr(spec_res["eta"]["sim_mean"])
         se = _arr(spec_res["eta"].get("sim_se", np.zeros_like(eta)))
-        # a simulated η^l within 2 SE of zero is noise, not a measurement: its floor is drawn
+        # a simulated η^l within 2 SE of zero is noise, not a measurement: drawn open, above
+        # the floor 2 SE; a mean <= 0 has no place on the log axis (counted in the legend)
         resolved = eta > 2 * se
+        noise = ~resolved & (eta > 0)
         ax[1].errorbar(layers[resolved], eta[resolved], se[resolved], fmt="o", ms=3,
                        color=color, label=f"{name} simulation (N={cfg['width']})")  # fmt: skip
         if not resolved.all():
+            ax[1].plot(layers[noise], eta[noise], "o", ms=3, mfc="none", color=color)
             ax[1].semilogy(layers, 2 * se, ":", color=color, lw=1,
-                           label=f"{name}: 2 SE, the simulation's floor "
-                           f"({int((~resolved).sum())} layers below it not drawn)")  # fmt: skip
+                           label=f"{name}: 2 SE, the simulation's floor (open: "
+                           f"{int(noise.sum())} layers within it"
+                           + (f"; {int((eta <= 0).sum())} ≤ 0 not drawn)" if (eta <= 0).any()
+                              else ")"))  # fmt: skip
     ax[0].set(
         xlabel="layer l",
         ylabel=r"residual kernel $\bar C^l$",
@@ -64,6 +69,9 @@ def make_figures(out, cfg, theory, stars, points, by_part):
 
     # Figure 4: χ^out against α, α* against L, α* against K^0
     fig, ax = plt.subplots(1, 3, figsize=(14, 4))
+    sim_alphas = [a for r in by_part.get("alpha_star", []) for a in r["alphas"]]
+    alpha_lim = (min([0.02, *(a / 1.2 for a in sim_alphas)]),
+                 max([3.0, *(a * 1.2 for a in sim_alphas)]))  # fmt: skip
     for L, color in zip(depths, blues, strict=True):
         ax[0].plot(grid, theory[f"chi_out_L{L}"], color=color, label=f"L={L}")
     for s in stars:
@@ -82,7 +90,7 @@ def make_figures(out, cfg, theory, stars, points, by_part):
         xscale="log",
         xlabel="α",
         ylabel=r"$\chi^{out}$",
-        xlim=(0.02, 3),
+        xlim=alpha_lim,
         title=f"(a) K⁰={cfg['K0']}, σ_w²={cfg['sigma_w2']}, σ_b²={cfg['sigma_b2']}",
     )
     ax[0].legend(fontsize=7)
@@ -123,7 +131,10 @@ def make_figures(out, cfg, theory, stars, points, by_part):
         )
     ax[1].axhspan(0.1, 0.3, color="0.92", zorder=0,
                   label="α ∈ [0.1, 0.3]: found empirically (Szegedy et al.)")  # fmt: skip
-    ax[1].set(xlabel="depth L", ylabel="α*", title="(b) optimal scaling", ylim=(0, 1.2))
+    # up to 1.2 (the paper's), or above the largest α* and interval drawn
+    shown = [s["numeric"] for s in stars] + [s["simulated"]["ci95"][1] for s in sims]
+    top = max([1.2, *(1.05 * v for v in shown if v is not None and np.isfinite(v))])
+    ax[1].set(xlabel="depth L", ylabel="α*", title="(b) optimal scaling", ylim=(0, top))
     ax[1].legend(fontsize=7)
     ax[2].plot(theory["K0_grid"], theory["alpha_star_K0"], "o", label="argmax of theory χ^out")
     ax[2].plot(theory["K0_grid"], theory["formula_K0"], "-", label="saturation formula")
@@ -161,22 +172,31 @@ def make_figures(out, cfg, theory, stars, points, by_part):
     fig.savefig(out / "figure5_universality.png", dpi=120)
     plt.close(fig)
 
-    # simulation against theory, layer by layer
+    # simulation against theory, layer by layer: C̄, χ and their z-scores (top), K, η and
+    # the outputs χ^out, K^out against α (bottom)
     if points:
-        fig, ax = plt.subplots(1, 3, figsize=(14, 3.8))
+        fig, axes = plt.subplots(2, 3, figsize=(14, 7.6))
+        ax = axes.ravel()
+        nonpositive = 0  # simulated η means <= 0: no place on the log axis
         for p, c in zip(points, plt.cm.tab10(np.arange(len(points))), strict=False):
-            for i, q in enumerate(("C", "chi")):
+            for i, q in ((0, "C"), (1, "chi"), (3, "K"), (4, "eta")):
+                mean, se = _arr(p[q]["sim_mean"]), _arr(p[q]["sim_se"])
                 ax[i].plot(layers, _arr(p[q]["theory"]), color=c, label=f"α={p['alpha']:.3g}")
-                ax[i].errorbar(
-                    layers, _arr(p[q]["sim_mean"]), _arr(p[q]["sim_se"]), fmt="o", ms=2, color=c
-                )
+                keep = mean > 0 if q == "eta" else np.ones(mean.shape, bool)
+                nonpositive += int((~keep).sum())
+                ax[i].errorbar(layers[keep], mean[keep], se[keep], fmt="o", ms=2, color=c)
             ax[2].plot(layers, _arr(p["C"]["z"]), ".-", color=c)
             ax[2].plot(layers, _arr(p["chi"]["z"]), "x--", color=c)
-        for a in ax[:2]:  # what the marks are
+            for q, marker in (("chi_out", "o"), ("K_out", "s")):
+                ax[5].errorbar(p["alpha"], p[q]["sim_mean"], p[q]["sim_se"], fmt=marker, ms=4,
+                               color=c)  # fmt: skip
+                ax[5].plot(p["alpha"], p[q]["theory"], marker, ms=7, mfc="none", color=c)
+        for a in (ax[0], ax[1], ax[3], ax[4]):  # what the marks are
             a.plot([], [], "-", color="0.3", label="theory (line)")
             a.errorbar([], [], [], fmt="o", ms=2, color="0.3", label="simulation (mean ± SE)")
-        ax[0].set(xlabel="layer l", ylabel=r"$\bar C^l$", yscale="log", title="residual kernel")
-        ax[1].set(xlabel="layer l", ylabel=r"$\chi^l$", title="response")
+        ax[0].set(xlabel="layer l", ylabel=r"$\bar C^l$", yscale="log",
+                  title="residual kernel C̄^l")  # fmt: skip
+        ax[1].set(xlabel="layer l", ylabel=r"$\chi^l$", title="response χ^l")
         ax[2].axhspan(-3, 3, color="0.92", zorder=0, label="|z| ≤ 3")
         ax[2].set(
             xlabel="layer l",
@@ -185,7 +205,22 @@ def make_figures(out, cfg, theory, stars, points, by_part):
         )
         ax[2].title.set_fontsize(8)
         ax[2].legend(fontsize=7, loc="lower left")
+        ax[3].set(xlabel="layer l", ylabel="$K^l$", yscale="log", title="kernel K^l")
+        ax[4].set(xlabel="layer l", ylabel=r"$\eta^l$", yscale="log",
+                  title="response increments η^l" + (f" ({nonpositive} simulated means ≤ 0 "
+                  "not drawn: no log)" if nonpositive else ""))  # fmt: skip
+        grid_out = theory.get(f"chi_out_L{L_max}")
+        if grid_out is not None:
+            ax[5].plot(grid, grid_out, "-", color="0.5", lw=0.8, label=f"χ^out theory, L = {L_max}")
+        ax[5].plot([], [], "o", color="0.3", label="χ^out simulated (open: theory)")
+        ax[5].plot([], [], "s", color="0.3", label="K^out simulated (open: theory)")
+        ax[5].set(xscale="log", yscale="log", xlabel="α", ylabel="output value",
+                  title=f"outputs at l = L = {L_max}: χ^out and K^out against α")  # fmt: skip
+        for a in (ax[0], ax[1], *ax[3:]):
+            a.title.set_fontsize(9)
         ax[1].legend(fontsize=7)  # one legend for both panels (the kernel's curves fill its own)
+        ax[4].legend(fontsize=7)
+        ax[5].legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(out / "simulation_vs_theory.png", dpi=120)
         plt.close(fig)
@@ -269,10 +304,12 @@ def paper_figures(out, cfg, theory, paper):
             ax.plot(hgrid, dens, color=color,
                     label=f"α = {row['factor']:.2g} α*: K^L = {row['K_L']:.2f}, "
                     f"{100 * row['fraction_outside_dynamic_range']:.0f}% outside")  # fmt: skip
-            ax.step(centres, row["histogram"], where="mid", color=color, lw=0.6)
+            # the simulated histogram: steps, a dot on each bin's value
+            ax.step(centres, row["histogram"], where="mid", color=color, lw=0.6, marker=".",
+                    ms=2)  # fmt: skip
         ax.set(xlabel="h^L", ylabel="density",
                title=f"Fig. 1(b): the signal h^L (L = {sig['L']}) against erf's range; "
-               "steps: simulation")  # fmt: skip
+               "steps and dots: simulation")  # fmt: skip
         ax.title.set_fontsize(8)
         ax.legend(fontsize=6)
     # Fig. 4(c): χ^out over (K⁰, α) at the largest depth, α*(K⁰) theory and simulation

@@ -145,31 +145,42 @@ def plot(out, results) -> None:
 def _figure(out, cfg, points, fits=()):
     """One series per γ against M L α², with its fitted slope (dashed, interval in the
     legend) and the theory slope 1/2 (dotted) where M L α² varies; γ = 1/2 sits at
-    M L α² = 1 for every L (its fit is against L, theory 0: no growth with depth)."""
+    M L α² = 1 for every L (its fit is against L, theory 0: no growth with depth), so a
+    second panel draws every point against L."""
+    from ..plotting import size_ticks
+
     use_agg()
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for g, color in zip(cfg["gammas"], plt.cm.tab10(np.arange(len(cfg["gammas"]))), strict=False):
+    fig, (ax, ax_L) = plt.subplots(1, 2, figsize=(11, 4.3))
+    # every γ with a finished point (the configured ones first, in their order)
+    gammas = list(dict.fromkeys([*cfg["gammas"], *(p["gamma"] for p in points)]))
+    gammas = [g for g in gammas if any(p["gamma"] == g for p in points)]
+    for g, color in zip(gammas, plt.cm.tab10(np.arange(len(gammas)) % 10), strict=True):
         rows = sorted((p for p in points if p["gamma"] == g), key=lambda p: p["L"])
         # on the log axis a bar that would go below zero (std > mean) ends at mean / 1000
         fit = next((f for f in fits if f.get("fixed", {}).get("gamma") == g), None)
         label = f"γ={g}"
+        fit_L = None
         if fit is not None and fit.get("against") == "L" and fit.get("slope") is not None:
             ci = fit.get("ci95") or [float("nan")] * 2
             slope = f"slope vs L {fit['slope']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]"
             label += f" (M L α² = 1: {slope}, theory 0)"
-            fit = None
+            fit, fit_L = None, fit
+        means = [p["relative_difference"]["mean"] for p in rows]
+        stds = [p["relative_difference"]["std"] for p in rows]
         loglog_series(
             ax,
             [p["MLalpha2"] for p in rows],
-            [p["relative_difference"]["mean"] for p in rows],
-            [p["relative_difference"]["std"] for p in rows],
+            means,
+            stds,
             color=color,
             label=label,
             fit=fit,
             theory=fit.get("theory") if fit else None,
         )
+        loglog_series(ax_L, [p["L"] for p in rows], means, stds, color=color, label=f"γ={g}",
+                      fit=fit_L)  # fmt: skip
     ax.set(
         xscale="log",
         yscale="log",
@@ -177,11 +188,16 @@ def _figure(out, cfg, points, fits=()):
         ylabel="‖K − K_shallow‖ / ‖K‖ (mean over networks)",
     )
     ax.set_title(
-        "tangent kernel vs the shallow M·L-unit kernel\n(dashed: fitted slope; dotted: theory 1/2; "
-        "bars: ×/÷ the networks' geometric spread)",
+        "tangent kernel vs the shallow M·L-unit kernel, against M L α²\n(dashed: fitted "
+        "slope; dotted: theory 1/2; bars: ×/÷ the networks' geometric spread)",
         fontsize=9,
     )
     ax.legend(fontsize=7)
+    ax_L.set(xscale="log", yscale="log", xlabel="depth L", ylabel=ax.get_ylabel())
+    size_ticks(ax_L, [p["L"] for p in points])
+    ax_L.set_title("the same points against depth\n(dashed: the slope fitted against L)",
+                   fontsize=9)  # fmt: skip
+    ax_L.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(Path(out) / "tangent_kernel.png", dpi=120)
     plt.close(fig)

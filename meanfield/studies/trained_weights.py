@@ -560,28 +560,35 @@ def _figures(out: Path, cfg, cells):
     fig.savefig(out / "accuracy_heatmap.png", dpi=110)
     plt.close(fig)
 
-    # 3. regularity: partial sums before vs after (left), the update against β (right)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.3))
+    # 3. regularity: partial sums before vs after (left), the update against β (middle), the
+    # path of V_k itself before vs after (right)
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.3))
     colors = {"iid": "C0", "smooth": "C2", "fbm": "C1"}
-    ax = axes[0]
-    for c in cells:
-        b, a = c.get("regularity_cumulative_before"), c.get("regularity_cumulative_after")
-        if not b or not a or b.get("hurst") is None or a.get("hurst") is None:
-            continue
-        size = 3 + 5 * c["beta"] / (max(cfg["betas"]) or 1.0)  # a single β = 0: no division
-        ax.errorbar(b["hurst"], a["hurst"],
-                    yerr=[[a["hurst"] - a["interval"][0]], [a["interval"][1] - a["hurst"]]],
-                    fmt="o", color=colors[c["init"]], ms=size,
-                    alpha=0.8)  # fmt: skip
-    lim = [0, 1.1]
-    ax.plot(lim, lim, "k:", lw=0.8, label="after = before")
-    for init, col in colors.items():
-        if init in cfg["inits"]:
-            ax.plot([], [], "o", color=col, label=init)
-    ax.set(xlabel="index of the partial sums Σ V_j before training",
-           ylabel="... after training", xlim=lim, ylim=lim,
-           title="regularity of the weights' path (marker size: β)")  # fmt: skip
-    ax.legend(fontsize=7)
+    panels = (
+        (axes[0], "regularity_cumulative", "index of the partial sums Σ V_j before training",
+         "regularity of the weights' path (marker size: β)"),
+        (axes[2], "regularity", "index of V_k along k/L before training",
+         "regularity of V_k itself (marker size: β)"),
+    )  # fmt: skip
+    for ax, key, xlabel, title in panels:
+        shown = [0.0, 1.1]  # the unit square, widened to every index drawn
+        for c in cells:
+            b, a = c.get(f"{key}_before"), c.get(f"{key}_after")
+            if not b or not a or b.get("hurst") is None or a.get("hurst") is None:
+                continue
+            size = 3 + 5 * c["beta"] / (max(cfg["betas"]) or 1.0)  # a single β = 0: no division
+            ax.errorbar(b["hurst"], a["hurst"],
+                        yerr=[[a["hurst"] - a["interval"][0]], [a["interval"][1] - a["hurst"]]],
+                        fmt="o", color=colors[c["init"]], ms=size,
+                        alpha=0.8)  # fmt: skip
+            shown += [b["hurst"], a["hurst"], *a["interval"]]
+        lim = [min(shown) - 0.05 * (min(shown) < 0), max(shown) + 0.05 * (max(shown) > 1.1)]
+        ax.plot(lim, lim, "k:", lw=0.8, label="after = before")
+        for init, col in colors.items():
+            if init in cfg["inits"]:
+                ax.plot([], [], "o", color=col, label=init)
+        ax.set(xlabel=xlabel, ylabel="... after training", xlim=lim, ylim=lim, title=title)
+        ax.legend(fontsize=7)
     ax = axes[1]
     for name in sorted({(c["init"], c["hurst"]) for c in cells}, key=str):
         cs = sorted((c for c in cells if (c["init"], c["hurst"]) == name),

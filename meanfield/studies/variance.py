@@ -350,8 +350,11 @@ def _figure(out, cfg, points, c):
     use_agg()
     import matplotlib.pyplot as plt
 
-    fig, (ax, ax_b) = plt.subplots(1, 2, figsize=(11, 4))
-    for g, color in zip(cfg["gammas"], plt.cm.tab10(np.arange(len(cfg["gammas"]))), strict=False):
+    fig, (ax, ax_b) = plt.subplots(1, 2, figsize=(11, 4.2))
+    # every γ with a finished point (the configured ones first, in their order)
+    gammas = list(dict.fromkeys([*cfg["gammas"], *(p["gamma"] for p in points)]))
+    gammas = [g for g in gammas if any(p["gamma"] == g for p in points)]
+    for g, color in zip(gammas, plt.cm.tab10(np.arange(len(gammas)) % 10), strict=True):
         rows = sorted((p for p in points if p["gamma"] == g), key=lambda p: p["L"])
         Ls = np.array([p["L"] for p in rows])
         exploded = sum(p.get("exploded", 0) for p in rows)
@@ -377,16 +380,28 @@ def _figure(out, cfg, points, c):
             color=color,
             label=f"γ={g}: L = {Ls.min()}..{Ls.max()}",
         )
+        ax_b.plot(
+            [p["MLalpha2"] for p in rows],
+            [_num(p["backward"]["end"]["mean"]) for p in rows],
+            "o:",
+            color=color,
+            mfc="none",
+            ms=6,
+            lw=0.8,
+        )
+    ax_b.plot([], [], "o:", color="0.4", mfc="none", label="open: at l = 0 (end), not the sup")
     ax.axhline(math.exp(c) - 1, color="gray", ls=":", label="e^c − 1")
     ax.set(
         xscale="log",
         yscale="log",
         xlabel="depth L",
         ylabel="E‖h^L − x‖² / ‖x‖²",
-        title=f"α = L^-γ/√M, M={cfg['M']}, "
+        title="forward pass against the variance law (lines)\n"
+        + f"α = L^-γ/√M, M={cfg['M']}, "
         + (f"{cfg['activation']} 2LP" if cfg["block"] is None else str(cfg["block"]))
         + f", c={c:.3f}",
     )
+    ax.title.set_fontsize(9)
     ax.legend(fontsize=7)
     ax_b.set(
         xscale="log",
