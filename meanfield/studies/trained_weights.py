@@ -28,7 +28,8 @@ the cells of an initialisation) and records
 the regularity of the trained weights. Figures: `weights_along_depth.png` (one entry of V_k
 against k/L before and after, per initialisation), `accuracy_heatmap.png` (test accuracy
 over (β, H), the i.i.d. and smooth rows beside, explosions marked), `regularity.png` (the
-regularity after against before, and of the update against β).
+regularity of the partial sums and of V_k itself after against before, and of the update
+against β).
 """
 
 from pathlib import Path
