@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from ..fits import theory_inside
+from ..phases import SLOPE_TOL
 from ..plotting import cell_edges, size_ticks, use_agg
 
 # the ratios of each (β, L) point, with the titles of their panels in `phases.png`
@@ -85,8 +86,11 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
         ax.set_xlabel("depth L")
         ax.set_ylabel(label + " (median, quartiles)")
         ax.legend(fontsize=6, ncol=2)
+    tol = cfg.get("slope_tol") or SLOPE_TOL
     fig.suptitle(
-        f"{title}: h_k = h_(k-1) + L^-β V_k ReLU(W_k h_(k-1)), d={cfg['d']}, {cfg['seeds']} draws",
+        f"{title}: h_k = h_(k-1) + L^-β V_k ReLU(W_k h_(k-1)), d={cfg['d']}, {cfg['seeds']} draws"
+        f"\neach ratio's own phase of β, from its slope s against log L: explosion s > {tol:g} "
+        f"(or most draws exploded), stability |s| ≤ {tol:g}, identity s < −{tol:g}",
         fontsize=9,
     )
     fig.tight_layout()
