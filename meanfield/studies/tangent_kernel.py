@@ -165,7 +165,8 @@ def _figure(out, cfg, points, fits=()):
         if fit is not None and fit.get("against") == "L" and fit.get("slope") is not None:
             ci = fit.get("ci95") or [float("nan")] * 2
             slope = f"slope vs L {fit['slope']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]"
-            label += f" (M L α² = 1: {slope}, theory 0)"
+            verdict = "≠ theory" if fit.get("theory_inside") is False else "theory"
+            label += f" (M L α² = 1: {slope}, {verdict} {fit.get('theory', 0):g})"
             fit, fit_L = None, fit
         means = [p["relative_difference"]["mean"] for p in rows]
         stds = [p["relative_difference"]["std"] for p in rows]
