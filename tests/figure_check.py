@@ -97,13 +97,15 @@ def drawn(ax) -> list[tuple[float, float]]:
 
 
 def _match(pts, x, y, rtol) -> bool:
-    for a, b in pts:
-        if x is not None and not (np.isnan(a) and np.isnan(x)):
-            if not np.isclose(a, x, rtol=rtol, atol=0):
-                continue
-        if np.isclose(b, y, rtol=rtol, atol=1e-300):
-            return True
-    return False
+    """Whether a point of `pts` (an (n, 2) array) lies within `rtol` of (x, y); x None: any
+    abscissa, NaN: a heat map's value."""
+    if not len(pts):
+        return False
+    ok = np.isclose(pts[:, 1], y, rtol=rtol, atol=1e-300)
+    if x is not None:
+        xs = pts[:, 0]
+        ok &= np.isnan(xs) if np.isnan(x) else np.isclose(xs, x, rtol=rtol, atol=0)
+    return bool(ok.any())
 
 
 def not_drawn(fig, expected, *, rtol: float = 1e-6) -> list[str]:
@@ -112,7 +114,7 @@ def not_drawn(fig, expected, *, rtol: float = 1e-6) -> list[str]:
     abscissa, NaN for a heat map's value; a point counts when a marker, bar or heat-map
     cell within `rtol` of it lies inside the panel's limits."""
     axes = [a for a in fig.axes if a.get_label() != "<colorbar>" and a.axison]
-    shown = [(ax.get_title(), drawn(ax)) for ax in axes]
+    shown = [(ax.get_title(), np.asarray(drawn(ax), dtype=float).reshape(-1, 2)) for ax in axes]
     out = []
     for what, panel, x, y in expected:
         if y is None or not np.isfinite(y):

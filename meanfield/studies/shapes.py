@@ -166,9 +166,14 @@ def _headline(rate_laws, shapes) -> list[str]:
 
 
 def plot(out, results) -> None:
-    """The figures from `results.json` alone (`meanfield plot DIR`)."""
-    _figures(out, results["config"], results["points"], results["fits"], results["rate_law"],
+    """The figures from `results.json` alone (`meanfield plot DIR`): the rates and the grid
+    after K steps, and every point's six errors after each step k (`shapes_errors.png` at
+    k = K, `shapes_errors_step{k}.png` before)."""
+    cfg, points = results["config"], results["points"]
+    _figures(out, cfg, points, results["fits"], results["rate_law"],
              results["optimal_shape"])  # fmt: skip
+    for k in sorted({p["steps"] for p in points}):
+        _errors_figure(out, cfg, points, k)
 
 
 class _Study:
@@ -726,4 +731,69 @@ def _figures(out, cfg, points, fits, laws, shapes):
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(Path(out) / "shapes_grid.png", dpi=110)
+    plt.close(fig)
+
+
+# the six errors of a point, as the rows of `shapes_errors*.png`: what each measures
+ERROR_LABELS = {
+    "output_error": "output error vs joint limit",
+    "hidden_error": "hidden error vs joint limit",
+    "output_error_fixed_D": "output error vs fixed-D limit",
+    "hidden_error_fixed_D": "hidden error vs fixed-D limit",
+    "output_D_gap": "output: fixed-D vs joint limit",
+    "hidden_D_gap": "hidden: fixed-D vs joint limit",
+}
+
+
+def _errors_figure(out, cfg, points, k):
+    """Every point's six errors after k steps (mean over draws, bars ×/÷ their geometric
+    spread): one row per error, one panel per D, against L, one line per M."""
+    use_agg()
+    import matplotlib.pyplot as plt
+
+    Ds = sorted({p["D"] for p in points})
+    Ms = sorted({p["M"] for p in points})
+    fig, axes = plt.subplots(
+        len(ERRORS), len(Ds), figsize=(4.2 * len(Ds), 2.9 * len(ERRORS)), squeeze=False
+    )
+    colors = plt.cm.viridis(np.linspace(0.1, 0.85, len(Ms)))
+    for row, name in enumerate(ERRORS):
+        for col, D in enumerate(Ds):
+            ax = axes[row, col]
+            shown = False
+            for M, color in zip(Ms, colors, strict=True):
+                rows = sorted(
+                    (p for p in points if p["steps"] == k and p["D"] == D and p["M"] == M),
+                    key=lambda p: p["L"],
+                )
+                means = [r[name]["mean"] for r in rows]
+                shown |= any(m is not None and m > 0 for m in means)
+                loglog_series(
+                    ax, [r["L"] for r in rows], means, [r[name]["std"] for r in rows],
+                    label=f"M={M}", color=color,
+                )  # fmt: skip
+            ax.set_title(f"{name}, D={D}, k={k}", fontsize=9)
+            ax.set(xscale="log", yscale="log", xlabel="L")
+            size_ticks(ax, sorted({p["L"] for p in points}))
+            if col == 0:
+                ax.set_ylabel(ERROR_LABELS[name], fontsize=8)
+            values = [p[name]["mean"] for p in points if p["steps"] == k and p["D"] == D]
+            if shown and len(values) > 1 and len(set(values)) == 1:  # lines on each other: said
+                ax.text(0.03, 0.04, "the same at every L and M", transform=ax.transAxes,
+                        fontsize=7, color="0.3")  # fmt: skip
+            if shown:
+                ax.legend(fontsize=6)
+            else:  # said on the panel, not left blank
+                ax.text(0.5, 0.5, "every mean is 0 or missing here\n(none on a log axis)",
+                        transform=ax.transAxes, ha="center", va="center", fontsize=8,
+                        color="0.3")  # fmt: skip
+    fig.suptitle(
+        f"joint L, M, D limit, ρ={cfg['activation']}: every point's errors after k={k} of "
+        f"{cfg['steps']} steps (RMS over inputs), mean over {cfg['seeds']} draws, bars ×/÷ "
+        "their geometric spread",
+        fontsize=10,
+    )
+    fig.tight_layout(rect=(0, 0, 1, 0.98))
+    stem = "shapes_errors" if k == cfg["steps"] else f"shapes_errors_step{k}"
+    fig.savefig(Path(out) / f"{stem}.png", dpi=90)
     plt.close(fig)
