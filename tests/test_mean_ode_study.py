@@ -356,10 +356,13 @@ def test_figure_check_reports_a_point_the_figure_leaves_out(
     study's figures with one point left out of every series: reported, at both steps."""
     import shutil
 
+    from check_figures import main as check_figures
+
     from meanfield.studies import mean_ode_plot, replot
 
     out = tmp_path / "copy"
     shutil.copytree(tiny_run, out)
+    assert check_figures([str(tmp_path)]) == 0  # the command for finished folders
     replot(out)
     assert figure_problems == []  # the study's own figures draw every point
     series = mean_ode_plot.loglog_series
@@ -371,3 +374,4 @@ def test_figure_check_reports_a_point_the_figure_leaves_out(
     replot(out)
     assert any("convergence.png" in p and "not drawn" in p for p in figure_problems)
     assert any("convergence_step0.png" in p and "not drawn" in p for p in figure_problems)
+    assert check_figures([str(out)]) == 1

@@ -198,7 +198,7 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
     return written
 
 
-def _median_marker(ax, values, colour="k", label=None) -> None:
+def _median_marker(ax, values, colour: str | tuple = "k", label=None) -> None:
     """The median over every draw (an exploded one counted as +inf) as a triangle on the
     x axis of a histogram of those draws (none where the median is not finite)."""
     med = _finite_median(values)
