@@ -622,7 +622,7 @@ def _diagnostics_figure(out: Path, cfg, points):
     for r, (name, label) in enumerate(DIAGNOSTIC_LABELS.items()):
         for j, g in enumerate(gammas):
             ax = axes[r][j]
-            exploded = nonpositive = 0
+            exploded = nonpositive = dropped = 0
             for k, lam in enumerate(lambdas):
                 xs, ys = [], []
                 for p in points:
@@ -631,6 +631,7 @@ def _diagnostics_figure(out: Path, cfg, points):
                     if cell is None:
                         continue
                     kept = [v for v in cell[name] if v is not None and math.isfinite(v)]
+                    dropped += len(cell[name]) - len(kept)
                     if not kept:
                         exploded += 1
                     elif np.mean(kept) <= 0:
@@ -645,6 +646,8 @@ def _diagnostics_figure(out: Path, cfg, points):
                 notes.append(f"{exploded} (L, λ) not drawn: every draw exploded")
             if nonpositive:
                 notes.append(f"{nonpositive} (L, λ) not drawn: mean ≤ 0 (no log)")
+            if dropped:
+                notes.append(f"{dropped} exploded draw(s) left out of the means")
             if notes:
                 ax.text(0.02, 0.02, "\n".join(notes), transform=ax.transAxes, fontsize=6,
                         va="bottom")  # fmt: skip
