@@ -241,9 +241,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--compile-cache: {err}")
     import jax
 
+    from .interrupt import Interrupted, message, stop_on_signals
+
     x64 = jax.config.read("jax_enable_x64")
+    where = f"meanfield study {args.study}"
     try:
-        module.run(args)
+        with stop_on_signals(where, args.out):
+            module.run(args)
+    except Interrupted as stop:  # Ctrl-C or SIGTERM: one line, the finished points kept
+        print(message(where, stop.signum, args.out), file=sys.stderr)
+        return stop.exit_code
     except StudyInputError as err:
         print(f"meanfield study {args.study}: error: {err}", file=sys.stderr)
         return 2

@@ -94,6 +94,53 @@ def test_sigkill_then_resume_loses_and_recomputes_nothing(uninterrupted, tmp_pat
     assert _without_timing(out / "results.json") == _without_timing(uninterrupted / "results.json")
 
 
+def _stop_after_two_points(out, signum):
+    """Run the tiny study into `out`, send `signum` once two points are written; its exit
+    status and stderr."""
+    cmd, env = _cli(out)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    points = out / "points"
+    deadline = time.time() + 600
+    try:
+        while time.time() < deadline:
+            done = list(points.glob("L*_M*.json")) if points.exists() else []
+            if len(done) >= 2:
+                break
+            if proc.poll() is not None:
+                pytest.fail("the study finished before it could be stopped")
+            time.sleep(0.2)
+        else:
+            pytest.fail("no grid point was written in time")
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, err
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_sigint_or_sigterm_stops_in_one_line_and_resume_finishes(uninterrupted, tmp_path, signum):
+    """Ctrl-C or a scheduler's SIGTERM mid-run: one line naming the signal and the kept
+    points, exit status 130 or 143, no traceback; `--resume` then gives the uninterrupted
+    run's results."""
+    out = tmp_path / "stopped"
+    rc, err = _stop_after_two_points(out, signum)
+    name = signal.Signals(signum).name
+    assert rc == 128 + signum, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines and lines[-1].startswith(f"meanfield study mean-ode: stopped by {name}; "), err
+    assert "finished point(s) kept in" in lines[-1] and "--resume" in lines[-1]
+    assert "Traceback" not in err and not (out / "results.json").exists()
+    if signum == signal.SIGINT:  # one resume suffices to show the kept points are whole
+        resume, env = _cli(out, "--resume")
+        subprocess.run(resume, env=env, check=True, capture_output=True, timeout=900)
+        assert _without_timing(out / "results.json") == _without_timing(
+            uninterrupted / "results.json"
+        )
+
+
 def test_runner_writes_atomically_and_resumes(tmp_path):
     calls = []
 

@@ -1,0 +1,61 @@
+"""SIGINT and SIGTERM stop a study in one line (meanfield.interrupt, issue 46), also inside a
+long compiled loop, which holds Python's own handler until it returns."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+LONG_LOOP = """
+import sys, jax, jax.numpy as jnp
+from jax import lax
+from meanfield.interrupt import Interrupted, stop_on_signals
+
+loop = jax.jit(lambda: lax.while_loop(lambda c: c < 1e15, lambda c: c + 1.0, jnp.float32(0)))
+loop.lower().compile()
+try:
+    with stop_on_signals("loop", None, grace={grace}):
+        print("running", flush=True)
+        {body}
+except Interrupted as stop:
+    print("answered", stop.signum, flush=True)
+    sys.exit(stop.exit_code)
+"""
+
+
+def _run(body: str, grace: float, signum: int):
+    code = LONG_LOOP.format(grace=grace, body=body)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "running"
+        time.sleep(1.0)  # inside the loop
+        t0 = time.perf_counter()
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=60)
+        return proc.returncode, out, err, time.perf_counter() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_long_compiled_loop_is_stopped_within_the_grace(signum):
+    rc, out, err, seconds = _run("loop().block_until_ready()", grace=1.0, signum=signum)
+    assert rc == 128 + signum
+    name = signal.Signals(signum).name
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"loop: stopped by {name}"), err
+    assert "stopped at once" in lines[0] and "answered" not in out
+    assert seconds < 15
+
+
+def test_python_code_answers_the_signal_itself():
+    rc, out, err, seconds = _run("import time; time.sleep(60)", grace=30.0, signum=signal.SIGINT)
+    assert rc == 130 and "answered 2" in out and err.strip() == "", (out, err)
+    assert seconds < 10
