@@ -166,7 +166,11 @@ def _bad_files(tmp_path):
         "def law():\n"
         "    return mf.SamplerLaw(lambda key: {'a': jr.normal(key, (1,))})\n"
         "boom = 1 / 0 if False else None\n"
+        "class Quits(mf.AbstractUnitBlock):\n"
+        "    def __call__(self, h, z):\n"
+        "        raise SystemExit(0)\n"
     )
+    (tmp_path / "exits.py").write_text("import sys\nsys.exit(0)\n")
     return tmp_path / "bad.py"
 
 
@@ -196,6 +200,10 @@ def _bad_files(tmp_path):
         (["--law", f"{USER}:sine_law", "--sigma-u", "2"], "--sigma-u", "built-in"),
         (["--block", "BAD:Wide", "--law", "BAD:law"], "--block", "has shape (3,)"),
         (["--block", f"{USER}:SineUnit", "--law", "BAD:strings"], "--law", "pytree of float"),
+        # user code that calls exit() would end the study silently with status 0
+        (["--block", "EXITS:X", "--law", f"{USER}:sine_law"], "--block", "it called exit(0)"),
+        (["--block", f"{USER}:SineUnit", "--law", "builtins:exit"], "--law", "it called exit"),
+        (["--block", "BAD:Quits", "--law", "BAD:law"], "--block", "it called exit(0)"),
         (
             [
                 "--block",
@@ -212,7 +220,7 @@ def _bad_files(tmp_path):
 )
 def test_bad_block_or_law_is_one_line_naming_the_option(tmp_path, argv, flag, text):
     bad = str(_bad_files(tmp_path))
-    argv = [a.replace("BAD", bad) for a in argv]
+    argv = [a.replace("BAD", bad).replace("EXITS", str(tmp_path / "exits.py")) for a in argv]
     out = tmp_path / "out"
     result = _cli(*argv, "--out", str(out), "--no-progress")
     assert result.returncode == 2, result.stderr

@@ -120,10 +120,10 @@ def load_object(spec: str, flag: str):
         sys.modules[module_name] = module
         try:
             loader_spec.loader.exec_module(module)
-        except Exception as err:  # the user's file: any error, reported in one line
+        except USER_ERRORS as err:  # the user's file: any error, reported in one line
             sys.modules.pop(module_name, None)
             raise StudyInputError(
-                f"{flag}: importing {where!r} failed: {type(err).__name__}: {_first_line(err)}"
+                f"{flag}: importing {where!r} failed: {user_error(err)}"
             ) from None
     else:
         try:
@@ -132,9 +132,9 @@ def load_object(spec: str, flag: str):
             raise StudyInputError(
                 f"{flag}: cannot import module {where!r} ({_first_line(err)}); is it on PYTHONPATH?"
             ) from None
-        except Exception as err:
+        except USER_ERRORS as err:
             raise StudyInputError(
-                f"{flag}: importing {where!r} failed: {type(err).__name__}: {_first_line(err)}"
+                f"{flag}: importing {where!r} failed: {user_error(err)}"
             ) from None
     if not hasattr(module, name):
         raise StudyInputError(f"{flag}: {where!r} has no {name!r}")
@@ -144,6 +144,19 @@ def load_object(spec: str, flag: str):
 def _first_line(err: BaseException) -> str:
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
+
+
+# what a user's block, law or file may raise and a study reports in one line naming its
+# option: any error, and exit() (SystemExit), which would otherwise end the study silently
+USER_ERRORS = (Exception, SystemExit)
+
+
+def user_error(err: BaseException) -> str:
+    """A user's error in a few words: "TypeError: the first line", or "it called
+    exit(0)"."""
+    if isinstance(err, SystemExit):
+        return f"it called exit({err.code!r})" if err.code is not None else "it called exit()"
+    return f"{type(err).__name__}: {_first_line(err)}"
 
 
 def available_memory() -> int:

@@ -61,6 +61,7 @@ from ..particles import MAX_HERMITE_ORDER, MAX_QUADRATURE_NODES, Particles, mont
 from ..sharding import gather_processes
 from ..two_layer import TwoLayerBlock
 from .args import (
+    USER_ERRORS,
     check_activation,
     check_memory,
     check_size,
@@ -69,6 +70,7 @@ from .args import (
     override,
     positive_float,
     positive_int,
+    user_error,
 )
 from .runner import StudyInputError, start_study
 
@@ -428,9 +430,9 @@ def user_block(value):
             )
         try:
             obj = obj()
-        except Exception as err:
+        except USER_ERRORS as err:
             raise StudyInputError(
-                f"--block: {obj.__name__}() failed ({type(err).__name__}: {_line(err)}); "
+                f"--block: {obj.__name__}() failed ({user_error(err)}); "
                 "name an instance instead of the class"
             ) from None
     if isinstance(obj, AbstractLayerBlock):
@@ -453,9 +455,9 @@ def user_law(value):
     if callable(obj):
         try:
             law = obj()
-        except Exception as err:
+        except USER_ERRORS as err:
             raise StudyInputError(
-                f"--law: calling {name}() failed ({type(err).__name__}: {_line(err)})"
+                f"--law: calling {name}() failed ({user_error(err)})"
             ) from None
         if isinstance(law, AbstractLaw):
             return law
@@ -471,9 +473,9 @@ def check_block_law(block, law, xs) -> None:
     the state's shape at every input."""
     try:
         z = law.sample(jr.key(0))
-    except Exception as err:
+    except USER_ERRORS as err:
         raise StudyInputError(
-            f"--law: sampling failed ({type(err).__name__}: {_line(err)})"
+            f"--law: sampling failed ({user_error(err)})"
         ) from None
     leaves = jax.tree.leaves(z)
     bad = [type(v).__name__ for v in leaves if not _float_array(v)]
@@ -483,10 +485,10 @@ def check_block_law(block, law, xs) -> None:
     d = xs.shape[1]
     try:
         out = jax.vmap(lambda x: block(x, z))(xs)
-    except Exception as err:
+    except USER_ERRORS as err:
         raise StudyInputError(
             f"--block: φ(h, z) failed on the data (d = {d}) and a draw of the law "
-            f"({type(err).__name__}: {_line(err)})"
+            f"({user_error(err)})"
         ) from None
     if out.shape != xs.shape:
         raise StudyInputError(
@@ -499,11 +501,6 @@ def check_block_law(block, law, xs) -> None:
 
 def _float_array(v) -> bool:
     return hasattr(v, "dtype") and hasattr(v, "shape") and jnp.issubdtype(v.dtype, jnp.floating)
-
-
-def _line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
 
 
 def grid_specs(cfg) -> list[dict]:
