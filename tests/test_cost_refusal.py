@@ -55,6 +55,17 @@ def test_the_estimate_is_given_and_a_stated_limit_applies(tmp_path, capsys, monk
     assert not out.exists()
 
 
+@pytest.mark.parametrize("limit", ["abc", "inf", "nan", "-5", "0"])
+def test_a_memory_limit_that_is_not_a_size_is_refused(tmp_path, capsys, monkeypatch, limit):
+    """MEANFIELD_MEMORY_LIMIT=abc was ignored and =inf raised OverflowError."""
+    monkeypatch.setenv("MEANFIELD_MEMORY_LIMIT", limit)
+    out = tmp_path / "out"
+    assert run(["study", "variance", "--out", str(out), "--no-progress"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and "error: MEANFIELD_MEMORY_LIMIT:" in err[0], err
+    assert repr(limit) in err[0] and not out.exists()
+
+
 def test_a_tiny_length_scale_is_refused_before_allocating():
     from meanfield.depth.smooth import spectral_feature_count, spectral_features
 

@@ -161,15 +161,25 @@ def user_error(err: BaseException) -> str:
 
 def available_memory() -> int:
     """Bytes of memory this machine can give a study: `MEANFIELD_MEMORY_LIMIT` (bytes;
-    a stated limit) if set, else the kernel's MemAvailable, else the physical memory."""
+    a stated limit) if set, else the kernel's MemAvailable, else the physical memory; a
+    limit that is not a positive finite number is refused in one line."""
+    import math
     import os
+
+    from .runner import StudyInputError
 
     limit = os.environ.get("MEANFIELD_MEMORY_LIMIT")
     if limit:
         try:
-            return int(float(limit))
+            value = float(limit)
         except ValueError:
-            pass
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            raise StudyInputError(
+                f"MEANFIELD_MEMORY_LIMIT: {limit!r} is not a positive number of bytes "
+                "(e.g. 8e9); unset it to use the machine's available memory"
+            )
+        return int(value)
     try:
         with open("/proc/meminfo") as f:
             for line in f:
