@@ -82,6 +82,10 @@ PER_STUDY = [
     *[(s, ["--seed", str(2**31)], "--seed") for s in ALL],
     # an order the quadrature cannot take: refused before the output folder is made
     ("mean-ode", ["--order", "100000"], "--order"),
+    # options of a part that will not run: refused, not silently ignored
+    ("regimes", ["--no-transfer", "--transfer-L", "4,8,16"], "--transfer-L"),
+    ("regimes", ["--no-transfer", "--transfer-steps", "5"], "--transfer-steps"),
+    ("trained-weights", ["--inits", "iid", "--hursts", "0.3"], "--hursts"),
 ]
 
 

@@ -143,6 +143,13 @@ def _config(args) -> dict:
         raise StudyInputError("--seeds, --transfer-seeds: need at least 2 draws")
     if cfg["lr0"] > 10:
         raise StudyInputError(f"--lr0: at most 10, got {cfg['lr0']}")
+    if args.no_transfer:  # options of a part that will not run: said, not ignored
+        given = [f"--{n.replace('_', '-')}" for n in ("transfer_L", "transfer_steps",
+                 "transfer_seeds") if getattr(args, n, None) is not None]  # fmt: skip
+        if given:
+            raise StudyInputError(
+                f"{'/'.join(given)}: set the transfer part, which --no-transfer skips"
+            )
     if not args.no_transfer and len(cfg["transfer_L"]) < 3:
         raise StudyInputError(
             f"--transfer-L: a drift exponent needs at least three depths, got {cfg['transfer_L']}"

@@ -122,6 +122,8 @@ def _config(args) -> dict:
                 f"--inits: need distinct names among {', '.join(INITS)}, got {args.inits!r}"
             )
         cfg["inits"] = inits
+    if args.hursts is not None and "fbm" not in cfg["inits"]:  # said, not ignored
+        raise StudyInputError(f"--hursts: set the fBm init, which --inits {args.inits} leaves out")
     check_activation(args.activation)
     if any(b < 0 or b > 4 for b in cfg["betas"]):
         raise StudyInputError(f"--betas: need values in [0, 4], got {cfg['betas']}")
