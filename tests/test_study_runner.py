@@ -59,25 +59,8 @@ def test_sigkill_then_resume_loses_and_recomputes_nothing(uninterrupted, tmp_pat
     are, and the results equal those of the uninterrupted run (another process with the
     same seed: this is also the reproducibility check)."""
     out = tmp_path / "killed"
-    cmd, env = _cli(out)
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _stop_after_two_points(out, signal.SIGKILL)
     points = out / "points"
-    deadline = time.time() + 600
-    try:
-        while time.time() < deadline:
-            done = list(points.glob("L*_M*.json")) if points.exists() else []
-            if len(done) >= 2:
-                break
-            if proc.poll() is not None:
-                pytest.fail("the study finished before it could be killed")
-            time.sleep(0.2)
-        else:
-            pytest.fail("no grid point was written in time")
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert not (out / "results.json").exists()
     finished = {p.name: p.stat().st_mtime_ns for p in points.glob("*.json")}
     # grid points; the reference's checksum file (reference.npz.json) is not a point
