@@ -6,6 +6,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.core import Tracer
 
 
 def as_number(value: Any) -> Any:
@@ -65,3 +66,85 @@ def check_finite(value, name: str, *, least: float | None = None, positive: bool
     if bad or (positive and np.any(v <= 0)):
         bound = " > 0" if positive else f" >= {least:g}" if least is not None else ""
         raise ValueError(f"{name} must be finite{bound}, got {value!r}")
+
+
+def _inexact(dtype) -> bool:
+    """Floating or complex, bfloat16 and the other ml_dtypes included (numpy's kind 'V')."""
+    return bool(jax.numpy.issubdtype(dtype, jax.numpy.inexact))
+
+
+def _all_finite_on_device(leaf: jax.Array) -> bool:
+    """Whether a concrete JAX array is finite, reduced where it lives (one boolean comes
+    back), evaluated now even while a `jit` is being traced around it (a constant)."""
+    with jax.ensure_compile_time_eval():
+        return bool(jax.numpy.all(jax.numpy.isfinite(leaf)))
+
+
+def _host_values(leaf) -> np.ndarray | None:
+    """A concrete floating (or complex) array leaf as a numpy array, or None where there
+    is nothing to check: a tracer (under `jit`, `vmap`, `grad`), an integer or boolean
+    array, or no array at all (a `ShapeDtypeStruct`, a string, a function: other checks
+    judge those). A JAX array off the CPU is reduced on its device first, so that only
+    one boolean crosses to the host unless it holds a non-finite entry."""
+    if isinstance(leaf, Tracer):
+        return None
+    if isinstance(leaf, jax.Array):
+        if not _inexact(leaf.dtype):
+            return None
+        on_cpu = all(d.platform == "cpu" for d in leaf.devices())
+        if not (on_cpu and leaf.is_fully_addressable):
+            if _all_finite_on_device(leaf):
+                return None
+            if not leaf.is_fully_addressable:
+                return np.asarray(np.nan)  # its entries live on other processes too
+        return np.asarray(leaf)
+    if isinstance(leaf, np.ndarray | np.generic | numbers.Number | list) and not isinstance(
+        leaf, bool
+    ):
+        try:
+            v = np.asarray(leaf)
+        except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+            return None  # a list holding tracers
+        except (TypeError, ValueError):
+            return None  # a ragged list: not an array, judged elsewhere
+        return v if _inexact(v.dtype) else None
+    return None
+
+
+def check_finite_array(value, name: str, *, colon: bool = False) -> None:
+    """A one-line ValueError if a concrete `value` holds NaN or ±inf: an array (JAX or
+    numpy), a nested list, a number, or a pytree of them (each leaf named by its path,
+    `params.u`, `params['u']`). The message names `name`, how many entries are bad and
+    the first: `xs must be finite: 1 of its 4 entries are NaN or inf (the first at index
+    (0, 1): nan)`, or with `colon` (the style of the modules whose errors read
+    `name: ...`) `xs: contains NaN or inf (...)`.
+
+    Traced values (under `jit`, `vmap`, `grad`) pass unchecked: a check there would need
+    a host round trip on every call of a compiled program. The cost on a concrete array
+    is one `isfinite` reduction: call it once where the user's array enters."""
+    if isinstance(value, jax.Array | np.ndarray | np.generic | numbers.Number | list):
+        leaves = [("", value)]
+    else:
+        flat, _ = jax.tree_util.tree_flatten_with_path(value)
+        leaves = [(jax.tree_util.keystr(path), leaf) for path, leaf in flat]
+    for path, leaf in leaves:
+        v = _host_values(leaf)
+        if v is None:
+            continue
+        bad = ~np.isfinite(v)
+        if not bad.any():
+            continue
+        where = f"{name}{path}"
+        if v.ndim == 0:
+            must = ": must be finite" if colon else " must be finite"
+            raise ValueError(f"{where}{must}, got {v.item()!r}")
+        at = np.unravel_index(int(np.argmax(bad)), v.shape)
+        index = str(int(at[0])) if len(at) == 1 else str(tuple(int(i) for i in at))
+        count, first = f"{int(bad.sum())} of its {v.size} entries", f"{v[at].item()!r}"
+        if colon:
+            raise ValueError(
+                f"{where}: contains NaN or inf ({count}; the first at index {index}: {first})"
+            )
+        raise ValueError(
+            f"{where} must be finite: {count} are NaN or inf (the first at index {index}: {first})"
+        )

@@ -26,12 +26,12 @@ import jax.random as jr
 import optax
 from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
-from ._validation import as_number, check_positive_int
+from ._validation import as_number, check_finite_array, check_positive_int
 from .blocks import AbstractUnitBlock, WeightedUnits
 from .laws import AbstractGaussianLaw, AbstractLaw
 from .meanode import MeanODESolution
 from .particles import Particles, particle_gradients
-from .resnet import ResNet
+from .resnet import ResNet, _replace
 from .training import gd_loop, loss_and_gradients, mean_ode_sgd, squared_loss, train
 
 
@@ -147,10 +147,8 @@ def _name(f) -> str:
 def _check_coupling(net: ResNet, xs, grid: LimitOnGrid, learning_rate, depth, width) -> None:
     """One-line errors for inputs that would otherwise give numbers without a meaning."""
     n, d = jnp.shape(xs)
-    from .resnet import _check_finite_input
-
     for name, value in (("xs", xs), ("grid.h", grid.h), ("grid.b", grid.b)):
-        _check_finite_input(value, name)  # concrete values; traced ones pass
+        check_finite_array(value, name)  # concrete values; traced ones pass
     if grid.h.shape != grid.b.shape or grid.h.shape[2:] != (n, d):
         raise ValueError(
             f"grid: h and b must have shape (k + 1, L + 1, n, d) with (n, d) = {(n, d)} "
@@ -210,9 +208,7 @@ def coupled_errors(
     if net.L != grid.L:
         raise ValueError(f"the network has L={net.L} but the limit grid has L={grid.L}")
     _check_coupling(net, xs, grid, learning_rate, depth, width)
-    from .resnet import _check_finite_input
-
-    _check_finite_input(ys, "ys")
+    check_finite_array(ys, "ys")
     block = net.block
     if not isinstance(block, AbstractUnitBlock):
         raise ValueError(f"net must have a unit block (the mean ODE's), got {type(block).__name__}")
@@ -278,6 +274,48 @@ def draw_units(law: AbstractLaw, key: PRNGKeyArray, L: int, M: int) -> PyTree:
 
 
 @eqx.filter_jit
+def _euler_errors(
+    block: AbstractUnitBlock,
+    particles: Particles,
+    xs: Float[Array, "n d"],
+    ys: Float[Array, "n d"],
+    grid: LimitOnGrid,
+    *,
+    learning_rate: float,
+    probes: PyTree,
+    loss=None,
+) -> CoupledErrors:
+    """`euler_errors` compiled: one program per depth and particle count."""
+    loss = _limit_loss(grid, learning_rate, loss)
+    L = grid.L
+    n_probe = jax.tree.leaves(probes)[0].shape[0]
+    tile = lambda a: jnp.broadcast_to(a, (L,) + a.shape)
+    z0 = jax.tree.map(lambda a, b: tile(jnp.concatenate([a, b])), particles.z, probes)
+    w = tile(jnp.concatenate([particles.weights, jnp.zeros(n_probe)]))
+    # built once: in the loop only its units change (`_replace`: the moving units are
+    # not checked for NaN, a result, not an input, where `jax.disable_jit` runs the loop)
+    base = ResNet(WeightedUnits(block), (z0, w), 1.0 / L)
+
+    # each particle moves by its own gradient (weights aside: a probe of weight zero
+    # moves too), skipped after the last step, where only the states are kept
+    def grad_fn(z, k):
+        g = loss_and_gradients(_replace(base, (z, w)), xs, ys, loss)
+        h, b = jnp.swapaxes(g.adjoint.h, 0, 1), jnp.swapaxes(g.adjoint.b, 0, 1)  # (L+1, n, d)
+        grads = lax.cond(
+            k < grid.steps,
+            lambda: _layer_gradients(block, z, h[:-1], b[1:]),
+            lambda: jax.tree.map(jnp.zeros_like, z),
+        )
+        return grads, (g.adjoint, g.loss)
+
+    history, (adjoints, losses) = gd_loop(grad_fn, z0, optax.sgd(learning_rate), grid.steps)
+    dh, db = _state_errors(adjoints, grid)
+    probe_hist = jax.tree.map(lambda a: a[:, :, -n_probe:], history)
+    copies = limit_copies(block, jax.tree.map(lambda a: a[0], probe_hist), grid, learning_rate)
+    dz = jnp.max(_tree_norm(jax.tree.map(jnp.subtract, copies, probe_hist), 3), axis=(1, 2))
+    return CoupledErrors(delta_h=dh, delta_b=db, delta_z=dz, loss=losses)
+
+
 def euler_errors(
     block: AbstractUnitBlock,
     particles: Particles,
@@ -298,31 +336,24 @@ def euler_errors(
     (the quadrature nodes themselves reach far into the tails, where the max over
     units would say nothing about typical units).
 
-    Compiled (`eqx.filter_jit`): one program per depth and particle count.
+    Compiled (`eqx.filter_jit`): one program per depth and particle count; concrete
+    `particles`, `xs`, `ys`, `grid` and `probes` must be finite (a one-line error naming
+    the first NaN or inf), checked before the compiled call. `euler_errors.lower(...)`
+    compiles it ahead, as for any `eqx.filter_jit` function.
     """
-    loss = _limit_loss(grid, learning_rate, loss)
-    L = grid.L
-    n_probe = jax.tree.leaves(probes)[0].shape[0]
-    tile = lambda a: jnp.broadcast_to(a, (L,) + a.shape)
-    z0 = jax.tree.map(lambda a, b: tile(jnp.concatenate([a, b])), particles.z, probes)
-    w = tile(jnp.concatenate([particles.weights, jnp.zeros(n_probe)]))
-    wblock = WeightedUnits(block)
+    for name, value in (
+        ("particles", particles),
+        ("xs", xs),
+        ("ys", ys),
+        ("grid.h", grid.h),
+        ("grid.b", grid.b),
+        ("probes", probes),
+    ):
+        check_finite_array(value, name)  # concrete values; traced ones pass
+    return _euler_errors(
+        block, particles, xs, ys, grid, learning_rate=learning_rate, probes=probes, loss=loss
+    )
 
-    # each particle moves by its own gradient (weights aside: a probe of weight zero
-    # moves too), skipped after the last step, where only the states are kept
-    def grad_fn(z, k):
-        g = loss_and_gradients(ResNet(wblock, (z, w), 1.0 / L), xs, ys, loss)
-        h, b = jnp.swapaxes(g.adjoint.h, 0, 1), jnp.swapaxes(g.adjoint.b, 0, 1)  # (L+1, n, d)
-        grads = lax.cond(
-            k < grid.steps,
-            lambda: _layer_gradients(block, z, h[:-1], b[1:]),
-            lambda: jax.tree.map(jnp.zeros_like, z),
-        )
-        return grads, (g.adjoint, g.loss)
 
-    history, (adjoints, losses) = gd_loop(grad_fn, z0, optax.sgd(learning_rate), grid.steps)
-    dh, db = _state_errors(adjoints, grid)
-    probe_hist = jax.tree.map(lambda a: a[:, :, -n_probe:], history)
-    copies = limit_copies(block, jax.tree.map(lambda a: a[0], probe_hist), grid, learning_rate)
-    dz = jnp.max(_tree_norm(jax.tree.map(jnp.subtract, copies, probe_hist), 3), axis=(1, 2))
-    return CoupledErrors(delta_h=dh, delta_b=db, delta_z=dz, loss=losses)
+# compile ahead, as for the `eqx.filter_jit` function it calls (study mean-ode does)
+euler_errors.lower = _euler_errors.lower  # pyright: ignore[reportFunctionMemberAccess]

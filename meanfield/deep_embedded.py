@@ -132,6 +132,7 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, Float
 
+from ._validation import check_finite_array
 from .activations import resolve_activation
 from .embedding import Embedding, norm_d, sample_units
 from .engine.scan import default_unroll
@@ -142,12 +143,16 @@ from .solvers import evaluate_many, solve_dense
 
 class DeepEmbeddedResNet(eqx.Module):
     """The deep ResNet of Mathematics §6 (module docstring): `u`, `v` of shape (L, M, D),
-    `u[l-1, j]` the input weights of unit j of layer l."""
+    `u[l-1, j]` the input weights of unit j of layer l. Concrete arrays (the embedding's
+    too, and the inputs `xs`) must be finite: a one-line error naming the first NaN or inf."""
 
     embedding: Embedding
     u: Float[Array, "L M D"]
     v: Float[Array, "L M D"]
     activation: Callable = eqx.field(static=True)
+
+    def __check_init__(self):
+        _check_finite(embedding=self.embedding, u=self.u, v=self.v)
 
     @classmethod
     def sample(
@@ -178,6 +183,7 @@ class DeepEmbeddedResNet(eqx.Module):
         """The hidden states `h^l(x_i)`, l = 0..L, shape (n, L + 1, D) (a `lax.scan`;
         `unroll` layers per loop step, default `engine.scan.default_unroll`: 1 on a CPU,
         8 on a GPU/TPU; it changes the speed, never the values)."""
+        _check_finite(xs=xs)
         L, M, D = self.u.shape
         unroll = min(default_unroll(unroll), L)
         h0 = self.embedding.embed(xs)
@@ -214,6 +220,7 @@ def train(
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps: must be an integer >= 0, got {steps!r}")
+    _check_finite(xs=xs, ys=ys, eta_u=eta_u, eta_v=eta_v)
     unroll = default_unroll(unroll)
     L, M, D = net.u.shape
     scale = L * M * D
@@ -234,6 +241,13 @@ def train(
     uv, (outputs, hidden) = lax.scan(step, (net.u, net.v), None, length=steps)
     f, hs = forward(uv)
     return jnp.concatenate([outputs, f[None]]), jnp.concatenate([hidden, hs[None]])
+
+
+def _check_finite(**arrays) -> None:
+    """`name: contains NaN or inf (...)` for the first concrete argument holding one
+    (traced ones, under `jit`, `vmap`, `grad`, pass: no host round trip there)."""
+    for name, value in arrays.items():
+        check_finite_array(value, name, colon=True)
 
 
 # ---------------------------------------------------------------- the exact linear limit
@@ -341,10 +355,13 @@ def _solve(xs, ys, gram, ts, coef, rtol, *, steps):
     return out
 
 
-def _problem(xs, ys, gram, ts, sigma_in, sigma_out):
+def _problem(xs, ys, gram, ts, sigma_in, sigma_out, **rates):
     """The checks and defaults shared by `linear_limit` and `limit`: inputs (n, d_in),
     targets (n, d_out), the Gram (default G_∞ = diag(σ_in² I, σ_out² I)), the depths `ts`
-    (default 33 points on [0, 1]); one-line errors naming the argument."""
+    (default 33 points on [0, 1]), every concrete one finite, and the `rates` (learning
+    rates, scales) too; one-line errors naming the argument."""
+    _check_finite(xs=xs, ys=ys, gram=gram, ts=ts, sigma_in=sigma_in, sigma_out=sigma_out)
+    _check_finite(**rates)
     xs, ys = jnp.asarray(xs, float), jnp.asarray(ys, float)
     if xs.ndim != 2 or ys.ndim != 2 or xs.shape[0] != ys.shape[0]:
         raise ValueError(
@@ -397,7 +414,8 @@ def linear_limit(
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps: must be an integer >= 0, got {steps!r}")
-    xs, ys, gram, ts = _problem(xs, ys, gram, ts, sigma_in, sigma_out)
+    rates = {"eta_u": eta_u, "eta_v": eta_v, "s_u": s_u, "s_v": s_v}
+    xs, ys, gram, ts = _problem(xs, ys, gram, ts, sigma_in, sigma_out, **rates)
     coef = jnp.asarray([eta_u, eta_v, s_u**2, s_v**2], float)
     fine = _solve(xs, ys, gram, ts, coef, jnp.asarray(rtol, float), steps=steps)
     coarse = _solve(xs, ys, gram, ts, coef, jnp.asarray(rtol_check, float), steps=steps)
@@ -666,7 +684,8 @@ def limit(
         raise ValueError(f"method={method!r}: use one of {', '.join(map(repr, METHODS))}")
     if method == "linear" and not identity:
         raise ValueError(f"method='linear': only for activation='identity', got {activation!r}")
-    xs, ys, gram, ts = _problem(xs, ys, gram, ts, sigma_in, sigma_out)
+    rates = {"eta_u": eta_u, "eta_v": eta_v, "s_u": s_u, "s_v": s_v}
+    xs, ys, gram, ts = _problem(xs, ys, gram, ts, sigma_in, sigma_out, **rates)
     p = xs.shape[1] + ys.shape[1]
     if method == "auto":
         method = "linear" if identity else ("quadrature" if 2 * p <= 4 else "qmc")

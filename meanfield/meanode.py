@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PyTree
 
-from ._validation import as_number
+from ._validation import as_number, check_finite_array
 from .blocks import AbstractUnitBlock
 from .particles import Particles, particle_step
 from .solvers import DenseSolution, evaluate_many, solve_dense
@@ -41,6 +41,9 @@ class MeanODE(eqx.Module):
     - `xs`, `ys`: the data set, `(n, d)` each (the state is the output; no readout).
     - `learning_rate`: η in the mean-ODE convention (docs: Mathematics §2).
     - `loss`: `loss(y, prediction)`, default `½‖prediction − y‖²`.
+
+    Concrete `xs`, `ys` and particles must be finite (a one-line error naming the
+    first NaN or inf); traced ones, under `jit`, are not checked.
     """
 
     block: AbstractUnitBlock
@@ -58,6 +61,8 @@ class MeanODE(eqx.Module):
                 f"xs and ys must both have shape (n, d), got {jnp.shape(self.xs)} and "
                 f"{jnp.shape(self.ys)}"
             )
+        for name, value in (("xs", self.xs), ("ys", self.ys), ("particles", self.particles)):
+            check_finite_array(value, name)  # concrete values only: traced ones pass
         lr = self.learning_rate
         ok = isinstance(lr, int | float) and not isinstance(lr, bool)
         if not (ok and math.isfinite(lr) and lr >= 0):
@@ -203,6 +208,7 @@ class MeanODESolution(eqx.Module):
         return [int(s.num_steps) for s in self.forward + self.backward]
 
     def _at(self, sols, step, s):
+        check_finite_array(s, "s")
         s = jnp.asarray(s)
         if s.ndim == 0:
             return sols[step].evaluate(s)
@@ -220,12 +226,15 @@ class MeanODESolution(eqx.Module):
         One compiled call (a program per length of `s`), where `h(step, s)` and
         `b(step, s)` run op by op.
         """
+        check_finite_array(s, "s")
         s = jnp.asarray(s)
         if s.ndim != 1:
             raise ValueError(f"s must be a 1-D array of depths, got shape {s.shape}")
         return _fields(self.forward, self.backward, s)
 
     def params(self, z0: PyTree, step: int, s) -> PyTree:
+        check_finite_array(z0, "z0")
+        check_finite_array(s, "s")
         history = tuple(zip(self.forward[:step], self.backward[:step], strict=True))
         # s as an array: a Python float would be a static argument, one compile per value
         return _evolve(self.model, z0, jnp.asarray(s, dtype=float), history)

@@ -21,7 +21,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ._validation import check_positive_int
+from ._validation import check_finite_array, check_positive_int
 from .activations import resolve_activation
 from .depth import BrownianLaw, FractionalBrownianLaw, SmoothGPLaw
 from .depth.smooth import SmoothPath
@@ -66,6 +66,8 @@ class NeuralSDE(eqx.Module):
         2H − 1, `solvers.solve_young`): on a Brownian path it converges to the
         Stratonovich solution, a different equation.
         """
+        check_finite_array(path, "path")  # concrete values; traced ones pass
+        check_finite_array(x, "x")
         steps = path.shape[0] - 1 if steps is None else steps
         return solve_controlled(self.diffusion, path, x, steps=steps, save=save, solver=solver)
 
@@ -103,6 +105,8 @@ class NeuralODE(eqx.Module):
         the solve succeeded, and the accepted steps.
         """
         check_positive_int(save, "save")
+        check_finite_array(path, "path")  # concrete values; traced ones pass
+        check_finite_array(x, "x")
         sol = solve_dense(
             self.vector_field, x, t0=0.0, t1=1.0, args=path, rtol=rtol, atol=atol, solver=solver
         )
@@ -140,6 +144,7 @@ def strong_errors(
     `max_k ‖H_{k/L} − h_k‖`; `check_final`, `check_sup`: the same distances between the
     reference and its check; `ok`; `solver_steps`.
     """
+    check_finite_array(x, "x")  # concrete values; traced ones pass
     save = max(depths)
     if isinstance(law, SmoothGPLaw):
         model = NeuralODE(activation)
@@ -184,5 +189,7 @@ def matrix_resnet(
     """
     from .scaling import DepthPowerScaling
 
+    check_finite_array(weights, "weights")  # concrete values; traced ones pass
+    check_finite_array(beta, "beta")
     L = weights.shape[0]
     return ResNet(MatrixBlock(activation), weights, DepthPowerScaling(beta)(L, 1))

@@ -55,7 +55,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, Float
 
-from ._validation import check_positive_int
+from ._validation import check_finite_array, check_positive_int
 from .activations import resolve_activation
 from .training import gd_loop
 
@@ -66,6 +66,13 @@ INITS = ("normal", "xavier", "he")
 def _check_choice(value, choices, name):
     if value not in choices:
         raise ValueError(f"{name}={value!r}: use one of {', '.join(choices)}")
+
+
+def _check_finite(**arrays) -> None:
+    """`name must be finite: ...` for the first concrete argument holding NaN or inf
+    (traced ones, under `jit`, `vmap`, `grad`, pass: no host round trip there)."""
+    for name, value in arrays.items():
+        check_finite_array(value, name)
 
 
 def weight_gain(init: str, N: int) -> float:
@@ -91,7 +98,9 @@ class LayeredNet(eqx.Module):
 
     `W` (L, N, N), `b` (L, N); `alpha` the residual scale (unused by `plain`); the
     layers use `scale · W` (default 1: one standard-normal draw of W then serves every
-    initialisation without a scaled copy of the weights).
+    initialisation without a scaled copy of the weights). Concrete `W`, `b`, `alpha`,
+    `scale` and inputs must be finite: a one-line error naming the first NaN or inf
+    (traced ones, under `jit` or `vmap`, are not checked).
     """
 
     W: Float[Array, "L N N"]
@@ -104,6 +113,7 @@ class LayeredNet(eqx.Module):
     def __check_init__(self):
         _check_choice(self.architecture, ARCHITECTURES, "architecture")
         resolve_activation(self.activation)
+        _check_finite(W=self.W, b=self.b, alpha=self.alpha, scale=self.scale)
 
     @classmethod
     def sample(
@@ -125,6 +135,7 @@ class LayeredNet(eqx.Module):
 
     def layers(self, x: Float[Array, " N"]) -> tuple[Array, Array]:
         """`(hs, pre)`: the states h^0..h^L (L+1, N) and each layer's argument of σ (L, N)."""
+        _check_finite(x=x)
         sigma = resolve_activation(self.activation)
 
         def step(h, wb):
@@ -141,6 +152,7 @@ class LayeredNet(eqx.Module):
         """`log ‖∂𝓛/∂h^l‖`, l = 0..L, for `𝓛 = ⟨readout, h^L⟩`, by the backward recursion
         `p_{l-1} = J_lᵀ p_l` (vector-Jacobian products of each layer) renormalised at every
         layer, so that neither a vanishing nor an exploding gradient under- or overflows."""
+        _check_finite(readout=readout)
         hs, _ = self.layers(x)
         sigma = resolve_activation(self.activation)
 
@@ -172,6 +184,7 @@ def gaussian_moments(activation: str | Callable, q) -> tuple[Array, Array]:
     """`(E[σ(z)²], E[σ'(z)²])` for `z ~ N(0, q)`: closed forms for relu and leaky_relu,
     otherwise the trapezoid rule on a uniform grid of ±12 standard deviations (20001
     points: resolves σ'² even where q is 10⁴ times its width, as under `normal` init)."""
+    _check_finite(q=q)
     from .activations import LEAKY_SLOPE
 
     if activation in ("relu", "leaky_relu"):
@@ -327,6 +340,7 @@ def finite_width_log_ratios(
     _check_choice(architecture, ("plain", "pre-activation"), "architecture")
     if len(Ls) != len(alphas) or not Ls:
         raise ValueError(f"Ls, alphas: need equal non-empty lengths, got {len(Ls)}, {len(alphas)}")
+    _check_finite(alphas=list(alphas), q0=q0)
     for L in Ls:
         check_positive_int(L, "L")
     gain = weight_gain(init, N)
@@ -396,6 +410,7 @@ def predicted_log_ratio(
     `size` samples for `post-activation` (whose value is their mean). `q0 = ‖x‖²/N`."""
     _check_choice(architecture, ARCHITECTURES, "architecture")
     check_positive_int(L, "L")
+    _check_finite(alpha=alpha, q0=q0)
     gain = weight_gain(init, N)
     if architecture != "post-activation":
         total = _gaussian_sum(
@@ -432,6 +447,9 @@ class Classifier(eqx.Module):
     net: LayeredNet
     C: Array
 
+    def __check_init__(self):
+        _check_finite(A=self.A, C=self.C)  # the net checks its own
+
     @classmethod
     def sample(cls, key, *, d_in: int, classes: int, **net_kwargs) -> "Classifier":
         ka, kn, kc = jr.split(key, 3)
@@ -442,6 +460,7 @@ class Classifier(eqx.Module):
         return cls(A, net, C)
 
     def __call__(self, xs: Float[Array, "n d_in"]) -> Float[Array, "n classes"]:
+        _check_finite(xs=xs)
         return jax.vmap(lambda x: self.C @ self.net(self.A @ x))(xs)
 
 
@@ -462,6 +481,7 @@ def train_classifier(model: Classifier, data, *, steps: int, lr: float):
     **Returns:** `(model, losses, test_accuracy)`: the trained model, the training loss
     before each step (steps,), and the final test accuracy. Jittable and vmappable."""
     x, y, x_test, y_test = data
+    _check_finite(x_train=x, y_train=y, x_test=x_test, y_test=y_test, lr=lr)
     # the weights A, W, b, C are trained; the residual scale α and the weights' scale are
     # not, whether Python floats or (under jit, vmap) arrays: partitioning by "is an
     # inexact array" trained α in a compiled call and not in an eager one

@@ -31,7 +31,7 @@ import optax
 from jax import lax
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
-from ._validation import check_positive_int
+from ._validation import check_finite_array, check_positive_int
 from .activations import resolve_activation
 from .depth.base import AbstractDepthLaw
 
@@ -39,13 +39,20 @@ OPTIMIZERS = ("adam", "sgd")
 
 
 class Res1Classifier(eqx.Module):
-    """`logits = B h_L(A x)` with `h_k = h_{k-1} + scale · V_k σ(h_{k-1})` (module docstring)."""
+    """`logits = B h_L(A x)` with `h_k = h_{k-1} + scale · V_k σ(h_{k-1})` (module docstring).
+
+    Concrete `A`, `V`, `B`, `scale` and inputs `x` must be finite: a one-line error naming
+    the first NaN or inf (traced ones, under `jit` or `vmap`, are not checked)."""
 
     A: Float[Array, "d d_in"]
     V: Float[Array, "L d d"]
     B: Float[Array, "C d"]
     scale: Float[Array, ""]
     activation: str | Callable = eqx.field(static=True, default="relu")
+
+    def __check_init__(self):
+        for name, value in (("A", self.A), ("V", self.V), ("B", self.B), ("scale", self.scale)):
+            check_finite_array(value, name, colon=True)
 
     @classmethod
     def sample(
@@ -78,6 +85,7 @@ class Res1Classifier(eqx.Module):
 
     def hidden(self, x: Float[Array, "n d_in"]) -> Float[Array, "n d"]:
         """The last state `h_L` of each input."""
+        check_finite_array(x, "x", colon=True)
         sigma = resolve_activation(self.activation)
 
         def layer(h, V):
@@ -172,6 +180,10 @@ def train_res1(
         raise ValueError(f"lr: must be a finite number > 0, got {lr!r}")
     opt = _optimizer(optimizer, lr)
     x_train, y_train, x_test, y_test = (jnp.asarray(a) for a in data)
+    # concrete data only (traced data, under `jit`, is not checked)
+    arrays = {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test}
+    for name, value in arrays.items():
+        check_finite_array(value, f"data: {name}", colon=True)
     n = x_train.shape[0] - validation
     if n < 1 or batch_size > n:
         raise ValueError(

@@ -6,26 +6,17 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
-import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
+from ._validation import check_finite_array
 from .blocks import AbstractBlock, AbstractUnitBlock
 from .engine import AbstractDepthLoop, Adjoint, AutoLoop
 from .engine.base import Final
 from .laws import AbstractGaussianLaw, AbstractLaw
 from .scaling import AbstractScaling, resolve_alpha
 
-
-def _check_finite_input(value, name: str) -> None:
-    """A one-line ValueError if a concrete `value` holds NaN or ±inf (traced values, under
-    `jit`, pass unchecked: a check there would cost a host round trip per call)."""
-    try:
-        v = np.asarray(value)
-    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
-        return
-    if v.dtype.kind in "fc" and not np.all(np.isfinite(v)):
-        bad = int(np.size(v) - np.count_nonzero(np.isfinite(v)))
-        raise ValueError(f"{name} must be finite: {bad} of its {v.size} entries are NaN or inf")
+# the former name of `_validation.check_finite_array`, kept for its callers
+_check_finite_input = check_finite_array
 
 
 def _depth_and_width(block: AbstractBlock, params: PyTree) -> tuple[int, int]:
@@ -66,6 +57,10 @@ class ResNet(eqx.Module):
       `FusedLoop`, `AutoLoop`); default `AutoLoop()`: the scan on a CPU, the fused
       kernels of a 2LP on a GPU where they apply. It changes the speed, never the
       values (up to rounding).
+
+    Concrete `params`, `embedding`, `readout` and inputs must be finite (a one-line
+    error naming the argument and the first NaN or inf); traced ones, under `jit`,
+    `vmap` or `grad`, are not checked.
 
     Use `ResNet.sample` to draw the parameters from a law μ_0. `net(x)` is the output
     for one input (batch with `jax.vmap(net)`); `net.states(xs)` and
@@ -112,6 +107,9 @@ class ResNet(eqx.Module):
                     f"embedding (shape {jnp.shape(embedding)}) and readout "
                     f"(shape {jnp.shape(readout)}) must share their first dimension D"
                 )
+        # concrete arrays only: under `jit` they are traced and pass (no host round trip)
+        for name, value in (("params", params), ("embedding", embedding), ("readout", readout)):
+            check_finite_array(value, name)
         loop = AutoLoop() if loop is None else loop
         if not isinstance(loop, AbstractDepthLoop):
             raise ValueError(f"loop must be an AbstractDepthLoop, got {type(loop).__name__}")
@@ -177,6 +175,7 @@ class ResNet(eqx.Module):
                 f"x must be a single input of shape (d,), got shape {jnp.shape(x)}; "
                 "batch over inputs with jax.vmap"
             )
+        check_finite_array(x, "x")
         if self.embedding is not None and jnp.shape(x)[0] != jnp.shape(self.embedding)[1]:
             raise ValueError(
                 f"x has dimension {jnp.shape(x)[0]} but the embedding expects "
@@ -200,7 +199,7 @@ class ResNet(eqx.Module):
         the block (the finiteness of concrete inputs only: under `jit` it is not checked)."""
         if jnp.ndim(xs) != 2:
             raise ValueError(f"xs must have shape (n, d_in), got {jnp.shape(xs)}")
-        _check_finite_input(xs, "xs")
+        check_finite_array(xs, "xs")
         h0 = jax.vmap(self.embed)(xs)
         first = jax.tree.map(lambda p: p[0], self.params)
         try:
@@ -237,7 +236,7 @@ class ResNet(eqx.Module):
         """
         h0 = self._initial(xs)
         if not callable(final):
-            _check_finite_input(final, "final")
+            check_finite_array(final, "final")
         return self.loop.adjoint(self.block, self.params, self.alpha, h0, final)
 
     def __call__(self, x: Float[Array, " d_in"]) -> Float[Array, " d_out"]:
@@ -246,3 +245,15 @@ class ResNet(eqx.Module):
         h0 = self._initial(x[None])
         hL = self.loop.forward(self.block, self.params, self.alpha, h0)[0]
         return self.output(hL)
+
+
+def _replace(net: ResNet, params: PyTree, embedding=None, readout=None) -> ResNet:
+    """`net` with other params, embedding and readout of the same shapes, not checked for
+    NaN: for the library's own results (gradients, trained parameters), where a NaN is
+    an outcome to report, not an input to refuse."""
+    return eqx.tree_at(
+        lambda m: (m.params, m.embedding, m.readout),
+        net,
+        (params, embedding, readout),
+        is_leaf=lambda x: x is None,
+    )

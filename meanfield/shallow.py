@@ -52,6 +52,7 @@ import jax.random as jr
 import numpy as np
 import optax
 
+from ._validation import check_finite_array
 from .activations import resolve_activation
 from .embedding import Embedding, norm_d, sample_units
 from .training import gd_loop
@@ -66,10 +67,15 @@ def check_data(xs, ys) -> tuple[jax.Array, jax.Array]:
         raise ValueError(f"xs: must have shape (n, d_in), got {xs.shape}")
     if ys.ndim != 2 or ys.shape[0] != xs.shape[0]:
         raise ValueError(f"ys: must have shape (n, d_out) with n = {xs.shape[0]}, got {ys.shape}")
-    for name, arr in (("xs", xs), ("ys", ys)):
-        if not bool(jnp.all(jnp.isfinite(arr))):
-            raise ValueError(f"{name}: contains NaN or inf")
+    _check_finite(xs=xs, ys=ys)
     return xs, ys
+
+
+def _check_finite(**arrays) -> None:
+    """`name: contains NaN or inf (...)` for the first concrete argument holding one
+    (traced ones, under `jit`, `vmap`, `grad`, pass: no host round trip there)."""
+    for name, value in arrays.items():
+        check_finite_array(value, name, colon=True)
 
 
 class Perceptron(eqx.Module):
@@ -77,12 +83,17 @@ class Perceptron(eqx.Module):
     embedding (module docstring).
 
     `u`, `v`: arrays (M, D) (`u[j]` is unit j's input weights, `v[j]` its output ones).
+    Concrete arrays (the embedding's too, and the inputs `xs` of every method) must be
+    finite: a one-line error naming the first NaN or inf.
     """
 
     embedding: Embedding
     u: jax.Array
     v: jax.Array
     activation: Callable = eqx.field(static=True)
+
+    def __check_init__(self):
+        _check_finite(embedding=self.embedding, u=self.u, v=self.v)
 
     @classmethod
     def sample(
@@ -112,6 +123,7 @@ class Perceptron(eqx.Module):
 
     def preactivations(self, xs):
         """`P^j(x_i) = ⟨u^j, h^0(x_i)⟩_D`, shape (n, M): a matrix product."""
+        _check_finite(xs=xs)
         return self.embedding.embed(xs) @ self.u.T / self.embedding.D
 
     def hidden(self, xs):
@@ -136,6 +148,7 @@ def train(net: Perceptron, xs, ys, *, lr_u: float, lr_v: float, steps: int):
     (arrays with a leading axis of steps + 1), the outputs (steps + 1, n, d_out) and the
     hidden fields (steps + 1, n, D) after k updates.
     """
+    _check_finite(xs=xs, ys=ys, lr_u=lr_u, lr_v=lr_v)
     D, M = net.embedding.D, net.M
     scale = {"u": lr_u * D * M, "v": lr_v * D * M}
 
@@ -168,14 +181,27 @@ class ParticleLimit(eqx.Module):
     preactivations: jax.Array
 
 
-@functools.partial(jax.jit, static_argnames=("activation", "steps"))
 def particle_dynamics(
     p0, a0, weights, g_in, g_out, ys, activation, *, lr_u, lr_v, steps: int
 ) -> ParticleLimit:
     """The reduced GD recursion (module docstring) for particles `p0` (N, n), `a0`
     (N, d_out) with `weights` (N,) summing to one: the finite network with weights 1/M, a
     limit with quadrature or Monte-Carlo weights. Compiled once per shape, activation and
-    number of steps (the learning rates are traced)."""
+    number of steps (the learning rates are traced); concrete arrays and rates must be
+    finite (checked before the compiled call)."""
+    _check_finite(
+        p0=p0, a0=a0, weights=weights, g_in=g_in, g_out=g_out, ys=ys, lr_u=lr_u, lr_v=lr_v
+    )
+    return _particle_dynamics(
+        p0, a0, weights, g_in, g_out, ys, activation, lr_u=lr_u, lr_v=lr_v, steps=steps
+    )
+
+
+@functools.partial(jax.jit, static_argnames=("activation", "steps"))
+def _particle_dynamics(
+    p0, a0, weights, g_in, g_out, ys, activation, *, lr_u, lr_v, steps: int
+) -> ParticleLimit:
+    """`particle_dynamics`, compiled."""
     rho = resolve_activation(activation)
     drho = jax.vmap(jax.vmap(jax.grad(rho)))
     n = ys.shape[0]
@@ -213,6 +239,7 @@ def gaussian_nodes(g_in, g_out, *, s_u: float, s_v: float, order: int):
     """Tensor Gauss–Hermite nodes and weights for `(p_0, a_0) ~ N(0, s_u² G_in) ⊗
     N(0, s_v² G_out)`: arrays (N, n), (N, d_out), (N,). Directions where `G_in` is
     singular (inputs spanning fewer than n dimensions) are not integrated over."""
+    _check_finite(g_in=g_in, g_out=g_out, s_u=s_u, s_v=s_v)
     r_in, r_out = s_u * _root(g_in), s_v * _root(g_out)
     dims = r_in.shape[1] + r_out.shape[1]
     if order**dims > MAX_NODES:
@@ -234,6 +261,7 @@ def gaussian_nodes(g_in, g_out, *, s_u: float, s_v: float, order: int):
 
 def monte_carlo_nodes(key, g_in, g_out, *, s_u: float, s_v: float, particles: int):
     """`particles` i.i.d. draws of `(p_0, a_0)` with equal weights (as `gaussian_nodes`)."""
+    _check_finite(g_in=g_in, g_out=g_out, s_u=s_u, s_v=s_v)
     r_in, r_out = s_u * _root(g_in), s_v * _root(g_out)
     k1, k2 = jr.split(key)
     z_in = jr.normal(k1, (particles, r_in.shape[1]))
@@ -276,6 +304,7 @@ def gaussian_limit(
     three dimensions, 20 for four), its error estimated against
     `order + order // 2` nodes; beyond 4 dimensions refused (use `monte_carlo_nodes` with
     `particle_dynamics` and the spread over draws)."""
+    _check_finite(g_in=g_in, g_out=g_out, ys=ys, s_u=s_u, s_v=s_v, lr_u=lr_u, lr_v=lr_v)
     g_in, g_out = np.asarray(g_in), np.asarray(g_out)
     dims = _root(g_in).shape[1] + _root(g_out).shape[1]
     if dims > 4:
@@ -289,7 +318,7 @@ def gaussian_limit(
 
     def solve(q):
         p0, a0, w = gaussian_nodes(g_in, g_out, s_u=s_u, s_v=s_v, order=q)
-        return particle_dynamics(
+        return _particle_dynamics(  # its arrays checked above
             p0, a0, w, jnp.asarray(g_in), jnp.asarray(g_out), ys, activation,
             lr_u=lr_u, lr_v=lr_v, steps=steps,
         )  # fmt: skip
@@ -306,6 +335,7 @@ def gaussian_limit(
 
 def infinite_d_grams(xs, d_out: int, sigma_in: float = 1.0, sigma_out: float = 1.0):
     """The Grams' D → ∞ limits `σ_in² X Xᵀ` and `σ_out² I`."""
+    _check_finite(xs=xs, sigma_in=sigma_in, sigma_out=sigma_out)
     xs = jnp.asarray(xs)
     return sigma_in**2 * xs @ xs.T, sigma_out**2 * jnp.eye(d_out, dtype=xs.dtype)
 

@@ -20,8 +20,9 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Float, Int, PyTree
 
+from ._validation import check_finite_array
 from .engine import Adjoint
-from .resnet import ResNet
+from .resnet import ResNet, _replace
 
 
 def squared_loss(y: Array, prediction: Array) -> Array:
@@ -39,7 +40,10 @@ def mean_ode_sgd(
     `η · L · M` step. To give them their own rate, label the trainable tuple
     `(params, embedding, readout)`: `optax.multi_transform({"units":
     mean_ode_sgd(η, L=L, M=M), "ends": optax.sgd(η_ends)}, ("units", "ends", "ends"))`.
+    A concrete `learning_rate`, `L` or `M` that is NaN or inf is refused (one line).
     """
+    for name, value in (("learning_rate", learning_rate), ("L", L), ("M", M)):
+        check_finite_array(value, name)
     return optax.sgd(learning_rate * L * M)
 
 
@@ -59,7 +63,8 @@ class Gradients(eqx.Module):
 
 
 def check_data(net: ResNet, xs: Array, ys: Array) -> None:
-    """Raise a one-line `ValueError` if `(xs, ys)` does not fit the network."""
+    """Raise a one-line `ValueError` if `(xs, ys)` does not fit the network, or if a
+    concrete `xs` or `ys` holds NaN or inf (traced ones, under `jit`, are not checked)."""
     if jnp.ndim(xs) != 2:
         raise ValueError(f"xs must have shape (n, d_in), got {jnp.shape(xs)}")
     if jnp.ndim(ys) != 2:
@@ -69,6 +74,8 @@ def check_data(net: ResNet, xs: Array, ys: Array) -> None:
             f"xs and ys must hold the same number of examples, got {jnp.shape(xs)[0]} "
             f"and {jnp.shape(ys)[0]}"
         )
+    check_finite_array(xs, "xs")
+    check_finite_array(ys, "ys")
     out = jax.eval_shape(net, xs[0])
     if out.shape != jnp.shape(ys)[1:]:
         raise ValueError(
@@ -108,14 +115,8 @@ def loss_and_gradients(
         g_emb = jnp.einsum("nd,ne->de", adj.b[:, 0], xs) / n
     if net.readout is not None:
         g_read = jnp.einsum("nd,no->do", hL, dpred) / (n * net.readout.shape[0])
-    grads = ResNet(
-        net.block,
-        jax.tree.map(lambda g: g / n, adj.grads),
-        net.alpha,
-        embedding=g_emb,
-        readout=g_read,
-        loop=net.loop,
-    )
+    # the gradients in the network's shape (not checked for NaN: a result, not an input)
+    grads = _replace(net, jax.tree.map(lambda g: g / n, adj.grads), g_emb, g_read)
     return Gradients(loss=jnp.mean(values), grads=grads, adjoint=Adjoint(h=adj.h, b=adj.b))
 
 
@@ -149,6 +150,7 @@ def gd_loop(
         raise ValueError(
             f"optimizer must be an optax.GradientTransformation, got {type(optimizer).__name__}"
         )
+    check_finite_array(theta0, "theta0")  # concrete leaves only: traced ones pass
 
     def step(carry, k):
         theta, state = carry
@@ -193,9 +195,8 @@ def _trainable(net: ResNet, train_embedding: bool):
 
 def _with_trainable(net: ResNet, values, train_embedding: bool) -> ResNet:
     embedding, readout = (values[1], values[2]) if train_embedding else (net.embedding, net.readout)
-    return ResNet(
-        net.block, values[0], net.alpha, embedding=embedding, readout=readout, loop=net.loop
-    )
+    # not checked for NaN: trained parameters that diverged are a result to report
+    return _replace(net, values[0], embedding, readout)
 
 
 def train(
