@@ -314,3 +314,70 @@ def test_cifar_refusals(tmp_path):
     with tarfile.open(os.path.join(tmp_path, "c.tar.gz"), "w:gz") as tar:
         tar.add(os.path.join(folder, "data_batch_1"), arcname="data_batch_1")
     _refused(os.path.join(tmp_path, "c.tar.gz"), r"the archive lacks CIFAR-10's data_batch_2")
+
+
+def test_sha256_of_the_files_read(tmp_path):
+    """`sha256`: of the file's bytes for an .npz or an archive; for a folder, of the
+    `sha256sum` lines of the files read (sorted), so that other pixels of the same shape
+    give another hash; None for the bundled digits."""
+    import hashlib
+
+    from meanfield.datasets import files_sha256
+
+    rng = np.random.default_rng(8)
+    f = _npz(tmp_path, x=_images(rng, 8, (4, 4)), y=_labels(rng, 8))
+    assert load_images(f, key=0).sha256 == hashlib.sha256(open(f, "rb").read()).hexdigest()
+    folder = str(tmp_path / "mnist")
+    _mnist_folder(folder, rng)
+    names = sorted(os.listdir(folder))
+    lines = "".join(
+        f"{hashlib.sha256(open(os.path.join(folder, n), 'rb').read()).hexdigest()}  {n}\n"
+        for n in names
+    )
+    first = load_images(folder).sha256
+    assert first == hashlib.sha256(lines.encode()).hexdigest()
+    assert first == files_sha256(folder, [os.path.join(folder, n) for n in names])
+    _mnist_folder(folder, np.random.default_rng(9))  # other pixels, the same shapes
+    assert load_images(folder).sha256 != first
+    assert load_digits(0).sha256 is None
+
+
+def test_declared_sizes_refused_before_allocating(tmp_path, monkeypatch):
+    """A CIFAR-10 pickle of a few hundred bytes declaring a (10^6, 3072) array, an .npz
+    whose header declares one, an idx header declaring 60 million images: refused in one
+    line against the memory available, in well under a second."""
+    import time
+
+    from numpy._core.multiarray import _reconstruct
+
+    class Declared:
+        def __reduce__(self):
+            return (_reconstruct, (np.ndarray, (10**6, 3072), b"b"))
+
+    monkeypatch.setenv("MEANFIELD_MEMORY_LIMIT", "1e9")
+    folder = os.path.join(tmp_path, "cifar-10-batches-py")
+    _cifar_batches(folder, np.random.default_rng(10))
+    with open(os.path.join(folder, "data_batch_3"), "wb") as fh:
+        pickle.dump({b"data": Declared(), b"labels": [0]}, fh, protocol=2)
+    assert os.path.getsize(os.path.join(folder, "data_batch_3")) < 300
+    t0 = time.perf_counter()
+    _refused(folder, r"data_batch_3 declares an array of shape \(1000000, 3072\) \(int8\), "
+             r"which needs about 27\.6 GB of memory")  # fmt: skip
+    idx = tmp_path / "idx"
+    _mnist_folder(str(idx), np.random.default_rng(11))
+    raw = (idx / "train-images-idx3-ubyte").read_bytes()
+    (idx / "train-images-idx3-ubyte").write_bytes(raw[:4] + struct.pack(">I", 6 * 10**7) + raw[8:])
+    _refused(str(idx), r"train-images-idx3-ubyte of shape \(60000000, 28, 28\) needs about")
+    assert time.perf_counter() - t0 < 2
+    with pytest.raises(ValueError, match=r"^MEANFIELD_MEMORY_LIMIT: "):
+        monkeypatch.setenv("MEANFIELD_MEMORY_LIMIT", "lots")
+        load_images(folder)
+
+
+def test_labels_beyond_the_class_limit(tmp_path):
+    rng = np.random.default_rng(12)
+    x = _images(rng, 8, (4, 4))
+    for y, shown in ((np.full(8, 2**31 - 1), "2147483647"), (np.full(8, 2**16), "65536")):
+        msg = _refused(_npz(tmp_path, x=x, y=y), r": y must hold class labels >= 0 and below 65536")
+        assert f"[{shown}, {shown}]" in msg
+    assert load_images(_npz(tmp_path, x=x, y=np.full(8, 2**16 - 1)), key=0).n_classes == 2**16
