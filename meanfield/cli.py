@@ -36,7 +36,9 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        from .studies import one_line_usage_error
+
+        self.exit(2, f"{self.prog}: error: {one_line_usage_error(message)}\n")
 
 
 def _version(package: str) -> str:
@@ -225,9 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     from .studies import resolve_out
     from .studies.runner import probe_lock, release_all
 
-    resolve_out(args)
-
     try:
+        resolve_out(args)
         probe_lock(args.out)  # a folder held by another run: refused before anything else
     except StudyInputError as err:
         print(f"meanfield study {args.study}: error: {err}", file=sys.stderr)

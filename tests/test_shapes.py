@@ -106,9 +106,9 @@ def test_bad_inputs_are_refused(tmp_path):
         ({"data": str(tmp_path / "noy.npz")}, "--data: .* has no array 'y'"),
         ({"data": str(tmp_path / "shape.npz")}, "--data: ys: must have shape"),
         ({"data": str(tmp_path / "nan.npz")}, "--data: xs: contains NaN"),
-        ({"L": [0, 4]}, "--L: need distinct positive integers"),
-        ({"M": [4, 4]}, "--M: need distinct positive integers"),
-        ({"D": [-1]}, "--D: need distinct positive integers"),
+        ({"L": [0, 4]}, "^--L: expected a comma-separated list of positive integers"),
+        ({"M": [4, 4]}, "^--M: values must be strictly increasing"),
+        ({"D": [-1]}, "^--D: expected a comma-separated list of positive integers"),
         ({"seeds": 1}, "--seeds: need at least 2"),
         ({"activation": "nope"}, "--activation: unknown"),
     ]

@@ -9,6 +9,7 @@ writes `DIR/results.json` with the top-level keys `study`, `config`, `points`,
 
 import argparse
 import importlib
+import re
 
 from .args import seed_int
 from .runner import SelfCheckError as SelfCheckError
@@ -106,46 +107,177 @@ def add_release_override(parser: argparse.ArgumentParser) -> None:
 
 def resolve_out(args) -> None:
     """`--out` left out: the study's own default folder (`results/NAME`, or the study's
-    `default_out(args)`, e.g. one folder per depth law)."""
+    `default_out(args)`, e.g. one folder per depth law); an empty `--out` is refused (it
+    would be the current folder)."""
     if getattr(args, "out", None) is None:
         module = STUDIES[args.study]
         own = getattr(module, "default_out", None)
         args.out = own(args) if own else f"results/{args.study}"
+    elif not str(args.out).strip():
+        raise StudyInputError(
+            f"--out: {args.out!r} names no folder; give one (e.g. results/{args.study})"
+        )
 
 
 def replot(out) -> list:
     """Redraw every figure of the study folder `out` from its `results.json` alone (no
     network is run): the study's own `plot(out, results)`. **Returns:** the figures'
     paths. A one-line `StudyInputError` for a folder without a readable results.json or
-    of a study without figures; refused while a run holds the folder."""
+    of a study without figures; for a results.json that does not hold what the study's
+    figures read (`schema.validate`: the JSON path and the problem), or that its plot
+    still cannot draw; for a folder the figures cannot be written into, or a figure that
+    is a symbolic link (never written through); refused while a run holds the folder."""
+    import errno
+    import os
     from pathlib import Path
 
     from ..results import read_results_json
     from .runner import probe_lock
+    from .schema import validate
 
     folder = Path(out)
     path, results = read_results_json(folder / "results.json", name="DIR", error=StudyInputError)
     name = results["study"]
+    if not isinstance(name, str):
+        validate(results)  # refused in one line: `study` names no study
     if name not in STUDIES:
         raise StudyInputError(f"DIR: {path} is not a meanfield study's results ({name!r})")
     plot = getattr(STUDIES[name], "plot", None)
     if plot is None:
         raise StudyInputError(f"DIR: the study {name!r} draws no figures")
+    validate(results)
     probe_lock(folder)
+    # the figures are written in place: never through a link, never half into a folder
+    # that cannot take them
+    for figure in sorted(folder.glob("*.png")):
+        if figure.is_symlink():
+            raise StudyInputError(
+                f"DIR: {figure} is a symbolic link; meanfield plot never writes a figure "
+                "through a link: remove it"
+            )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise StudyInputError(
+            f"DIR: cannot write the figures into {folder}: {os.strerror(errno.EACCES)}"
+        )
     from ..plotting import use_agg
 
     use_agg()
     import jax
+    import matplotlib.pyplot as plt
 
     # the figures' few computations at the study's precision
     x64 = jax.config.read("jax_enable_x64")
-    jax.config.update("jax_enable_x64", bool(results.get("config", {}).get("x64", False)))
+    jax.config.update("jax_enable_x64", bool(results["config"].get("x64", False)))
     before = {p: p.stat().st_mtime_ns for p in folder.glob("*.png")}
+    open_before = set(plt.get_fignums())
+    drawn = False
     try:
         plot(folder, results)
+        drawn = True
+    except StudyInputError:
+        raise
+    except OSError as err:  # a figure's file: a folder by that name, a full disk, ...
+        what = err.strerror or (str(err).splitlines() or [type(err).__name__])[0]
+        where = f" ({Path(err.filename).name})" if err.filename else ""
+        raise StudyInputError(
+            f"DIR: cannot write the figures into {folder}: {what}{where}"
+        ) from None
+    except _UNDRAWABLE as err:  # the schema's safety net: one line, not a traceback
+        first = (str(err).splitlines() or [""])[0]
+        raise StudyInputError(
+            f"DIR: results.json cannot be drawn: {type(err).__name__}: {first}"
+        ) from None
     finally:
+        if not drawn:  # the figures a failure left open
+            for num in set(plt.get_fignums()) - open_before:
+                plt.close(num)
         jax.config.update("jax_enable_x64", x64)
     return sorted(p for p in folder.glob("*.png") if before.get(p) != p.stat().st_mtime_ns)
+
+
+# what a plot raises on values of the right kinds it still cannot draw (caught by `replot`)
+_UNDRAWABLE = (
+    KeyError,
+    TypeError,
+    ValueError,
+    IndexError,
+    AttributeError,
+    ZeroDivisionError,
+    OverflowError,
+    StopIteration,
+)
+
+
+def one_line_usage_error(message: str) -> str:
+    """argparse's "argument --L: values must ..." as the studies say it: "--L: ..."."""
+    return re.sub(r"^argument ([^:]+): ", r"\1: ", message)
+
+
+class _RaisingParser(argparse.ArgumentParser):
+    """The command line's parser for `run_study`: its errors raise `StudyInputError`."""
+
+    def error(self, message):
+        raise StudyInputError(one_line_usage_error(message))
+
+
+def _as_text(value) -> str:
+    if isinstance(value, bool):
+        return str(value)  # refused by every numeric type, as the command line would
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return ",".join(_as_text(v) for v in value)
+    return str(value)
+
+
+def _as_argv(parser: argparse.ArgumentParser, options: dict, name: str) -> tuple[list, dict]:
+    """The command-line tokens of `options` (Python names, parsed values) so that the
+    parser checks them as it checks the command line; objects it cannot read as text (a
+    block or law given as a Python object) come back apart, to be set after parsing."""
+    by_dest = {a.dest: a for a in parser._actions if a.option_strings}
+    argv, objects = [], {}
+    for key, value in options.items():
+        action = by_dest.get(key)
+        if action is None:
+            raise ValueError(f"{key}: not an option of the study {name!r}")
+        if value is None:
+            continue  # the option left out
+        flag = action.option_strings[0]
+        if isinstance(action, argparse.BooleanOptionalAction):
+            if not isinstance(value, bool):
+                raise StudyInputError(f"{flag}: expected True or False, got {value!r}")
+            argv.append(flag if value else f"--no-{flag[2:]}")
+        elif action.nargs == 0:  # store_true
+            if not isinstance(value, bool):
+                raise StudyInputError(f"{flag}: expected True or False, got {value!r}")
+            if value != action.default:
+                argv.append(flag)
+        elif action.type is not None or action.choices is not None:
+            argv.append(f"{flag}={_as_text(value)}")
+        elif isinstance(value, str):
+            argv.append(f"{flag}={value}")
+        else:
+            objects[key] = value
+    return argv, objects
+
+
+def parse_study_options(name: str, out, options: dict) -> argparse.Namespace:
+    """The namespace `meanfield study NAME --out OUT ...` would give for `options`,
+    every value checked by the command line's own types and choices (one line,
+    `StudyInputError`), before anything is made."""
+    if name not in STUDIES:
+        raise ValueError(f"name: unknown study {name!r}; one of {', '.join(STUDIES)}")
+    module = STUDIES[name]
+    parser = _RaisingParser(prog=f"meanfield study {name}", allow_abbrev=False)
+    add_common_arguments(parser, name)
+    module.add_arguments(parser)
+    argv, objects = _as_argv(parser, options, name)
+    args = parser.parse_args([f"--out={out}", *argv])
+    for key, value in objects.items():
+        setattr(args, key, value)
+    args.study = name
+    resolve_out(args)
+    return args
 
 
 def run_study(name: str, *, out: str, **options) -> dict:
@@ -154,32 +286,25 @@ def run_study(name: str, *, out: str, **options) -> dict:
     `options` are the command line's, by their Python names (`L=[4, 8, 16]`,
     `seeds=10`, `preset="quick"`, `resume=True`, ...) with values of their parsed types;
     an option the study does not have is refused with a one-line `ValueError` naming
-    it, and so is every value the command line refuses (`StudyInputError`).
+    it, and every value goes through the command line's own checks: what the command
+    line refuses, this refuses with the same one-line message (`StudyInputError`),
+    before any folder is made.
     """
     import json
     from pathlib import Path
 
-    if name not in STUDIES:
-        raise ValueError(f"name: unknown study {name!r}; one of {', '.join(STUDIES)}")
+    args = parse_study_options(name, out, options)
     module = STUDIES[name]
-    parser = argparse.ArgumentParser(prog=f"meanfield study {name}", allow_abbrev=False)
-    add_common_arguments(parser, name)
-    module.add_arguments(parser)
-    args = parser.parse_args(["--out", str(out)])
-    for key, value in options.items():
-        if not hasattr(args, key):
-            raise ValueError(f"{key}: not an option of the study {name!r}")
-        setattr(args, key, value)
-    args.study = name
     import jax
 
     from ..releases import KnownBadReleaseError, check_release
-    from .runner import release_all
+    from .runner import probe_lock, release_all
 
     try:
         check_release(allow=bool(args.allow_known_bad_jax))
     except KnownBadReleaseError as err:
         raise KnownBadReleaseError(f"allow_known_bad_jax: {err}") from None
+    probe_lock(args.out)
 
     x64 = jax.config.read("jax_enable_x64")
     try:
@@ -187,7 +312,7 @@ def run_study(name: str, *, out: str, **options) -> dict:
     finally:
         release_all()  # the output folder's lock
         jax.config.update("jax_enable_x64", x64)  # the study set its own precision
-    with open(Path(out) / "results.json") as f:
+    with open(Path(args.out) / "results.json") as f:
         return json.load(f)
 
 

@@ -8,7 +8,13 @@
 * **ownership**: every file the study writes is recorded in `DIR/.meanfield-manifest.jsonl`
   (a header line naming the study, then one line per file, appended as they are
   written); `overwrite=True` removes exactly those files (the user's own files in the
-  folder stay) and refuses a folder holding a study of another kind;
+  folder stay; only results, points and figures: `.json`, `.npz`, `.png`), and refuses a
+  folder without such a manifest or holding a study of another kind (by its manifest
+  or its `config.json`); a run with neither flag refuses a folder holding any
+  `results.json`, `config.json` or points;
+* **no links followed**: a symbolic link at the folder's top level or in `points/`
+  (the lock file, a figure, `points/` itself) is refused before anything is written,
+  so that no write or delete lands outside the folder;
 * **validated points**: each finished grid point is written atomically to
   `DIR/points/NAME.json` (temporary file, fsync, rename) as soon as it completes, with
   the hash of the configuration, the point's coordinates, the master seed and a
@@ -216,6 +222,24 @@ def _lock_holder(fd: int) -> str:
     return "unknown"
 
 
+def _link_refusal(path: Path) -> str:
+    return (
+        f"--out: {path} is a symbolic link; a study never writes or deletes through a link "
+        "inside its folder: remove it or use another --out"
+    )
+
+
+# what a study writes, so what --overwrite may delete of the files its manifest lists
+_REMOVABLE_SUFFIXES = (".json", ".npz", ".png")
+
+
+def _removable(rel: str) -> bool:
+    parts = Path(rel).parts
+    top = len(parts) == 1
+    in_points = len(parts) == 2 and parts[0] == "points"
+    return (top or in_points) and rel.endswith(_REMOVABLE_SUFFIXES)
+
+
 def probe_lock(out: str | Path) -> None:
     """Refuse at once (StudyInputError naming the holder's pid) a folder whose lock another
     run holds; create and change nothing. The command line calls it before validating
@@ -223,8 +247,8 @@ def probe_lock(out: str | Path) -> None:
     its own work; `StudyRunner.open` takes the lock itself."""
     path = Path(out) / LOCK_NAME
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # no lock file (or none readable): `open` decides
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:  # no lock file (or none readable, or a link): `open` decides
         return
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -391,8 +415,10 @@ class StudyRunner:
         while True:
             existed = path.exists()
             try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
             except OSError as err:
+                if err.errno == errno.ELOOP:
+                    raise StudyInputError(_link_refusal(path)) from None
                 raise StudyInputError(
                     f"--out: cannot create the lock file in {self.out}: {err.strerror}"
                 ) from None
@@ -548,6 +574,7 @@ class StudyRunner:
         return (
             self.manifest_path.exists()
             or (self.out / "config.json").exists()
+            or (self.out / "results.json").exists()
             or (self.points_dir.is_dir() and any(self.points_dir.iterdir()))
         )
 
@@ -589,6 +616,7 @@ class StudyRunner:
                 f"--out: cannot create {self.out}: {err.strerror}{where}"
             ) from None
         try:
+            self._refuse_links()
             self._lock()
         except _FolderInUse:
             # another run holds the folder: it is that run's, even where this call made it
@@ -610,6 +638,19 @@ class StudyRunner:
             raise
         self._opened = True
         return self
+
+    def _refuse_links(self) -> None:
+        """Refuse a folder holding a symbolic link where the study writes or deletes (its
+        top level, `points/`): a write or delete through it would land outside."""
+        for folder in (self.out, self.points_dir):
+            if folder == self.points_dir and self.points_dir.is_symlink():
+                raise StudyInputError(_link_refusal(self.points_dir))
+            if not folder.is_dir():
+                continue
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.is_symlink():
+                        raise StudyInputError(_link_refusal(folder / entry.name))
 
     def _only_lock(self, top: Path) -> bool:
         for _root, _dirs, names in os.walk(top):
@@ -649,6 +690,17 @@ class StudyRunner:
                         for k in set(old.get("config", {})) | set(self.config)
                         if old.get("config", {}).get(k) != self.config.get(k)
                     ) or ["study"]
+                    if "data_sha256" in diff:  # the --data file's bytes (two-layer, shapes, ...)
+                        then, now = (
+                            f"{h[:12]}..." if isinstance(h, str) else "none (built-in data)"
+                            for h in (old.get("config", {}).get("data_sha256"),
+                                      self.config.get("data_sha256"))
+                        )  # fmt: skip
+                        raise StudyInputError(
+                            f"--data: the data's content changed since {self.out} was started "
+                            f"(sha256 {then} then, {now} now); resume with the same data, "
+                            "or use another --out or --overwrite"
+                        )
                     raise StudyInputError(
                         f"--resume: {self.out} holds a study with a different configuration "
                         f"(differs in: {', '.join(diff)}); use another --out or --overwrite"
@@ -656,18 +708,29 @@ class StudyRunner:
                 owned = manifest[1] if manifest else self._legacy_files()
                 self._start_manifest(owned)
             elif self.overwrite:
-                if kind is None:
-                    try:
-                        old = self._stored_config()
-                    except StudyInputError:
-                        old = None
-                    kind = old.get("study") if old else None
-                if kind is not None and kind != self.study:
+                if manifest is None:
                     raise StudyInputError(
-                        f"--overwrite: {self.out} holds a {kind!r} study, not {self.study!r}; "
+                        f"--overwrite: {self.out} has no {MANIFEST_NAME} naming the files a "
+                        "meanfield study wrote there, so nothing in it is removed: empty it "
+                        "yourself or use another --out"
+                    )
+                try:
+                    old = self._stored_config()
+                except StudyInputError:
+                    old = None
+                other = old.get("study") if old else None
+                if kind is None:
+                    raise StudyInputError(
+                        f"--overwrite: the manifest of {self.out} names no study, so nothing "
+                        "in it is removed: empty it yourself or use another --out"
+                    )
+                if kind != self.study or (other is not None and other != kind):
+                    held = other if other not in (None, self.study) else kind
+                    raise StudyInputError(
+                        f"--overwrite: {self.out} holds a {held!r} study, not {self.study!r}; "
                         "it is not removed: use another --out"
                     )
-                self._remove_owned(manifest[1] if manifest else self._legacy_files())
+                self._remove_owned([f for f in manifest[1] if _removable(f)])
                 self._start_manifest([])
             else:
                 raise StudyInputError(
