@@ -2,6 +2,8 @@
 inputs that stall a solver are refused before anything is allocated or written, in one
 line giving the estimate."""
 
+import re
+
 import pytest
 
 from meanfield.cli import main
@@ -77,8 +79,8 @@ def test_a_tiny_length_scale_is_refused_before_allocating():
 @pytest.mark.parametrize(
     ("name", "options", "flags"),
     [
-        ("shapes", {"L": [4, 100000], "M": [4, 100000], "D": [8, 1000]}, "--L/--M/--D"),
-        ("two-layer", {"M": [4, 10**9], "D": [8, 10**5]}, "--M/--D"),
+        ("shapes", {"L": [4, 100000], "M": [4, 100000], "D": [8, 1000]}, "--L/--M/--D/--steps"),
+        ("two-layer", {"M": [4, 10**9], "D": [8, 10**5]}, "--M/--D/--steps"),
     ],
 )
 def test_seed_002_studies_refuse_networks_beyond_memory(tmp_path, name, options, flags):
@@ -90,3 +92,231 @@ def test_seed_002_studies_refuse_networks_beyond_memory(tmp_path, name, options,
     with pytest.raises(StudyInputError, match=f"^{flags}: one network .* needs about"):
         run_study(name, out=str(out), **options)
     assert not out.exists()
+
+
+# ------------------------------------------------ issue 46, item 2: every size-like option
+
+# a tiny configuration of each study (it would run in seconds to minutes); each case
+# below makes one option absurd (the last occurrence of an option wins)
+TINY = {
+    "two-layer": ["--M", "16,64", "--D", "4,8", "--D-limit", "4,16", "--s-v-sweep", "0.5,2,8",
+                  "--sweep-M", "16", "--sweep-D", "4", "--seeds", "2", "--steps", "1"],
+    "regimes": ["--L", "4,8,16", "--gammas", "0.5,1", "--lambdas", "0,1", "--seeds", "2",
+                "--steps", "1", "--d", "4", "--M", "4", "--transfer-L", "4,8,16",
+                "--transfer-steps", "2", "--transfer-seeds", "2"],
+    "plain-vs-residual": ["--L", "4,8", "--N", "128", "--seeds", "2", "--activations", "relu",
+                          "--train-L", "2,4", "--train-steps", "2", "--train-seeds", "2",
+                          "--train-N", "8"],
+    "shapes": ["--L", "4,8", "--M", "4,8", "--D", "4,8", "--seeds", "2", "--steps", "1"],
+    "trained-weights": ["--L", "32", "--d", "4", "--betas", "0.5,1", "--inits", "iid",
+                        "--steps", "2", "--batch-size", "8", "--seeds", "2"],
+    "variance": ["--L", "2,4", "--nets", "20", "--c-samples", "100"],
+    "mean-ode": ["--L", "4,8", "--M", "1,4", "--seeds", "2", "--steps", "1"],
+    "sde": ["--L", "8,16", "--n-fine", "64", "--seeds", "4", "--batch", "4"],
+    "phases": ["--L", "16,32", "--seeds", "8", "--d", "4"],
+    "tangent-kernel": ["--L", "4,16", "--nets", "4"],
+    "response": ["--depths", "2,5", "--width", "50", "--inits", "10",
+                 "--alpha-star-inits", "10"],
+}  # fmt: skip
+G = str(10**9)
+SIZE_CASES = [
+    ("two-layer", ["--steps", G], "--steps"),
+    ("two-layer", ["--D-limit", f"4,{G}"], "--D-limit"),
+    ("two-layer", ["--sweep-M", f"2,{G}"], "--sweep-M"),
+    ("two-layer", ["--sweep-D", G], "--sweep-D"),
+    ("two-layer", ["--seeds", G], "--seeds"),
+    ("two-layer", ["--M", f"16,{G}"], "--M"),
+    ("two-layer", ["--D", f"4,{G}"], "--D"),
+    ("two-layer", ["--sigma-in", "1e300"], "--sigma-in"),
+    ("two-layer", ["--lr-u", "1e300"], "--lr-u"),
+    ("two-layer", ["--lr-v", "1e300"], "--lr-v"),
+    ("two-layer", ["--sigma-out", "1e300"], "--sigma-out"),
+    ("two-layer", ["--s-u", "1e300"], "--s-u"),
+    ("two-layer", ["--s-v", "1e300"], "--s-v"),
+    ("regimes", ["--M", G], "--M"),
+    ("regimes", ["--steps", G], "--steps"),
+    ("regimes", ["--transfer-steps", G], "--transfer-steps"),
+    ("regimes", ["--transfer-seeds", G], "--transfer-seeds"),
+    ("regimes", ["--seeds", G], "--seeds"),
+    ("regimes", ["--L", f"4,8,{G}"], "--L"),
+    ("regimes", ["--d", G], "--d"),
+    ("regimes", ["--transfer-L", f"4,8,{G}"], "--transfer-L"),
+    ("plain-vs-residual", ["--train-L", f"4,{G}"], "--train-L"),
+    ("plain-vs-residual", ["--train-N", G], "--train-N"),
+    ("plain-vs-residual", ["--seeds", G], "--seeds"),
+    ("plain-vs-residual", ["--train-steps", G], "--train-steps"),
+    ("plain-vs-residual", ["--train-seeds", G], "--train-seeds"),
+    ("plain-vs-residual", ["--N", G], "--N"),
+    ("plain-vs-residual", ["--L", f"4,8,{G}"], "--L"),
+    ("shapes", ["--seeds", G], "--seeds"),
+    ("shapes", ["--steps", G], "--steps"),
+    ("shapes", ["--L", f"4,{G}"], "--L"),
+    ("shapes", ["--M", f"4,{G}"], "--M"),
+    ("shapes", ["--D", f"4,{G}"], "--D"),
+    # relu's limit runs its ODE solver's whole step budget from GD step 2 on: hours
+    (
+        "shapes",
+        ["--activation", "relu", "--L", "2,4096", "--M", "2,4096", "--steps", "3"],
+        "--activation",
+    ),
+    ("shapes", ["--sigma-in", "1e300"], "--sigma-in"),
+    ("shapes", ["--sigma-out", "1e300"], "--sigma-out"),
+    ("shapes", ["--lr-u", "1e300"], "--lr-u"),
+    ("shapes", ["--lr-v", "1e300"], "--lr-v"),
+    ("shapes", ["--s-u", "1e300"], "--s-u"),
+    ("shapes", ["--s-v", "1e300"], "--s-v"),
+    ("trained-weights", ["--steps", G], "--steps"),
+    ("trained-weights", ["--batch-size", G], "--batch-size"),
+    ("trained-weights", ["--seeds", G], "--seeds"),
+    ("trained-weights", ["--L", G], "--L"),
+    ("trained-weights", ["--d", G], "--d"),
+    ("variance", ["--c-samples", str(10**12)], "--c-samples"),
+    ("variance", ["--nets", str(10**12)], "--nets"),
+    ("variance", ["--M", G], "--M"),
+    ("mean-ode", ["--reference", "monte-carlo", "--particles", str(10**12)], "--particles"),
+    ("sde", ["--seeds", G], "--seeds"),
+    ("phases", ["--bootstrap", G], "--bootstrap"),
+    ("phases", ["--seeds", G], "--seeds"),
+    ("tangent-kernel", ["--nets", G], "--nets"),
+    ("tangent-kernel", ["--M", G], "--M"),
+    ("response", ["--inits", G], "--inits"),
+    ("response", ["--alpha-star-inits", G], "--alpha-star-inits"),
+]
+
+
+class _Reached(Exception):
+    """A study got past its cost check to `start_study` (where its folder is made)."""
+
+
+@pytest.fixture
+def no_study(monkeypatch):
+    """Every study's `start_study` raises `_Reached`: a configuration the checks let
+    through fails at once, before any folder or large allocation."""
+    import importlib
+
+    from meanfield.studies import _MODULES
+
+    def reached(*args, **kwargs):
+        raise _Reached()
+
+    for module in _MODULES.values():
+        monkeypatch.setattr(importlib.import_module(module), "start_study", reached)
+
+
+@pytest.mark.parametrize(
+    "study, extra, flag", SIZE_CASES, ids=[f"{s} {' '.join(a)}" for s, a, _ in SIZE_CASES]
+)
+def test_every_size_like_option_is_refused_before_any_work(
+    tmp_path, capsys, monkeypatch, no_study, study, extra, flag
+):
+    """Issue 46, item 2: a tiny configuration with one option made absurd (each of these
+    allocated, hung for minutes or aborted in C++, and left a folder) is refused in one
+    line naming the option, with an estimate, before any folder, within seconds."""
+    import time
+
+    monkeypatch.setenv("MEANFIELD_MEMORY_LIMIT", "24e9")
+    out = tmp_path / "out"
+    t0 = time.perf_counter()
+    assert run(["study", study, *TINY[study], *extra, "--out", str(out), "--no-progress"]) == 2
+    elapsed = time.perf_counter() - t0
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1, err
+    named = re.split(r"[/, ]+", err[0].split(": error: ")[1].split(":")[0])
+    assert flag in named, err
+    assert not out.exists()
+    assert elapsed < 30, f"refused after {elapsed:.0f} s"
+
+
+LEGIT = [
+    *((study, []) for study in TINY),
+    # relu at one GD step: its limits solve in seconds, the 4096 x 4096 networks in
+    # minutes (measured: the whole study in 17 min on a shared 2-core CPU)
+    ("shapes", ["--activation", "relu", "--L", "2,4096", "--M", "2,4096"]),
+]
+
+
+@pytest.mark.parametrize("study, extra", LEGIT, ids=[f"{s} {' '.join(a)}" for s, a in LEGIT])
+def test_the_tiny_configurations_pass_the_checks(tmp_path, monkeypatch, no_study, study, extra):
+    """The cases above are refused for their one absurd option: the tiny configuration
+    itself reaches the study (`start_study`)."""
+    monkeypatch.setenv("MEANFIELD_MEMORY_LIMIT", "24e9")
+    with pytest.raises(_Reached):
+        run(["study", study, *TINY[study], *extra, "--out", str(tmp_path / "o"), "--no-progress"])
+
+
+# the paper presets a 24 GB machine refuses for memory: the mean-ODE grid's largest point
+# (57.7 GB) and the regimes diagram, whose 648 networks of a point run at once (224 GB,
+# XLA's own count), which a larger machine takes; and the plain-vs-residual gradient
+# part, whose 512 x 2048 x 2048 weight tensor per draw (52 GB) has 2^31 elements, beyond
+# what one array may have, on any machine (the former fixed 8 GB limit refused it too)
+REFUSED_AT_24_GB = {
+    ("mean-ode", "paper"): "a larger machine",
+    ("regimes", "paper"): "a larger machine",
+    ("plain-vs-residual", "paper"): "every machine",
+}
+
+
+def _presets():
+    from meanfield.studies import STUDIES
+
+    return [(name, p) for name, module in STUDIES.items() for p in getattr(module, "PRESETS", {})]
+
+
+@pytest.mark.parametrize("study, preset", _presets())
+def test_the_presets_pass_the_cost_checks(tmp_path, capsys, monkeypatch, no_study, study, preset):
+    """Every preset passes every estimate (memory, array size, work) on a 24 GB machine,
+    but for the paper presets of REFUSED_AT_24_GB, refused for memory (and the array
+    size)."""
+    monkeypatch.setenv("MEANFIELD_MEMORY_LIMIT", "24e9")
+    argv = ["study", study, "--preset", preset, "--out", str(tmp_path / "o"), "--no-progress"]
+    if (study, preset) not in REFUSED_AT_24_GB:
+        with pytest.raises(_Reached):
+            run(argv)
+        return
+    assert run(argv) == 2
+    err = capsys.readouterr().err
+    assert "needs about" in err and "more than the 24 GB available" in err, err
+    monkeypatch.setenv("MEANFIELD_MEMORY_LIMIT", "1e13")
+    if REFUSED_AT_24_GB[study, preset] == "a larger machine":
+        with pytest.raises(_Reached):
+            run(argv)
+    else:
+        assert run(argv) == 2
+        assert "(2^31 - 1) one array may have" in capsys.readouterr().err
+
+
+def test_a_work_limit_can_be_stated(tmp_path, capsys, monkeypatch):
+    """MEANFIELD_WORK_LIMIT states another work limit (operations): the default variance
+    study is then refused with its estimate and the time it implies; a limit that is not
+    a positive number is refused in one line."""
+    out = tmp_path / "out"
+    monkeypatch.setenv("MEANFIELD_WORK_LIMIT", "1e6")
+    assert run(["study", "variance", "--out", str(out), "--no-progress"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and "operations" in err[0] and "MEANFIELD_WORK_LIMIT" in err[0], err
+    assert "--nets" in err[0] and not out.exists()
+    monkeypatch.setenv("MEANFIELD_WORK_LIMIT", "soon")
+    assert run(["study", "variance", "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "error: MEANFIELD_WORK_LIMIT: 'soon'" in err and not out.exists()
+
+
+def test_check_costs_refuses_memory_arrays_and_work_naming_the_part(monkeypatch):
+    """`args.check_costs`: the largest part's memory, an array beyond 2^31 - 1 elements
+    (even where memory would hold it) and the total work, each named by the options of
+    the parts at fault."""
+    from meanfield.studies import StudyInputError
+    from meanfield.studies.args import MAX_ELEMENTS, Cost, check_costs
+
+    monkeypatch.setenv("MEANFIELD_MEMORY_LIMIT", "1e15")
+    monkeypatch.setenv("MEANFIELD_WORK_LIMIT", "1e12")
+    small = Cost("--a", "part a", memory=1e3, work=1e3, elements=10)
+    check_costs([small])
+    with pytest.raises(StudyInputError, match=r"^--b: the study's work \(mostly part b\) is about"):
+        check_costs([small, Cost("--b", "part b", work=2e12)])
+    with pytest.raises(StudyInputError, match=r"^--c: an array .* beyond the 2147483647"):
+        check_costs([small, Cost("--c", "part c", memory=1e10, elements=MAX_ELEMENTS + 1)])
+    with pytest.raises(StudyInputError, match=r"^--d/--e: part d needs about 2e\+06 GB"):
+        check_costs([small, Cost("--d/--e", "part d", memory=2e15)])
+    with pytest.raises(StudyInputError, match="^--n: part n needs about nan"):
+        check_costs([Cost("--n", "part n", memory=float("nan"))])

@@ -139,7 +139,7 @@ REFUSED = [
     ("variance", "no point", _set(["points"], []),
      "points: expected a non-empty list, got an empty list"),
     ("variance", "c a word", _set(["reference", "c"], "e"),
-     'reference.c: expected a finite number, got "e"'),
+     'reference.c: expected a finite number or null, got "e"'),
     ("variance", "M zero", _set(["config", "M"], 0),
      "config.M: expected a positive integer, got 0"),
     ("variance", "backward gone", _drop(["points", 0, "backward", "sup"]),

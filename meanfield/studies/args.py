@@ -159,26 +159,37 @@ def user_error(err: BaseException) -> str:
     return f"{type(err).__name__}: {_first_line(err)}"
 
 
-def available_memory() -> int:
-    """Bytes of memory this machine can give a study: `MEANFIELD_MEMORY_LIMIT` (bytes;
-    a stated limit) if set, else the kernel's MemAvailable, else the physical memory; a
-    limit that is not a positive finite number is refused in one line."""
-    import math
+def _env_limit(name: str, unit: str) -> float | None:
+    """The positive finite number the environment variable `name` states, None where it
+    is unset; anything else refused in one line naming it (`unit`: what it counts)."""
     import os
 
     from .runner import StudyInputError
 
-    limit = os.environ.get("MEANFIELD_MEMORY_LIMIT")
-    if limit:
-        try:
-            value = float(limit)
-        except ValueError:
-            value = math.nan
-        if not (math.isfinite(value) and value > 0):
-            raise StudyInputError(
-                f"MEANFIELD_MEMORY_LIMIT: {limit!r} is not a positive number of bytes "
-                "(e.g. 8e9); unset it to use the machine's available memory"
-            )
+    text = os.environ.get(name)
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise StudyInputError(f"{name}: {text!r} is not a positive number of {unit}")
+    return value
+
+
+def available_memory() -> int:
+    """Bytes of memory this machine can give a study: `MEANFIELD_MEMORY_LIMIT` (bytes;
+    a stated limit) if set, else the kernel's MemAvailable, else the physical memory; a
+    limit that is not a positive finite number is refused in one line."""
+    import os
+
+
+    value = _env_limit(
+        "MEANFIELD_MEMORY_LIMIT",
+        "bytes (e.g. 8e9); unset it to use the machine's available memory",
+    )
+    if value is not None:
         return int(value)
     try:
         with open("/proc/meminfo") as f:
@@ -217,3 +228,160 @@ def check_size(flags: str, value: float, limit: float, what: str) -> None:
 
     if not value <= limit:
         raise StudyInputError(f"{flags}: {what} is {value:.4g}, beyond the limit of {limit:.4g}")
+
+
+# ------------------------------------------------------------------ cost before work
+
+# the most elements one array may have: XLA indexes arrays and loops with 32-bit integers
+# in places, and a larger extent overflowed before any memory check could see it
+# ("overflow in static extent product", shapes such as f64[1,-294967292]); every
+# study's largest array is checked against it before anything reaches XLA
+MAX_ELEMENTS = 2**31 - 1
+# the work estimates count floating-point operations (a Python-level step, such as one
+# bootstrap replicate or one compiled call, as what it costs at this rate). WORK_RATE is
+# the order of what this kind of machine does on the studies' small vectorised float64
+# operations (2 CPU cores: measured 0.3e9 to 3e9 per second); a GPU does 10 to 100 times
+# more. MAX_WORK is about 3 days at WORK_RATE (every preset, the paper ones included,
+# lies below it, most by far); MEANFIELD_WORK_LIMIT (operations) states another limit
+WORK_RATE = 1e9
+MAX_WORK = 2e15
+# what one Python-level step costs (a compiled call, a bootstrap replicate): ~1 ms
+PYTHON_STEP = 1e6
+
+
+def work_limit() -> float:
+    """The most work (operations) a study may ask for: `MEANFIELD_WORK_LIMIT` if set (a
+    positive number; anything else refused in one line), else `MAX_WORK`."""
+
+
+    value = _env_limit(
+        "MEANFIELD_WORK_LIMIT",
+        f"operations (e.g. 1e15); unset it for the default {MAX_WORK:.3g}",
+    )
+    return MAX_WORK if value is None else value
+
+
+def _duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "forever"
+    for unit, size in (("years", 365 * 86400), ("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.3g} s"
+
+
+def check_elements(flags: str, count: float, what: str) -> None:
+    """Refuse (`StudyInputError`, one line naming `flags`) an array of more than
+    `MAX_ELEMENTS` elements, before it reaches XLA."""
+    from .runner import StudyInputError
+
+    if not count <= MAX_ELEMENTS:
+        raise StudyInputError(
+            f"{flags}: {what} would have about {count:.3g} elements, beyond the "
+            f"{MAX_ELEMENTS} (2^31 - 1) one array may have"
+        )
+
+
+def check_work(
+    flags: str, operations: float, what: str, *, limit: float | None = None, why: str = ""
+) -> None:
+    """Refuse (`StudyInputError`, one line naming `flags`) a configuration whose estimated
+    work exceeds `limit` (default `work_limit()`, which MEANFIELD_WORK_LIMIT sets; a
+    study's own limit on a part says `why` instead), with the estimate and the time it
+    implies."""
+    from .runner import StudyInputError
+
+    stated = limit is None
+    limit = work_limit() if limit is None else limit
+    if not operations <= limit:
+        note = "MEANFIELD_WORK_LIMIT sets another limit" if stated else why
+        raise StudyInputError(
+            f"{flags}: {what} is about {operations:.3g} operations (~"
+            f"{_duration(operations / WORK_RATE)} at {WORK_RATE:.0e} per second), beyond the "
+            f"limit of {limit:.3g} ({note})"
+        )
+
+
+class Cost:
+    """The estimated cost of one part of a study: the options that set it (`flags`, as
+    "--M/--D/--seeds"), what it is, the memory it needs at its peak (bytes; the parts run
+    one after another), its work (operations) and its largest array (`elements`, described
+    by `array`). `memory_flags` and `array_flags` name the options of the memory and of
+    the largest array where they are fewer than `flags` (default: `flags`), and
+    `memory_what` what the memory is of (default: `what`)."""
+
+    def __init__(
+        self,
+        flags: str,
+        what: str,
+        *,
+        memory=0.0,
+        work=0.0,
+        elements=0.0,
+        array: str | None = None,
+        memory_flags: str | None = None,
+        array_flags: str | None = None,
+        memory_what: str | None = None,
+    ):
+        self.flags, self.what = flags, what
+        self.memory, self.work, self.elements = float(memory), float(work), float(elements)
+        self.array = array or f"an array of {what}"
+        self.memory_flags = memory_flags or flags
+        self.array_flags = array_flags or self.memory_flags
+        self.memory_what = memory_what or what
+
+    def __repr__(self) -> str:
+        return (
+            f"Cost({self.flags!r}, {self.what!r}, memory={self.memory:.3g}, "
+            f"work={self.work:.3g}, elements={self.elements:.3g})"
+        )
+
+
+def _largest(value: float) -> float:
+    """A sort key, largest first, NaN (an estimate that overflowed) before all."""
+    return -math.inf if value != value else -value
+
+
+def _flags(costs) -> str:
+    names: list[str] = []
+    for c in costs:
+        for name in c.flags.split("/"):
+            if name and name not in names:
+                names.append(name)
+    return "/".join(names)
+
+
+def check_costs(costs) -> None:
+    """Refuse, before anything is allocated, compiled or written, a study whose parts
+    (`Cost`s) need more memory than is available (the largest part: they run one after
+    another), hold an array beyond `MAX_ELEMENTS`, or need more work in all than
+    `work_limit()`: one line naming the options of the part(s) at fault, with the
+    estimate; the largest part first."""
+    costs = list(costs)
+    for c in sorted(costs, key=lambda c: _largest(c.memory)):
+        check_memory(c.memory_flags, c.memory, c.memory_what)
+    for c in sorted(costs, key=lambda c: _largest(c.elements)):
+        check_elements(c.array_flags, c.elements, c.array)
+    total = math.fsum(c.work for c in costs)
+    if total <= work_limit():
+        return
+    # name the parts that make most of it (at least half the total), the largest first
+    named, part = [], 0.0
+    for c in sorted(costs, key=lambda c: _largest(c.work)):
+        named.append(c)
+        part += c.work
+        if not part < total / 2:
+            break
+    if len(costs) == 1:
+        what = f"the work of {costs[0].what}"
+    else:
+        what = "the study's work (mostly " + ", ".join(c.what for c in named) + ")"
+    check_work(_flags(named), total, what)
+
+
+def check_scale(flag: str, value: float, limit: float, why: str) -> None:
+    """Refuse (`StudyInputError`, one line naming `flag`) a scale or rate beyond `limit`."""
+    from .runner import StudyInputError
+
+    if not (math.isfinite(value) and abs(value) <= limit):
+        raise StudyInputError(f"{flag}: at most {limit:g} ({why}), got {value:g}")

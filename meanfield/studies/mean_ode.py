@@ -62,7 +62,10 @@ from ..sharding import gather_processes
 from ..two_layer import TwoLayerBlock
 from .args import (
     USER_ERRORS,
+    Cost,
     check_activation,
+    check_costs,
+    check_elements,
     check_memory,
     check_size,
     int_list,
@@ -456,9 +459,7 @@ def user_law(value):
         try:
             law = obj()
         except USER_ERRORS as err:
-            raise StudyInputError(
-                f"--law: calling {name}() failed ({user_error(err)})"
-            ) from None
+            raise StudyInputError(f"--law: calling {name}() failed ({user_error(err)})") from None
         if isinstance(law, AbstractLaw):
             return law
         raise StudyInputError(f"--law: {name}() gives a {type(law).__name__}, not an AbstractLaw")
@@ -474,9 +475,7 @@ def check_block_law(block, law, xs) -> None:
     try:
         z = law.sample(jr.key(0))
     except USER_ERRORS as err:
-        raise StudyInputError(
-            f"--law: sampling failed ({user_error(err)})"
-        ) from None
+        raise StudyInputError(f"--law: sampling failed ({user_error(err)})") from None
     leaves = jax.tree.leaves(z)
     bad = [type(v).__name__ for v in leaves if not _float_array(v)]
     if not leaves or bad:
@@ -526,17 +525,58 @@ BYTES_PER_UNIT = 430
 MAX_UNIT_STEPS = 2**42
 
 
+# the reference limit (`convergence.solve_reference`: three solves, with the check
+# particles and at half the tolerance; `solve_reference_replicas` likewise): per
+# particle and GD step about this many bytes per parameter number (its trajectory along
+# depth at the solver's steps) and per input coordinate, and this many ODE steps of
+# Dopri8 (13 stages) per forward or backward solve (a typical count: the budget is 16384)
+REFERENCE_BYTES = (128, 64)
+REFERENCE_ODE_STEPS, ODE_STAGES = 256, 13
+
+
+def reference_cost(cfg) -> Cost:
+    """The estimated cost (`args.Cost`) of the reference limit of a grid design: its
+    particles (`--particles` Monte-Carlo draws, or the quadrature's nodes: the default
+    budget `QUADRATURE_NODES`, at most `MAX_QUADRATURE_NODES` with `--order`) of about 3d
+    numbers each (the built-in 2LP laws: 2d), through `steps` GD steps."""
+    if cfg["reference"] == "monte-carlo":
+        particles, flags = float(cfg["particles"]), "--particles/--steps/--d"
+    else:
+        particles = float(QUADRATURE_NODES if cfg.get("order") is None else MAX_QUADRATURE_NODES)
+        flags = "--steps/--d" if cfg.get("order") is None else "--order/--steps/--d"
+    d, n, K = cfg["d"], cfg["inputs"], cfg["steps"]
+    size = 3 * d  # numbers per particle
+    per_particle = REFERENCE_BYTES[0] * size * (K + 1) + REFERENCE_BYTES[1] * n * d
+    solves = 3 * (K + 1) * 2  # three solves, a forward and a backward pass per step
+    return Cost(
+        flags,
+        "the reference limit",
+        memory=particles * per_particle,
+        work=solves * REFERENCE_ODE_STEPS * ODE_STAGES * particles * n * d * 20,
+        elements=particles * size * (K + 1),
+        array="the reference's particles along training, (particles, steps + 1, parameters)",
+    )
+
+
 def check_cost(cfg, units_per_batch: int) -> None:
     """Refuse, before anything is allocated, a grid whose largest point does not fit in
-    this machine's memory (one seed at a time, at least) or whose total work is beyond
-    `MAX_UNIT_STEPS` (one line giving the estimate)."""
+    this machine's memory (one seed at a time, at least), holds an array beyond the
+    2^31 - 1 elements XLA takes, or whose total work is beyond `MAX_UNIT_STEPS`, and a
+    reference limit beyond the memory or the work limit (`reference_cost`): one line
+    giving the estimate."""
     if cfg["design"] == "auto":  # the design keeps within the preset's own budgets
         return
+    check_costs([reference_cost(cfg)])
     specs = grid_specs(cfg)
     scale = BYTES_PER_UNIT * max(1.0, cfg["d"] * cfg["inputs"] / 6)
     largest = max(s["L"] * s["M"] for s in specs)
     batch_units = max(largest, min(units_per_batch, largest * cfg["seeds"]))
     check_memory("--L/--M/--seeds", batch_units * scale, "the largest grid point")
+    check_elements(
+        "--L/--M/--seeds",
+        batch_units * 3 * cfg["d"],
+        "the units of the largest grid point's batch of seeds, (seeds, L, M, parameters)",
+    )
     work = sum(s["L"] * s["M"] for s in specs) * cfg["seeds"] * (cfg["steps"] + 1)
     check_size("--L/--M/--seeds/--steps", work, MAX_UNIT_STEPS, "the work in unit-steps")
 

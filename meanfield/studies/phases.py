@@ -56,7 +56,16 @@ from ..phases import (
     ratio_draw,
 )
 from ..sharding import shard_seeds
-from .args import check_memory, float_list, int_list, override, positive_float, positive_int
+from .args import (
+    PYTHON_STEP,
+    Cost,
+    check_costs,
+    float_list,
+    int_list,
+    override,
+    positive_float,
+    positive_int,
+)
 from .runner import StudyInputError, start_study
 
 HELP = "identity / stability / explosion of ResNets at initialisation vs β; critical β"
@@ -207,14 +216,63 @@ def resolve_config(args) -> dict:
                 f"--L: with --weights fbm every depth must divide the largest ({top}), "
                 f"since all are read off one path on its grid; {bad} do not"
             )
-    # a batch of draws holds V and W (d×d at every layer) and the states of every depth
-    batch = min(cfg["batch"], cfg["seeds"])
-    check_memory(
-        "--L/--d/--batch",
-        8.0 * 4 * batch * max(cfg["L"]) * cfg["d"] * cfg["d"],
-        "a batch of draws of the deepest network",
-    )
+    check_costs(cost_parts(cfg))
     return cfg
+
+
+# what a point (a chunk of draws) costs besides its arithmetic, and its ratios kept as
+# Python numbers (bytes per number)
+POINT_OPS = 20 * PYTHON_STEP
+BYTES_PER_STORED_NUMBER = 48
+# one bootstrap replicate of one β: a median over the draws at every depth and a slope
+# (numpy calls from Python: about 30 µs, plus the medians' work)
+REPLICATE_OPS = 3e4
+
+
+def cost_parts(cfg) -> list:
+    """The estimated cost (`args.Cost`) of the chunks (`batch` draws at once, vmapped: V
+    and W, d×d at every layer, and the forward and backward pass of every depth at every
+    β), of their records (three ratios per draw, depth and β, per Hurst index of the
+    heatmap) and of the bootstrap of β_c (a Python loop of `bootstrap` replicates per
+    Hurst index and ratio, each a median slope per β)."""
+    from math import log2
+
+    d, seeds, width = cfg["d"], cfg["seeds"], 8 if cfg["x64"] else 4
+    batch = min(cfg["batch"], seeds)
+    chunks = -(-seeds // cfg["batch"])
+    top, depths = max(cfg["L"]), sum(cfg["L"])
+    n_L, n_b, boot = len(cfg["L"]), len(cfg["beta"]), cfg["bootstrap"]
+    hursts = 1 + len([h for h in cfg["heatmap_hurst"] if h != cfg["hurst"]])
+    if cfg["weights"] == "smooth":
+        weights = 2 * SmoothGPLaw(d, cfg["length_scale"]).n_features * depths * d * d * 2
+    elif cfg["weights"] == "fbm":
+        weights = 2 * top * d * d * 10 * log2(2 * top)
+    else:
+        weights = 2 * depths * d * d * 2
+    per_draw = weights + 12 * n_b * depths * d * d
+    stored = hursts * seeds * n_L * n_b * len(RATIOS)
+    return [
+        Cost(
+            "--L/--d/--batch/--seeds/--beta/--heatmap-hurst",
+            "a batch of draws of the deepest network",
+            memory=width * 4 * batch * top * d * d,
+            work=hursts * seeds * per_draw,
+            elements=batch * top * d * d,
+            array="a batch of weights, (batch, L, d, d)",
+            memory_flags="--L/--d/--batch",
+        ),
+        Cost(
+            "--bootstrap/--seeds/--L/--beta/--heatmap-hurst",
+            "the bootstrap of β_c, with every draw's ratios",
+            memory=BYTES_PER_STORED_NUMBER * stored + 8 * 2 * boot * n_b,
+            work=hursts
+            * (
+                len(RATIOS) * boot * n_b * (REPLICATE_OPS + 20 * n_L * seeds) + chunks * POINT_OPS
+            ),  # fmt: skip
+            elements=max(boot * n_b, seeds * n_L * n_b),
+            array="the bootstrap's slopes, (bootstrap, betas), or the ratios, (seeds, L, betas)",
+        ),
+    ]
 
 
 def theory_beta(weights: str, hurst: float | None) -> float:

@@ -116,6 +116,73 @@ def alpha_value(alpha: str, L: int) -> float:
     return 1.0 if alpha == "1" else 1.0 / math.sqrt(L)
 
 
+# temporaries of the compiled programs (float64; XLA's memory analysis on a CPU): a draw
+# of the gradient part about 24 bytes per weight (L·N², the draws one after another);
+# a trained network about 72 n_train bytes per unit (L·N: the activations the gradient
+# keeps, and the test pass) and 40 per weight (weights, gradients, Adam's moments), the
+# draws of a depth together
+GRADIENT_BYTES_PER_WEIGHT = 24
+TRAIN_BYTES = (72, 40)
+# the predictions of the post-activation architecture: populations of this many paths
+POPULATION_PATHS = 8 * 2**16
+
+
+def cost_parts(cfg) -> list:
+    """The estimated cost (`args.Cost`) of the gradient part (per depth and draw, an
+    L × N × N Gaussian weight tensor and every configuration's forward and backward pass
+    through it; the predictions at width N) and of the degradation part (per depth and
+    architecture, `train_seeds` classifiers trained together for `train_steps` full-batch
+    Adam steps on `TASK`)."""
+    from .args import PYTHON_STEP, Cost
+
+    N, S = cfg["N"], cfg["seeds"]
+    configs = len(configurations(cfg["activations"]))
+    L = max(cfg["L"])
+    grad_work = math.fsum(
+        S * (configs * 4 * Lk * N * N + 20 * Lk * N * N + PYTHON_STEP / 10)
+        + configs * (POPULATION_PATHS * Lk * 20 + PYTHON_STEP)
+        for Lk in cfg["L"]
+    )
+    T, TN, TS = cfg["train_steps"], cfg["train_N"], cfg["train_seeds"]
+    n = TASK["n_train"] + TASK["n_test"] // 4  # the training set each step, the test once
+    tL = max(cfg["train_L"])
+    per_net = TRAIN_BYTES[0] * TASK["n_train"] * tL * TN + TRAIN_BYTES[1] * tL * TN * TN
+    train_work = math.fsum(
+        len(TRAIN_ARCHITECTURES) * (TS * 6 * (T + 1) * n * Lk * TN * TN + PYTHON_STEP)
+        for Lk in cfg["train_L"]
+    )
+    return [
+        Cost(
+            "--L/--N/--seeds/--activations",
+            "the gradient part",
+            memory=GRADIENT_BYTES_PER_WEIGHT * L * N * N + 8 * S * L * configs * 8,
+            work=grad_work,
+            elements=max(L * N * N, S * configs * L),
+            array="a draw's weights, (L, N, N)",
+            memory_flags="--L/--N/--seeds",
+            array_flags="--L/--N",
+        ),
+        Cost(
+            "--train-L/--train-N/--train-seeds/--train-steps",
+            "the degradation part",
+            memory=TS * (per_net + 8 * T),
+            work=train_work,
+            elements=TS * max(tL * TN * TN, TASK["n_train"] * tL * TN, T),
+            array="the weights or activations of a depth's networks, (train-seeds, "
+            "train-L, train-N, train-N)",
+        ),
+    ]
+
+
+def check_cost(cfg) -> None:
+    """Refuse, before the folder is made, a configuration beyond this machine's memory,
+    the array sizes XLA takes or the work limit (`cost_parts`): one line naming the
+    options, with the estimate."""
+    from .args import check_costs
+
+    check_costs(cost_parts(cfg))
+
+
 def run(args):
     preset = PRESETS[args.preset]
     acts = ACTIVATIONS
@@ -149,12 +216,7 @@ def run(args):
         )
     if cfg["seeds"] < 2 or cfg["train_seeds"] < 2:
         raise StudyInputError("--seeds, --train-seeds: need at least 2 draws for a spread")
-    memory = 2 * max(cfg["L"]) * cfg["N"] ** 2 * 8  # one draw's weights (and a spare)
-    if memory > 8 * 2**30:
-        raise StudyInputError(
-            f"--L, --N: one draw needs about {memory / 2**30:.0f} GB "
-            f"(max L = {max(cfg['L'])}, N = {cfg['N']}); the limit is 8 GB"
-        )
+    check_cost(cfg)
     runner = start_study(args, cfg)
     configs = configurations(acts)
     specs = [{"part": "gradients", "L": L} for L in cfg["L"]]

@@ -156,7 +156,73 @@ def _config(args) -> dict:
         )
     cfg.update(activation=args.activation, transfer=not args.no_transfer, seed=args.seed,
                x64=args.x64, preset=args.preset)  # fmt: skip
+    check_cost(cfg)
     return cfg
+
+
+# temporaries per network of a compiled point (bytes per unit coordinate, L·M·d, in
+# float64; XLA's memory analysis on a CPU, within 5% over L 64..512, M 8..64, d 8..32):
+# the transfer program 17 n + 32 (its trajectory is dropped), the diagram program
+# 16 (steps + 1) + 18 n + 105 (it keeps the trajectory of u and v); halved in float32
+TRANSFER_BYTES = (17, 32)
+DIAGRAM_BYTES = (16, 18, 105)
+# operations per unit coordinate, input and GD step (forward, gradient, update); the
+# diagram adds about three forward passes for its diagnostics
+OPS_PER_UNIT_STEP = 12
+
+
+def cost_parts(cfg) -> list:
+    """The estimated cost (`args.Cost`) of the diagram and the transfer part: every
+    network of a point (cells × seeds, or parametrizations × rates × seeds) runs at once
+    (vmapped), so a point's memory is that of all of them."""
+    from .args import PYTHON_STEP, Cost
+
+    d, M, n, K = cfg["d"], cfg["M"], cfg["n"], cfg["steps"]
+    half = 1.0 if cfg["x64"] else 0.5
+    cells = len(cfg["gammas"]) * len(cfg["lambdas"]) * cfg["seeds"]
+    L = max(cfg["L"])
+    a, b, c = DIAGRAM_BYTES
+    parts = [
+        Cost(
+            "--L/--gammas/--lambdas/--seeds/--steps/--M/--d",
+            "the diagram",
+            memory=half * cells * L * M * d * (a * (K + 1) + b * n + c),
+            work=math.fsum(
+                cells * (OPS_PER_UNIT_STEP * (K + 4) * n * Lk * M * d + PYTHON_STEP / 20)
+                for Lk in cfg["L"]
+            ),
+            elements=cells * max((K + 1) * L * M * d, n * (L + 1) * d),
+            array="the trajectories of a point's networks, (cells × seeds, steps + 1, L, M, d)",
+        )
+    ]
+    if cfg["transfer"]:
+        nets = len(PARAMETRIZATIONS) * len(cfg["transfer_lrs"]) * cfg["transfer_seeds"]
+        T, Lt = cfg["transfer_steps"], max(cfg["transfer_L"])
+        a, b = TRANSFER_BYTES
+        parts.append(
+            Cost(
+                "--transfer-L/--transfer-seeds/--transfer-steps/--M/--d",
+                "the transfer part",
+                memory=half * nets * Lt * M * d * (a * n + b) + 8 * nets * (T + 1),
+                work=math.fsum(
+                    nets * (OPS_PER_UNIT_STEP * (T + 1) * n * Lk * M * d + PYTHON_STEP / 20)
+                    for Lk in cfg["transfer_L"]
+                ),
+                elements=nets * max(Lt * M * d, T + 1),
+                array="a point's networks, (parametrizations × rates × seeds, L, M, d)",
+                memory_flags="--transfer-L/--transfer-seeds/--transfer-steps/--M/--d",
+            )
+        )
+    return parts
+
+
+def check_cost(cfg) -> None:
+    """Refuse, before the folder is made, a configuration beyond this machine's memory,
+    the array sizes XLA takes or the work limit (`cost_parts`): one line naming the
+    options, with the estimate."""
+    from .args import check_costs
+
+    check_costs(cost_parts(cfg))
 
 
 def task(key, d: int, n: int):

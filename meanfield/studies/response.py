@@ -37,7 +37,7 @@ from ..theory.response import (
 from . import response_paper as RP
 from .args import (
     check_activation,
-    check_memory,
+    check_costs,
     check_size,
     float_list,
     int_list,
@@ -151,12 +151,7 @@ def resolve_config(args) -> dict:
         f"the largest depth (the theory runs every depth up to twice it, about "
         f"{THEORY_SECONDS_PER_DEPTH * 2 * max(cfg['depths']):.3g} s on a CPU)",
     )
-    if cfg["simulate"]:
-        check_memory(
-            "--width/--d-out",
-            8.0 * 4 * cfg["width"] * max(cfg["width"], cfg["d_out"]),
-            "a simulated network's weight matrices",
-        )
+    check_costs(cost_parts(cfg))
     # the study is built around α* (its default α values, the α* figures and fits): refuse
     # settings without one before the folder is made (at the process's precision; the
     # study then runs at --x64's)
@@ -169,6 +164,73 @@ def resolve_config(args) -> dict:
                 "(the paper's setting: erf)"
             )
     return cfg
+
+
+# operations per initialisation and layer of the simulations at width N: the
+# "gaussian-identity" sampler about 60 N, "full" (every weight drawn) 2 N² more
+IDENTITY_OPS_PER_WIDTH = 60
+SIMULATION_BATCH = 64  # initialisations computed at once (`simulate_response`)
+ALPHA_STAR_ALPHAS = 15  # the α values of a simulated α*
+
+
+def cost_parts(cfg) -> list:
+    """The estimated cost (`args.Cost`) of the theory (every depth up to twice the largest,
+    `THEORY_SECONDS_PER_DEPTH` each) and of the simulations (`inits` width-N networks of
+    the largest depth at each α of the layer-by-layer part, of Figures 2, 3, 6; the
+    `alpha_star_inits` at 15 α per depth and per K⁰ of Figure 4(c); the every-weight
+    networks of the correlations and the signal, N × N matrices per layer), float32."""
+    from .args import WORK_RATE, Cost
+
+    L = max(cfg["depths"])
+    parts = [
+        Cost(
+            "--depths",
+            "the theory",
+            work=THEORY_SECONDS_PER_DEPTH * 2 * L * WORK_RATE,
+            memory=8.0 * 2 * L * len(ALPHA_GRID) * 8,
+            elements=2 * L * len(ALPHA_GRID),
+        )
+    ]
+    if not cfg["simulate"]:
+        return parts
+    N, d_out, inits, star = cfg["width"], cfg["d_out"], cfg["inits"], cfg["alpha_star_inits"]
+    alphas = len(cfg["alphas"]) if cfg["alphas"] else 3
+    identity = IDENTITY_OPS_PER_WIDTH * N
+    full = 2.0 * N * N + identity
+    layer = full if cfg["method"] == "full" else identity
+    few = max(2, min(inits, 200))  # the correlations' initialisations
+    work_inits = (
+        (alphas + 2) * inits * L * layer  # the layers, Figure 2
+        + (len(RP.FIG3_ALPHAS) * L + RP.FIG6_DEPTH) * inits * identity  # Figures 3, 6
+        + (alphas + 4) * inits * d_out * N * 2  # the readouts
+    )
+    work_star = ALPHA_STAR_ALPHAS * star * identity * (sum(cfg["depths"]) + len(FIG4C_K0) * L)
+    work_full = (2 * few * 2 + 3 * 20) * L * 2.0 * N * N  # the correlations, the signal
+    per_init = 4 * (L + 1) * 4  # K, C, χ, η per layer, float32
+    runs = max(alphas, len(RP.FIG3_ALPHAS)) * inits
+    batch = SIMULATION_BATCH * max(alphas, ALPHA_STAR_ALPHAS) * N * 4 * 8
+    weights = 4.0 * 3 * N * max(N, d_out)  # a layer's matrices (and the readout)
+    if cfg["method"] == "full":
+        weights = max(weights, 4.0 * 3 * L * N * N)
+    parts += [
+        Cost(
+            "--inits/--alpha-star-inits/--width/--depths",
+            "the simulation part",
+            memory=max(runs, ALPHA_STAR_ALPHAS * star) * per_init + batch,
+            work=work_inits + work_star + work_full,
+            elements=max(runs, ALPHA_STAR_ALPHAS * star) * (L + 1),
+            array="the kernels of every simulated network, (alphas × inits, L + 1)",
+            memory_flags="--inits/--alpha-star-inits/--depths/--width",
+        ),
+        Cost(
+            "--width/--d-out" + ("/--depths/--method" if cfg["method"] == "full" else ""),
+            "a simulated network's weight matrices",
+            memory=weights,
+            elements=weights / 12,
+            array="a simulated network's weight matrices, (width, width) or (width, d-out)",
+        ),
+    ]
+    return parts
 
 
 def _theory_kwargs(cfg, **over):

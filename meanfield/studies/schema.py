@@ -710,7 +710,7 @@ VARIANCE = study(
             "backward": Record({"sup": Record({"mean": OPT_NUM, "se": OPT_NUM}),
                                 "end": Record({"mean": OPT_NUM})}),
         }), min_len=1),  # no point: nothing on the log axes
-        "reference": Record({"c": NUM}),
+        "reference": Record({"c": OPT_NUM}),
     },
 )  # fmt: skip
 

@@ -41,8 +41,10 @@ from ..fits import excluded_warning, exploded_draws, fit_loglog, fit_values, sum
 from ..neural_sde import strong_errors
 from ..sharding import shard_seeds
 from .args import (
+    PYTHON_STEP,
+    Cost,
     check_activation,
-    check_memory,
+    check_costs,
     int_list,
     override,
     positive_float,
@@ -167,14 +169,58 @@ def resolve_config(args) -> dict:
             SmoothGPLaw(cfg["d"], cfg["length_scale"])
         except ValueError as err:
             raise StudyInputError(f"--length-scale: {str(err).splitlines()[0]}") from None
-    # a batch of paths on the fine grid (d×d weights at every fine step) and the states
-    fine = cfg["n_fine"] if cfg["weights"] != "smooth" else max(cfg["L"])
-    check_memory(
-        "--n-fine/--L/--d/--batch",
-        8.0 * 4 * min(cfg["batch"], cfg["seeds"]) * max(fine, max(cfg["L"])) * cfg["d"] ** 2,
-        "a batch of weight paths",
-    )
+    check_costs(cost_parts(cfg))
     return cfg
+
+
+# what a point (a chunk of seeds) costs besides its arithmetic: its record written to the
+# folder, its results kept as Python numbers (bytes per number)
+POINT_OPS = 20 * PYTHON_STEP
+BYTES_PER_STORED_NUMBER = 48
+# the smooth weights' ODE: at most this many steps of Dopri8 (13 stages) per solve
+SMOOTH_ODE_STEPS, ODE_STAGES = 1024, 13
+
+
+def cost_parts(cfg) -> list:
+    """The estimated cost (`args.Cost`) of the chunks (`batch` paths at once, vmapped: a
+    path of d×d weights on the fine grid, the reference on it and on half of it, every
+    depth's network; smooth weights: the ODE at two tolerances on the GP's features) and
+    of their results (a record of every seed's errors at every depth)."""
+    from math import log2
+
+    d, seeds, width = cfg["d"], cfg["seeds"], 8 if cfg["x64"] else 4
+    batch = min(cfg["batch"], seeds)
+    chunks = -(-seeds // cfg["batch"])
+    top, depths = max(cfg["L"]), sum(cfg["L"])
+    if cfg["weights"] == "smooth":
+        features = SmoothGPLaw(d, cfg["length_scale"]).n_features
+        fine = top
+        per_seed = d * d * features * (2 * SMOOTH_ODE_STEPS * ODE_STAGES * 4 + 2 * depths)
+    else:
+        fine = cfg["n_fine"]
+        path = 10 * log2(fine) if cfg["weights"] == "fbm" else 2
+        solver = 2 if cfg["weights"] == "fbm" and cfg["young_solver"] != "euler" else 1
+        per_seed = d * d * (fine * (path + 12 * solver * 1.5 + 4) + 8 * depths)
+    n_L = len(cfg["L"])
+    return [
+        Cost(
+            "--n-fine/--L/--d/--batch/--seeds",
+            "a batch of weight paths",
+            memory=width * 4 * batch * max(fine, top) * d * d,
+            work=seeds * per_seed,
+            elements=batch * max(fine, top) * d * d,
+            array="a batch of weight paths, (batch, n-fine, d, d)",
+            memory_flags="--n-fine/--L/--d/--batch",
+        ),
+        Cost(
+            "--seeds/--batch/--L",
+            "the record of every seed's errors",
+            memory=BYTES_PER_STORED_NUMBER * seeds * (2 * n_L + 4),
+            work=chunks * POINT_OPS,
+            elements=seeds * n_L,
+            memory_flags="--seeds/--L",
+        ),
+    ]
 
 
 SELF_CHECK_FINE = 128  # the self-check's fine grid (the depths it uses must divide 64)

@@ -43,7 +43,7 @@ from ..fits import (
     summarize,
 )
 from ..plotting import loglog_series, size_ticks, use_agg
-from .args import check_activation, check_memory, int_list, positive_int
+from .args import check_activation, int_list, positive_int
 from .runner import StudyInputError, start_study
 from .two_layer import add_model_arguments, load_data, model_config
 
@@ -80,10 +80,143 @@ def add_arguments(parser):
     parser.add_argument("--seeds", type=positive_int, help="independent draws per point")
 
 
+# temporaries of a point's compiled program per draw (float64; XLA's memory analysis on
+# a CPU, within 15% over L 16, M 4..64, D 32..128, K 3..20): 56 bytes per unit coordinate
+# (L·M·D: u, v, their gradients and updates, the activations) and 32 per hidden state
+# of the trajectory ((K+1)·n·(L+1)·D: the network's, both limits' at its embedding, gaps)
+NETWORK_BYTES = (56, 32)
+# the limits' ODE solves (Dopri8, 13 stages; `solvers.solve_dense` keeps its dense output
+# for every one of its ODE_STEPS steps): a smooth field takes about SMOOTH_STEPS (a tanh
+# limit at K = 3, 33 depths: 3 s on a 2-core CPU, which this count puts at 16 s); an
+# activation whose derivative jumps (relu) takes few in the solves of GD steps 0 and 1
+# and its whole budget from step 2 on (measured, 33 depths: K = 1 4 s, K = 2 230 s, K = 3
+# 700 s per limit, which then failed: its solve ran out of steps)
+ODE_STEPS, ODE_STAGES, SMOOTH_STEPS, KINKED_FIRST_STEPS = 1024, 13, 8, 32
+KINKED = ("relu", "leaky_relu")
+# the most work the limits' solves may take in all (~1.4 h at `args.WORK_RATE`): they are
+# ODE steps one after another, which no accelerator shortens much; beyond it the quick
+# preset with relu (37 solves of K = 3: hours) is refused, while tanh (2 min) is not
+LIMITS_WORK = 5e12
+
+
+def limit_cost(cfg, n: int, d_in: int, d_out: int, S: int) -> tuple[float, float, float]:
+    """`(bytes, operations, elements)` of one `deep_embedded.limit` solve on `S` depths:
+    K + 1 ODE solves (for solve k, k + 1 steps of the unit recursion per evaluation of
+    the field) at two tolerances or rules; for ρ = identity on the p × 2p unit maps, else
+    on every node of the quadrature (2p <= 4) or of the quasi-Monte-Carlo rule."""
+    K, width = cfg["steps"], 8 if cfg["x64"] else 4
+    p = d_in + d_out
+    steps = K + 1
+    state = 2 * steps * n * p + n * p * p
+    dense = ODE_STEPS * ODE_STAGES * state  # the dense output, kept for every step
+    saved = 3 * steps * n * S * p  # the fields on the depths, and the trajectory
+    kinked = cfg["activation"] in KINKED
+    if cfg["activation"] == "identity":
+        nodes = 0.0
+        field = 20.0 * (n * p * p + p**3)
+    else:
+        if 2 * p <= 4:
+            nodes = 24.0**p * 8.0**p + 18.0**p * 6.0**p
+        else:
+            nodes = 2.0**14 + 2.0**11
+        field = 40.0 * nodes * n * p
+    # Σ_k (k + 1) × (the ODE steps of solve k): the unit steps of every evaluation
+    pairs = steps * (steps + 1) / 2
+    if kinked:
+        early = min(pairs, 3.0)  # the solves of GD steps 0 and 1: 1 + 2 unit steps
+        unit_steps = early * KINKED_FIRST_STEPS + (pairs - early) * ODE_STEPS
+    else:
+        unit_steps = pairs * SMOOTH_STEPS
+    memory = width * (2 * dense + saved + steps * S * n * p + 12 * nodes * (n + p))
+    work = 2 * ODE_STAGES * unit_steps * field + 2 * steps * S * n * p * 40
+    return memory, work, max(dense, saved / 3, steps * S * n * p)
+
+
+def cost_parts(cfg, n: int, d_in: int, d_out: int) -> list:
+    """The estimated cost (`args.Cost`) of the joint limit, the fixed-D limits (every draw
+    of a dimension D at once, vmapped) and the networks (a point's draws in batches of at
+    most `MEMORY_BYTES` by the count of `_program`, vmapped), for `n` inputs of dimension
+    `d_in` and `d_out` outputs."""
+    from .args import PYTHON_STEP, Cost
+
+    K, seeds, width = cfg["steps"], cfg["seeds"], 8 if cfg["x64"] else 4
+    p = d_in + d_out
+    S = sum(L + 1 for L in cfg["L"])  # the depths of every grid, at most
+    if S <= 2**24:  # (a larger set is not built here: the sum bounds its size)
+        S = len(np.unique(np.concatenate([np.arange(L + 1) / L for L in cfg["L"]])))
+    lim_mem, lim_work, lim_elements = limit_cost(cfg, n, d_in, d_out, S)
+    a, b = NETWORK_BYTES
+
+    def draw(L, M, D):  # one network: bytes, operations
+        memory = width / 8 * (a * L * M * D + b * (K + 1) * n * (L + 1) * D)
+        work = (K + 1) * n * L * M * D * 12 + (K + 1) * n * (L + 1) * D * p * 8
+        return memory, work
+
+    L, M, D = max(cfg["L"]), max(cfg["M"]), max(cfg["D"])
+    batch = min(seeds, max(1, MEMORY_BYTES // (4 * 2 * 8 * L * M * D)))
+    nets = math.fsum(
+        seeds * draw(Lk, Mk, Dk)[1] + PYTHON_STEP
+        for Lk in cfg["L"] for Mk in cfg["M"] for Dk in cfg["D"]
+    )  # fmt: skip
+    return [
+        Cost(
+            "--L/--M/--D/--seeds/--steps",
+            "one network of the largest grid point"
+            if batch == 1
+            else f"a batch of {batch} networks of the largest grid point",
+            memory=batch * draw(L, M, D)[0],
+            work=nets,
+            elements=batch * max(L * M * D, (K + 1) * n * (L + 1) * D),
+            array="a batch of networks' units or hidden states, (batch, L, M, D) or "
+            "(batch, steps + 1, n, L + 1, D)",
+            memory_flags="--L/--M/--D/--steps",
+        ),
+        Cost(
+            "--D/--seeds/--steps/--L",
+            "the fixed-D limit of every draw of a dimension",
+            memory=seeds * (lim_mem + width * (D * p + 3 * (K + 1) * n * S * p)),
+            work=len(cfg["D"]) * (seeds * lim_work + PYTHON_STEP),
+            elements=seeds * max(lim_elements, D * p, (K + 1) * n * S * p),
+            array="the draws' embeddings or limits, (seeds, D, d_in + d_out) or "
+            "(seeds, steps + 1, n, depths, d_in + d_out)",
+            memory_flags="--seeds/--D/--steps/--L",
+        ),
+        Cost(
+            "--steps/--L/--activation",
+            "the joint limit",
+            memory=lim_mem,
+            work=lim_work,
+            elements=lim_elements,
+            array="the joint limit's solution, (steps + 1, n, depths, d_in + d_out)",
+        ),
+    ]
+
+
+def check_cost(cfg, n: int, d_in: int, d_out: int) -> None:
+    """Refuse, before the folder is made, absurd scales (`two_layer.check_scales`) and a
+    configuration beyond this machine's memory, the array sizes XLA takes or the work
+    limit (`cost_parts`): one line naming the options, with the estimate."""
+    from .args import check_costs, check_work
+    from .two_layer import check_scales
+
+    check_scales(cfg)
+    parts = cost_parts(cfg, n, d_in, d_out)
+    check_costs(parts)
+    check_work(
+        "--activation/--steps/--seeds/--D",
+        math.fsum(c.work for c in parts if "limit" in c.what),
+        f"the work of the limits' ODE solves ({cfg['activation']}, {cfg['steps']} GD steps)",
+        limit=LIMITS_WORK,
+        why="ODE steps one after another; relu runs to the solver's step budget from GD "
+        "step 2 on, and at 3 steps fails there: fewer --steps, --seeds or --D, or a smooth "
+        "activation",
+    )
+
+
 def run(args):
     check_activation(args.activation)
     preset = PRESETS[args.preset]
-    x, y = load_data(args.data, default=(DATA_X, DATA_Y))
+    x, y = load_data(args.data, default=(DATA_X, DATA_Y), study="shapes")
     cfg = {
         **model_config(args, x, y),
         "L": sorted(args.L or preset["L"]),
@@ -100,13 +233,7 @@ def run(args):
             raise StudyInputError(f"--{name}: need distinct positive integers, got {values}")
     if cfg["seeds"] < 2:
         raise StudyInputError(f"--seeds: need at least 2 draws for a spread, got {cfg['seeds']}")
-    # one draw of the largest point (its weights, gradients and updates: about 4 copies of
-    # u and v, float64) must fit; the draws of a point then run in batches (_Study.point)
-    check_memory(
-        "--L/--M/--D",
-        4 * 2 * 8 * max(cfg["L"]) * max(cfg["M"]) * max(cfg["D"]),
-        "one network of the largest grid point",
-    )
+    check_cost(cfg, *x.shape, y.shape[1])
     runner = start_study(args, cfg)
     study = _Study(cfg, jnp.asarray(x), jnp.asarray(y))
     specs = [{"L": L, "M": M, "D": D} for D in cfg["D"] for L in cfg["L"] for M in cfg["M"]]

@@ -20,7 +20,7 @@ from ..plotting import loglog_series, use_agg
 from ..resnet import ResNet
 from ..theory.tangent import relative_difference
 from ..two_layer import TwoLayerBlock
-from .args import check_memory, float_list, int_list, positive_int
+from .args import float_list, int_list, positive_int
 from .runner import StudyInputError, start_study
 
 HELP = "tangent kernel of finite ResNets vs the shallow M·L-unit kernel (docs: Mathematics §5.1)"
@@ -42,6 +42,41 @@ def add_arguments(parser):
     parser.add_argument("--nets", type=positive_int, help="random networks per point")
 
 
+def cost_parts(cfg) -> list:
+    """The estimated cost (`args.Cost`) of the points: every network of a point at once
+    (vmapped), with the Jacobians of h^L at both inputs in every parameter of its L·M
+    units, for the kernel and for its shallow approximation (4 × d × L·M·2d numbers)."""
+    from .args import PYTHON_STEP, Cost
+
+    d, M, nets, width = cfg["d"], cfg["M"], cfg["nets"], 8 if cfg["x64"] else 4
+    L = max(cfg["L"])
+    params = 2 * d  # u and v of a 2LP unit
+    per_net = L * M * (4 * d * params + 3 * params) + 4 * (L + 1) * d * d
+    # the adjoint pass per output direction (2 inputs, d directions, twice) and the Grams
+    per_unit = 4 * d * 12 * params + 2 * 2 * d * d * params
+    return [
+        Cost(
+            "--L/--M/--d/--nets/--gammas",
+            "the networks of the deepest point",
+            memory=width * nets * per_net,
+            work=len(cfg["gammas"])
+            * math.fsum(nets * Lk * M * per_unit + PYTHON_STEP for Lk in cfg["L"]),
+            elements=nets * d * L * M * params,
+            array="the Jacobians of a point's networks, (nets, d, L, M, 2d)",
+            memory_flags="--L/--M/--d/--nets",
+        )
+    ]
+
+
+def check_cost(cfg) -> None:
+    """Refuse, before the folder is made, a configuration beyond this machine's memory,
+    the array sizes XLA takes or the work limit (`cost_parts`): one line naming the
+    options, with the estimate."""
+    from .args import check_costs
+
+    check_costs(cost_parts(cfg))
+
+
 def run(args):
     if args.activation not in ACTIVATIONS:
         raise StudyInputError(
@@ -51,13 +86,6 @@ def run(args):
         raise StudyInputError(f"--gammas: values must be > 0, got {args.gammas}")
     if args.nets is not None and args.nets < 2:
         raise StudyInputError(f"--nets: need at least 2 networks for a spread, got {args.nets}")
-    nets = args.nets or PRESETS[args.preset]["nets"]
-    # every network of a point at once: its units (L·M of them, d-vectors) and states
-    check_memory(
-        "--L/--M/--d/--nets",
-        8.0 * 4 * nets * max(args.L) * args.M * args.d,
-        "the networks of the deepest point",
-    )
     cfg = {
         "L": args.L,
         "M": args.M,
@@ -69,6 +97,7 @@ def run(args):
         "x64": args.x64,
         "preset": args.preset,
     }
+    check_cost(cfg)
     runner = start_study(args, cfg)
     d = cfg["d"]
     block = TwoLayerBlock(cfg["activation"])

@@ -46,7 +46,6 @@ from ..plotting import use_agg
 from ..regularity import estimate_hurst
 from .args import (
     check_activation,
-    check_memory,
     float_list,
     override,
     positive_float,
@@ -150,7 +149,66 @@ def _config(args) -> dict:
         x64=args.x64,
         preset=args.preset,
     )
+    check_cost(cfg)  # before the data are read: at the smallest data set's sizes
     return cfg
+
+
+# the sizes the cost is first estimated at, before the data are read: scikit-learn's
+# digits (the default and the smallest data set: any other costs more)
+DIGITS = {"n_train": 1438, "n_test": 359, "n_features": 64, "n_classes": 10}
+
+
+def cost_parts(cfg, data=None) -> list:
+    """The estimated cost (`args.Cost`) of the rows: the `len(betas) × seeds` networks of a
+    row train together (vmapped): per network its weights, Adam's moments, gradients and
+    the best and previous weights (6 copies), the activations of a minibatch, its own
+    permuted copy of the training set, the test pass and the loss of every step; the
+    work of every step's minibatch forward and backward pass and permutation of the
+    training set. `data`: an `ImageDataset`, or None for `DIGITS`."""
+    import math
+
+    from .args import PYTHON_STEP, Cost
+
+    if data is None:
+        sizes = DIGITS
+    else:
+        sizes = {
+            "n_train": len(data.y_train),
+            "n_test": len(data.y_test),
+            "n_features": data.n_features,
+            "n_classes": data.n_classes,
+        }
+    L, d, T, B = cfg["L"], cfg["d"], cfg["steps"], cfg["batch_size"]
+    n, n_test = sizes["n_train"], sizes["n_test"]
+    d_in, classes = sizes["n_features"], sizes["n_classes"]
+    width = 8 if cfg["x64"] else 4
+    cells = len(cfg["betas"]) * cfg["seeds"]
+    rows = len(_rows(cfg))
+    weights = L * d * d + d * (d_in + classes)
+    per_net = width * (6 * weights + 3 * B * L * d + n * (d_in + 1) + 2 * n_test * d + T)
+    per_step = 6 * B * weights + 5 * n * max(1.0, math.log2(n))
+    per_net_work = T * per_step + 2 * n_test * weights + 20 * L * d * d * max(1.0, math.log2(L))
+    return [
+        Cost(
+            "--L/--d/--seeds/--betas/--batch-size/--steps/--inits/--hursts",
+            "the networks of one row",
+            memory=cells * per_net + 4 * width * cells * L * d * d,
+            work=rows * (cells * per_net_work + PYTHON_STEP),
+            elements=cells * max(L * d * d, n * d_in, T, B * L * d),
+            array="a row's weights, data copies or losses, (betas × seeds, L, d, d), "
+            "(betas × seeds, n, features) or (betas × seeds, steps)",
+            memory_flags="--L/--d/--seeds/--betas/--batch-size/--steps",
+        )
+    ]
+
+
+def check_cost(cfg, data=None) -> None:
+    """Refuse, before the folder is made, a configuration beyond this machine's memory,
+    the array sizes XLA takes or the work limit (`cost_parts`): one line naming the
+    options, with the estimate."""
+    from .args import check_costs
+
+    check_costs(cost_parts(cfg, data))
 
 
 def _data(cfg):
@@ -186,16 +244,13 @@ def run(args):
     cfg = _config(args)
     ds = _data(cfg)
     cfg["data_description"] = str(ds)
+    if ds.sha256 is not None:  # the files' bytes: a --resume on other data is refused
+        cfg["data_sha256"] = ds.sha256
     if cfg["batch_size"] > len(ds.y_train):
         raise StudyInputError(
             f"--batch-size: {cfg['batch_size']} exceeds the {len(ds.y_train)} training images"
         )
-    cells = len(cfg["betas"]) * cfg["seeds"]
-    # the networks of one row train together: weights, Adam's two moments, gradients and
-    # the activations of a minibatch (4 byte floats unless --x64)
-    width = 8 if cfg["x64"] else 4
-    per_net = (cfg["L"] * cfg["d"] ** 2 * 5 + cfg["L"] * cfg["batch_size"] * cfg["d"] * 3) * width
-    check_memory("--L/--d/--seeds/--betas", cells * per_net, "the networks of one row")
+    check_cost(cfg, ds)  # again, at the data's own sizes
     runner = start_study(args, cfg)
     data = tuple(jnp.asarray(a) for a in (ds.x_train, ds.y_train, ds.x_test, ds.y_test))
     master = jr.key(cfg["seed"])

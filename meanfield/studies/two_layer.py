@@ -37,8 +37,10 @@ from ..embedding import Embedding, norm_d
 from ..fits import fit_loglog, fit_values, summarize
 from ..plotting import loglog_series, size_ticks, use_agg
 from .args import (
+    PYTHON_STEP,
+    Cost,
     check_activation,
-    check_memory,
+    check_costs,
     float_list,
     int_list,
     positive_float,
@@ -95,6 +97,11 @@ def model_config(args, x, y) -> dict:
     names = ("activation", "sigma_in", "sigma_out", "s_u", "s_v", "lr_u", "lr_v", "steps")
     cfg = {name: getattr(args, name) for name in names}
     cfg.update(data=args.data or "built-in", x=x.tolist(), y=y.tolist())
+    # the file's bytes: a --resume on other data is refused naming --data (runner)
+    if args.data is not None:
+        from ..datasets import sha256_file
+
+        cfg["data_sha256"] = sha256_file(args.data)
     return cfg
 
 
@@ -109,29 +116,297 @@ def add_arguments(parser):
     parser.add_argument("--seeds", type=positive_int, help="independent draws per point")
 
 
-def load_data(path, default=(DATA_X, DATA_Y)):
-    """`x` (n, d_in), `y` (n, d_out) from an .npz (`default` when `path` is None)."""
-    if path is None:
-        return np.array(default[0]), np.array(default[1])
-    if not Path(path).is_file():
-        raise StudyInputError(f"--data: no such file {path!r}")
+# the data sets `load_data` takes, per study (`--data`); beyond them a run does not end in
+# reasonable time or memory on a CPU. two-layer: every limit solve carries each input
+# through its ~10^6 quadrature nodes at every GD step (measured at K = 5: 4.8 GB and 42 s
+# per solve for 50 inputs, ~0.09 GB and ~1 s per input), each draw's embedding W_in is
+# D × d_in (2.6 GB at d_in = 5000 and the paper preset's D = 65536), and the limit is a
+# Gaussian integral over rank(x) + d_out dimensions, which its tensor quadrature takes up
+# to 4 (`shallow.gaussian_limit`). shapes: its limit solves an ODE over (d_in + d_out)²
+# entries (measured on the smallest grid: d_in + d_out = 51 took 1.3 GB and 90 s, 201
+# over 10 GB and 300 s) and its networks carry (K + 1, n, L + 1, D) hidden states
+DATA_LIMITS = {
+    "two-layer": {"n": 100, "d_in": 5000, "dims": 4},
+    "shapes": {"n": 200, "columns": 32},
+}
+# the magnitudes of the data taken: the studies square them and multiply them by d_in, D
+# and M (Grams, losses, GD steps), which overflows float32 (3.4e38) beyond ~1e15 and
+# float64 beyond ~1e150; an x whose largest value is below MIN_DATA has a vanishing Gram
+MAX_DATA = 1e12
+MIN_DATA = 1e-12
+_Matrix = np.ndarray[tuple[int, int], np.dtype[np.float64]]  # what `load_data` returns
+
+
+def _data_dtype(name: str, dtype: np.dtype) -> None:
+    """Refuse what is not real numbers (from the array's header, before it is read)."""
+    if dtype.hasobject:
+        raise StudyInputError(
+            f"--data: {name} is an array of Python objects (dtype object); need real numbers"
+        )
+    if dtype.kind == "c":
+        raise StudyInputError(
+            f"--data: {name} is complex ({dtype}); need real numbers (the imaginary part "
+            f"would be dropped: save {name}.real if it is zero)"
+        )
+    if dtype.kind == "b":
+        raise StudyInputError(
+            f"--data: {name} holds booleans; need real numbers (save {name}.astype(float))"
+        )
+    if dtype.kind not in "iuf":
+        raise StudyInputError(
+            f"--data: {name} has dtype {dtype.str!r}, not numbers; need real numbers"
+        )
+
+
+def _data_shapes(x_shape, y_shape, study: str) -> None:
+    """Refuse shapes that are not (n, d_in), (n, d_out), empty ones, and sizes beyond
+    `DATA_LIMITS[study]` (from the headers, before the arrays are read)."""
+    if len(x_shape) != 2:
+        raise StudyInputError(f"--data: xs: must have shape (n, d_in), got {x_shape}")
+    n, d_in = x_shape
+    if len(y_shape) != 2 or y_shape[0] != n:
+        raise StudyInputError(f"--data: ys: must have shape (n, d_out) with n = {n}, got {y_shape}")
+    d_out = y_shape[1]
+    if n == 0:
+        raise StudyInputError(f"--data: x has no rows (shape {x_shape}); need at least one input")
+    for name, shape, cols in (("x", x_shape, "d_in"), ("y", y_shape, "d_out")):
+        if shape[1] == 0:
+            raise StudyInputError(
+                f"--data: {name} has no columns (shape {shape}); need {cols} >= 1"
+            )
+    limits = DATA_LIMITS[study]
+    if n > limits["n"]:
+        raise StudyInputError(
+            f"--data: x has {n} inputs (rows), more than the {limits['n']} that {study} takes "
+            "(its limits carry every input through each quadrature node and GD step; "
+            "about 0.1 GB and 1 s per input and limit solve)"
+            if study == "two-layer"
+            else f"--data: x has {n} inputs (rows), more than the {limits['n']} that {study} "
+            "takes (its networks carry (steps + 1, n, L + 1, D) hidden states per draw)"
+        )
+    if "d_in" in limits and d_in > limits["d_in"]:
+        raise StudyInputError(
+            f"--data: x has {d_in} columns (d_in), more than the {limits['d_in']} that "
+            f"{study} takes (each draw's embedding W_in is D × d_in: 2.6 GB at d_in = 5000 "
+            "and D = 65536)"
+        )
+    if "columns" in limits and d_in + d_out > limits["columns"]:
+        raise StudyInputError(
+            f"--data: x, y have d_in + d_out = {d_in} + {d_out} = {d_in + d_out} columns, "
+            f"more than the {limits['columns']} that {study} takes (its limit solves an ODE "
+            "over (d_in + d_out)² entries: 51 columns took 1.3 GB and 90 s on the smallest "
+            "grid, 201 over 10 GB)"
+        )
+
+
+def _data_values(name: str, a: np.ndarray) -> np.ndarray:
+    """`a` as float64 (integers and float16 converted, exactly up to 2^53), refused where
+    it holds NaN, inf or values beyond `MAX_DATA` (checked in its own dtype first, so
+    that a long double beyond float64 is named as what it is)."""
+    from .._validation import check_finite_array
+
+    if a.dtype.kind in "iu" or a.dtype.itemsize < 8:  # exact; a long double stays
+        a = a.astype(np.float64)
     try:
-        with np.load(path) as npz:
-            missing = [k for k in ("x", "y") if k not in npz.files]
-            if missing:
-                raise StudyInputError(
-                    f"--data: {path!r} has no array {missing[0]!r} (need x (n, d_in), y (n, d_out))"
-                )
-            x, y = np.asarray(npz["x"], dtype=float), np.asarray(npz["y"], dtype=float)
-    except (OSError, ValueError) as err:
-        if isinstance(err, StudyInputError):
-            raise
-        raise StudyInputError(f"--data: cannot read {path!r} as .npz ({err})") from None
-    try:
-        shallow.check_data(x, y)
+        check_finite_array(a, f"{name}s", colon=True)  # `xs: contains NaN or inf (...)`
     except ValueError as err:
         raise StudyInputError(f"--data: {err}") from None
+    big = np.abs(a) > MAX_DATA
+    if big.any():
+        i, j = np.unravel_index(int(np.argmax(big)), a.shape)
+        value = np.format_float_scientific(a[i, j], precision=3, trim="-")
+        raise StudyInputError(
+            f"--data: {name} holds {value} at row {i}, column {j} ({int(big.sum())} of its "
+            f"{a.size} entries beyond |value| <= {MAX_DATA:g}): the study squares the data "
+            "and multiplies them by d_in, D and M, which overflows; rescale the data"
+        )
+    return a.astype(np.float64)
+
+
+def load_data(path, default=(DATA_X, DATA_Y), study: str = "two-layer") -> tuple[_Matrix, _Matrix]:
+    """`x` (n, d_in), `y` (n, d_out) as float64 from an .npz (`default` when `path` is
+    None), for `study` ("two-layer" or "shapes": its `DATA_LIMITS`). Every problem of the
+    file is refused in one line naming --data, dtypes and sizes from the arrays' headers
+    before they are read: an empty, truncated or non-.npz file (a single .npy, text),
+    missing arrays, complex, object, boolean or non-numeric dtypes (integers and float16
+    are converted to float64), a shape that is not (n, d_in), (n, d_out), no rows or
+    columns, sizes beyond `DATA_LIMITS`, NaN or inf, values beyond `MAX_DATA`, an x that
+    is zero (or below `MIN_DATA`) and, for two-layer, inputs that span more dimensions
+    than its limit's quadrature takes. Duplicated inputs are taken: no computation of
+    either study inverts their Gram (the limits drop its null directions,
+    `shallow._root`; measured: duplicated inputs run as fast as distinct ones)."""
+    if path is None:
+        return np.array(default[0], dtype=np.float64), np.array(default[1], dtype=np.float64)
+    if not Path(path).is_file():
+        raise StudyInputError(f"--data: no such file {path!r}")
+    from ..datasets import DataFileError, npz_array, npz_headers
+
+    try:
+        headers = npz_headers(path)
+        missing = [k for k in ("x", "y") if k not in headers]
+        if missing:
+            raise StudyInputError(
+                f"--data: {path!r} has no array {missing[0]!r} (need x (n, d_in), y (n, d_out))"
+            )
+        for name in ("x", "y"):
+            _data_dtype(name, headers[name][1])
+        _data_shapes(headers["x"][0], headers["y"][0], study)
+        x, y = npz_array(path, "x"), npz_array(path, "y")
+    except DataFileError as err:
+        raise StudyInputError(f"--data: cannot read {path!r} as .npz: it {err}") from None
+    x, y = _data_values("x", x), _data_values("y", y)
+    top = float(np.max(np.abs(x)))
+    if top < MIN_DATA:
+        raise StudyInputError(
+            "--data: x is all zeros: the inputs span nothing (their Gram X Xᵀ is 0)"
+            if top == 0
+            else f"--data: x's largest |value| is {top:.3g}, below {MIN_DATA:g}: its Gram "
+            "X Xᵀ vanishes in floating point; rescale the data"
+        )
+    dims = DATA_LIMITS[study].get("dims")
+    if dims is not None:
+        rank = shallow._root(x @ x.T).shape[1]
+        if rank + y.shape[1] > dims:
+            raise StudyInputError(
+                f"--data: x spans {rank} dimension(s) and y has {y.shape[1]} column(s): the "
+                f"{study} limit is a Gaussian integral over rank(x) + d_out = "
+                f"{rank + y.shape[1]} dimensions, more than the {dims} its tensor quadrature "
+                "takes"
+            )
     return x, y
+
+
+# the largest scales and rates taken: beyond them the first GD step overflows float64
+# (σ_in = 1e300: OverflowError) or every draw explodes and the figures have nothing to
+# draw (η_u = 1e300); within them a draw that explodes is counted (`exploded`) and the
+# study finishes. Scales enter squared, a rate times D·M: MAX_SCALE² · MAX_RATE stays far
+# below the largest float64
+MAX_SCALE = 1e3
+MAX_RATE = 1e3
+SCALE_OPTIONS = {
+    "sigma_in": "--sigma-in",
+    "sigma_out": "--sigma-out",
+    "s_u": "--s-u",
+    "s_v": "--s-v",
+}
+RATE_OPTIONS = {"lr_u": "--lr-u", "lr_v": "--lr-v"}
+# a compiled call per draw (the width and dimension parts loop over draws in Python)
+# costs this much besides its arithmetic; operations per unit, input and GD step (the
+# forward pass, its gradient and the update: about 12 multiply-adds per unit coordinate)
+OPS_PER_UNIT_STEP = 12
+
+
+def check_scales(cfg) -> None:
+    """Refuse, in one line naming the option, a scale (σ_in, σ_out, s_u, s_v) beyond
+    `MAX_SCALE` or a learning rate beyond `MAX_RATE` (shared with `study shapes`)."""
+    from .args import check_scale
+
+    for name, flag in SCALE_OPTIONS.items():
+        check_scale(flag, cfg[name], MAX_SCALE, "a larger scale overflows the GD steps")
+    for name, flag in RATE_OPTIONS.items():
+        check_scale(flag, cfg[name], MAX_RATE, "a larger rate overflows the GD steps")
+
+
+def limit_cost(cfg, n: int, d_in: int, d_out: int) -> tuple[float, float, float]:
+    """`(bytes, operations, elements)` of one `shallow.gaussian_limit` solve: two
+    Gauss-Hermite rules (`order`^dims and `(order + order // 2)`^dims nodes, dims = the
+    rank of the Grams, at most min(n, d_in) + d_out) whose particles' pre-activations are
+    kept after every step, (K+1, N, n)."""
+    K, width = cfg["steps"], 8 if cfg["x64"] else 4
+    dims = min(n, d_in) + d_out
+    order = {1: 64, 2: 64, 3: 64}.get(dims, 20)
+    fine = float(order + order // 2) ** dims
+    nodes = fine + float(order) ** dims
+    memory = width * nodes * ((K + 1) * n + 4 * n + 2 * d_out + 1)
+    work = 30.0 * (K + 1) * nodes * n * (d_out + 1) + 2 * PYTHON_STEP
+    return memory, work, (K + 1) * fine * n
+
+
+def cost_parts(cfg, n: int, d_in: int, d_out: int) -> list[Cost]:
+    """The estimated cost of each part (`args.Cost`) for `n` inputs of dimension `d_in`
+    and `d_out` outputs. Every draw trains with its trajectory kept (u and v before each
+    of the K + 1 steps, the hidden fields after each), one draw at a time (the criteria's
+    draws in a `lax.map`); every fixed-D limit is a quadrature (`limit_cost`)."""
+    K, S, width = cfg["steps"], cfg["seeds"], 8 if cfg["x64"] else 4
+    steps = K + 1
+    lim_mem, lim_work, lim_elements = limit_cost(cfg, n, d_in, d_out)
+
+    def net(M, D):  # one draw: bytes, operations, the largest array
+        memory = width * (steps * 2 * M * D + 12 * M * D + steps * n * D + D * (d_in + d_out))
+        work = steps * n * M * D * OPS_PER_UNIT_STEP + PYTHON_STEP
+        return memory, work, steps * M * D
+
+    M_max, D_max = max(cfg["M"]), max(cfg["D"])
+    width_mem, _, width_elements = net(M_max, D_max)
+    width_work = math.fsum(S * net(M, D)[1] for M in cfg["M"] for D in cfg["D"])
+    width_work += S * len(cfg["D"]) * lim_work
+    dim_D = max(cfg["D_limit"])
+    sweep = len(cfg["sweep_M"]) * len(cfg["s_v_sweep"]) * 2
+    Ms, Ds = max(cfg["sweep_M"]), cfg["sweep_D"]
+    kernel = n * n * d_out * d_out  # the tangent kernel's terms per unit
+    crit_mem = net(Ms, Ds)[0] + width * (Ms * kernel + S * steps * 4)
+    crit_work = math.fsum(
+        S * (net(M, Ds)[1] - PYTHON_STEP + 4 * M * kernel) for M in cfg["sweep_M"]
+    ) * len(cfg["s_v_sweep"]) * 2 + sweep * PYTHON_STEP  # fmt: skip
+    return [
+        Cost(
+            "--M/--D/--seeds/--steps",
+            "the width part (a)",
+            memory=max(width_mem, lim_mem),
+            work=width_work,
+            elements=max(width_elements, lim_elements),
+            array="the trajectory of one network's units, (steps + 1, M, D)",
+            memory_flags="--M/--D/--steps",
+            memory_what="one network of the largest width and dimension, part (a)",
+        ),
+        Cost(
+            "--D-limit/--seeds/--steps",
+            "the dimension part (b)",
+            memory=max(width * (steps * n * dim_D * 2 + dim_D * (d_in + d_out)), lim_mem),
+            work=S
+            * math.fsum(
+                lim_work + D * (d_in + d_out) * n * 4 + steps * n * D * d_out * 2 + PYTHON_STEP
+                for D in cfg["D_limit"]
+            ),  # fmt: skip
+            elements=max(steps * n * dim_D, dim_D * (d_in + d_out), lim_elements),
+            array="a draw's embedding or hidden fields, (D, d_in + d_out) or (steps + 1, n, D)",
+            memory_flags="--D-limit/--steps",
+        ),
+        Cost(
+            "--sweep-M/--sweep-D/--s-v-sweep/--seeds/--steps",
+            "the criteria part, (c) and (d)",
+            memory=crit_mem,
+            work=crit_work,
+            elements=max(steps * Ms * Ds, S * steps),
+            array="the trajectory of one network's units, (steps + 1, sweep-M, sweep-D)",
+            memory_flags="--sweep-M/--sweep-D/--seeds/--steps",
+        ),
+        Cost(
+            "--steps",
+            "the D → ∞ limit",
+            memory=lim_mem,
+            work=lim_work,
+            elements=lim_elements,
+            array="the limit's particles along training, (steps + 1, nodes, n)",
+        ),
+        Cost(
+            "--D-limit",
+            "the feature diversity",
+            memory=width * 256 * dim_D * 4,
+            work=math.fsum(16 * (256 * D * n * 4 + PYTHON_STEP) for D in cfg["D_limit"]),
+            elements=256 * dim_D,
+            array="a network of 256 units, (256, D)",
+        ),
+    ]
+
+
+def check_cost(cfg, n: int, d_in: int, d_out: int) -> None:
+    """Refuse, before the folder is made and anything is allocated, absurd scales
+    (`check_scales`) and a configuration beyond this machine's memory, the array sizes
+    XLA takes or the work limit (`cost_parts`, `args.check_costs`): one line naming the
+    options, with the estimate."""
+    check_scales(cfg)
+    check_costs(cost_parts(cfg, n, d_in, d_out))
 
 
 def run(args):
@@ -163,13 +438,7 @@ def run(args):
         raise StudyInputError(
             f"--D, --D-limit: the Gram of {x.shape[0]} inputs is singular below D = {x.shape[0]}"
         )
-    # one draw of the width part at its largest M and D (u, v and their gradients and
-    # updates, float64; the draws run one after another; the dimension part has no network)
-    check_memory(
-        "--M/--D",
-        6 * 2 * 8 * max(cfg["M"]) * max(cfg["D"]),
-        "one network of the largest width and dimension",
-    )
+    check_cost(cfg, *x.shape, y.shape[1])
     runner = start_study(args, cfg)
     study = _Study(cfg, jnp.asarray(x), jnp.asarray(y))
     specs = (
@@ -545,7 +814,10 @@ def _criteria_table(cfg, points):
             row = {"M": M, "s_v": s_v}
             for p in points:
                 if p["part"] == "criteria" and p["M"] == M and p["s_v"] == s_v:
-                    ratio = p["loss"][1]["mean"] / p["loss"][0]["mean"]
+                    first, initial = p["loss"][1]["mean"], p["loss"][0]["mean"]
+                    # null where every draw exploded (counted in the point's summaries,
+                    # named in the criteria figure): no ratio
+                    ratio = None if first is None or initial is None else first / initial
                     row[f"loss_ratio_first_step_{p['rule']}"] = ratio
                     row[f"lr_u_{p['rule']}"] = p["lr_u"]
                     if p["rule"] == "balanced":

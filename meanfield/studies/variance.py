@@ -8,6 +8,7 @@ identity (γ > 1/2, where Δ_L² ~ c L^{1−2γ}).
 
 import math
 
+import jax
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
@@ -23,7 +24,7 @@ from ..theory.variance import (
     variance_law,
 )
 from ..two_layer import TwoLayerBlock
-from .args import check_memory, float_list, int_list, positive_float, positive_int
+from .args import PYTHON_STEP, Cost, check_costs, float_list, int_list, positive_float, positive_int
 from .runner import StudyInputError, start_study
 
 HELP = "variance of the first forward pass: Chizat's Prop. 2.1 and its three regimes"
@@ -32,12 +33,12 @@ PRESETS = {"quick": {"nets": 4000}, "paper": {"nets": 100_000}}
 BACKWARD_NETS = 1000  # networks of the backward-pass measurement per point (at most)
 
 
-
 def near_identity(gamma: float, slope: float | None) -> bool:
     """The first backward pass approaches the identity as `M L α² → 0`: only where that
     is the theory's limit (γ > 1/2, where `M L α² = L^{1−2γ}` falls with L) and the
     deviation's measured slope against L is negative (it falls as L grows)."""
     return bool(gamma > 0.5 and slope is not None and slope < 0)
+
 
 def add_arguments(parser):
     parser.add_argument("--L", type=int_list, default=[4, 16, 64, 256], help="depths")
@@ -66,6 +67,55 @@ def add_arguments(parser):
     )
 
 
+# networks computed at once by `theory.variance.sampled_deviation` (`map_batched`)
+NETS_PER_BATCH = 256
+C_DIRECTIONS = 8  # the directions of h at which `estimate_c` evaluates every draw
+
+
+def cost_parts(cfg, law) -> list:
+    """The estimated cost (`args.Cost`) of the estimate of c (every draw of the law in
+    each of 8 directions, at once) and of the points (per point, `nets` networks of L·M
+    units in batches of `NETS_PER_BATCH`, their states along depth kept; then the
+    backward pass of `backward_nets`), with `law`'s draws of P numbers per unit."""
+    P = sum(int(np.prod(a.shape)) for a in jax.tree.leaves(jax.eval_shape(law.sample, jr.key(0))))
+    d, M, nets, back = cfg["d"], cfg["M"], cfg["nets"], cfg["backward_nets"]
+    samples, width = cfg["c_samples"], 8 if cfg["x64"] else 4
+    L = max(cfg["L"])
+    unit = 4 * P + 10 * d  # operations of one unit at one state
+    batch = min(nets, NETS_PER_BATCH)
+    per_net = L * M * (P + 4 * d) + 6 * (L + 1) * d
+    points = len(cfg["gammas"]) * math.fsum(
+        nets * Lk * M * unit + 3 * back * Lk * M * unit + PYTHON_STEP for Lk in cfg["L"]
+    )
+    return [
+        Cost(
+            "--c-samples/--d",
+            "the estimate of c",
+            memory=width * samples * (P + 3 * C_DIRECTIONS * d + 4),
+            work=C_DIRECTIONS * samples * unit,
+            elements=samples * max(P, C_DIRECTIONS * d),
+            array="the draws of the law, (c-samples, parameters), or their φ, (8, c-samples, d)",
+        ),
+        Cost(
+            "--L/--M/--d/--nets/--gammas",
+            "the networks of the deepest point",
+            memory=width * (batch * per_net + 3 * nets * (L + 1 + d)),
+            work=points,
+            elements=max(batch * L * M * P, nets * (L + 1)),
+            array="a batch of networks' units, (batch, L, M, parameters), or the states of "
+            "every network, (nets, L + 1)",
+            memory_flags="--L/--M/--d/--nets",
+        ),
+    ]
+
+
+def check_cost(cfg, law) -> None:
+    """Refuse, before the folder is made, a configuration beyond this machine's memory,
+    the array sizes XLA takes or the work limit (`cost_parts`): one line naming the
+    options, with the estimate."""
+    check_costs(cost_parts(cfg, law))
+
+
 def run(args):
     if args.activation not in ACTIVATIONS:
         raise StudyInputError(
@@ -79,13 +129,6 @@ def run(args):
         raise StudyInputError(
             f"--c-samples: need at least 2 for an error bar, got {args.c_samples}"
         )
-    nets = args.nets or PRESETS[args.preset]["nets"]
-    # every network of a point at once: its units (L·M of them, d-vectors) and states
-    check_memory(
-        "--L/--M/--d/--nets",
-        8.0 * 4 * nets * max(args.L) * args.M * args.d,
-        "the networks of the deepest point",
-    )
     cfg = {
         "L": args.L,
         "M": args.M,
@@ -105,27 +148,15 @@ def run(args):
         "preset": args.preset,
     }
     block, law = _block_and_law(args, cfg)
+    check_cost(cfg, law)
     runner = start_study(args, cfg)
     master = jr.key(cfg["seed"])
-    c_ref = runner.artifact(
-        "c",
-        lambda: dict(
-            zip(
-                ("c", "se", "per_direction"),
-                # at the input's norm (‖x‖ = 1): for a non-homogeneous ρ, c depends on ‖h‖
-                estimate_c(
-                    block,
-                    law,
-                    cfg["d"],
-                    key=jr.fold_in(master, 1),
-                    samples=cfg["c_samples"],
-                    norm=cfg["c_at_norm"],
-                ),
-                strict=True,
-            )
-        ),
-    )
-    c = float(c_ref["c"])
+    # at the input's norm (‖x‖ = 1): for a non-homogeneous ρ, c depends on ‖h‖
+    c_ref = runner.artifact("c", lambda: _estimate_c(block, law, cfg, key=jr.fold_in(master, 1)))
+    c = float(c_ref["c"])  # NaN where no draw of the law gave a finite φ
+    c_exploded = int(c_ref.get("exploded", 0))  # (absent from a folder made before)
+    if c_exploded:
+        runner.warn(_c_warning(c_exploded, cfg["c_samples"]))
     x = jnp.ones(cfg["d"]) / math.sqrt(cfg["d"])  # ‖x‖ = 1
     direction = jnp.zeros(cfg["d"]).at[0].set(1.0)  # b^L, a unit vector
 
@@ -163,6 +194,7 @@ def run(args):
         theory = float(variance_law(c, alpha, M, L, 1.0))
         finite = mean is not None and se is not None and se > 0 and math.isfinite(theory)
         return {
+            "draws": int(devs.shape[0]),
             "mean_state": _mean_state(final),
             "maximal_bound": _maximal_bound(devs.max(axis=1), theory),
             "alpha": alpha,
@@ -183,6 +215,9 @@ def run(args):
 
     specs = [{"L": L, "gamma": g} for g in cfg["gammas"] for L in cfg["L"]]
     points = runner.run_points(specs, point, describe=lambda s: f"L={s['L']} γ={s['gamma']}")
+    exploded = _exploded_warning(points, cfg["nets"])
+    if exploded:
+        runner.warn(exploded)
     fits = []
     for g in cfg["gammas"]:
         rows = [p for p in points if p["gamma"] == g]
@@ -227,6 +262,7 @@ def run(args):
     reference = {
         "c": c,
         "c_se": float(c_ref["se"]),
+        "c_exploded": c_exploded,
         "c_per_direction": np.asarray(c_ref["per_direction"]).tolist(),
         "c_closed_form": closed.get(cfg["activation"]),
         # Prop. 2.1 needs E‖φ(h, Z)‖² = c‖h‖² at every h: true for a positively
@@ -254,7 +290,76 @@ def run(args):
 
 def plot(out, results) -> None:
     """The figure from `results.json` alone (`meanfield plot DIR`)."""
-    _figure(out, results["config"], results["points"], results["reference"]["c"])
+    c = results["reference"]["c"]  # null where no draw of the law gave a finite φ
+    _figure(out, results["config"], results["points"], math.nan if c is None else c)
+
+
+def _estimate_c(block, law, cfg, *, key) -> dict:
+    """`theory.variance.estimate_c` at ‖h‖ = `c_at_norm`, as a dict (`c`, `se`,
+    `per_direction`, and `exploded`: how many draws of the law gave a non-finite φ in
+    some direction). Where some did, the same estimate over the other draws (the same
+    draws and directions, the same crossed random-effects variance); NaN where none is
+    finite."""
+    d, samples, norm = cfg["d"], cfg["c_samples"], cfg["c_at_norm"]
+    c, se, per = estimate_c(block, law, d, key=key, samples=samples, norm=norm)
+    if bool(jnp.isfinite(c)):
+        return {"c": float(c), "se": float(se), "per_direction": np.asarray(per), "exploded": 0}
+    # the draws and directions of `estimate_c` (its defaults: 8 directions)
+    directions = 8
+    kh, kz = jr.split(key)
+    hs = jr.normal(kh, (directions, d))
+    hs = norm * hs / jnp.linalg.norm(hs, axis=1, keepdims=True)
+    zs = jax.vmap(law.sample)(jr.split(kz, samples))
+    r = jax.vmap(lambda h: jnp.sum(jax.vmap(lambda z: block(h, z))(zs) ** 2, axis=-1) / (h @ h))(
+        hs
+    )  # (directions, samples)
+    r = np.asarray(r, dtype=float)
+    keep = np.all(np.isfinite(r), axis=0)
+    exploded = int((~keep).sum())
+    r = r[:, keep]
+    S = r.shape[1]
+    if S < 2:  # nothing (or one draw) to average: c is unknown
+        nan = np.full(directions, np.nan)
+        return {"c": math.nan, "se": math.nan, "per_direction": nan, "exploded": exploded}
+    c = float(np.mean(r))
+    per_draw, per_direction = r.mean(axis=0), r.mean(axis=1)
+    var = float(np.var(per_draw, ddof=1)) / S
+    resid = r - per_draw[None, :] - per_direction[:, None] + c
+    s2e = float(np.sum(resid**2)) / ((directions - 1) * (S - 1))
+    both = var + float(np.var(per_direction, ddof=1)) / directions - s2e / (directions * S)
+    var = max(var, both)
+    return {"c": c, "se": math.sqrt(var), "per_direction": per_direction, "exploded": exploded}
+
+
+def _c_warning(exploded: int, samples: int) -> str:
+    if exploded >= samples - 1:
+        return (
+            f"c: φ was not finite for {exploded} of the {samples} draws of the law: c is "
+            "unknown, and so is the variance law (no theory drawn)"
+        )
+    return (
+        f"c: φ was not finite for {exploded} of the {samples} draws of the law (exploded); "
+        "c is the mean over the others"
+    )
+
+
+def _exploded_warning(points, nets: int) -> str | None:
+    """The warning line naming how many networks exploded (a non-finite or overflowed
+    state), at which points, and the points left with no finite network."""
+    hit = [p for p in points if p.get("exploded")]
+    if not hit:
+        return None
+    total = sum(p["exploded"] for p in hit)
+    where = ", ".join(f"L={p['L']} γ={p['gamma']:g} ({p['exploded']})" for p in hit)
+    line = (
+        f"{total} network(s) exploded (a non-finite or overflowed state) at {len(hit)} "
+        f"of {len(points)} point(s), of {nets} each: {where}; the means are over the others"
+    )
+    gone = [p for p in hit if p["mean"] is None]
+    if gone:
+        names = ", ".join(f"L={p['L']} γ={p['gamma']:g}" for p in gone)
+        line += f"; no finite network at {names} (exploded: left out of the fits and figure)"
+    return line
 
 
 def _mean_se(v) -> dict:
@@ -322,6 +427,9 @@ def _maximal_bound(sup_sq, variance) -> list[dict]:
     for beta in MAXIMAL_BETAS:
         frac = float(np.mean(sup_sq >= beta**2))
         se = math.sqrt(max(frac * (1 - frac), 1.0 / n) / n)
+        if math.isnan(variance):  # no law (c unknown): no bound (an overflowed one holds)
+            rows.append({"beta": beta, "fraction": frac, "se": se, "bound": None, "holds": None})
+            continue
         bound = variance / beta**2
         rows.append(
             {"beta": beta, "fraction": frac, "se": se, "bound": bound,
@@ -339,11 +447,18 @@ def _num(value, default=math.nan) -> float:
     return default if value is None or not abs(float(value)) <= DRAW_MAX else float(value)
 
 
-def _beyond(rows) -> bool:
-    """Whether a row's mean or its law lies beyond what the figure draws."""
+def _beyond(rows, known: bool = True) -> bool:
+    """Whether a row's mean or its law lies beyond what the figure draws (a law stored as
+    null overflowed, unless c itself is unknown: `known` False)."""
     return any(
         v is not None and not abs(v) <= DRAW_MAX for p in rows for v in (p["mean"], p["theory"])
-    ) or any(p["theory"] is None for p in rows)
+    ) or (known and any(p["theory"] is None for p in rows))
+
+
+def _no_finite(rows) -> str:
+    """The legend's note of the points with no finite network (not drawn)."""
+    gone = [p["L"] for p in rows if p["mean"] is None]
+    return f", no finite network at L = {', '.join(map(str, gone))} (not drawn)" if gone else ""
 
 
 def _figure(out, cfg, points, c):
@@ -365,8 +480,13 @@ def _figure(out, cfg, points, c):
             fmt="o",
             color=color,
             label=f"γ={g} ({rows[0]['regime']})"
-            + (f", {exploded} overflowed network(s) not drawn" if exploded else "")
-            + (f", values above {DRAW_MAX:.0e} not drawn" if _beyond(rows) else ""),
+            + (f", {exploded} exploded network(s) left out" if exploded else "")
+            + _no_finite(rows)
+            + (
+                f", values above {DRAW_MAX:.0e} not drawn"
+                if _beyond(rows, math.isfinite(c))
+                else ""
+            ),
         )
         fine = np.geomspace(Ls.min(), Ls.max(), 50)
         a = fine ** (-g) / math.sqrt(cfg["M"])
@@ -390,7 +510,8 @@ def _figure(out, cfg, points, c):
             lw=0.8,
         )
     ax_b.plot([], [], "o:", color="0.4", mfc="none", label="open: at l = 0 (end), not the sup")
-    ax.axhline(math.exp(c) - 1, color="gray", ls=":", label="e^c − 1")
+    if math.isfinite(c):
+        ax.axhline(math.exp(c) - 1, color="gray", ls=":", label="e^c − 1")
     ax.set(
         xscale="log",
         yscale="log",
@@ -399,7 +520,7 @@ def _figure(out, cfg, points, c):
         title="forward pass against the variance law (lines)\n"
         + f"α = L^-γ/√M, M={cfg['M']}, "
         + (f"{cfg['activation']} 2LP" if cfg["block"] is None else str(cfg["block"]))
-        + f", c={c:.3f}",
+        + (f", c={c:.3f}" if math.isfinite(c) else ", c unknown (φ not finite): no law"),
     )
     ax.title.set_fontsize(9)
     ax.legend(fontsize=7)
