@@ -1,18 +1,28 @@
-"""Hostile inputs to `meanfield study ...`, run as a user would (issue 34).
+"""The hostile-input corpus (issues 34 and 46), run as a user would.
 
-Every input must end within 60 s with a one-line error and exit code 2 (nothing left
-behind: no new folder, an existing one unchanged) or a finished run that reports its
-explosions; never a traceback. Prints the table (input, exit code, seconds, first line
-of stderr, folder left behind) and exits 1 if any row fails.
+Every input must end within 60 s either refused cleanly (one line on stderr naming the
+problem, exit code 2, nothing left behind: no new folder, an existing one unchanged),
+or run to the end (exit 0) where the row says it may, reporting its explosions where
+there are any; never a traceback, a hang, a write outside the study's own folder. The
+rows are in `benchmarks/hostile_corpus.py` (every option of every study, `--data`
+files, `--block/--law` files, folders and links, `meanfield plot` on edited results,
+the Python API).
 
-    python benchmarks/hostile_inputs.py [--only SUBSTRING] [--timeout 60]
+    python benchmarks/hostile_inputs.py [--only SUBSTRING] [--group G] [--jobs 2]
+                                        [--timeout 60] [--every K]
+
+Prints one line per row as it ends, then the table of the rows that failed, the counts
+by outcome and by group, and exits 1 if any row is not clean. `--every K` runs every
+K-th row (a representative subset).
 
 A full disk is simulated with a 256 kB tmpfs where this process may mount one (root);
-otherwise that row is skipped and said so. Read-only folders are not read-only to root:
-that row then checks the write refusal through a folder that is a file instead.
+otherwise that row is skipped and said so.
 """
 
 import argparse
+import collections
+import concurrent.futures
+import os
 import shutil
 import subprocess
 import sys
@@ -20,191 +30,125 @@ import tempfile
 import time
 from pathlib import Path
 
-# a mean-ode grid small enough for seconds on a CPU
-TINY_ODE = "--L 4,8 --M 1,4 --L-for-M 16 --fit-M-max 4 --seeds 3 --order 12 --steps 1"
-TINY_TK = "--L 2,4 --gammas 0.5,1 --M 2 --nets 2 --d 2"
-BIG = str(10**9)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from hostile_corpus import TINY, Row, make_templates, rows  # noqa: E402
+
+RUN_TIMEOUT = 300.0  # seconds for a row allowed to run its tiny configuration
+
+OUTCOMES = (
+    "refused",  # one line, exit 2, nothing left behind
+    "ran",  # exit 0
+    "explosion",  # exit 0, explosions reported
+    "refused, folder left",
+    "untidy refusal",  # exit 2 but several lines
+    "crash",  # a traceback, an abort, another exit code
+    "hang",  # past the timeout
+    "wrote outside",  # a file outside the study's folder created, changed or removed
+)
 
 
-def rows(root: Path):
-    """(label, arguments after `meanfield`, setup(out) or None, expected: 'refused',
-    'ok' or 'either')."""
-
-    def garbled_config(out):
-        out.mkdir()
-        (out / "config.json").write_text("{garbled")
-        (out / "points").mkdir()
-        (out / "points" / "L4_M1.json").write_text("{}")
-
-    def other_kind(out):
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "meanfield",
-                "study",
-                "tangent-kernel",
-                *TINY_TK.split(),
-                "--out",
-                str(out),
-                "--no-progress",
-            ],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-
-    def a_file(out):
-        out.write_text("not a folder")
-
-    return [
-        # the four hangs of the issue
-        ("mean-ode --lr 1000", "study mean-ode --lr 1000", None, "refused"),
-        ("mean-ode --sigma-xi 1e300", "study mean-ode --sigma-xi 1e300", None, "refused"),
-        (
-            "phases smooth --length-scale 1e-9",
-            "study phases --weights smooth --length-scale 1e-9",
-            None,
-            "refused",
-        ),
-        ("response --depths 2,1000000", "study response --depths 2,1000000", None, "refused"),
-        # huge grids
-        ("mean-ode huge width", f"study mean-ode --L 4,8 --M 1,{BIG}", None, "refused"),
-        ("mean-ode huge seeds", f"study mean-ode --seeds {BIG}", None, "refused"),
-        ("mean-ode huge steps", f"study mean-ode --steps {BIG}", None, "refused"),
-        ("sde huge --n-fine", f"study sde --n-fine {2**34}", None, "refused"),
-        ("phases huge depth", f"study phases --L 16,{2**30}", None, "refused"),
-        ("phases huge d", "study phases --d 100000", None, "refused"),
-        ("response huge width", f"study response --width {BIG}", None, "refused"),
-        ("variance huge depth", f"study variance --L 4,{BIG}", None, "refused"),
-        ("tangent-kernel huge d", f"study tangent-kernel --d {BIG}", None, "refused"),
-        # zero / negative sizes
-        ("mean-ode --L 0,8", "study mean-ode --L 0,8", None, "refused"),
-        ("mean-ode --seeds -1", "study mean-ode --seeds -1", None, "refused"),
-        ("sde --d 0", "study sde --d 0", None, "refused"),
-        ("two-layer --M 0,4", "study two-layer --M 0,4", None, "refused"),
-        ("response --width -5", "study response --width -5", None, "refused"),
-        # NaN / inf values
-        ("mean-ode --lr nan", "study mean-ode --lr nan", None, "refused"),
-        ("mean-ode --lr inf", "study mean-ode --lr inf", None, "refused"),
-        ("mean-ode --sigma-xi nan", "study mean-ode --sigma-xi nan", None, "refused"),
-        ("phases --beta nan,1", "study phases --beta nan,1", None, "refused"),
-        ("response --K0 inf", "study response --K0 inf", None, "refused"),
-        ("sde fbm --hurst nan", "study sde --weights fbm --hurst nan", None, "refused"),
-        # absurd scales
-        ("mean-ode --sigma-u 1e300", "study mean-ode --sigma-u 1e300", None, "refused"),
-        ("response --sigma-w2 1e300", "study response --sigma-w2 1e300", None, "refused"),
-        (
-            "sde smooth --length-scale 1e-12",
-            "study sde --weights smooth --length-scale 1e-12",
-            None,
-            "refused",
-        ),
-        ("mean-ode --lr 2 (tiny grid)", f"study mean-ode {TINY_ODE} --lr 2", None, "either"),
-        ("mean-ode --lr 10", "study mean-ode --lr 10", None, "refused"),
-        # empty lists
-        ("mean-ode --L ''", ["study", "mean-ode", "--L", ""], None, "refused"),
-        ("variance --gammas ,", "study variance --gammas ,", None, "refused"),
-        ("phases --beta ''", ["study", "phases", "--beta", ""], None, "refused"),
-        # options that do not apply, abbreviations
-        ("mean-ode --see 3 (abbreviation)", "study mean-ode --see 3", None, "refused"),
-        ("mean-ode --sigma-v 2 (non-centred)", "study mean-ode --sigma-v 2", None, "refused"),
-        ("mean-ode --particles 64 (quadrature)", "study mean-ode --particles 64", None, "refused"),
-        ("phases --no-heatmap (iid)", "study phases --no-heatmap", None, "refused"),
-        (
-            "response --no-simulate --width 10",
-            "study response --no-simulate --width 10",
-            None,
-            "refused",
-        ),
-        ("sde brownian --rtol 1e-8", "study sde --rtol 1e-8", None, "refused"),
-        # folders
-        (
-            "unicode --out (tiny run)",
-            f"study tangent-kernel {TINY_TK} --out {{root}}/résultats-✓",
-            None,
-            "ok",
-        ),
-        ("--out is a file", "study tangent-kernel", a_file, "refused"),
-        ("--out below a file", "study tangent-kernel --out {root}/afile/below", None, "refused"),
-        ("--resume, garbled config.json", "study mean-ode --resume", garbled_config, "refused"),
-        (
-            "--overwrite, another study's folder",
-            f"study mean-ode {TINY_ODE} --overwrite",
-            other_kind,
-            "refused",
-        ),
-        ("--seed 2^31", f"study variance --seed {2**31}", None, "refused"),
-        (
-            "two-layer --data missing.npz",
-            "study two-layer --data /nonexistent.npz",
-            None,
-            "refused",
-        ),
-        (
-            "mean-ode --block no.such:Thing",
-            "study mean-ode --block no.such:Thing --law a:b",
-            None,
-            "refused",
-        ),
-    ]
-
-
-def run_row(label, argv, setup, expected, root: Path, timeout: float) -> dict:
-    case = root / f"case{abs(hash(label)) % 10**8}"
-    case.mkdir()
-    (case / "afile").write_text("x")
-    args = argv if isinstance(argv, list) else argv.replace("{root}", str(case)).split()
+def _argv(row: Row, case: Path) -> tuple[list[str], Path]:
+    """The command and the folder the row's study writes (or plot reads)."""
+    if isinstance(row.argv, str) and row.argv.startswith("python:"):
+        code = row.argv[len("python:") :].replace("{case}", str(case))
+        return [sys.executable, "-c", code], case / "out"
+    args = row.argv if isinstance(row.argv, list) else row.argv.split()
+    args = [a.replace("{case}", str(case)) for a in args]
+    if args[0] == "plot":
+        return [sys.executable, "-m", "meanfield", *args], Path(args[1])
     if "--out" not in args:
         args = [*args, "--out", str(case / "out")]
     out = Path(args[args.index("--out") + 1])
-    if setup is not None:
-        setup(out)
-    before = _listing(out)
+    return [sys.executable, "-m", "meanfield", *args, "--no-progress"], out
+
+
+def run_row(row: Row, root: Path, index: int, timeout: float) -> dict:
+    case = root / f"case{index:04d}"
+    case.mkdir()
+    (case / "afile").write_text("x")
+    cmd, out = _argv(row, case)
+    if row.setup is not None:
+        row.setup(case)
+    before = _listing(case)
+    env = {**os.environ, "MEANFIELD_NO_SELF_CHECK": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     t0 = time.perf_counter()
+    # a row that may run gets the time a tiny run takes; a refusal must come within `timeout`
+    limit = timeout if row.expect == {"refused"} else max(timeout, RUN_TIMEOUT)
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "meanfield", *args, "--no-progress"],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        code, err = proc.returncode, proc.stderr
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, cwd=case, env=env)
+        code, err, std = proc.returncode, proc.stderr, proc.stdout
     except subprocess.TimeoutExpired as exc:
-        code, err = "timeout", (exc.stderr or b"").decode(errors="replace")
+        code = "timeout"
+        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else ""
+        std = ""
     seconds = time.perf_counter() - t0
+    after = _listing(case)
+    out_rel = _rel(out, case)
+    inside = lambda p: out_rel is not None and (p == out_rel or p.startswith(out_rel + "/"))
+    outside_changed = {k: v for k, v in before.items() if not inside(k)} != {
+        k: v for k, v in after.items() if not inside(k)
+    }
+    left = {k: v for k, v in before.items() if inside(k)} != {
+        k: v for k, v in after.items() if inside(k)
+    }
     lines = [ln for ln in err.splitlines() if ln.strip()]
     errors = [ln for ln in lines if not ln.startswith("warning:") and "Warning" not in ln]
-    left = _listing(out) != before
-    traceback = "Traceback" in err
-    if expected == "refused":
-        ok = code == 2 and len(errors) == 1 and not left and not traceback
-    elif expected == "ok":
-        ok = code == 0 and not traceback
+    if outside_changed:
+        outcome = "wrote outside"
+    elif code == "timeout":
+        outcome = "hang"
+    elif "Traceback" in err or code not in (0, 2):
+        outcome = "crash"
+    elif code == 2:
+        if len(errors) != 1:
+            outcome = "untidy refusal"
+        else:
+            outcome = "refused, folder left" if left else "refused"
     else:
-        ok = (code == 0 or (code == 2 and len(errors) == 1 and not left)) and not traceback
-    ok = ok and seconds < timeout
+        outcome = "explosion" if "explod" in (err + std).lower() else "ran"
+    ok = outcome in row.expect and (seconds < timeout or outcome in ("ran", "explosion"))
     first = (errors or lines or [""])[0]
+    if outcome == "crash":
+        first = (lines or [""])[-1]
     return {
-        "input": label,
+        "input": row.label,
+        "group": row.group,
         "exit": code,
         "seconds": seconds,
         "stderr": first,
-        "left": left,
+        "outcome": outcome,
         "ok": ok,
     }
 
 
-def _listing(path: Path):
-    if not path.exists():
+def _rel(path: Path, case: Path) -> str | None:
+    try:
+        return Path(os.path.abspath(path)).relative_to(case).as_posix()
+    except ValueError:
         return None
-    if path.is_file():
-        return ("file", path.stat().st_mtime_ns)
-    # the lock file's content (the last holder's pid) may change; that it exists may not
-    return sorted(
-        (str(p.relative_to(path)), 0 if p.name == ".meanfield-lock" else p.stat().st_mtime_ns)
-        for p in path.rglob("*")
-    )
+
+
+def _listing(top: Path) -> dict:
+    """Every entry under `top` (links not followed): relative path -> (kind, mtime, size);
+    the lock file's content (the last holder's pid) may change, that it exists may not."""
+    found = {}
+    for root, dirs, names in os.walk(top):
+        for name in [*dirs, *names]:
+            path = Path(root) / name
+            rel = path.relative_to(top).as_posix()
+            if "__pycache__" in rel:
+                continue
+            st = path.lstat()
+            if path.is_symlink():
+                found[rel] = ("link", os.readlink(path))
+            elif name == ".meanfield-lock":
+                found[rel] = ("lock",)
+            elif path.is_dir():
+                found[rel] = ("dir",)
+            else:
+                found[rel] = ("file", st.st_mtime_ns, st.st_size)
+    return found
 
 
 def full_disk_row(root: Path, timeout: float) -> dict | None:
@@ -217,17 +161,11 @@ def full_disk_row(root: Path, timeout: float) -> dict | None:
         return None
     try:
         (mnt / "filler").write_bytes(b"\0" * (200 * 1024))
-        row = run_row(
-            "full disk (256 kB tmpfs)",
-            f"study tangent-kernel {TINY_TK} --out {mnt}/out",
-            None,
-            "refused",
-            root,
-            timeout,
-        )
+        argv = f"study tangent-kernel {TINY['tangent-kernel']} --out {mnt}/out"
+        row = run_row(Row("full disk (256 kB tmpfs)", "folder", argv), root, 9999, timeout)
         # a write that fails midway may leave the folder it made: say so, but the
         # criterion is one line, exit 2 and no traceback
-        row["ok"] = row["exit"] == 2 and "Traceback" not in row["stderr"]
+        row["ok"] = row["exit"] == 2 and row["outcome"] in ("refused", "refused, folder left")
         return row
     finally:
         subprocess.run(["umount", str(mnt)], capture_output=True)
@@ -238,23 +176,35 @@ def main() -> int:
         description=(__doc__ or "").splitlines()[0], allow_abbrev=False
     )
     parser.add_argument("--only", help="run the rows whose label contains this")
+    parser.add_argument("--group", help="run the rows of this group (a study, plot, api, ...)")
+    parser.add_argument("--every", type=int, default=1, help="run every K-th row")
+    parser.add_argument("--jobs", type=int, default=2, help="rows run at once")
     parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument("--json", help="also write every row's outcome to this file")
     opts = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="hostile-"))
     results = []
     try:
-        for label, argv, setup, expected in rows(root):
-            if opts.only and opts.only not in label:
-                continue
-            results.append(run_row(label, argv, setup, expected, root, opts.timeout))
-            r = results[-1]
-            print(
-                f"{'ok ' if r['ok'] else 'BAD'} {r['input']}: exit {r['exit']}, "
-                f"{r['seconds']:.1f} s",
-                file=sys.stderr,
-                flush=True,
-            )
-        if not opts.only or "disk" in opts.only:
+        templates = make_templates(root / "templates")
+        chosen = [
+            r
+            for r in rows(templates)
+            if (not opts.only or opts.only in r.label) and (not opts.group or opts.group == r.group)
+        ][:: opts.every]
+        print(f"{len(chosen)} rows, {opts.jobs} at a time", file=sys.stderr, flush=True)
+        with concurrent.futures.ThreadPoolExecutor(opts.jobs) as pool:
+            futures = [pool.submit(run_row, r, root, i, opts.timeout) for i, r in enumerate(chosen)]
+            for f in concurrent.futures.as_completed(futures):
+                r = f.result()
+                results.append(r)
+                print(
+                    f"{'ok ' if r['ok'] else 'BAD'} [{r['group']}] {r['input']}: "
+                    f"{r['outcome']}, exit {r['exit']}, {r['seconds']:.1f} s"
+                    + ("" if r["ok"] else f": {r['stderr'][:200]}"),
+                    file=sys.stderr,
+                    flush=True,
+                )
+        if not opts.only and not opts.group and opts.every == 1:
             row = full_disk_row(root, opts.timeout)
             if row is None:
                 print("full disk: no tmpfs could be mounted here (not root): skipped")
@@ -262,18 +212,30 @@ def main() -> int:
                 results.append(row)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print("| input | exit | seconds | first line of stderr | folder left behind |")
-    print("|---|---|---|---|---|")
+    if opts.json:
+        import json
+
+        Path(opts.json).write_text(json.dumps(results, indent=1))
+    bad = [r for r in results if not r["ok"]]
+    if bad:
+        print("| input | outcome | exit | seconds | stderr |")
+        print("|---|---|---|---|---|")
+        for r in bad:
+            text = r["stderr"].replace("|", "\\|")[:160]
+            print(f"| {r['input']} | {r['outcome']} | {r['exit']} | {r['seconds']:.1f} | {text} |")
+    by_outcome = collections.Counter(r["outcome"] for r in results)
+    print("\nby outcome: " + ", ".join(f"{k} {by_outcome[k]}" for k in OUTCOMES if by_outcome[k]))
+    print("by group (clean/rows):")
+    groups = collections.defaultdict(lambda: [0, 0])
     for r in results:
-        text = r["stderr"].replace("|", "\\|")[:160]
-        print(
-            f"| {r['input']} | {r['exit']} | {r['seconds']:.1f} | {text} | "
-            f"{'yes' if r['left'] else 'no'} |"
-        )
-    bad = [r["input"] for r in results if not r["ok"]]
+        groups[r["group"]][0] += r["ok"]
+        groups[r["group"]][1] += 1
+    for g, (ok, n) in sorted(groups.items()):
+        print(f"  {g:<20} {ok}/{n}")
+    slowest = max((r["seconds"] for r in results), default=0.0)
     print(
-        f"\n{len(results) - len(bad)}/{len(results)} as required"
-        + (f"; not: {', '.join(bad)}" if bad else "")
+        f"\n{len(results) - len(bad)}/{len(results)} clean (slowest {slowest:.1f} s)"
+        + (f"; not: {', '.join(r['input'] for r in bad)}" if bad else "")
     )
     return 1 if bad else 0
 
