@@ -70,7 +70,10 @@ class Row:
 
 # options that are no size and take any positive value sensibly (a worker count, the
 # scan's unroll): a large value is refused or runs
-_NOT_A_SIZE = {"--compile-workers", "--unroll", "--seed-batch-units", "--pad-units"}
+_NOT_A_SIZE = {
+    "--compile-workers", "--unroll", "--seed-batch-units", "--pad-units", "--fit-M-max",
+    "--batch",
+}  # fmt: skip
 # options that only exist with another (they are refused without it, whatever the value)
 _SKIP = {"--preset", "--out", "--seed", "--block", "--law", "--data", "--design"}
 

@@ -77,11 +77,10 @@ def run_row(row: Row, root: Path, index: int, timeout: float) -> dict:
     limit = timeout if row.expect == {"refused"} else max(timeout, RUN_TIMEOUT)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, cwd=case, env=env)
-        code, err, std = proc.returncode, proc.stderr, proc.stdout
+        code, err = proc.returncode, proc.stderr
     except subprocess.TimeoutExpired as exc:
         code = "timeout"
         err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else ""
-        std = ""
     seconds = time.perf_counter() - t0
     after = _listing(case)
     out_rel = _rel(out, case)
@@ -106,7 +105,8 @@ def run_row(row: Row, root: Path, index: int, timeout: float) -> dict:
         else:
             outcome = "refused, folder left" if left else "refused"
     else:
-        outcome = "explosion" if "explod" in (err + std).lower() else "ran"
+        warned = [ln for ln in lines if ln.startswith("warning:") and "explod" in ln.lower()]
+        outcome = "explosion" if warned else "ran"
     ok = outcome in row.expect and (seconds < timeout or outcome in ("ran", "explosion"))
     first = (errors or lines or [""])[0]
     if outcome == "crash":

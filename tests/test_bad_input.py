@@ -48,6 +48,12 @@ PER_STUDY = [
     ("response", ["--depths", "10,5"], "--depths"),
     ("variance", ["--gammas", ""], "--gammas"),
     ("tangent-kernel", ["--gammas", "1,0.5"], "--gammas"),
+    # exponents and counts beyond what any study takes (they overflowed later)
+    ("variance", ["--gammas", "1e300,1e301"], "--gammas"),
+    ("tangent-kernel", ["--gammas", "0.5,4"], "--gammas"),
+    ("sde", ["--batch", str(2**63)], "--batch"),
+    ("mean-ode", ["--steps", str(2**63)], "--steps"),
+    ("mean-ode", ["--inputs", str(10**9)], "--inputs"),
     # non-positive sizes
     ("mean-ode", ["--seeds", "0"], "--seeds"),
     ("mean-ode", ["--L", "0,8"], "--L"),

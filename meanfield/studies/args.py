@@ -11,7 +11,25 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    if value >= INT_LIMIT:
+        raise argparse.ArgumentTypeError(f"expected a positive integer below 2^62, got {text!r}")
     return value
+
+
+# no size, count or chunk of any study comes near it; beyond it numpy and XLA overflow
+INT_LIMIT = 2**62
+
+
+def nonnegative_int(text: str) -> int:
+    """An integer in [0, 2^62) (a number of steps, a padding): 0 allowed."""
+    if text.strip() == "0":
+        return 0
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer >= 0 (below 2^62), got {text!r}"
+        ) from None
 
 
 SEED_LIMIT = 2**31
@@ -184,7 +202,6 @@ def available_memory() -> int:
     limit that is not a positive finite number is refused in one line."""
     import os
 
-
     value = _env_limit(
         "MEANFIELD_MEMORY_LIMIT",
         "bytes (e.g. 8e9); unset it to use the machine's available memory",
@@ -252,7 +269,6 @@ PYTHON_STEP = 1e6
 def work_limit() -> float:
     """The most work (operations) a study may ask for: `MEANFIELD_WORK_LIMIT` if set (a
     positive number; anything else refused in one line), else `MAX_WORK`."""
-
 
     value = _env_limit(
         "MEANFIELD_WORK_LIMIT",

@@ -70,6 +70,7 @@ from .args import (
     check_size,
     int_list,
     load_object,
+    nonnegative_int,
     override,
     positive_float,
     positive_int,
@@ -174,7 +175,7 @@ def add_arguments(parser):
     parser.add_argument("--L", type=int_list, help="depths, increasing (e.g. 4,8,16)")
     parser.add_argument("--M", type=int_list, help="widths, increasing (e.g. 1,16,256)")
     parser.add_argument("--seeds", type=positive_int, help="finite networks per grid point")
-    parser.add_argument("--steps", type=int, help="GD steps k (>= 0)")
+    parser.add_argument("--steps", type=nonnegative_int, help="GD steps k (>= 0)")
     parser.add_argument("--activation", help=f"one of {', '.join(ACTIVATIONS)}")
     parser.add_argument("--init", choices=["centred", "non-centred"], help="initial law μ_0")
     parser.add_argument("--d", type=positive_int, help="state dimension (default 2)")
@@ -257,7 +258,7 @@ def add_arguments(parser):
     )
     parser.add_argument(
         "--pad-units",
-        type=int,
+        type=nonnegative_int,
         help="run a grid point inside a larger point's compiled program (wider, or on a CPU "
         "also deeper) when the padding adds at most this many units, seeds x (extra L*M) "
         "(default 2^20 on CPU, 2^26 on GPU/TPU; 0: one program per (L, M))",
@@ -350,6 +351,11 @@ def resolve_config(args) -> dict:
         raise StudyInputError(f"--sigma-xi: must be a finite number >= 0, got {cfg['sigma_xi']}")
     if len(cfg["L"]) < 2 or len(cfg["M"]) < 2:
         raise StudyInputError("--L/--M: need at least two depths and two widths for slopes")
+    if cfg["inputs"] > MAX_INPUTS:  # before the data set is made
+        raise StudyInputError(
+            f"--inputs: at most {MAX_INPUTS} (every network carries each input through every "
+            f"layer, seed and GD step), got {cfg['inputs']}"
+        )
     if float(jnp.min(jnp.linalg.norm(make_data(cfg)[0], axis=1))) < 1e-6:  # float32 too
         raise StudyInputError(
             f"--d/--inputs: d = {cfg['d']} with {cfg['inputs']} inputs puts an input at 0 "
@@ -556,6 +562,9 @@ def reference_cost(cfg) -> Cost:
         elements=particles * size * (K + 1),
         array="the reference's particles along training, (particles, steps + 1, parameters)",
     )
+
+
+MAX_INPUTS = 4096  # data points of the built-in data set
 
 
 def check_cost(cfg, units_per_batch: int) -> None:

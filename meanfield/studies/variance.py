@@ -121,8 +121,8 @@ def run(args):
         raise StudyInputError(
             f"--activation: unknown {args.activation!r}; use one of {', '.join(ACTIVATIONS)}"
         )
-    if any(g <= 0 for g in args.gammas):
-        raise StudyInputError(f"--gammas: values must be > 0, got {args.gammas}")
+    if any(not 0 < g <= 3 for g in args.gammas):
+        raise StudyInputError(f"--gammas: values must lie in (0, 3], got {args.gammas}")
     if args.nets is not None and args.nets < 2:
         raise StudyInputError(f"--nets: need at least 2 networks for an error bar, got {args.nets}")
     if args.c_samples < 2:
