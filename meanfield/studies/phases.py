@@ -330,7 +330,7 @@ def _samples(raw_by_chunk, name, seeds):
 def run(args):
     cfg = resolve_config(args)
     runner = start_study(args, cfg)
-    chunk = cfg["batch"]
+    chunk = min(cfg["batch"], cfg["seeds"])  # a batch beyond the seeds computes no more
     n_chunks = -(-cfg["seeds"] // chunk)
     hursts = [None]
     if cfg["weights"] == "fbm":

@@ -304,7 +304,7 @@ def run(args):
     law = make_law(cfg)
     x = make_input(cfg["d"])
     program = chunk_program(cfg, law, x)
-    chunk = cfg["batch"]
+    chunk = min(cfg["batch"], cfg["seeds"])  # a batch beyond the seeds computes no more
     n_chunks = -(-cfg["seeds"] // chunk)
 
     def compute(spec):
