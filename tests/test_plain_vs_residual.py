@@ -288,6 +288,19 @@ def test_study_small_run_and_refusals(tmp_path, self_checked):
     with pytest.raises(meanfield.studies.StudyInputError, match="--L"):
         run_study("plain-vs-residual", out=str(tmp_path / "u"), L=[4])
     assert not (tmp_path / "t").exists() and not (tmp_path / "u").exists()
+    # no rate measured (every configuration exploded at its fitted depths): `plot` still
+    # draws every figure, the rates' one saying so (it took min() of nothing)
+    import json
+
+    from meanfield.cli import main
+
+    edited = json.loads((tmp_path / "s" / "results.json").read_text())
+    for r in edited["gradient_rates"]:
+        r["rate"], r["rate_ci"] = None, None
+    (tmp_path / "s" / "results.json").write_text(json.dumps(edited))
+    before = (tmp_path / "s" / "gradient_rates.png").stat().st_mtime_ns
+    assert main(["plot", str(tmp_path / "s")]) == 0
+    assert (tmp_path / "s" / "gradient_rates.png").stat().st_mtime_ns != before
 
 
 def test_agreement_is_relative_to_the_measurement_and_can_fail():
