@@ -23,6 +23,7 @@ import argparse
 import collections
 import concurrent.futures
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -41,6 +42,7 @@ OUTCOMES = (
     "ran",  # exit 0
     "explosion",  # exit 0, explosions reported
     "refused, folder left",
+    "refused for another reason",  # one line, exit 2, not naming the row's option
     "untidy refusal",  # exit 2 but several lines
     "crash",  # a traceback, an abort, another exit code
     "hang",  # past the timeout
@@ -102,6 +104,8 @@ def run_row(row: Row, root: Path, index: int, timeout: float) -> dict:
     elif code == 2:
         if len(errors) != 1:
             outcome = "untidy refusal"
+        elif row.names is not None and not _names(errors[0], row.names):
+            outcome = "refused for another reason"
         else:
             outcome = "refused, folder left" if left else "refused"
     else:
@@ -120,6 +124,12 @@ def run_row(row: Row, root: Path, index: int, timeout: float) -> dict:
         "outcome": outcome,
         "ok": ok,
     }
+
+
+def _names(line: str, flag: str) -> bool:
+    """Whether the error `line` names the option `flag` (alone or in a list such as
+    "--L/--M/--seeds"; "--L" is not named by "--L-for-M")."""
+    return re.search(re.escape(flag) + r"(?![\w-])", line) is not None
 
 
 def _rel(path: Path, case: Path) -> str | None:

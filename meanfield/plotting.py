@@ -157,3 +157,43 @@ def reference_floor(ax, value, means) -> None:
         )
     else:
         ax.plot([], [], " ", label=f"reference error {value:.1e} (below the axis)")
+
+
+def _positive_data(ax, axis: str) -> bool:
+    """Whether anything drawn on `ax` (lines, markers, error bars, filled areas) has a
+    finite positive coordinate along `axis` ("x" or "y")."""
+    i = 0 if axis == "x" else 1
+    for line in ax.lines:
+        v = np.asarray(line.get_xdata() if i == 0 else line.get_ydata(), dtype=float)
+        if (np.isfinite(v) & (v > 0)).any():
+            return True
+    for coll in ax.collections:
+        offsets = np.asarray(coll.get_offsets(), dtype=float).reshape(-1, 2)
+        paths = [p.vertices for p in coll.get_paths()] if hasattr(coll, "get_paths") else []
+        for v in [offsets, *paths]:
+            v = np.asarray(v, dtype=float).reshape(-1, 2)[:, i]
+            if (np.isfinite(v) & (v > 0)).any():
+                return True
+    return False
+
+
+def layout(fig, **kwargs) -> None:
+    """`fig.tight_layout(**kwargs)`, after making every axes drawable: a log axis with
+    nothing positive to show (every value 0, negative or exploded) cannot be ticked, and
+    matplotlib raises; such an axis turns linear and says, in the panel, that it has
+    nothing to draw on a log scale (unless the panel already holds a text saying why)."""
+    for ax in fig.axes:
+        empty = [a for a in ("x", "y") if getattr(ax, f"get_{a}scale")() in ("log",)]
+        empty = [a for a in empty if not _positive_data(ax, a)]
+        if not empty:
+            continue
+        for a in empty:
+            getattr(ax, f"set_{a}scale")("linear")
+        if ax.texts:  # the panel already says why it is empty
+            continue
+        ax.text(
+            0.5, 0.5, "nothing positive to draw on a log scale\n(every value 0, negative, "
+            "missing or exploded)", transform=ax.transAxes, ha="center", va="center",
+            fontsize=8, color="0.35",
+        )  # fmt: skip
+    fig.tight_layout(**kwargs)

@@ -12,7 +12,7 @@ import os
 import pickle
 import re
 import struct
-import time
+import tracemalloc
 import zipfile
 
 import numpy as np
@@ -152,9 +152,13 @@ def _two_layer_files(tmp):
 def test_two_layer_refuses_every_broken_file_in_one_line(tmp_path, capsys):
     files = _two_layer_files(tmp_path)
     for name, (path, pattern) in files.items():
-        t0 = time.perf_counter()
-        _refused(capsys, "two-layer", path, tmp_path / "out", pattern)
-        assert time.perf_counter() - t0 < 10, name  # no hang, no 8 TB read
+        tracemalloc.start()
+        try:
+            _refused(capsys, "two-layer", path, tmp_path / "out", pattern)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 64 * 2**20, f"{name}: {peak / 2**20:.0f} MiB allocated"  # no 8 TB read
 
 
 def test_shapes_refuses_broken_files_and_its_own_sizes(tmp_path, capsys):
@@ -360,10 +364,8 @@ def test_trained_weights_refuses_every_broken_file_in_one_line(tmp_path, capsys,
 
     monkeypatch.setenv("MEANFIELD_MEMORY_LIMIT", "1e9")
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    for name, (path, pattern) in _image_files(tmp_path, np.random.default_rng(0)).items():
-        t0 = time.perf_counter()
+    for path, pattern in _image_files(tmp_path, np.random.default_rng(0)).values():
         _refused(capsys, "trained-weights", path, tmp_path / "out", pattern)
-        assert time.perf_counter() - t0 < 10, name
     # nothing of the declared gigabytes was allocated (ru_maxrss: kilobytes on Linux)
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 500_000
 

@@ -75,3 +75,40 @@ def test_the_classification_can_fail(tmp_path):
         "two lines", "api", "python:import sys;print('a\\nb', file=sys.stderr);sys.exit(2)"
     )
     assert hostile_inputs.run_row(two, tmp_path, 4, 60.0)["outcome"] == "untidy refusal"
+
+
+class _Reached(Exception):
+    pass
+
+
+@pytest.mark.parametrize("study", sorted(hostile_corpus.TINY))
+def test_every_base_configuration_reaches_its_study(study, tmp_path, monkeypatch):
+    """A generated row is its study's tiny configuration with one option made absurd: the
+    configuration itself must pass every check (its `start_study` is reached), or every
+    row of that study would be refused for the base's fault, not the option's."""
+    import importlib
+
+    from meanfield.cli import main
+    from meanfield.studies import _MODULES
+
+    def reached(*args, **kwargs):
+        raise _Reached()
+
+    monkeypatch.setattr(importlib.import_module(_MODULES[study]), "start_study", reached)
+    monkeypatch.setenv("MEANFIELD_MEMORY_LIMIT", "24e9")
+    argv = ["study", study, *hostile_corpus.TINY[study].split()]
+    with pytest.raises(_Reached):
+        main([*argv, "--out", str(tmp_path / "o"), "--no-progress"])
+
+
+def test_a_refusal_naming_another_option_is_not_clean(tmp_path):
+    """A generated row must be refused for its own option: the same input under a base
+    the study refuses (trained-weights at 8 layers, below the 32 its regularity needs) is
+    classified "refused for another reason" (here the option is even a valid value)."""
+    base = "study trained-weights --L 8 --d 4 --betas 0.5,1 --steps 10 --seeds 2"
+    row = hostile_corpus.Row("x", "trained-weights", [*base.split(), "--seeds=2"], names="--seeds")
+    result = hostile_inputs.run_row(row, tmp_path, 0, timeout=60.0)
+    assert result["outcome"] == "refused for another reason", result
+    assert not result["ok"]
+    assert hostile_inputs._names("--L/--M/--seeds: needs about 3 GB", "--M")
+    assert not hostile_inputs._names("--L-for-M: at most 4", "--L")

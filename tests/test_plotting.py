@@ -1,6 +1,7 @@
 """Bars on log axes: the draws' geometric spread, never a std reaching below zero."""
 
 import numpy as np
+import pytest
 
 from meanfield.plotting import log_spread, loglog_series
 
@@ -59,4 +60,51 @@ def test_not_drawn_finds_a_missing_point_a_point_outside_and_a_missing_cell():
     a.set_xlim(1.5, 5)  # the point at L=1 is now outside the panel's limits
     assert len(not_drawn(fig, [("L=1", "against L", 1, 1.0)])) == 1
     assert "no panel" in not_drawn(fig, [("x", "against M", 1, 1.0)])[0]
+    plt.close(fig)
+
+
+def test_layout_draws_a_log_axis_with_nothing_positive_and_says_so():
+    """Issue 46: a criteria panel whose every value was 0 (inputs ×10^4: no feature
+    moved) made matplotlib raise "Data cannot be log-scaled" and lost the figure."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    from meanfield.plotting import layout
+
+    fig, (empty, zeros, fine) = plt.subplots(1, 3)
+    empty.plot([], [], ":", label="theory")
+    empty.set(xscale="log", yscale="log")
+    zeros.plot([1.0, 2.0], [0.0, 0.0])
+    zeros.set(xscale="log", yscale="log")
+    fine.plot([1.0, 2.0], [0.0, 3.0])
+    fine.set(xscale="log", yscale="log")
+    with pytest.raises(ValueError, match="log-scaled"):
+        fig.tight_layout()  # what it replaces fails on these axes
+    layout(fig)
+    fig.canvas.draw()
+    assert (empty.get_xscale(), empty.get_yscale()) == ("linear", "linear")
+    assert (zeros.get_xscale(), zeros.get_yscale()) == ("log", "linear")
+    assert (fine.get_xscale(), fine.get_yscale()) == ("log", "log")
+    said = lambda ax: [t.get_text() for t in ax.texts if "nothing positive" in t.get_text()]
+    assert said(empty) and said(zeros) and not said(fine)
+    plt.close(fig)
+
+
+def test_layout_leaves_a_panel_that_already_says_why_it_is_empty():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    from meanfield.plotting import layout
+
+    fig, ax = plt.subplots()
+    ax.plot([1.0], [np.nan])
+    ax.set_yscale("log")
+    ax.text(0.5, 0.5, "every draw exploded", transform=ax.transAxes)
+    layout(fig)
+    assert ax.get_yscale() == "linear"
+    assert [t.get_text() for t in ax.texts] == ["every draw exploded"]
     plt.close(fig)

@@ -251,3 +251,34 @@ def test_the_optimal_lr_is_unresolved_at_either_edge_of_the_grid():
     x = np.log(lrs)
     star = _optimum(lrs, (x - np.log(0.1)) ** 2)
     assert star == pytest.approx(0.1, rel=1e-9)
+
+
+def test_a_point_in_batches_equals_the_point_at_once(monkeypatch):
+    """The networks of a point run `nets_per_batch` at a time (`lax.map` over vmapped
+    batches): a batch of one, of three (12 networks: no remainder) and of five (a
+    remainder of two) give the numbers of all twelve vmapped at once, each network against
+    its own key, to round-off."""
+    from meanfield.studies import regimes as S
+
+    cfg = {"d": 4, "M": 4, "n": 8, "steps": 3, "seeds": 3, "activation": "tanh", "x64": True,
+           "lr0": 0.5, "transfer_steps": 3, "transfer_lrs": [0.1, 1.0],
+           "transfer_seeds": 2}  # fmt: skip
+    master = jr.key(3)
+    xs, ys = S.task(jr.fold_in(master, 1), cfg["d"], cfg["n"])
+    cells = [(g, lam) for g in (0.5, 1.0) for lam in (0.0, 1.0)]
+    runs = {}
+    for batch in (12, 1, 3, 5):
+        monkeypatch.setattr(S, "nets_per_batch", lambda one, nets, b=batch: min(b, nets))
+        runs[batch] = (
+            S._diagram_point(cfg, 8, cells, xs, ys, master),
+            S._transfer_point(cfg, 8, xs, ys, master),
+        )
+
+    def flat(tree):
+        leaves = jax.tree_util.tree_leaves(tree, is_leaf=lambda x: x is None)
+        return np.array([np.nan if v is None else v for v in leaves], dtype=float)
+
+    whole = flat(runs[12])
+    assert np.isfinite(whole).sum() > 100
+    for batch in (1, 3, 5):
+        np.testing.assert_allclose(flat(runs[batch]), whole, rtol=1e-10, atol=1e-13)

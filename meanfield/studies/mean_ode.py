@@ -356,6 +356,10 @@ def resolve_config(args) -> dict:
             f"--inputs: at most {MAX_INPUTS} (every network carries each input through every "
             f"layer, seed and GD step), got {cfg['inputs']}"
         )
+    # the data set (inputs, d) and the limit's grid along depth, (inputs, d) per layer,
+    # are made before the cost model runs: bound them first
+    check_elements("--d/--inputs", cfg["inputs"] * cfg["d"], "the data set, (inputs, d)")
+    check_memory("--d/--inputs", 8.0 * cfg["inputs"] * cfg["d"], "the data set, (inputs, d)")
     if float(jnp.min(jnp.linalg.norm(make_data(cfg)[0], axis=1))) < 1e-6:  # float32 too
         raise StudyInputError(
             f"--d/--inputs: d = {cfg['d']} with {cfg['inputs']} inputs puts an input at 0 "
@@ -580,9 +584,16 @@ def check_cost(cfg, units_per_batch: int) -> None:
     scale = BYTES_PER_UNIT * max(1.0, cfg["d"] * cfg["inputs"] / 6)
     largest = max(s["L"] * s["M"] for s in specs)
     batch_units = max(largest, min(units_per_batch, largest * cfg["seeds"]))
-    check_memory("--L/--M/--seeds", batch_units * scale, "the largest grid point")
+    check_memory("--L/--M/--L-for-M/--seeds", batch_units * scale, "the largest grid point")
+    # every seed's key and its errors at every step (Δ^h, Δ^b, Δ^Z, the loss), kept for
+    # the point's summaries (about three copies while they are summarized)
+    per_seed = 8 + 3 * 4 * 8 * (cfg["steps"] + 1)
+    check_memory("--seeds/--steps", cfg["seeds"] * per_seed, "one grid point's seeds")
     check_elements(
-        "--L/--M/--seeds",
+        "--seeds/--steps", cfg["seeds"] * (cfg["steps"] + 1), "one error over seeds and steps"
+    )
+    check_elements(
+        "--L/--M/--L-for-M/--seeds",
         batch_units * 3 * cfg["d"],
         "the units of the largest grid point's batch of seeds, (seeds, L, M, parameters)",
     )

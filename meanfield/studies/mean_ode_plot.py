@@ -3,7 +3,7 @@
 import math
 from pathlib import Path
 
-from ..plotting import loglog_series, reference_floor, size_ticks, use_agg
+from ..plotting import layout, loglog_series, reference_floor, size_ticks, use_agg
 
 LABELS = {"delta_h": r"$\Delta^h$", "delta_b": r"$\Delta^b$", "delta_z": r"$\Delta^Z$"}
 
@@ -144,7 +144,7 @@ def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor
         "dotted: theory slope; grey: the other widths M",
         fontsize=10,
     )
-    fig.tight_layout()
+    layout(fig)
     path = Path(out) / ("convergence.png" if steps is None else f"convergence_step{k}.png")
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -74,6 +74,8 @@ WEIGHTS = ("iid", "rademacher", "smooth", "fbm")
 IID = ("iid", "rademacher")  # uncoupled laws: β_c = 1/2 and the β = 1/2 bounds
 RATIOS = ("forward", "gradient", "forward_max")
 BETAS = [0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.125, 1.25, 1.5]
+MAX_BETA = 8.0  # 2^-8 at L = 2 already: far in the stable phase of every law here
+MAX_SLOPE_TOL = 1.0
 
 PRESETS = {
     "quick": {
@@ -202,6 +204,17 @@ def resolve_config(args) -> dict:
         raise StudyInputError(f"--beta: need at least two values to locate β_c, got {cfg['beta']}")
     if any(not (b >= 0) for b in cfg["beta"]):
         raise StudyInputError(f"--beta: values must be >= 0, got {cfg['beta']}")
+    if max(cfg["beta"]) > MAX_BETA:
+        raise StudyInputError(
+            f"--beta: at most {MAX_BETA:g} (the transition lies at β_c <= 1; far beyond it "
+            f"L^-β underflows and every ratio is 1), got {max(cfg['beta']):g}"
+        )
+    if cfg["slope_tol"] > MAX_SLOPE_TOL:
+        raise StudyInputError(
+            f"--slope-tol: at most {MAX_SLOPE_TOL:g} (the slopes of log ratio against log L "
+            f"are of order 1: a larger tolerance classes every β as stability), "
+            f"got {cfg['slope_tol']:g}"
+        )
     if cfg["seeds"] < 4:
         raise StudyInputError(f"--seeds: need at least 4 draws for medians, got {cfg['seeds']}")
     if cfg["bootstrap"] < 20:

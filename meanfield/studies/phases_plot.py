@@ -8,7 +8,7 @@ import numpy as np
 
 from ..fits import theory_inside
 from ..phases import SLOPE_TOL
-from ..plotting import cell_edges, size_ticks, use_agg
+from ..plotting import cell_edges, layout, size_ticks, use_agg
 
 # the ratios of each (β, L) point, with the titles of their panels in `phases.png`
 RATIO_PANELS = {
@@ -93,7 +93,7 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
         f"(or most draws exploded), stability |s| ≤ {tol:g}, identity s < −{tol:g}",
         fontsize=9,
     )
-    fig.tight_layout()
+    layout(fig)
     written.append(out / "phases.png")
     fig.savefig(written[-1], dpi=120)
     plt.close(fig)
@@ -139,7 +139,7 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
     ax.set_ylabel("slope of log median ratio vs log L")
     ax.set_title(f"critical β, {title}", fontsize=9)
     ax.legend(fontsize=6.5)
-    fig.tight_layout()
+    layout(fig)
     written.append(out / "critical_beta.png")
     fig.savefig(written[-1], dpi=120)
     plt.close(fig)
@@ -186,7 +186,7 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
         ax.set_ylabel("β")
         ax.set_title("fBm weights: identity (blue) / explosion (red)", fontsize=9)
         ax.legend(fontsize=7, loc="upper left")
-        fig.tight_layout()
+        layout(fig)
         written.append(out / "heatmap.png")
         fig.savefig(written[-1], dpi=120)
         plt.close(fig)
@@ -301,7 +301,7 @@ def _stability(out, cfg, stability, samples, title) -> Path:
         "readout": "readout loss ⟨B, h_L⟩ (p_L = B)",
     }[cfg.get("loss", "squared")]
     fig.suptitle(f"{title}, β = 1/2, d = {cfg['d']}: stability; gradients for {conv}", fontsize=9)
-    fig.tight_layout()
+    layout(fig)
     path = out / "stability.png"
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -349,7 +349,7 @@ def _histograms(out, cfg, critical, samples, title) -> Path:
                 ax.set_ylabel("draws")
             ax.legend(fontsize=6)
     fig.suptitle(f"{title}: distributions over {cfg['seeds']} draws (d = {cfg['d']})", fontsize=9)
-    fig.tight_layout()
+    layout(fig)
     path = out / "ratio_histograms.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -397,7 +397,7 @@ def _weight_paths(out, cfg) -> Path:
     axes[1, 0].set_ylabel("entry of sqrt(d) V_k")
     fig.suptitle(f"Scaling and weight regularity: one entry of the weights along depth (L = {L})",
                  fontsize=10)  # fmt: skip
-    fig.tight_layout()
+    layout(fig)
     path_out = out / "weight_paths.png"
     fig.savefig(path_out, dpi=110)
     plt.close(fig)

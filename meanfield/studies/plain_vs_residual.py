@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import plain as P
 from ..fits import line_fit
-from ..plotting import log_spread, size_ticks, use_agg
+from ..plotting import layout, log_spread, size_ticks, use_agg
 from .args import int_list, positive_float, positive_int
 from .runner import StudyInputError, start_study
 
@@ -249,6 +249,11 @@ def run(args):
     agree, judged, agree_inf = agreement_counts(rates)
     degradation = [c for p in points if p["part"] == "train" for c in p["cells"]]
     verdict = _degradation_verdict(degradation)
+    for what, cells in (("gradients", rates), ("training", degradation)):
+        exploded = sum(c["exploded"] for c in cells)
+        if exploded:
+            runner.warn(f"{what}: {exploded} draw(s) exploded (non-finite), left out of every "
+                        "mean and counted in the results' `exploded`")  # fmt: skip
     runner.finish(
         {
             "points": points,
@@ -539,9 +544,10 @@ def _train_point(cfg, L, master):
                 "test_accuracy_std": float(acc[ok].std(ddof=1)) if ok.sum() > 1 else None,
                 "exploded": int((~ok).sum()),
                 "draws": int(ok.sum()),
-                "loss_curve": np.nanmean(np.where(ok[:, None], losses, np.nan), 0)[
-                    :: max(1, cfg["train_steps"] // 100)
-                ].tolist(),
+                # the mean over the finite draws (none: no curve, and no empty mean)
+                "loss_curve": (
+                    losses[ok].mean(0) if ok.any() else np.full(losses.shape[1], np.nan)
+                )[:: max(1, cfg["train_steps"] // 100)].tolist(),
             }
         )
     return {"cells": cells}
@@ -608,7 +614,7 @@ def _figures(out: Path, cfg, configs, points, rates, degradation):
         f"Backpropagated gradient norm through depth at initialisation (N = {cfg['N']}, "
         f"mean over {cfg['seeds']} draws)"
     )
-    fig.tight_layout()
+    layout(fig)
     fig.savefig(out / "gradient_norms.png", dpi=110)
     plt.close(fig)
 
@@ -655,7 +661,7 @@ def _figures(out: Path, cfg, configs, points, rates, degradation):
     ax.set_title(f"Per-layer gradient growth rate: measured (N = {cfg['N']}, 95% CI) vs theory",
                  fontsize=9)  # fmt: skip
     ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
+    layout(fig)
     fig.savefig(out / "gradient_rates.png", dpi=110)
     plt.close(fig)
 
@@ -683,7 +689,7 @@ def _figures(out: Path, cfg, configs, points, rates, degradation):
         "bars: loss ×/÷ its geometric spread, accuracy ± std",
         fontsize=9,
     )
-    fig.tight_layout()
+    layout(fig)
     fig.savefig(out / "degradation.png", dpi=110)
     plt.close(fig)
     _training_curves(out, cfg, degradation)
@@ -745,7 +751,7 @@ def _log_ratio_figure(out, cfg, configs, points, rates, colors, styles):
         f"draws of {cfg['seeds']} that did not explode; dotted: infinite-width prediction)",
         fontsize=10,
     )
-    fig.tight_layout()
+    layout(fig)
     fig.savefig(out / "gradient_log_ratios.png", dpi=110)
     plt.close(fig)
 
@@ -802,7 +808,7 @@ def _layer_figure(out, cfg, configs, deepest, name, text, scale, colors, styles)
         f"draws of {cfg['seeds']} that did not explode; gaps: overflow)",
         fontsize=10,
     )
-    fig.tight_layout()
+    layout(fig)
     fig.savefig(out / f"layer_{name}.png", dpi=110)
     plt.close(fig)
 
@@ -838,6 +844,6 @@ def _training_curves(out, cfg, degradation):
         f"{cfg['lr']}, width {cfg['train_N']}); mean over {cfg['train_seeds']} draws",
         fontsize=10,
     )
-    fig.tight_layout()
+    layout(fig)
     fig.savefig(out / "training_curves.png", dpi=110)
     plt.close(fig)

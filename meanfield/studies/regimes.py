@@ -48,7 +48,7 @@ import optax
 
 from .. import regimes as R
 from ..fits import fit_loglog, line_fit
-from ..plotting import use_agg
+from ..plotting import layout, use_agg
 from ..resnet import ResNet
 from ..training import train
 from ..two_layer import TwoLayerBlock, TwoLayerParams
@@ -166,50 +166,74 @@ def _config(args) -> dict:
 # 16 (steps + 1) + 18 n + 105 (it keeps the trajectory of u and v); halved in float32
 TRANSFER_BYTES = (17, 32)
 DIAGRAM_BYTES = (16, 18, 105)
+# the networks of a point run in batches (vmapped within one, `lax.map` across) of at
+# most this many bytes of temporaries: a fixed budget, not the machine's memory, so that
+# the same configuration compiles the same program (and gives the same numbers) anywhere
+BATCH_BYTES = 4e9
+
+
+def diagram_net_bytes(cfg, L: int) -> float:
+    """Temporaries of one network of the diagram at depth `L` (`DIAGRAM_BYTES`)."""
+    a, b, c = DIAGRAM_BYTES
+    half = 1.0 if cfg["x64"] else 0.5
+    return half * L * cfg["M"] * cfg["d"] * (a * (cfg["steps"] + 1) + b * cfg["n"] + c)
+
+
+def transfer_net_bytes(cfg, L: int) -> float:
+    """Temporaries of one network of the transfer part at depth `L` (`TRANSFER_BYTES`)."""
+    a, b = TRANSFER_BYTES
+    half = 1.0 if cfg["x64"] else 0.5
+    return half * L * cfg["M"] * cfg["d"] * (a * cfg["n"] + b) + 8 * (cfg["transfer_steps"] + 1)
+
+
+def nets_per_batch(net_bytes: float, nets: int) -> int:
+    """How many of a point's `nets` networks run at once (`BATCH_BYTES`)."""
+    return max(1, min(nets, int(BATCH_BYTES // max(net_bytes, 1.0))))
+
+
 # operations per unit coordinate, input and GD step (forward, gradient, update); the
 # diagram adds about three forward passes for its diagnostics
 OPS_PER_UNIT_STEP = 12
 
 
 def cost_parts(cfg) -> list:
-    """The estimated cost (`args.Cost`) of the diagram and the transfer part: every
-    network of a point (cells × seeds, or parametrizations × rates × seeds) runs at once
-    (vmapped), so a point's memory is that of all of them."""
+    """The estimated cost (`args.Cost`) of the diagram and the transfer part: the
+    networks of a point (cells × seeds, or parametrizations × rates × seeds) run in
+    batches (`nets_per_batch`), so a point's memory is that of one batch."""
     from .args import PYTHON_STEP, Cost
 
     d, M, n, K = cfg["d"], cfg["M"], cfg["n"], cfg["steps"]
-    half = 1.0 if cfg["x64"] else 0.5
     cells = len(cfg["gammas"]) * len(cfg["lambdas"]) * cfg["seeds"]
     L = max(cfg["L"])
-    a, b, c = DIAGRAM_BYTES
+    one = diagram_net_bytes(cfg, L)
     parts = [
         Cost(
             "--L/--gammas/--lambdas/--seeds/--steps/--M/--d",
             "the diagram",
-            memory=half * cells * L * M * d * (a * (K + 1) + b * n + c),
+            memory=one * nets_per_batch(one, cells),
             work=math.fsum(
                 cells * (OPS_PER_UNIT_STEP * (K + 4) * n * Lk * M * d + PYTHON_STEP / 20)
                 for Lk in cfg["L"]
             ),
-            elements=cells * max((K + 1) * L * M * d, n * (L + 1) * d),
-            array="the trajectories of a point's networks, (cells × seeds, steps + 1, L, M, d)",
+            elements=nets_per_batch(one, cells) * max((K + 1) * L * M * d, n * (L + 1) * d),
+            array="the trajectories of a batch of networks, (networks, steps + 1, L, M, d)",
         )
     ]
     if cfg["transfer"]:
         nets = len(PARAMETRIZATIONS) * len(cfg["transfer_lrs"]) * cfg["transfer_seeds"]
         T, Lt = cfg["transfer_steps"], max(cfg["transfer_L"])
-        a, b = TRANSFER_BYTES
+        one = transfer_net_bytes(cfg, Lt)
         parts.append(
             Cost(
                 "--transfer-L/--transfer-seeds/--transfer-steps/--M/--d",
                 "the transfer part",
-                memory=half * nets * Lt * M * d * (a * n + b) + 8 * nets * (T + 1),
+                memory=one * nets_per_batch(one, nets),
                 work=math.fsum(
                     nets * (OPS_PER_UNIT_STEP * (T + 1) * n * Lk * M * d + PYTHON_STEP / 20)
                     for Lk in cfg["transfer_L"]
                 ),
-                elements=nets * max(Lt * M * d, T + 1),
-                array="a point's networks, (parametrizations × rates × seeds, L, M, d)",
+                elements=max(nets_per_batch(one, nets) * Lt * M * d, nets * (T + 1)),
+                array="a batch of networks, (networks, L, M, d)",
                 memory_flags="--transfer-L/--transfer-seeds/--transfer-steps/--M/--d",
             )
         )
@@ -241,8 +265,19 @@ def _network(key, L, cfg, scale):
     return ResNet(block, params, 1.0)
 
 
+def _batched(one, batch: int, shared: int):
+    """`one` mapped over its leading arguments' first axis, `batch` at a time (vmapped
+    within a batch, `lax.map` across), its last `shared` arguments the same for all."""
+
+    def run(*args):
+        per, common = args[: len(args) - shared], args[len(args) - shared :]
+        return jax.lax.map(lambda a: one(*a, *common), per, batch_size=batch)
+
+    return jax.jit(run)
+
+
 @functools.cache
-def _diagram_program(L, d, M, activation, steps):
+def _diagram_program(L, d, M, activation, steps, batch):
     cfg = {"d": d, "M": M, "activation": activation}
 
     def one(key, gamma, lam, lr0, xs, ys):
@@ -259,11 +294,11 @@ def _diagram_program(L, d, M, activation, steps):
             "exploded": dg.exploded,
         }
 
-    return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, None, None, None)))
+    return _batched(one, batch, shared=3)
 
 
 @functools.cache
-def _transfer_program(L, d, M, activation, steps):
+def _transfer_program(L, d, M, activation, steps, batch):
     cfg = {"d": d, "M": M, "activation": activation}
 
     def one(key, gamma, lam, lr, xs, ys):
@@ -273,7 +308,7 @@ def _transfer_program(L, d, M, activation, steps):
         ok = jnp.all(jnp.isfinite(res.losses)) & (jnp.max(res.losses) < R.EXPLOSION_FACTOR * first)
         return {"final_loss": jnp.where(ok, last, jnp.nan), "initial_loss": first}
 
-    return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, 0, None, None)))
+    return _batched(one, batch, shared=2)
 
 
 def run(args):
@@ -359,7 +394,8 @@ def _diagram_point(cfg, L, cells, xs, ys, master):
     keys = jnp.stack([jr.fold_in(jr.fold_in(master, 2 + L), s) for _ in cells for s in range(S)])
     gammas = jnp.asarray([g for g, _ in cells for _ in range(S)])
     lams = jnp.asarray([lam for _, lam in cells for _ in range(S)])
-    program = _diagram_program(L, cfg["d"], cfg["M"], cfg["activation"], cfg["steps"])
+    batch = nets_per_batch(diagram_net_bytes(cfg, L), len(keys))
+    program = _diagram_program(L, cfg["d"], cfg["M"], cfg["activation"], cfg["steps"], batch)
     out = {k: np.asarray(v) for k, v in program(keys, gammas, lams, cfg["lr0"], xs, ys).items()}
     recs = []
     for i, (g, lam) in enumerate(cells):
@@ -457,7 +493,10 @@ def _transfer_point(cfg, L, xs, ys, master):
     gammas = jnp.asarray([PARAMETRIZATIONS[n][0] for n, _, _ in combos])
     lams = jnp.asarray([PARAMETRIZATIONS[n][1] for n, _, _ in combos])
     rates = jnp.asarray([lr for _, lr, _ in combos])
-    program = _transfer_program(L, cfg["d"], cfg["M"], cfg["activation"], cfg["transfer_steps"])
+    batch = nets_per_batch(transfer_net_bytes(cfg, L), len(keys))
+    program = _transfer_program(
+        L, cfg["d"], cfg["M"], cfg["activation"], cfg["transfer_steps"], batch
+    )
     out = {k: np.asarray(v) for k, v in program(keys, gammas, lams, rates, xs, ys).items()}
     rec = {}
     for name in PARAMETRIZATIONS:
@@ -617,7 +656,7 @@ def _figures(out: Path, cfg, diagram, transfer, transfer_points):
                  f"not judged: {agreement['near_boundary']} faded, {agreement['ambiguous']} "
                  "ambiguous", fontsize=9)  # fmt: skip
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
+    layout(fig)
     fig.savefig(out / "phase_diagram.png", dpi=110)
     plt.close(fig)
 
@@ -662,7 +701,7 @@ def _figures(out: Path, cfg, diagram, transfer, transfer_points):
                  "grid edge, left out)", fontsize=8)  # fmt: skip
     fig.suptitle("Learning-rate transfer across depth (dotted: lr* from a parabola in log-log)",
                  fontsize=10)  # fmt: skip
-    fig.tight_layout()
+    layout(fig)
     fig.savefig(out / "transfer.png", dpi=110)
     plt.close(fig)
 
@@ -738,6 +777,6 @@ def _diagnostics_figure(out: Path, cfg, points):
                  f"{cfg['steps']} GD steps): the phase diagram's exponents are their slopes\n"
                  "(the forward deviation is measured at initialisation: one line for every λ)",
                  fontsize=10)  # fmt: skip
-    fig.tight_layout(rect=(0, 0, 1, 0.98))
+    layout(fig, rect=(0, 0, 1, 0.98))
     fig.savefig(out / "diagnostics.png", dpi=90)
     plt.close(fig)

@@ -38,6 +38,7 @@ from . import response_paper as RP
 from .args import (
     check_activation,
     check_costs,
+    check_scale,
     check_size,
     float_list,
     int_list,
@@ -57,6 +58,7 @@ ALPHA_GRID = np.geomspace(0.01, 1.5, 400)
 # about THEORY_SECONDS_PER_DEPTH each on a 2-core CPU (L_max = 480: 44 s), so 1000
 # takes minutes (the paper's figures stop at 30)
 MAX_DEPTH = 1000
+MAX_ALPHA = 10.0  # the residual scale α: the sources' α* lie below 1
 # the largest variance (σ_w², σ_b², K^0) taken
 MAX_VARIANCE = 1e6
 THEORY_SECONDS_PER_DEPTH = 0.05
@@ -142,6 +144,11 @@ def resolve_config(args) -> dict:
         raise StudyInputError(f"--sigma-b2: must be a finite number >= 0, got {cfg['sigma_b2']}")
     if cfg["alphas"] is not None and any(a <= 0 for a in cfg["alphas"]):
         raise StudyInputError(f"--alphas: values must be > 0, got {cfg['alphas']}")
+    if cfg["alphas"] is not None:
+        check_scale(
+            "--alphas", max(cfg["alphas"]), MAX_ALPHA,
+            "the critical α* lies below 1: far beyond it the kernels overflow",
+        )  # fmt: skip
     if cfg["inits"] < 2 or cfg["alpha_star_inits"] < 2:
         raise StudyInputError("--inits/--alpha-star-inits: need at least 2 initialisations")
     check_size(

@@ -717,9 +717,10 @@ VARIANCE = study(
 # ------------------------------------------------------------------ tangent-kernel
 
 TANGENT_KERNEL = study(
-    {"gammas": List(NUM)},
+    {"gammas": List(NUM), "L": List(POS, min_len=1)},
     {
-        "points": List(Record({"L": POS, "gamma": NUM, "MLalpha2": Num(positive=True),
+        "points": List(Record({"L": Member(POS, "config.L"), "gamma": Member(NUM, "config.gammas"),
+                               "MLalpha2": Num(positive=True),
                                "relative_difference": STAT})),
         # a fit against L names its theory slope in the legend
         "fits?": Maybe(List(fit_record(theory=NUM))),

@@ -159,7 +159,7 @@ def resolve_config(args) -> dict:
         bad = [L for L in cfg["L"] if n % (2 * L)]
         if bad:
             raise StudyInputError(
-                f"--n-fine: every depth must divide half the fine grid (the reference is "
+                f"--L/--n-fine: every depth must divide half the fine grid (the reference is "
                 f"checked on n/2 steps); {n}/2 is not a multiple of {bad}"
             )
     if not cfg["rtol"] < 1e-3:

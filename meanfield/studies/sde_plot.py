@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from ..plotting import loglog_series, reference_floor, use_agg
+from ..plotting import layout, loglog_series, reference_floor, use_agg
 
 LABELS = {"error_final": r"$E\|H_1 - h_L\|$", "error_sup": r"$E\max_k\|H_{k/L} - h_k\|$"}
 TITLES = {
@@ -59,7 +59,7 @@ def plot_strong_error(out, cfg, points, fits, reference) -> Path:
         "bars: ×/÷ the seeds' geometric spread; dashed: fitted slope",
         fontsize=8,
     )
-    fig.tight_layout()
+    layout(fig)
     path = Path(out) / "strong_error.png"
     fig.savefig(path, dpi=120)
     plt.close(fig)

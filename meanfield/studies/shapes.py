@@ -42,7 +42,7 @@ from ..fits import (
     optimal_shape,
     summarize,
 )
-from ..plotting import loglog_series, size_ticks, use_agg
+from ..plotting import layout, loglog_series, size_ticks, use_agg
 from .args import check_activation, int_list, positive_int
 from .runner import StudyInputError, start_study
 from .two_layer import add_model_arguments, load_data, model_config
@@ -830,7 +830,7 @@ def _figures(out, cfg, points, fits, laws, shapes):
         "dashed: fit)",
         fontsize=10,
     )
-    fig.tight_layout()
+    layout(fig)
     fig.savefig(Path(out) / "shapes_rates.png", dpi=110)
     plt.close(fig)
 
@@ -856,7 +856,7 @@ def _figures(out, cfg, points, fits, laws, shapes):
     ax.set_xticks(np.arange(3) + 0.4 - width / 2, ["L ~ P^λ", "M ~ P^μ", "D ~ P^δ"])
     ax.set(ylabel="exponent of the budget P", title="optimal shape at a fixed budget P ≈ 2LMD")
     ax.legend(fontsize=7)
-    fig.tight_layout()
+    layout(fig)
     fig.savefig(Path(out) / "shapes_grid.png", dpi=110)
     plt.close(fig)
 
@@ -920,7 +920,7 @@ def _errors_figure(out, cfg, points, k):
         "their geometric spread",
         fontsize=10,
     )
-    fig.tight_layout(rect=(0, 0, 1, 0.98))
+    layout(fig, rect=(0, 0, 1, 0.98))
     stem = "shapes_errors" if k == cfg["steps"] else f"shapes_errors_step{k}"
     fig.savefig(Path(out) / f"{stem}.png", dpi=90)
     plt.close(fig)

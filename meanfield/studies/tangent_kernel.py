@@ -16,7 +16,7 @@ import numpy as np
 from ..activations import ACTIVATIONS
 from ..fits import fit_loglog, fit_values, summarize
 from ..laws import TwoLayerGaussianLaw
-from ..plotting import loglog_series, use_agg
+from ..plotting import layout, loglog_series, use_agg
 from ..resnet import ResNet
 from ..theory.tangent import relative_difference
 from ..two_layer import TwoLayerBlock
@@ -228,6 +228,6 @@ def _figure(out, cfg, points, fits=()):
     ax_L.set_title("the same points against depth\n(dashed: the slope fitted against L)",
                    fontsize=9)  # fmt: skip
     ax_L.legend(fontsize=7)
-    fig.tight_layout()
+    layout(fig)
     fig.savefig(Path(out) / "tangent_kernel.png", dpi=120)
     plt.close(fig)

@@ -42,7 +42,7 @@ import numpy as np
 from .. import res1
 from ..depth import FractionalBrownianLaw, IIDGaussianLaw, SmoothGPLaw
 from ..fits import line_fit, summarize
-from ..plotting import use_agg
+from ..plotting import layout, use_agg
 from ..regularity import estimate_hurst
 from .args import (
     check_activation,
@@ -580,7 +580,7 @@ def _figures(out: Path, cfg, cells):
         fig.suptitle(f"Residual weights along depth before and after training (L = {cfg['L']}, "
                      f"d = {cfg['d']}, {cfg['data_description'].split(':')[0]})",
                      fontsize=10)  # fmt: skip
-        fig.tight_layout()
+        layout(fig)
         fig.savefig(out / "weights_along_depth.png", dpi=110)
         plt.close(fig)
 
@@ -614,7 +614,7 @@ def _figures(out: Path, cfg, cells):
                  f"(mean over {cfg['seeds']} networks; ×: every draw exploded, *: some did)",
                  fontsize=9)  # fmt: skip
     fig.colorbar(im, ax=ax, label="test accuracy")
-    fig.tight_layout()
+    layout(fig)
     fig.savefig(out / "accuracy_heatmap.png", dpi=110)
     plt.close(fig)
 
@@ -667,6 +667,6 @@ def _figures(out: Path, cfg, cells):
     ax.set(xlabel="β", ylabel="Hurst index of the update V_after − V_before along k/L",
            title="what training adds: its regularity against β")  # fmt: skip
     ax.legend(fontsize=6, ncol=2)
-    fig.tight_layout()
+    layout(fig)
     fig.savefig(out / "regularity.png", dpi=110)
     plt.close(fig)

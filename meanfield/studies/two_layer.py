@@ -35,7 +35,7 @@ from .. import shallow
 from ..activations import resolve_activation
 from ..embedding import Embedding, norm_d
 from ..fits import fit_loglog, fit_values, summarize
-from ..plotting import loglog_series, size_ticks, use_agg
+from ..plotting import layout, loglog_series, size_ticks, use_agg
 from .args import (
     PYTHON_STEP,
     Cost,
@@ -305,6 +305,10 @@ def check_scales(cfg) -> None:
         check_scale(flag, cfg[name], MAX_SCALE, "a larger scale overflows the GD steps")
     for name, flag in RATE_OPTIONS.items():
         check_scale(flag, cfg[name], MAX_RATE, "a larger rate overflows the GD steps")
+    if cfg.get("s_v_sweep"):
+        check_scale(
+            "--s-v-sweep", max(cfg["s_v_sweep"]), MAX_SCALE, "a larger scale overflows the GD steps"
+        )
 
 
 def limit_cost(cfg, n: int, d_in: int, d_out: int) -> tuple[float, float, float]:
@@ -957,7 +961,7 @@ def _limits_figure(out, cfg, points, by_fit, k):
         f"{cfg['seeds']} draws, bars ×/÷ their geometric spread",
         fontsize=10,
     )
-    fig.tight_layout()
+    layout(fig)
     stem = "two_layer_limits" if k == K else f"two_layer_limits_step{k}"
     fig.savefig(Path(out) / f"{stem}.png", dpi=120)
     plt.close(fig)
@@ -1070,7 +1074,7 @@ def _criteria_figure(out, cfg, points, by_fit):
         "(feature diversity: 256 units, up to 8 draws per D; dotted: theory slopes)",
         fontsize=9,
     )
-    fig.tight_layout()
+    layout(fig)
     fig.savefig(Path(out) / "two_layer_criteria.png", dpi=110)
     plt.close(fig)
 
@@ -1116,6 +1120,6 @@ def _critical_figure(out, critical):
            ylabel="σ_v with RMS→RMS gain 1 of V/M")  # fmt: skip
     ax.set_title("part (c): critical output scale (operator-norm heuristic)", fontsize=9)
     ax.legend(fontsize=7)
-    fig.tight_layout()
+    layout(fig)
     fig.savefig(Path(out) / "two_layer_critical_scale.png", dpi=120)
     plt.close(fig)

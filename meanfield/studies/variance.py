@@ -16,7 +16,7 @@ import numpy as np
 from ..activations import ACTIVATIONS
 from ..fits import fit_loglog, judge_theory, split_exploded
 from ..laws import TwoLayerGaussianLaw
-from ..plotting import use_agg
+from ..plotting import layout, size_ticks, use_agg
 from ..theory.variance import (
     estimate_c,
     sampled_backward_deviation,
@@ -24,7 +24,16 @@ from ..theory.variance import (
     variance_law,
 )
 from ..two_layer import TwoLayerBlock
-from .args import PYTHON_STEP, Cost, check_costs, float_list, int_list, positive_float, positive_int
+from .args import (
+    PYTHON_STEP,
+    Cost,
+    check_costs,
+    check_scale,
+    float_list,
+    int_list,
+    positive_float,
+    positive_int,
+)
 from .runner import StudyInputError, start_study
 
 HELP = "variance of the first forward pass: Chizat's Prop. 2.1 and its three regimes"
@@ -116,6 +125,9 @@ def check_cost(cfg, law) -> None:
     check_costs(cost_parts(cfg, law))
 
 
+MAX_SIGMA_V = 1e3  # the outputs scale as σ_v^2 · (1 + γ-terms)^L
+
+
 def run(args):
     if args.activation not in ACTIVATIONS:
         raise StudyInputError(
@@ -129,6 +141,7 @@ def run(args):
         raise StudyInputError(
             f"--c-samples: need at least 2 for an error bar, got {args.c_samples}"
         )
+    check_scale("--sigma-v", args.sigma_v, MAX_SIGMA_V, "the outputs' variance overflows")
     cfg = {
         "L": args.L,
         "M": args.M,
@@ -523,6 +536,7 @@ def _figure(out, cfg, points, c):
         + (f", c={c:.3f}" if math.isfinite(c) else ", c unknown (φ not finite): no law"),
     )
     ax.title.set_fontsize(9)
+    size_ticks(ax, cfg["L"])
     ax.legend(fontsize=7)
     ax_b.set(
         xscale="log",
@@ -533,7 +547,7 @@ def _figure(out, cfg, points, c):
     )
     ax_b.title.set_fontsize(9)
     ax_b.legend(fontsize=7)
-    fig.tight_layout()
+    layout(fig)
     from pathlib import Path
 
     fig.savefig(Path(out) / "variance_law.png", dpi=120)
