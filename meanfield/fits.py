@@ -712,11 +712,17 @@ def fixed_text(fit: dict) -> str:
 
 def excluded_warning(fit: dict) -> str:
     """The warning for a fit that left exploded draws out, naming where: "2 exploded
-    draw(s) of delta_h left out of its fit against L (M=64, steps=1): 1 at L=32, 1 at L=64"."""
+    draw(s) of delta_h left out of its fit against L (M=64, steps=1): 1 at L=32, 1 at L=64",
+    or, for the joint fit, "... of its joint fit a/L + b/sqrt(LM) (steps=1)"."""
     fixed = fixed_text(fit)
     where = ", ".join(f"{e['draws']} at {fit.get('against')}={e['x']:g}"
                       for e in fit.get("excluded_at") or [])  # fmt: skip
+    # a fit against one size names it; the joint fit (no `against`) names its model
+    which = (
+        f"fit against {fit['against']}" if fit.get("against") is not None
+        else f"joint fit {fit.get('model', '')}".rstrip()
+    )  # fmt: skip
     return (
-        f"{fit['excluded']} exploded draw(s) of {fit['quantity']} left out of its fit against "
-        f"{fit.get('against')}" + (f" ({fixed})" if fixed else "") + (f": {where}" if where else "")
-    )
+        f"{fit['excluded']} exploded draw(s) of {fit['quantity']} left out of its {which}"
+        + (f" ({fixed})" if fixed else "") + (f": {where}" if where else "")
+    )  # fmt: skip

@@ -230,6 +230,12 @@ def test_the_printed_fit_says_what_it_left_out(tmp_path):
     assert excluded_warning(fit) == (
         "7 exploded draw(s) of delta_h left out of its fit against L (M=4): 1 at L=8, 6 at L=64"
     )
+    # the joint fit has no `against`: it names its model, not "against None"
+    joint = {"quantity": "delta_h", "model": "a/L + b/sqrt(LM)", "excluded": 1,
+             "fixed": {"steps": 1}}  # fmt: skip
+    assert excluded_warning(joint) == (
+        "1 exploded draw(s) of delta_h left out of its joint fit a/L + b/sqrt(LM) (steps=1)"
+    )
 
 
 def test_a_fit_whose_interval_excludes_its_theory_says_so(tmp_path):

@@ -43,6 +43,8 @@ SUBSET = [
     "trained-weights --data: 300-byte CIFAR pickle of (10^6, 3072)",
     "two-layer --data: complex x",
     "mean-ode: a block file calling sys.exit(0)",
+    "mean-ode: a block returning int32",
+    "variance: a float16 law",
     "a link points in --out (fresh folder)",
     "--out ''",
     "api: run_study L=[8, 4]",

@@ -15,6 +15,7 @@ Diffrax (Dopri8, dense output) in float64; its own error is measured (order q ag
 q/2, tolerance halved) and every fitted point must lie 10× above it.
 """
 
+import contextlib
 import inspect
 import math
 import os
@@ -418,10 +419,12 @@ def study_block_law(args, cfg):
     (specs, or objects from the Python API), each tried on a draw and on the data: a bad
     one is a one-line StudyInputError naming the option."""
     block_arg, law_arg = getattr(args, "block", None), getattr(args, "law", None)
-    block = TwoLayerBlock(cfg["activation"]) if block_arg is None else user_block(block_arg)
-    law = make_law(cfg) if law_arg is None else user_law(law_arg)
+    with study_precision(cfg["x64"]):  # made and tried in the precision the study runs in
+        block = TwoLayerBlock(cfg["activation"]) if block_arg is None else user_block(block_arg)
+        law = make_law(cfg) if law_arg is None else user_law(law_arg)
     try:
-        check_block_law(block, law, make_data(cfg)[0])
+        with study_precision(cfg["x64"]):
+            check_block_law(block, law, make_data(cfg)[0])
     except StudyInputError as err:
         if block_arg is not None or law_arg is not None:
             raise
@@ -479,9 +482,22 @@ def user_law(value):
     )
 
 
+@contextlib.contextmanager
+def study_precision(x64: bool):
+    """Within: JAX in the study's precision (`jax_enable_x64` = `x64`), restored after
+    (a user's block and law are tried before the study starts, in the dtypes it runs in)."""
+    before = jax.config.read("jax_enable_x64")
+    jax.config.update("jax_enable_x64", bool(x64))
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_x64", before)
+
+
 def check_block_law(block, law, xs) -> None:
-    """One draw of `law` must be a pytree of float arrays, and φ(x, z) a finite vector of
-    the state's shape at every input."""
+    """One draw of `law` must be a pytree of float arrays of at least the state's
+    precision, and φ(x, z) a finite vector of the state's shape and dtype at every
+    input."""
     try:
         z = law.sample(jr.key(0))
     except USER_ERRORS as err:
@@ -491,6 +507,12 @@ def check_block_law(block, law, xs) -> None:
     if not leaves or bad:
         what = ", ".join(sorted(set(bad))) or "no arrays"
         raise StudyInputError(f"--law: a draw must be a pytree of float arrays, got {what}")
+    low = sorted({str(v.dtype) for v in leaves if v.dtype.itemsize < xs.dtype.itemsize})
+    if low:  # float16 overflows at 65504 and stalls the reference solver
+        raise StudyInputError(
+            f"--law: a draw holds {', '.join(low)} arrays, below the study's precision "
+            f"({xs.dtype}); draw in {xs.dtype}"
+        )
     d = xs.shape[1]
     try:
         out = jax.vmap(lambda x: block(x, z))(xs)
@@ -503,6 +525,10 @@ def check_block_law(block, law, xs) -> None:
         raise StudyInputError(
             f"--block: φ(h, z) has shape {tuple(out.shape[1:])}; it must be the state's "
             f"({d},) (set the dimension with --d)"
+        )
+    if out.dtype != xs.dtype:
+        raise StudyInputError(
+            f"--block: φ(h, z) returns {out.dtype}; it must return the state's dtype ({xs.dtype})"
         )
     if not bool(jnp.all(jnp.isfinite(out))):
         raise StudyInputError("--block: φ(h, z) is not finite at the data for a draw of the law")

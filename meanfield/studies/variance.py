@@ -396,10 +396,11 @@ def _block_and_law(args, cfg):
         raise StudyInputError(f"{flag}: --block and --law go together")
     if args.activation != "relu" or args.sigma_v != 1.0:
         raise StudyInputError("--activation/--sigma-v: set the built-in 2LP, not used with --block")
-    from .mean_ode import check_block_law, user_block, user_law
+    from .mean_ode import check_block_law, study_precision, user_block, user_law
 
-    block, law = user_block(args.block), user_law(args.law)
-    check_block_law(block, law, jnp.ones((1, cfg["d"])) / math.sqrt(cfg["d"]))
+    with study_precision(cfg["x64"]):  # made and tried in the precision the study runs in
+        block, law = user_block(args.block), user_law(args.law)
+        check_block_law(block, law, jnp.ones((1, cfg["d"])) / math.sqrt(cfg["d"]))
     return block, law
 
 
