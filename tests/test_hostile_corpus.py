@@ -114,3 +114,11 @@ def test_a_refusal_naming_another_option_is_not_clean(tmp_path):
     assert not result["ok"]
     assert hostile_inputs._names("--L/--M/--seeds: needs about 3 GB", "--M")
     assert not hostile_inputs._names("--L-for-M: at most 4", "--L")
+
+
+def test_every_case_the_issue_quotes_is_a_row():
+    """Issue 46's acceptance: every case it quotes is in the corpus (`QUOTED`, labels of
+    rows), so the corpus's verdict covers them."""
+    labels = {r.label for r in _all_rows()}
+    assert len(hostile_corpus.QUOTED) >= 60
+    assert [q for q in hostile_corpus.QUOTED if q not in labels] == []
