@@ -169,8 +169,7 @@ def _positive_data(ax, axis: str) -> bool:
             return True
     for coll in ax.collections:
         offsets = np.asarray(coll.get_offsets(), dtype=float).reshape(-1, 2)
-        paths = [p.vertices for p in coll.get_paths()] if hasattr(coll, "get_paths") else []
-        for v in [offsets, *paths]:
+        for v in [offsets, *(p.vertices for p in coll.get_paths())]:
             v = np.asarray(v, dtype=float).reshape(-1, 2)[:, i]
             if (np.isfinite(v) & (v > 0)).any():
                 return True

@@ -162,17 +162,17 @@ def replot(out) -> list:
     from ..plotting import use_agg
 
     use_agg()
-    import jax
     import matplotlib.pyplot as plt
 
-    # the figures' few computations at the study's precision
-    x64 = jax.config.read("jax_enable_x64")
-    jax.config.update("jax_enable_x64", bool(results["config"].get("x64", False)))
+    from .runner import study_precision
+
     before = {p: p.stat().st_mtime_ns for p in folder.glob("*.png")}
     open_before = set(plt.get_fignums())
     drawn = False
     try:
-        plot(folder, results)
+        # the figures' few computations at the study's precision
+        with study_precision(bool(results["config"].get("x64", False))):
+            plot(folder, results)
         drawn = True
     except StudyInputError:
         raise
@@ -191,7 +191,6 @@ def replot(out) -> list:
         if not drawn:  # the figures a failure left open
             for num in set(plt.get_fignums()) - open_before:
                 plt.close(num)
-        jax.config.update("jax_enable_x64", x64)
     return sorted(p for p in folder.glob("*.png") if before.get(p) != p.stat().st_mtime_ns)
 
 

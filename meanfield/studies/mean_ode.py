@@ -15,7 +15,6 @@ Diffrax (Dopri8, dense output) in float64; its own error is measured (order q ag
 q/2, tolerance halved) and every fitted point must lie 10× above it.
 """
 
-import contextlib
 import inspect
 import math
 import os
@@ -77,7 +76,7 @@ from .args import (
     positive_int,
     user_error,
 )
-from .runner import StudyInputError, start_study
+from .runner import StudyInputError, start_study, study_precision
 
 HELP = "finite ResNets vs the neural mean-ODE limit: the 1/L + 1/sqrt(LM) study"
 DEFAULT_X64 = True
@@ -422,15 +421,14 @@ def study_block_law(args, cfg):
     with study_precision(cfg["x64"]):  # made and tried in the precision the study runs in
         block = TwoLayerBlock(cfg["activation"]) if block_arg is None else user_block(block_arg)
         law = make_law(cfg) if law_arg is None else user_law(law_arg)
-    try:
-        with study_precision(cfg["x64"]):
+        try:
             check_block_law(block, law, make_data(cfg)[0])
-    except StudyInputError as err:
-        if block_arg is not None or law_arg is not None:
-            raise
-        # the built-in block and law: the options that set them are at fault
-        flags = "/".join(f for n, f in BUILT_IN_LAW.items() if n in cfg)
-        raise StudyInputError(f"{flags}: {str(err).partition(': ')[2]}") from None
+        except StudyInputError as err:
+            if block_arg is not None or law_arg is not None:
+                raise
+            # the built-in block and law: the options that set them are at fault
+            flags = "/".join(f for n, f in BUILT_IN_LAW.items() if n in cfg)
+            raise StudyInputError(f"{flags}: {str(err).partition(': ')[2]}") from None
     return block, law
 
 
@@ -480,18 +478,6 @@ def user_law(value):
         f"--law: {name} is a {type(obj).__name__}, not an AbstractLaw or a function of no "
         "arguments returning one"
     )
-
-
-@contextlib.contextmanager
-def study_precision(x64: bool):
-    """Within: JAX in the study's precision (`jax_enable_x64` = `x64`), restored after
-    (a user's block and law are tried before the study starts, in the dtypes it runs in)."""
-    before = jax.config.read("jax_enable_x64")
-    jax.config.update("jax_enable_x64", bool(x64))
-    try:
-        yield
-    finally:
-        jax.config.update("jax_enable_x64", before)
 
 
 def check_block_law(block, law, xs) -> None:

@@ -34,6 +34,7 @@ they run, so a resumed study gives the same `results.json` as an uninterrupted
 one.
 """
 
+import contextlib
 import errno
 import fcntl
 import functools
@@ -1331,6 +1332,19 @@ def summary(results: dict, out: Path, limit: int = 8) -> str:
         wrote += f" and {len(figures)} figure(s): {', '.join(figures)}"
     lines.append(wrote)
     return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def study_precision(x64: bool):
+    """Within: JAX in a study's precision (`jax_enable_x64` = `x64`), restored after: a
+    user's block and law tried before the study starts, in the dtypes it runs in, and the
+    figures' few computations redrawn from results.json."""
+    before = jax.config.read("jax_enable_x64")
+    jax.config.update("jax_enable_x64", bool(x64))
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_x64", before)
 
 
 def start_study(args, cfg: dict) -> StudyRunner:

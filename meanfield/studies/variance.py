@@ -34,7 +34,7 @@ from .args import (
     positive_float,
     positive_int,
 )
-from .runner import StudyInputError, start_study
+from .runner import StudyInputError, start_study, study_precision
 
 HELP = "variance of the first forward pass: Chizat's Prop. 2.1 and its three regimes"
 DEFAULT_X64 = True
@@ -396,7 +396,7 @@ def _block_and_law(args, cfg):
         raise StudyInputError(f"{flag}: --block and --law go together")
     if args.activation != "relu" or args.sigma_v != 1.0:
         raise StudyInputError("--activation/--sigma-v: set the built-in 2LP, not used with --block")
-    from .mean_ode import check_block_law, study_precision, user_block, user_law
+    from .mean_ode import check_block_law, user_block, user_law
 
     with study_precision(cfg["x64"]):  # made and tried in the precision the study runs in
         block, law = user_block(args.block), user_law(args.law)
