@@ -45,7 +45,7 @@ NOISES: dict[str, Callable] = {
 
 
 def _loglog(rng, r, noise):
-    from meanfield.fits import fit_loglog
+    from meanfield.stats.fits import fit_loglog
 
     x, p = np.array([8.0, 16, 32, 64, 128]), -1.0
     samples = [x_**p * NOISES[noise](rng, 10) for x_ in x]
@@ -54,7 +54,7 @@ def _loglog(rng, r, noise):
 
 
 def _loglog_paired(rng, r, noise):
-    from meanfield.fits import fit_loglog
+    from meanfield.stats.fits import fit_loglog
 
     x, p, n = np.array([128.0, 512, 2048, 8192]), -0.5, 16
     shared = rng.lognormal(0.0, 0.3, n)  # draw k's embedding, felt at every width
@@ -77,7 +77,7 @@ def _fbm_cholesky(n: int, hurst: float) -> np.ndarray:
 
 
 def _regularity(rng, r, networks, hurst=0.7, L=64, d=4, shared=0.8):
-    from meanfield.regularity import estimate_hurst
+    from meanfield.diagnostics.regularity import estimate_hurst
 
     chol = _fbm_cholesky(L, hurst)
     common = chol @ rng.normal(size=(L, networks))  # one path per network
@@ -89,7 +89,7 @@ def _regularity(rng, r, networks, hurst=0.7, L=64, d=4, shared=0.8):
 
 
 def _rate_sum(rng, r, noise):
-    from meanfield.fits import fit_rate_sum
+    from meanfield.stats.rate_law import fit_rate_sum
 
     pts = [(L, 16384) for L in (8, 16, 32, 64, 128)] + [(1024, M) for M in (1, 4, 16, 64)]
     a, b = 0.5, 0.3
@@ -105,7 +105,7 @@ def _rate_law(rng, r, a=0.3, shared=0.3):
     128), 12 draws; draw k of every point at one D shares a factor (its embedding), each
     point's error half-normal around it. Truth p = 1, q = r = 1/2; with `a` = 0.3 the L
     term is as small as on the study's grid (not resolved there), with 3 it is resolved."""
-    from meanfield.fits import fit_rate_law
+    from meanfield.stats.rate_law import fit_rate_law
 
     Ls, Ms, Ds, n = (4, 8, 16, 32, 64), (4, 16, 64), (8, 32, 128), 12
     pts = [(L, M, D) for L in Ls for M in Ms for D in Ds if D <= L * M / 4]
@@ -151,7 +151,7 @@ def _plain_rate(rng, r):
 
 
 def _delta_quantile(rng, r, noise="half-normal"):
-    from meanfield.convergence import delta_quantiles
+    from meanfield.coupling.convergence import delta_quantiles
 
     dist = {"half-normal": stats.halfnorm(), "chi(3)": stats.chi(3),
             "log-normal(0.5)": stats.lognorm(0.5), "exponential": stats.expon()}[noise]  # fmt: skip
@@ -173,7 +173,7 @@ def _critical_beta(rng, r, shared=0.5, n_boot=500):
     """The phases study's β_c: ratios `L^{s(β)} e^{η}` over its quick grid (10 β, 6 depths,
     64 draws), s(β) = 1 − 2β near the crossing (β_c = 1/2), each draw's noise shared
     across every β and depth (the same weights) in part."""
-    from meanfield.phases import critical_beta
+    from meanfield.diagnostics.phases import critical_beta
 
     betas = np.array([0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.125, 1.25, 1.5])
     Ls = np.array([16, 32, 64, 128, 256, 512])
@@ -194,7 +194,7 @@ def _alpha_star(rng, r, inits=300):
     mean by a level and a tilt of its own (shared by every α: the same initialisation) and
     a little independent noise; its interval a bootstrap over initialisations. The truth
     is the same estimator on the population's mean curve."""
-    from meanfield.fits import parabola_argmax, parabola_argmax_interval
+    from meanfield.stats.fits import parabola_argmax, parabola_argmax_interval
 
     x = np.linspace(-0.3, 0.3, 15)
     f = 2.3 - 2.2 * (x - 0.02) ** 2 + 0.3 * (x - 0.02) ** 3

@@ -196,17 +196,18 @@ def natural(
     one takes the times of the nearest timed one in (log2 L, log2 M). They are timed in
     `spread_order`; with `budget` (seconds), none is started after it is spent, beyond
     the first two (the smallest and the largest L·M), and the rest count as untimed."""
-    from meanfield.coupling import LimitOnGrid, coupled_errors
+    from meanfield.blocks.two_layer import TwoLayerBlock
+    from meanfield.coupling.mean_ode import LimitOnGrid, coupled_errors
     from meanfield.engine import ScanLoop
-    from meanfield.resnet import ResNet
+    from meanfield.models.resnet import ResNet
     from meanfield.scaling import MeanODEScaling
     from meanfield.studies import mean_ode as study
-    from meanfield.two_layer import TwoLayerBlock
+    from meanfield.studies import own_block
 
     cfg = results["config"]
     block = TwoLayerBlock(cfg["activation"])
-    law = study.make_law(cfg)
-    xs, ys = study.make_data(cfg)
+    law = own_block.make_law(cfg)
+    xs, ys = own_block.make_data(cfg)
     configs = [(spec["L"], spec["M"]) for spec in study.grid_specs(cfg)]
     timed, skipped = {}, 0
     t_start = time.perf_counter()
@@ -376,7 +377,7 @@ def main(argv=None):
             payload["ours_warm_cache"], payload["ours_warm_cache_spread"] = row, spread
             lines = _lines(payload, results)
             _write(out, payload, lines)  # after each run: a run cut short keeps the others
-    from meanfield.compilation import disable_compilation_cache
+    from meanfield.runtime.compilation import disable_compilation_cache
 
     disable_compilation_cache()  # the folder is gone; the natural runs compile cold
     if not args.skip_natural:

@@ -221,7 +221,7 @@ def _image_files() -> dict:
     }
 
 
-# inputs the loader takes, by design (`two_layer.load_data`): float16 is converted to
+# inputs the loader takes, by design (`embedded_options.load_data`): float16 is converted to
 # float64 exactly; duplicated inputs leave no Gram to invert (the limits drop its null
 # directions)
 ACCEPTED_DATA = {"duplicated inputs", "float16 x"}

@@ -364,9 +364,9 @@ def sde_suite(cfg, args, dtype, report) -> None:
     are compared in distribution only (mean of |H_1|), not value by value."""
     import diffrax
 
-    from meanfield.activations import resolve_activation
-    from meanfield.depth import BrownianLaw
-    from meanfield.neural_sde import NeuralSDE
+    from meanfield.blocks.activations import resolve_activation
+    from meanfield.laws.depth import BrownianLaw
+    from meanfield.limits.neural_sde import NeuralSDE
 
     d, S = cfg["d"], cfg["seeds"]
     act = resolve_activation(args.activation)  # both sides solve the requested σ

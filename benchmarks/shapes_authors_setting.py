@@ -11,7 +11,10 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from meanfield import deep_embedded as de
+from meanfield.coupling import deep_embedded as de_coupling
+from meanfield.limits import deep_embedded as de_limits
+from meanfield.models import deep_embedded as de
+from meanfield.training import deep_embedded as de_training
 
 L = M = D = 70
 SEEDS, K, ETA = 32, 5, 0.1
@@ -24,15 +27,15 @@ def main():
     x, y = jnp.array(X), jnp.array(Y)
     ts = jnp.arange(L + 1) / L
     kw = dict(steps=K, eta_u=ETA, eta_v=ETA, ts=ts)
-    joint = de.linear_limit(x, y, **kw)
+    joint = de_limits.linear_limit(x, y, **kw)
 
     def one(key):
         net = de.DeepEmbeddedResNet.sample(key, L=L, M=M, D=D, d_in=3, d_out=3)
-        out, hid = de.train(net, x, y, eta_u=ETA, eta_v=ETA, steps=K)
-        fixed = de.linear_limit(x, y, gram=de.basis_gram(net.embedding), **kw)
+        out, hid = de_training.train(net, x, y, eta_u=ETA, eta_v=ETA, steps=K)
+        fixed = de_limits.linear_limit(x, y, gram=de_limits.basis_gram(net.embedding), **kw)
         return (
-            *de.errors(out, hid, joint, net.embedding),
-            *de.errors(out, hid, fixed, net.embedding),
+            *de_coupling.errors(out, hid, joint, net.embedding),
+            *de_coupling.errors(out, hid, fixed, net.embedding),
         )
 
     res = [np.asarray(a) for a in jax.lax.map(jax.jit(one), jr.split(jr.key(0), SEEDS))]

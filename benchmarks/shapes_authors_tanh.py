@@ -48,10 +48,13 @@ import jax.numpy as jnp  # noqa: E402
 import jax.random as jr  # noqa: E402
 import numpy as np  # noqa: E402
 
-from meanfield import deep_embedded as de  # noqa: E402
-from meanfield.embedding import Embedding, norm_d  # noqa: E402
-from meanfield.fits import fit_loglog  # noqa: E402
+from meanfield.coupling import deep_embedded as de_coupling
+from meanfield.limits import deep_embedded as de_limits
+from meanfield.models import deep_embedded as de  # noqa: E402
+from meanfield.models.embedding import Embedding, norm_d  # noqa: E402
+from meanfield.stats.fits import fit_loglog  # noqa: E402
 from meanfield.studies.args import int_list, positive_int  # noqa: E402
+from meanfield.training import deep_embedded as de_training
 
 NAME = "shapes_authors_tanh"
 D_IN = D_OUT = 5
@@ -105,7 +108,7 @@ def reference(out: Path, particles: int, log):
             log(f"reference: reusing {path}")
             return {k: cached[k] for k in cached.files}
     t0 = time.perf_counter()
-    lim = de.limit(
+    lim = de_limits.limit(
         x, y, ts=jnp.arange(L + 1) / L, method="qmc", particles=particles, key=jr.key(1),
         rtol=RTOL[0], rtol_check=RTOL[1], **SETTING,
     )  # fmt: skip
@@ -140,7 +143,7 @@ def trained(M: int, D: int):
                 key, L=L, M=M, D=D, d_in=D_IN, d_out=D_OUT, activation="tanh"
             )
             net = eqx_replace_embedding(net, emb)
-            return de.train(net, x, y, eta_u=ETA, eta_v=ETA, steps=STEPS)
+            return de_training.train(net, x, y, eta_u=ETA, eta_v=ETA, steps=STEPS)
 
         _PROGRAMS[(M, D)] = jax.jit(run)
     return _PROGRAMS[(M, D)]
@@ -209,7 +212,7 @@ def main(argv=None):
     t_start = time.perf_counter()
     ref = reference(out, cfg["particles"], log)
     x, y = data()
-    ref_lim = de.LinearLimit(
+    ref_lim = de_limits.LinearLimit(
         jnp.asarray(ref["outputs"]), jnp.asarray(ref["hidden_coef"]),
         jnp.zeros_like(jnp.asarray(ref["hidden_coef"])), jnp.arange(L + 1) / L,
         jnp.asarray(ref["error_estimate"]), jnp.asarray(ref["ok"]), "qmc",
@@ -225,7 +228,7 @@ def main(argv=None):
     def record(row, f, h, emb, big_f, big_h=None):
         """One network's errors against the reference and against their largest network
         (hidden states only where the dimensions match: the M line)."""
-        e_f, e_h = de.errors(f, h, ref_lim, emb)
+        e_f, e_h = de_coupling.errors(f, h, ref_lim, emb)
         row["ref_f"].append(np.asarray(e_f))
         row["ref_h"].append(np.asarray(e_h))
         row["their_f"].append(output_error(f, big_f))
@@ -236,7 +239,7 @@ def main(argv=None):
         units = functools.partial(units_key, seed)
         emb = embedding(seed, top)
         big_f, big_h = trained(top, top)(units(top, top, 0), emb)
-        e_f, e_h = de.errors(big_f, big_h, ref_lim, emb)
+        e_f, e_h = de_coupling.errors(big_f, big_h, ref_lim, emb)
         theirs_vs_ref["f"].append(np.asarray(e_f))
         theirs_vs_ref["h"].append(np.asarray(e_h))
         for m in sizes:  # the M line at D = top, same embedding as their limit
@@ -348,7 +351,7 @@ def report(res, log):
 
 
 def figure(res, path):
-    from meanfield.plotting import use_agg
+    from meanfield.io.plotting import use_agg
 
     use_agg()
     import matplotlib.pyplot as plt

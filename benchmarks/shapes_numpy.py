@@ -15,7 +15,7 @@ point, `--seeds` networks, and the outputs after k = 0..K updates:
   storing the hidden states and an explicit hand-written backward recursion (the
   adjoint `g^{l-1} = g^l + (ρ'(P) ⊙ g^l v^ᵀ/(LM)) u / D`, the gradients of u and v read
   off layer by layer), in float64 NumPy;
-* `ours`: `meanfield.deep_embedded.train` (`jax.grad` through a `lax.scan` over layers,
+* `ours`: `meanfield.training.deep_embedded.train` (`jax.grad` through a `lax.scan` over layers,
   the K steps in a `lax.scan`), jitted and vmapped over the seeds of a grid point: one
   compiled program per shape (L, M, D), compiled ahead and timed apart, with the
   library's default `unroll` (layers per loop step: 1 on a CPU, 8 on a GPU);
@@ -147,7 +147,7 @@ def numpy_point(params, x, y, *, activation, steps):
 def sample_point(key, L, M, D, seeds, activation):
     """The grid point's networks, drawn once in JAX: a batch of `DeepEmbeddedResNet`
     (leading axis the seeds), from `split(key, seeds)`."""
-    from meanfield.deep_embedded import DeepEmbeddedResNet
+    from meanfield.models.deep_embedded import DeepEmbeddedResNet
 
     x = jnp.asarray(SETTING["x"])
     y = jnp.asarray(SETTING["y"])
@@ -166,7 +166,7 @@ def sample_point(key, L, M, D, seeds, activation):
 def ours_fn(steps, unroll=None):
     """`train` vmapped over a batch of networks, jitted (compiled once per shape);
     `unroll` None: the library's default."""
-    from meanfield.deep_embedded import train
+    from meanfield.training.deep_embedded import train
 
     def one(net, x, y):
         eta = {"eta_u": SETTING["eta_u"], "eta_v": SETTING["eta_v"]}

@@ -290,6 +290,6 @@ def add_common_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 def setup(args) -> None:
     """Apply the common options (precision, compile cache) before any computation."""
     jax.config.update("jax_enable_x64", bool(args.x64))
-    from meanfield.compilation import enable_compilation_cache
+    from meanfield.runtime.compilation import enable_compilation_cache
 
     enable_compilation_cache(args.compile_cache)

@@ -36,7 +36,7 @@ def render(path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from meanfield import plotting
+    from meanfield.io import plotting
 
     name = path.stem
     for old in OUT.glob(f"{name}_*.png"):

@@ -148,3 +148,18 @@ def check_finite_array(value, name: str, *, colon: bool = False) -> None:
         raise ValueError(
             f"{where} must be finite: {count} are NaN or inf (the first at index {index}: {first})"
         )
+
+
+def check_finite_arguments(*, colon: bool = False, **arrays) -> None:
+    """`check_finite_array` on each keyword argument in turn, named by its keyword: the
+    first concrete one holding NaN or inf raises (traced ones, under `jit`, `vmap`,
+    `grad`, pass: no host round trip there). `colon=True` words the message
+    `name: contains NaN or inf (...)`, else `name must be finite: ...`."""
+    for name, value in arrays.items():
+        check_finite_array(value, name, colon=colon)
+
+
+def check_choice(value, choices, name: str) -> None:
+    """`name=value: use one of a, b, c` unless `value` is one of `choices`."""
+    if value not in choices:
+        raise ValueError(f"{name}={value!r}: use one of {', '.join(choices)}")

@@ -113,7 +113,7 @@ def _known_bad_form(size, key):
 
 
 def _perceptron(size, key, activation="gelu"):
-    from .shallow import Perceptron
+    from .models.perceptron import Perceptron
 
     kn, kx, ky = jr.split(key, 3)
     net = Perceptron.sample(
@@ -124,14 +124,15 @@ def _perceptron(size, key, activation="gelu"):
 
 
 def _two_layer_train(size, key):
-    from .shallow import train
+    from .training.perceptron import train
 
     net, xs, ys = _perceptron(size, key)
     return (lambda net: train(net, xs, ys, lr_u=0.7, lr_v=0.35, steps=2)[1:]), (net,)
 
 
 def _two_layer_particles(size, key):
-    from .shallow import particle_dynamics, reduce
+    from .limits.perceptron import particle_dynamics
+    from .models.perceptron import reduce
 
     net, xs, ys = _perceptron(size, key)
     p0, a0 = reduce(net, xs)
@@ -148,10 +149,10 @@ def _two_layer_particles(size, key):
 
 
 def _resnet(size, key, L=3, d=6, n=5):
-    from .laws import TwoLayerGaussianLaw
-    from .resnet import ResNet
+    from .blocks.two_layer import TwoLayerBlock
+    from .laws.unit import TwoLayerGaussianLaw
+    from .models.resnet import ResNet
     from .scaling import MeanODEScaling
-    from .two_layer import TwoLayerBlock
 
     kn, kx, ky = jr.split(key, 3)
     net = ResNet.sample(
@@ -167,7 +168,7 @@ def _resnet_forward(size, key):
 
 
 def _resnet_adjoint(size, key):
-    from .training import loss_and_gradients
+    from .training.resnet import loss_and_gradients
 
     net, xs, ys = _resnet(size, key)
 
@@ -179,7 +180,7 @@ def _resnet_adjoint(size, key):
 
 
 def _resnet_gd(size, key):
-    from .training import mean_ode_sgd, train
+    from .training.resnet import mean_ode_sgd, train
 
     net, xs, ys = _resnet(size, key)
     opt = mean_ode_sgd(0.5, L=3, M=size)
@@ -192,10 +193,10 @@ def _resnet_gd(size, key):
 
 
 def _mean_ode_fields(size, key):
-    from .laws import TwoLayerGaussianLaw
-    from .meanode import MeanODE
-    from .particles import monte_carlo_particles
-    from .two_layer import TwoLayerBlock
+    from .blocks.two_layer import TwoLayerBlock
+    from .laws.unit import TwoLayerGaussianLaw
+    from .limits.mean_ode import MeanODE
+    from .limits.particles import monte_carlo_particles
 
     d, n = 6, 5
     kp, kh, kb = jr.split(key, 3)
@@ -210,9 +211,9 @@ def _mean_ode_fields(size, key):
 
 
 def _particle_step(size, key):
-    from .laws import TwoLayerGaussianLaw
-    from .particles import monte_carlo_particles, particle_step
-    from .two_layer import TwoLayerBlock
+    from .blocks.two_layer import TwoLayerBlock
+    from .laws.unit import TwoLayerGaussianLaw
+    from .limits.particles import monte_carlo_particles, particle_step
 
     d, n = 6, 5
     kp, kh, kb = jr.split(key, 3)
@@ -222,7 +223,7 @@ def _particle_step(size, key):
 
 
 def _deep_embedded(size, key, activation="tanh"):
-    from .deep_embedded import DeepEmbeddedResNet
+    from .models.deep_embedded import DeepEmbeddedResNet
 
     kn, kx, ky = jr.split(key, 3)
     net = DeepEmbeddedResNet.sample(kn, L=3, M=size, D=24, d_in=4, d_out=2, activation=activation)
@@ -230,7 +231,7 @@ def _deep_embedded(size, key, activation="tanh"):
 
 
 def _deep_embedded_train(size, key):
-    from .deep_embedded import train
+    from .training.deep_embedded import train
 
     net, xs, ys = _deep_embedded(size, key)
     return (lambda net: train(net, xs, ys, eta_u=0.5, eta_v=0.5, steps=2)), (net,)
@@ -238,7 +239,8 @@ def _deep_embedded_train(size, key):
 
 def _deep_embedded_wide(size, key):
     """The deep embedded network with the embedding dimension D = `size` (M = 16)."""
-    from .deep_embedded import DeepEmbeddedResNet, train
+    from .models.deep_embedded import DeepEmbeddedResNet
+    from .training.deep_embedded import train
 
     kn, kx, ky = jr.split(key, 3)
     net = DeepEmbeddedResNet.sample(kn, L=2, M=16, D=size, d_in=4, d_out=2, activation="tanh")
@@ -248,8 +250,8 @@ def _deep_embedded_wide(size, key):
 
 def _deep_embedded_limit_field(size, key):
     """The vector field of the joint L, M, D limit's nonlinear solve, on `size` nodes."""
-    from .activations import resolve_activation
-    from .deep_embedded import _nodes, _nonlinear_field
+    from .blocks.activations import resolve_activation
+    from .limits.deep_embedded import _nodes, _nonlinear_field
 
     n, p, steps = 3, 6, 2
     ke, kz, kg, kn = jr.split(key, 4)
@@ -268,8 +270,9 @@ def _deep_embedded_limit_field(size, key):
 
 
 def _res1_train(size, key):
-    from .depth import IIDGaussianLaw
-    from .res1 import Res1Classifier, train_res1
+    from .laws.depth import IIDGaussianLaw
+    from .models.res1 import Res1Classifier
+    from .training.res1 import train_res1
 
     kn, kd, kt, kl, kk = jr.split(key, 5)
     model = Res1Classifier.sample(
@@ -287,7 +290,7 @@ def _res1_train(size, key):
 
 
 def _plain_gradients(size, key):
-    from .plain import LayeredNet
+    from .models.plain import LayeredNet
 
     kn, kx, kr = jr.split(key, 3)
     n = min(size, 2048)  # N x N weights: 2048 keeps the largest at 32 MiB
@@ -297,7 +300,8 @@ def _plain_gradients(size, key):
 
 
 def _plain_train(size, key):
-    from .plain import Classifier, train_classifier
+    from .models.plain import Classifier
+    from .training.plain import train_classifier
 
     kn, kx, kl = jr.split(key, 3)
     model = Classifier.sample(kn, d_in=8, classes=3, L=2, N=32, architecture="plain")
@@ -315,7 +319,7 @@ def _plain_train(size, key):
 def _regimes(size, key):
     import optax
 
-    from .regimes import regime_diagnostics
+    from .diagnostics.regimes import regime_diagnostics
 
     net, xs, ys = _resnet(size, key)
 
@@ -328,7 +332,7 @@ def _regimes(size, key):
 
 
 def _matrix_resnet(size, key):
-    from .neural_sde import matrix_resnet
+    from .models.matrix import matrix_resnet
 
     kw, kx = jr.split(key)
     d = min(size, 2048)

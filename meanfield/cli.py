@@ -6,7 +6,7 @@
     meanfield canary                     compiled hot paths against op by op, at large widths
 
 Bad input gets one line on stderr naming the argument and exit code 2; a JAX release
-known to compute wrong results is refused the same way (`meanfield.releases`); a study
+known to compute wrong results is refused the same way (`meanfield.runtime.releases`); a study
 whose self-check finds a miscompiled grid point stops with one line and exit code 3.
 """
 
@@ -72,7 +72,7 @@ def info() -> str:
     """Versions of meanfield and its dependencies, and the devices JAX sees."""
     import jax
 
-    from . import __version__
+    from ._version import __version__
 
     lines = [f"meanfield {__version__} (python {platform.python_version()})"]
     for pkg in ("jax", "jaxlib", "diffrax", "equinox", "optax", "lineax", "matplotlib"):
@@ -91,7 +91,7 @@ def canary_command(args) -> int:
     import jax
 
     from . import canary
-    from .releases import installed, known_bad
+    from .runtime.releases import installed, known_bad
 
     jax.config.update("jax_enable_x64", not args.float32)
     probes = canary.PROBES
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(join_negative_lists(sys.argv[1:] if argv is None else list(argv)))
     if args.command in ("info", "study"):
-        from .releases import KnownBadReleaseError, check_release
+        from .runtime.releases import KnownBadReleaseError, check_release
 
         try:
             check_release(allow=args.allow_known_bad_jax)
@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
               + ", ".join(p.name for p in written))  # fmt: skip
         return 0
     from .studies import resolve_out
-    from .studies.runner import probe_lock, release_all
+    from .studies.folder import probe_lock, release_all
 
     try:
         resolve_out(args)
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"meanfield study {args.study}: error: {err}", file=sys.stderr)
         return 2
     module = STUDIES[args.study]
-    from .compilation import enable_compilation_cache
+    from .runtime.compilation import enable_compilation_cache
 
     try:
         enable_compilation_cache(args.compile_cache)
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--compile-cache: {err}")
     import jax
 
-    from .interrupt import Interrupted, message, stop_on_signals
+    from .runtime.interrupt import Interrupted, message, stop_on_signals
 
     x64 = jax.config.read("jax_enable_x64")
     where = f"meanfield study {args.study}"

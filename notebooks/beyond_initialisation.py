@@ -22,9 +22,9 @@
 # initialisation and by β; and the test accuracy depends on (β, H).
 #
 # This notebook trains such networks on scikit-learn's bundled handwritten digits
-# (offline; `meanfield.datasets.load_images` reads MNIST or CIFAR-10 files you have) and
+# (offline; `meanfield.io.datasets.load_images` reads MNIST or CIFAR-10 files you have) and
 # measures the regularity of `k/L -> V_k` with a variogram estimator
-# (`meanfield.regularity.estimate_hurst`):
+# (`meanfield.diagnostics.regularity.estimate_hurst`):
 #
 # * of the weights V_k themselves (i.i.d. and fBm weights are increments: ≈ 0; smooth ≈ 1),
 # * of their partial sums Σ_{j≤k} V_j (the path whose increments they are: 1/2, H, 1),
@@ -44,11 +44,12 @@ import jax.random as jr
 import matplotlib.pyplot as plt
 import numpy as np
 
-from meanfield import res1
-from meanfield.datasets import load_digits
-from meanfield.depth import FractionalBrownianLaw, IIDGaussianLaw, SmoothGPLaw
-from meanfield.plotting import show
-from meanfield.regularity import estimate_hurst
+from meanfield.diagnostics.regularity import estimate_hurst
+from meanfield.io.datasets import load_digits
+from meanfield.io.plotting import show
+from meanfield.laws.depth import FractionalBrownianLaw, IIDGaussianLaw, SmoothGPLaw
+from meanfield.models import res1
+from meanfield.training import res1 as res1_training
 
 SIZE = os.environ.get("MEANFIELD_NOTEBOOK_SIZE", "cpu")
 SIZES = {
@@ -76,7 +77,9 @@ LAWS = {
     "fBm H=0.3": FractionalBrownianLaw(S["d"], 0.3),
     "fBm H=0.8": FractionalBrownianLaw(S["d"], 0.8),
 }
-train = jax.jit(jax.vmap(lambda m, k: res1.train_res1(m, data, key=k, steps=S["steps"], lr=3e-3)))
+train = jax.jit(
+    jax.vmap(lambda m, k: res1_training.train_res1(m, data, key=k, steps=S["steps"], lr=3e-3))
+)
 runs = {}
 for name, law in LAWS.items():
     models = [

@@ -31,8 +31,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import meanfield as mf
-from meanfield import plotting as mf_plot
-from meanfield.plotting import show
+from meanfield.io import plotting as mf_plot
+from meanfield.io.plotting import show
 
 jax.config.update("jax_enable_x64", True)
 SIZE = os.environ.get("MEANFIELD_NOTEBOOK_SIZE", "cpu")

@@ -35,7 +35,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import meanfield as mf
-from meanfield.plotting import show
+from meanfield.io.plotting import show
 
 jax.config.update("jax_enable_x64", True)  # the reference limit is computed in float64
 SIZE = os.environ.get("MEANFIELD_NOTEBOOK_SIZE", "cpu")

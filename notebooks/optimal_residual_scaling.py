@@ -36,7 +36,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import meanfield as mf
-from meanfield.plotting import show
+from meanfield.io.plotting import show
 from meanfield.theory.alpha_star import saturation_asymptotic, saturation_formula
 from meanfield.theory.response import output_response_curve
 

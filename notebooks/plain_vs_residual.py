@@ -42,8 +42,10 @@ import jax.random as jr
 import matplotlib.pyplot as plt
 import numpy as np
 
-from meanfield import plain as P
-from meanfield.plotting import show
+from meanfield.io.plotting import show
+from meanfield.models import plain as P
+from meanfield.theory import gradients as P_theory
+from meanfield.training import plain as P_training
 
 jax.config.update("jax_enable_x64", True)
 SIZE = os.environ.get("MEANFIELD_NOTEBOOK_SIZE", "cpu")
@@ -72,7 +74,7 @@ def log_gradients(architecture, activation, init, alpha, key):
 def predicted_curve(architecture, activation, init, alpha):
     """The prediction of log ‖p_l‖² − log ‖p_L‖² at every l (the last L − l layers)."""
     return np.array(
-        [P.predicted_log_ratio(architecture, activation, init, N=S["N"], L=S["L"] - l,
+        [P_theory.predicted_log_ratio(architecture, activation, init, N=S["N"], L=S["L"] - l,
                                alpha=alpha)[0] if l < S["L"] else 0.0
          for l in range(S["L"] + 1)]
     )  # fmt: skip
@@ -133,7 +135,7 @@ show("residual_gradients")
 
 # %%
 for L in (8, 32, 128):
-    pred, _ = P.predicted_log_ratio("pre-activation", "relu", "he", N=S["N"], L=L,
+    pred, _ = P_theory.predicted_log_ratio("pre-activation", "relu", "he", N=S["N"], L=L,
                                     alpha=1 / math.sqrt(L))  # fmt: skip
     print(f"L = {L:4d}: predicted ‖∂L/∂h^0‖/‖∂L/∂h^L‖ = {math.exp(pred / 2):.3f}")
 
@@ -144,7 +146,7 @@ for L in (8, 32, 128):
 # grow like sqrt(l N), and only about sqrt(N/l) coordinates of h^l sit where σ' ≠ 0: each
 # layer's factor is a sum of few terms, and the mean of its logarithm (what a log-scale
 # gradient plot measures) lies below the logarithm of its mean, `log χ_l`, by
-# O(sqrt(l/N)). `P.finite_width_log_ratios` evaluates the same independence model at the
+# O(sqrt(l/N)). `P_theory.finite_width_log_ratios` evaluates the same independence model at the
 # network's own width. Below, the first L' layers of the networks: `log ‖∂L/∂h^0‖² −
 # log ‖∂L/∂h^{L'}‖²` is the sum of their factors.
 
@@ -152,9 +154,9 @@ for L in (8, 32, 128):
 g = log_gradients("pre-activation", "tanh", "normal", 1.0, jr.key(4))
 depths = list(range(1, S["L"] + 1))
 measured = (g[:, :1] - g[:, 1:]).mean(0)  # layers 1..L'
-infinite = [P.predicted_log_ratio("pre-activation", "tanh", "normal", N=S["N"], L=L)[0]
+infinite = [P_theory.predicted_log_ratio("pre-activation", "tanh", "normal", N=S["N"], L=L)[0]
             for L in depths]  # fmt: skip
-width_n = P.finite_width_log_ratios("pre-activation", "tanh", "normal", N=S["N"], Ls=depths,
+width_n = P_theory.finite_width_log_ratios("pre-activation", "tanh", "normal", N=S["N"], Ls=depths,
                                     alphas=[1.0] * S["L"])  # fmt: skip
 fig, ax = plt.subplots(figsize=(6, 4))
 ax.plot(depths, measured, "o", ms=3, label=f"measured (mean over {S['draws']} draws)")
@@ -182,7 +184,7 @@ for arch, alpha_of in (("plain", lambda L: 1.0), ("pre-activation", lambda L: 1 
         model = P.Classifier.sample(jr.key(3), d_in=16, classes=4, L=L, N=48, architecture=arch,
                                     activation="relu", init="he", alpha=alpha_of(L))  # fmt: skip
         model, losses, acc = jax.jit(
-            lambda m: P.train_classifier(m, data, steps=S["steps"], lr=1e-3)
+            lambda m: P_training.train_classifier(m, data, steps=S["steps"], lr=1e-3)
         )(model)
         finals.append(float(P.cross_entropy(model, data[0], data[1])))
         print(

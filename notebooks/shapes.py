@@ -47,8 +47,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import meanfield as mf
-from meanfield import deep_embedded as de
-from meanfield.plotting import show
+from meanfield.coupling import deep_embedded as de_coupling
+from meanfield.io.plotting import show
+from meanfield.limits import deep_embedded as de_limits
+from meanfield.models import deep_embedded as de
+from meanfield.training import deep_embedded as de_training
 
 jax.config.update("jax_enable_x64", True)
 SIZE = os.environ.get("MEANFIELD_NOTEBOOK_SIZE", "cpu")
@@ -69,7 +72,7 @@ if SIZE not in SIZES:
 # %%
 x = jnp.array([[0.3, -0.8, 1.2]])
 y = jnp.array([[-1.0, 0.2, 0.5]])
-lim = de.linear_limit(x, y, steps=5, eta_u=0.1, eta_v=0.1)
+lim = de_limits.linear_limit(x, y, steps=5, eta_u=0.1, eta_v=0.1)
 closed = 0.2 * (x @ x.T) @ y
 print("f_1 − closed form:", float(jnp.max(jnp.abs(lim.outputs[1] - closed))))
 print("the limit's own error (two tolerances):", float(lim.error_estimate))
@@ -80,12 +83,12 @@ print("the limit's own error (two tolerances):", float(lim.error_estimate))
 # %%
 L = M = D = 64
 net = de.DeepEmbeddedResNet.sample(jr.key(0), L=L, M=M, D=D, d_in=3, d_out=3)
-outputs, hidden = de.train(net, x, y, eta_u=0.1, eta_v=0.1, steps=5)
+outputs, hidden = de_training.train(net, x, y, eta_u=0.1, eta_v=0.1, steps=5)
 ts = jnp.arange(L + 1) / L
-joint = de.linear_limit(x, y, steps=5, ts=ts)
-fixed = de.linear_limit(x, y, steps=5, ts=ts, gram=de.basis_gram(net.embedding))
-e_joint, _ = de.errors(outputs, hidden, joint, net.embedding)
-e_fixed, _ = de.errors(outputs, hidden, fixed, net.embedding)
+joint = de_limits.linear_limit(x, y, steps=5, ts=ts)
+fixed = de_limits.linear_limit(x, y, steps=5, ts=ts, gram=de_limits.basis_gram(net.embedding))
+e_joint, _ = de_coupling.errors(outputs, hidden, joint, net.embedding)
+e_fixed, _ = de_coupling.errors(outputs, hidden, fixed, net.embedding)
 fig, ax = plt.subplots(figsize=(5, 3.5))
 ax.semilogy(e_joint, "o-", label="vs joint limit (L, M, D → ∞)")
 ax.semilogy(e_fixed, "s-", label="vs fixed-D limit (same W_in, W_out)")

@@ -21,11 +21,11 @@
 # al. 2025), whose practical point is that the right scaling makes the best learning rate
 # independent of depth.
 #
-# `meanfield.regimes` measures, after k GD steps, the predictor movement, the forward
+# `meanfield.diagnostics.regimes` measures, after k GD steps, the predictor movement, the forward
 # deviation at initialisation, and every unit's feature change split exactly into a
 # **local** part (its own weight moved, its input frozen) and a **global** part (its input
 # moved). With `α = L^-γ / M` and `η ∝ L^λ`, a first-order analysis predicts exponents in
-# L for each (derivation in `meanfield.regimes`): predictor `λ + 1 − 2γ`, local update
+# L for each (derivation in `meanfield.diagnostics.regimes`): predictor `λ + 1 − 2γ`, local update
 # `λ − γ`, global change equal to the predictor's. So the learning line `λ = 2γ − 1`
 # separates explosion from no learning; on it, the local update vanishes like `L^{γ−1}`
 # (lazy ODE) except at γ = 1 (local feature learning, the mean-ODE / CompleteP scaling).
@@ -45,8 +45,8 @@ import numpy as np
 import optax
 
 import meanfield as mf
-from meanfield import regimes as R
-from meanfield.plotting import show
+from meanfield.diagnostics import regimes as R
+from meanfield.io.plotting import show
 from meanfield.studies.regimes import task
 
 jax.config.update("jax_enable_x64", True)

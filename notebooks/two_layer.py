@@ -47,9 +47,12 @@ import jax.random as jr
 import matplotlib.pyplot as plt
 import numpy as np
 
-from meanfield import shallow
-from meanfield.embedding import Embedding, norm_d
-from meanfield.plotting import show
+from meanfield.coupling import perceptron as shallow_coupling
+from meanfield.io.plotting import show
+from meanfield.limits import perceptron as shallow_limits
+from meanfield.models import perceptron as shallow
+from meanfield.models.embedding import Embedding, norm_d
+from meanfield.training import perceptron as shallow_training
 
 jax.config.update("jax_enable_x64", True)
 SIZE = os.environ.get("MEANFIELD_NOTEBOOK_SIZE", "cpu")
@@ -78,10 +81,10 @@ GD = dict(lr_u=0.5, lr_v=0.5, steps=5)
 
 # %%
 net = shallow.Perceptron.sample(jr.key(0), M=64, D=32, d_in=3, d_out=1)
-_, f_net, _ = shallow.train(net, X, Y, **GD)
+_, f_net, _ = shallow_training.train(net, X, Y, **GD)
 p0, a0 = shallow.reduce(net, X)
 g_in, g_out = net.embedding.grams(X)
-red = shallow.particle_dynamics(p0, a0, jnp.full(64, 1 / 64), g_in, g_out, Y, "tanh", **GD)
+red = shallow_limits.particle_dynamics(p0, a0, jnp.full(64, 1 / 64), g_in, g_out, Y, "tanh", **GD)
 print("max |network − reduced particles| over steps:", float(jnp.max(jnp.abs(red.outputs - f_net))))
 
 # %% [markdown]
@@ -96,11 +99,11 @@ for D in S["dims"]:
         for i in range(S["draws"]):
             key = jr.fold_in(jr.key(1), 1000 * D + i)
             emb = Embedding.sample(key, D, 3, 1)
-            lim = shallow.gaussian_limit(*emb.grams(X), Y, **GD)
+            lim = shallow_limits.gaussian_limit(*emb.grams(X), Y, **GD)
             net = shallow.Perceptron.sample(jr.fold_in(key, M), M=M, D=D, d_in=3, d_out=1)
             net = eqx.tree_at(lambda n: n.embedding, net, emb)
-            _, f, hid = shallow.train(net, X, Y, **GD)
-            o.append(float(shallow.output_error(f[-1], lim.outputs[-1])))
+            _, f, hid = shallow_training.train(net, X, Y, **GD)
+            o.append(float(shallow_coupling.output_error(f[-1], lim.outputs[-1])))
             h.append(float(jnp.max(norm_d(hid[-1] - lim.hidden_coef[-1] @ emb.w_out.T))))
         out_err.append(np.mean(o))
         hid_err.append(np.mean(h))
@@ -118,15 +121,15 @@ show("rates")
 # ## Dimension: the fixed-D limit against the D → ∞ limit (skeleton maps / cavity)
 
 # %%
-inf = shallow.gaussian_limit(*shallow.infinite_d_grams(X, 1), Y, **GD)
+inf = shallow_limits.gaussian_limit(*shallow_limits.infinite_d_grams(X, 1), Y, **GD)
 print(f"D → ∞ limit: {inf.method}, own error {inf.error_outputs:.1e}")
 errs = []
 for D in S["big_dims"]:
     e = []
     for i in range(S["draws"]):
         emb = Embedding.sample(jr.fold_in(jr.key(2), 1000 * D + i), D, 3, 1)
-        lim = shallow.gaussian_limit(*emb.grams(X), Y, **GD)
-        e.append(float(shallow.output_error(lim.outputs[-1], inf.outputs[-1])))
+        lim = shallow_limits.gaussian_limit(*emb.grams(X), Y, **GD)
+        e.append(float(shallow_coupling.output_error(lim.outputs[-1], inf.outputs[-1])))
     errs.append(np.mean(e))
 slope = np.polyfit(np.log(S["big_dims"]), np.log(errs), 1)[0]
 print(f"slope of the output error against D: {slope:.2f} (theory −1/2)")

@@ -3,7 +3,7 @@
 The neural SDE (`X` a matrix Brownian motion, Itô) and the Young equation (`X` a
 matrix fBm with H > 1/2) of Mathematics §4 are both `dH_t = dX_t g(H_t)` with
 `g(h) = d^{-1/2} σ(h) ∈ R^d` and `X_t ∈ R^{d×d}`. The path is sampled once on a
-fine grid (`meanfield.depth`) and read by a `GridPath`, so the finite networks and
+fine grid (`meanfield.laws.depth`) and read by a `GridPath`, so the finite networks and
 the limit share it exactly (no `VirtualBrownianTree`, which would resample).
 
 `MatrixControlTerm` computes the product `ΔX · g(y)` as one matrix-vector

@@ -11,11 +11,19 @@ import optax
 import pytest
 
 import meanfield as mf
-from meanfield import deep_embedded as de
-from meanfield import plain as P
-from meanfield import res1, shallow
 from meanfield._validation import _all_finite_on_device, check_finite_array
-from meanfield.depth import IIDGaussianLaw
+from meanfield.laws.depth import IIDGaussianLaw
+from meanfield.limits import deep_embedded as de_limits
+from meanfield.limits import perceptron as shallow_limits
+from meanfield.models import deep_embedded as de
+from meanfield.models import perceptron as shallow
+from meanfield.models import plain as P
+from meanfield.models import res1
+from meanfield.theory import gradients as P_theory
+from meanfield.training import deep_embedded as de_training
+from meanfield.training import perceptron as shallow_training
+from meanfield.training import plain as P_training
+from meanfield.training import res1 as res1_training
 
 KEY = jr.key(0)
 BLOCK = mf.TwoLayerBlock("tanh")
@@ -270,18 +278,26 @@ def test_perceptron_refuses_non_finite_units_inputs_rates(bad):
     _refused(r"^embedding\.w_out: contains NaN", shallow.Perceptron, emb, net.u, net.v, jnp.tanh)
     _refused(r"^xs: contains NaN or inf", net, _set(XS, (0, 0), bad))
     kw = {"lr_u": 0.1, "lr_v": 0.1, "steps": 1}
-    _refused(r"^ys: contains NaN or inf", shallow.train, net, XS, _set(YS, (1, 0), bad), **kw)
-    _refused(r"^lr_u: must be finite, got", shallow.train, net, XS, YS, **{**kw, "lr_u": bad})
+    _refused(
+        r"^ys: contains NaN or inf", shallow_training.train, net, XS, _set(YS, (1, 0), bad), **kw
+    )
+    _refused(
+        r"^lr_u: must be finite, got", shallow_training.train, net, XS, YS, **{**kw, "lr_u": bad}
+    )
     _refused(r"^xs: contains NaN or inf", shallow.check_data, _set(XS, (2, 1), bad), YS)
-    _refused(r"^xs: contains NaN or inf", shallow.infinite_d_grams, _set(XS, 0, bad), 2)
+    _refused(r"^xs: contains NaN or inf", shallow_limits.infinite_d_grams, _set(XS, 0, bad), 2)
     g_in, g_out = np.eye(3), np.eye(2)
     g_in_bad, g_out_bad = _set(g_in, (0, 0), bad), _set(g_out, (1, 1), bad)
-    _refused(r"^g_in: contains NaN or inf", shallow.gaussian_limit, g_in_bad, g_out, YS, **kw)
+    _refused(
+        r"^g_in: contains NaN or inf", shallow_limits.gaussian_limit, g_in_bad, g_out, YS, **kw
+    )
     nodes = {"s_u": 1.0, "s_v": 1.0}
-    _refused(r"^g_out: contains NaN", shallow.gaussian_nodes, g_in, g_out_bad, **nodes, order=2)
+    _refused(
+        r"^g_out: contains NaN", shallow_limits.gaussian_nodes, g_in, g_out_bad, **nodes, order=2
+    )
     _refused(
         r"^g_in: contains NaN",
-        shallow.monte_carlo_nodes,
+        shallow_limits.monte_carlo_nodes,
         KEY,
         g_in_bad,
         g_out,
@@ -289,7 +305,7 @@ def test_perceptron_refuses_non_finite_units_inputs_rates(bad):
         particles=4,
     )
     p0, a0, w = np.ones((4, 3)), np.ones((4, 2)), np.full(4, 0.25)
-    dynamics = lambda p0=p0, **a: shallow.particle_dynamics(
+    dynamics = lambda p0=p0, **a: shallow_limits.particle_dynamics(
         p0, a0, w, g_in, g_out, YS, "tanh", **{**kw, **a}
     )
     _refused(r"^p0: contains NaN or inf", dynamics, p0=_set(p0, (0, 0), bad))
@@ -299,12 +315,18 @@ def test_perceptron_refuses_non_finite_units_inputs_rates(bad):
 def test_perceptron_finite_and_under_jit():
     net = shallow.Perceptron.sample(KEY, M=4, D=6, d_in=2, d_out=2)
     _finite(net(XS))
-    run = jax.jit(lambda net, x, y: shallow.train(net, x, y, lr_u=0.1, lr_v=0.1, steps=1)[1:])
+    run = jax.jit(
+        lambda net, x, y: shallow_training.train(net, x, y, lr_u=0.1, lr_v=0.1, steps=1)[1:]
+    )
     _finite(run(net, XS, YS))
     p0, a0 = shallow.reduce(net, XS)
     g_in, g_out = net.embedding.grams(XS)
     rates = {"lr_u": 0.1, "lr_v": 0.1, "steps": 1}
-    _finite(shallow.particle_dynamics(p0, a0, jnp.full(4, 0.25), g_in, g_out, YS, "tanh", **rates))
+    _finite(
+        shallow_limits.particle_dynamics(
+            p0, a0, jnp.full(4, 0.25), g_in, g_out, YS, "tanh", **rates
+        )
+    )
 
 
 # ---------------------------------------------------------------- the deep ResNet on an embedding
@@ -323,22 +345,28 @@ def test_deep_embedded_refuses_non_finite_units_inputs_rates(bad):
     )
     _refused(r"^xs: contains NaN or inf", net, _set(XS, (1, 1), bad))
     kw = {"eta_u": 0.1, "eta_v": 0.1, "steps": 1}
-    _refused(r"^ys: contains NaN or inf", de.train, net, XS, _set(YS, 0, bad), **kw)
-    _refused(r"^eta_u: must be finite", de.train, net, XS, YS, **{**kw, "eta_u": bad})
-    _refused(r"^xs: contains NaN or inf", de.linear_limit, _set(XS, (0, 0), bad), YS, steps=1)
+    _refused(r"^ys: contains NaN or inf", de_training.train, net, XS, _set(YS, 0, bad), **kw)
+    _refused(r"^eta_u: must be finite", de_training.train, net, XS, YS, **{**kw, "eta_u": bad})
+    _refused(
+        r"^xs: contains NaN or inf", de_limits.linear_limit, _set(XS, (0, 0), bad), YS, steps=1
+    )
     gram = _set(np.eye(4), (3, 3), bad)
-    _refused(r"^gram: contains NaN or inf", de.limit, XS, YS, steps=1, gram=gram)
-    _refused(r"^eta_v: must be finite", de.limit, XS, YS, steps=1, eta_v=bad, activation="tanh")
-    _refused(r"^ts: contains NaN or inf", de.linear_limit, XS, YS, steps=1, ts=np.array([0, bad]))
+    _refused(r"^gram: contains NaN or inf", de_limits.limit, XS, YS, steps=1, gram=gram)
+    _refused(
+        r"^eta_v: must be finite", de_limits.limit, XS, YS, steps=1, eta_v=bad, activation="tanh"
+    )
+    _refused(
+        r"^ts: contains NaN or inf", de_limits.linear_limit, XS, YS, steps=1, ts=np.array([0, bad])
+    )
 
 
 def test_deep_embedded_finite_and_under_jit():
     net = _deep()
     _finite(net(XS))
-    train = jax.jit(lambda net, x, y: de.train(net, x, y, eta_u=0.1, eta_v=0.1, steps=1))
+    train = jax.jit(lambda net, x, y: de_training.train(net, x, y, eta_u=0.1, eta_v=0.1, steps=1))
     _finite(train(net, XS, YS))
     # the limits' shared checks pass finite data through (their solves are tested elsewhere)
-    _finite(de._problem(XS, YS, None, None, 1.0, 1.0, eta_u=0.1, eta_v=0.1))
+    _finite(de_limits._problem(XS, YS, None, None, 1.0, 1.0, eta_u=0.1, eta_v=0.1))
 
 
 # ---------------------------------------------------------------- plain and residual networks
@@ -358,12 +386,19 @@ def test_plain_refuses_non_finite_weights_inputs_rates(bad):
     _refused(r"^C must be finite", P.Classifier, model.A, model.net, _set(model.C, (1, 1), bad))
     _refused(r"^xs must be finite", model, _set(XS, (0, 0), bad))
     data = (XS, LABELS, _set(XS, 0, bad), LABELS)
-    _refused(r"^x_test must be finite", P.train_classifier, model, data, steps=1, lr=0.1)
+    _refused(r"^x_test must be finite", P_training.train_classifier, model, data, steps=1, lr=0.1)
     data = (XS, LABELS, XS, LABELS)
-    _refused(r"^lr must be finite", P.train_classifier, model, data, steps=1, lr=bad)
-    _refused(r"^q must be finite", P.gaussian_moments, "tanh", bad)
+    _refused(r"^lr must be finite", P_training.train_classifier, model, data, steps=1, lr=bad)
+    _refused(r"^q must be finite", P_theory.gaussian_moments, "tanh", bad)
     _refused(
-        r"^alpha must be finite", P.predicted_log_ratio, "plain", "relu", "he", N=4, L=2, alpha=bad
+        r"^alpha must be finite",
+        P_theory.predicted_log_ratio,
+        "plain",
+        "relu",
+        "he",
+        N=4,
+        L=2,
+        alpha=bad,
     )
 
 
@@ -391,7 +426,7 @@ def test_res1_refuses_non_finite_weights_and_data(bad):
     data = (_set(XS, (1, 1), bad), LABELS, XS, LABELS)
     _refused(
         r"^data: x_train: contains NaN",
-        res1.train_res1,
+        res1_training.train_res1,
         model,
         data,
         key=KEY,

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield.attention import AttentionGaussianLaw, AttentionHead
+from meanfield.blocks.attention import AttentionHead
+from meanfield.laws.attention import AttentionGaussianLaw
 from meanfield.studies import StudyInputError, run_study
 
 
@@ -46,20 +47,20 @@ def test_law_is_centred_and_networks_run(key):
 
 def test_variance_study_with_attention_heads(tmp_path, self_checked):
     res = run_study(
-        "variance", out=str(tmp_path / "v"), block="meanfield.attention:AttentionHead",
-        law="meanfield.attention:AttentionGaussianLaw", d=4, nets=200, c_samples=2000,
+        "variance", out=str(tmp_path / "v"), block="meanfield.blocks.attention:AttentionHead",
+        law="meanfield.laws.attention:AttentionGaussianLaw", d=4, nets=200, c_samples=2000,
         L=[4, 16], no_progress=True,
     )  # fmt: skip
-    assert res["config"]["block"] == "meanfield.attention:AttentionHead"
+    assert res["config"]["block"] == "meanfield.blocks.attention:AttentionHead"
     self_checked(res)
     assert res["reference"]["c_assumption_exact"] is False and res["reference"]["c"] > 0
     assert all(p["mean_state"]["holds"] for p in res["points"])
     for bad, match in (
-        (dict(block="meanfield.attention:AttentionHead"), "^--law: "),
-        (dict(block="meanfield.attention:AttentionHead",
-              law="meanfield.attention:AttentionGaussianLaw", d=3), "^--block: "),
-        (dict(block="meanfield.attention:AttentionHead",
-              law="meanfield.attention:AttentionGaussianLaw", activation="tanh", d=4),
+        (dict(block="meanfield.blocks.attention:AttentionHead"), "^--law: "),
+        (dict(block="meanfield.blocks.attention:AttentionHead",
+              law="meanfield.laws.attention:AttentionGaussianLaw", d=3), "^--block: "),
+        (dict(block="meanfield.blocks.attention:AttentionHead",
+              law="meanfield.laws.attention:AttentionGaussianLaw", activation="tanh", d=4),
          "^--activation"),
     ):  # fmt: skip
         with pytest.raises(StudyInputError, match=match):

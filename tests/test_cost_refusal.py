@@ -69,7 +69,7 @@ def test_a_memory_limit_that_is_not_a_size_is_refused(tmp_path, capsys, monkeypa
 
 
 def test_a_tiny_length_scale_is_refused_before_allocating():
-    from meanfield.depth.smooth import spectral_feature_count, spectral_features
+    from meanfield.laws.depth.smooth import spectral_feature_count, spectral_features
 
     assert spectral_feature_count(1e-9) > 10**9
     with pytest.raises(ValueError, match="too small"):

@@ -82,7 +82,7 @@ def test_the_check_fails_an_interval_that_undercovers():
 
     import numpy as np
 
-    from meanfield.regularity import estimate_hurst
+    from meanfield.diagnostics.regularity import estimate_hurst
 
     def entries_as_paths(rng, r):
         L, d, networks, hurst, shared = 64, 4, 2, 0.7, 0.8

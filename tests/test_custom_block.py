@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield import convergence as cv
+from meanfield.coupling import convergence as cv
+from meanfield.coupling import design
+from meanfield.coupling import reference as cref
 
 ROOT = Path(__file__).resolve().parents[1]
 USER = ROOT / "notebooks" / "user_blocks.py"
@@ -40,27 +42,27 @@ def test_batch_means_estimate_the_true_error_of_a_monte_carlo_reference():
     A = jnp.array([[0.2, 0.8], [-0.8, 0.1]])
     law = mf.SamplerLaw(lambda k: A + jr.normal(k, (2, 2)))
     xs = jnp.array([[1.0, 0.0], [0.6, 0.8]])
-    L = cv.CHECK_GRID
+    L = cref.CHECK_GRID
     s = jnp.arange(L + 1) / L
     exact = jax.vmap(lambda t: jax.vmap(lambda x: jsl.expm(t * A) @ x)(xs))(s)
     estimates, true = [], []
     for seed in range(10):
         p = mf.monte_carlo_particles(law, 2**11, key=jr.key(seed))
-        ref = cv.solve_reference_replicas(
+        ref = cref.solve_reference_replicas(
             Linear(), p, xs, xs, learning_rate=0.1, steps=0, rtol=1e-10, depths=[L],
             probes=law.sample(jr.key(99))[None],
         )  # fmt: skip
-        estimates.append(cv.reference_errors(ref)["delta_h"])
+        estimates.append(cref.reference_errors(ref)["delta_h"])
         true.append(float(jnp.max(jnp.linalg.norm(ref[f"h_L{L}"][0] - exact, axis=-1))))
     ratio = np.mean(estimates) / np.mean(true)
     assert 0.7 < ratio < 1.4, (ratio, estimates, true)
     # and it shrinks as N^{-1/2}: 8x more particles, about sqrt(8) less error
     p = mf.monte_carlo_particles(law, 2**14, key=jr.key(0))
-    big = cv.solve_reference_replicas(
+    big = cref.solve_reference_replicas(
         Linear(), p, xs, xs, learning_rate=0.1, steps=0, rtol=1e-10, depths=[L],
         probes=law.sample(jr.key(99))[None],
     )  # fmt: skip
-    assert 1.5 < np.mean(estimates) / cv.reference_errors(big)["delta_h"] < 5.0
+    assert 1.5 < np.mean(estimates) / cref.reference_errors(big)["delta_h"] < 5.0
 
 
 def test_refinement_stops_at_the_target_and_at_the_budget():
@@ -72,27 +74,27 @@ def test_refinement_stops_at_the_target_and_at_the_budget():
         e = 1.0 / math.sqrt(N)
         return {"err_particles": np.array([e, 2 * e]), "err_tolerance": np.zeros(2), "err_z": 0}
 
-    ref, history = cv.refine_reference(solve, 2**10, target=1e-3, most=2**24)
+    ref, history = cref.refine_reference(solve, 2**10, target=1e-3, most=2**24)
     assert history[-1]["error"] <= 1e-3 and calls[-1] == history[-1]["particles"]
     assert all(h["error"] > 1e-3 for h in history[:-1])  # it stopped at the first that met it
     assert calls[0] == 2**10 and all(b >= 4 * a for a, b in zip(calls, calls[1:], strict=False))
     calls.clear()
-    ref, history = cv.refine_reference(solve, 2**10, target=1e-6, most=2**16)
+    ref, history = cref.refine_reference(solve, 2**10, target=1e-6, most=2**16)
     assert calls[-1] == 2**16 and history[-1]["error"] > 1e-6  # the budget stops it
     calls.clear()
-    _, history = cv.refine_reference(solve, 2**20, target=1e-2, most=2**24)
+    _, history = cref.refine_reference(solve, 2**20, target=1e-2, most=2**24)
     assert calls == [2**20] and len(history) == 1  # already within the target
     # the b part is judged where asked
-    _, history = cv.refine_reference(solve, 2**10, target=1e-3, most=2**24, quantity="delta_b")
+    _, history = cref.refine_reference(solve, 2**10, target=1e-3, most=2**24, quantity="delta_b")
     assert history[-1]["error"] <= 1e-3 and history[-1]["particles"] >= 4 * 2**20 - 1
-    assert cv.particles_for(1e-2, 2**10, 1e-3, 2**30) == 2**19  # (2 x 10)^2 x 2^10 -> 2^19
-    assert cv.particles_for(1e-2, 2**10, 1e-3, 2**16) == 2**16  # the budget
-    assert cv.particles_for(1e-4, 2**10, 1e-3, 2**16) == 2**10  # already within
+    assert cref.particles_for(1e-2, 2**10, 1e-3, 2**30) == 2**19  # (2 x 10)^2 x 2^10 -> 2^19
+    assert cref.particles_for(1e-2, 2**10, 1e-3, 2**16) == 2**16  # the budget
+    assert cref.particles_for(1e-4, 2**10, 1e-3, 2**16) == 2**10  # already within
 
 
 @pytest.mark.parametrize("a,b,floor", [(0.12, 0.73, 8e-4), (0.34, 0.92, 2e-3), (0.6, 1.6, 4e-7)])
 def test_design_puts_each_line_where_its_term_dominates_above_the_floor(a, b, floor):
-    d = cv.design_lines(a, b, floor, seeds=10, units=2**24, max_depth=256, max_width=2**16)
+    d = design.design_lines(a, b, floor, seeds=10, units=2**24, max_depth=256, max_width=2**16)
     assert d["ok_L"] and d["ok_M"], d["reasons"]
     E_min = 15 * floor
     L_hi, M_L = max(d["L"]), d["M_for_L"]
@@ -106,17 +108,17 @@ def test_design_puts_each_line_where_its_term_dominates_above_the_floor(a, b, fl
     assert b / math.sqrt(L_M * M_hi) >= 3 * a / L_M * (1 - 1e-12)
     assert len(d["L"]) >= 3 and len(d["M"]) >= 3
     # the target of the reference then lies 12x below the smallest predicted error
-    target = cv.reference_target(a, b, d)
+    target = cref.reference_target(a, b, d)
     assert target >= floor * 15 / 12 * (1 - 1e-12)
 
 
 def test_design_says_why_it_cannot_place_a_line():
-    d = cv.design_lines(0.01, 1.0, 1e-2, seeds=10, units=2**24, max_depth=256, max_width=2**16)
+    d = design.design_lines(0.01, 1.0, 1e-2, seeds=10, units=2**24, max_depth=256, max_width=2**16)
     assert not d["ok_L"] and "fewer than three depths" in " ".join(d["reasons"])
-    d = cv.design_lines(1.0, 0.0, 1e-6, seeds=10, units=2**24, max_depth=256, max_width=2**16)
+    d = design.design_lines(1.0, 0.0, 1e-6, seeds=10, units=2**24, max_depth=256, max_width=2**16)
     assert not d["ok_M"] and "no Monte-Carlo term" in " ".join(d["reasons"])
     # a centred law at step 0: the line against L at M = 1 (only the Monte-Carlo term)
-    d = cv.design_lines(
+    d = design.design_lines(
         0.0, 1.0, 1e-4, seeds=10, units=2**24, max_depth=256, max_width=2**16, trivial=True
     )
     assert d["M_for_L"] == 1 and d["ok_L"]
@@ -136,12 +138,12 @@ def test_first_pass_detects_a_centred_law_and_heavy_tails():
     xs, _ = cv.circle_data(3, 2)
     layer = mf.blocks.LayerUnits(ub.PerceptronTanh())
     key = jr.key(6)
-    centred = cv.first_pass_mean(layer, ub.centred_uniform_law(), xs, key=key)
+    centred = design.first_pass_mean(layer, ub.centred_uniform_law(), xs, key=key)
     assert centred["centred"] and not centred["heavy_tailed"]
-    assert not cv.first_pass_mean(layer, ub.uniform_law(), xs, key=key)["centred"]
-    heavy = cv.first_pass_mean(ub.SineUnit(), ub.cauchy_law(), xs, key=key)
+    assert not design.first_pass_mean(layer, ub.uniform_law(), xs, key=key)["centred"]
+    heavy = design.first_pass_mean(ub.SineUnit(), ub.cauchy_law(), xs, key=key)
     assert heavy["heavy_tailed"] and heavy["max_share"] > 0.05
-    light = cv.first_pass_mean(ub.SineUnit(), ub.sine_law(), xs, key=key)
+    light = design.first_pass_mean(ub.SineUnit(), ub.sine_law(), xs, key=key)
     assert not light["heavy_tailed"] and light["max_share"] < 0.005
 
 
@@ -294,10 +296,10 @@ def test_auto_design_on_a_small_budget(tmp_path, monkeypatch):
     """The whole automatic path on a budget that runs in seconds: pilot reference, Euler
     coefficient, pilot grid, design, refined Monte-Carlo reference, the grid and its fits;
     every fitted Δ^h lies 10x above the reference's own error, the slopes near theory."""
-    from meanfield.studies import mean_ode
+    from meanfield.studies import mean_ode_design
 
-    monkeypatch.setitem(mean_ode.AUTO, "quick", SMALL)
-    monkeypatch.setattr(mean_ode, "PILOT_POINTS", [(2, 1), (2, 16), (8, 1), (8, 16)])
+    monkeypatch.setitem(mean_ode_design.AUTO, "quick", SMALL)
+    monkeypatch.setattr(mean_ode_design, "PILOT_POINTS", [(2, 1), (2, 16), (8, 1), (8, 16)])
     r = mf.mean_ode_study(Ridge(), ridge_law, out=str(tmp_path / "auto"), seeds=4, no_progress=True)
     design = r["design"]
     assert r["config"]["design"] == "auto" and r["reference"]["method"] == "monte-carlo"

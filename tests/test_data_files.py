@@ -1,5 +1,5 @@
-"""The `--data` files of the studies (two-layer, shapes: `two_layer.load_data`;
-trained-weights: `meanfield.datasets.load_images`): every broken file refused by the
+"""The `--data` files of the studies (two-layer, shapes: `embedded_options.load_data`;
+trained-weights: `meanfield.io.datasets.load_images`): every broken file refused by the
 command line in one line naming --data, exit status 2, no output folder left, before any
 array of a declared size is allocated; valid files still taken; and the data's content
 (`data_sha256`) part of the configuration, so that `--resume` on other data of the same
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from meanfield.cli import main
-from meanfield.studies import two_layer
+from meanfield.studies import embedded_options, two_layer
 
 X = np.array([[1.0, 0.0, 0.0], [0.6, 0.8, 0.0]])
 Y = np.array([[1.0], [-0.5]])
@@ -179,7 +179,7 @@ def test_shapes_refuses_broken_files_and_its_own_sizes(tmp_path, capsys):
         capsys, "shapes", many, tmp_path / "out", r"x has 201 inputs \(rows\), more than the 200"
     )
     # the rank limit is two-layer's quadrature's: shapes takes 4 independent inputs
-    x, y = two_layer.load_data(str(files["rank + d_out > 4"][0]), study="shapes")
+    x, y = embedded_options.load_data(str(files["rank + d_out > 4"][0]), study="shapes")
     assert x.shape == (4, 4) and y.shape == (4, 1)
 
 
@@ -189,15 +189,15 @@ def test_valid_files_are_taken(tmp_path):
     its null directions) are taken; the built-in data are unchanged."""
     for dtype in (np.float64, np.float32, np.float16, np.int64):
         f = _write(tmp_path / "v.npz", x=(X * 4).astype(dtype), y=Y)
-        x, y = two_layer.load_data(str(f))
+        x, y = embedded_options.load_data(str(f))
         assert x.dtype == np.float64 and y.dtype == np.float64
         np.testing.assert_array_equal(x, (X * 4).astype(dtype).astype(np.float64))
     dup = _write(tmp_path / "dup.npz", x=X[[0, 1, 0]], y=np.array([[1.0], [0.5], [1.0]]))
     for study in ("two-layer", "shapes"):
-        x, _ = two_layer.load_data(str(dup), study=study)
+        x, _ = embedded_options.load_data(str(dup), study=study)
         assert x.shape == (3, 3)
-    x, y = two_layer.load_data(None)
-    assert x.tolist() == two_layer.DATA_X and y.tolist() == two_layer.DATA_Y
+    x, y = embedded_options.load_data(None)
+    assert x.tolist() == embedded_options.DATA_X and y.tolist() == embedded_options.DATA_Y
 
 
 class _Stop(Exception):

@@ -1,4 +1,4 @@
-"""meanfield.datasets: the bundled digits, user files in every supported format (tiny
+"""meanfield.io.datasets: the bundled digits, user files in every supported format (tiny
 synthetic arrays written to temporary files), and one-line refusals naming `path`."""
 
 import gzip
@@ -13,7 +13,7 @@ import jax
 import numpy as np
 import pytest
 
-from meanfield.datasets import load_digits, load_images
+from meanfield.io.datasets import load_digits, load_images
 
 # -- scikit-learn's digits ------------------------------------------------------------
 
@@ -69,7 +69,7 @@ def test_digits_refusals(key, kwargs, match):
 
 def test_import_meanfield_does_not_import_sklearn():
     code = (
-        "import sys, meanfield, meanfield.datasets, meanfield.regularity; "
+        "import sys, meanfield, meanfield.io.datasets, meanfield.diagnostics.regularity; "
         "assert 'sklearn' not in sys.modules, 'sklearn imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
@@ -322,7 +322,7 @@ def test_sha256_of_the_files_read(tmp_path):
     give another hash; None for the bundled digits."""
     import hashlib
 
-    from meanfield.datasets import files_sha256
+    from meanfield.io.datasets import files_sha256
 
     rng = np.random.default_rng(8)
     f = _npz(tmp_path, x=_images(rng, 8, (4, 4)), y=_labels(rng, 8))

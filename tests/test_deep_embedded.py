@@ -11,15 +11,11 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-from meanfield.deep_embedded import (
-    DeepEmbeddedResNet,
-    basis_gram,
-    errors,
-    limit,
-    linear_limit,
-    train,
-)
-from meanfield.embedding import Embedding
+from meanfield.coupling.deep_embedded import errors
+from meanfield.limits.deep_embedded import basis_gram, limit, linear_limit
+from meanfield.models.deep_embedded import DeepEmbeddedResNet
+from meanfield.models.embedding import Embedding
+from meanfield.training.deep_embedded import train
 
 LR = dict(eta_u=0.15, eta_v=0.1)
 SCALES = dict(s_u=1.3, s_v=0.7)
@@ -393,7 +389,7 @@ def test_reduced_field_is_the_brute_force_expectation_in_r2d(key):
     Monte Carlo over 2^19 units drawn in R^D (D = 3, the unit recursion run in R^D, the
     fields E[v_a ρ(⟨u_a, h_a⟩_D)] and −E[u_a ρ'(P_a) ⟨v_a, b_a⟩_D] averaged there and read
     in the basis E), within 4.5 standard errors per entry."""
-    from meanfield.deep_embedded import _nodes, _nonlinear_field, gauss_hermite
+    from meanfield.limits.deep_embedded import _nodes, _nonlinear_field, gauss_hermite
 
     D, n, K, s_u, s_v, lr = 3, 2, 2, 1.3, 0.8, (0.6, 0.4)
     ks = jr.split(key, 5)

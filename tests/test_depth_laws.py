@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from meanfield.depth import (
+from meanfield.laws.depth import (
     BrownianLaw,
     FractionalBrownianLaw,
     IIDGaussianLaw,
@@ -18,7 +18,7 @@ from meanfield.depth import (
     fbm_cholesky,
     fbm_davies_harte,
 )
-from meanfield.depth.fbm import circulant_sqrt_eigenvalues, fgn_autocovariance
+from meanfield.laws.depth.fbm import circulant_sqrt_eigenvalues, fgn_autocovariance
 
 HURSTS = (0.05, 0.3, 0.5, 0.7, 0.95, 0.99)
 

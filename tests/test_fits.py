@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield.fits import _bootstrap_means, _rate_sum_coefficients, exploded_draws, fit_values
+from meanfield.stats.fits import _bootstrap_means, exploded_draws, fit_values
+from meanfield.stats.rate_law import _rate_sum_coefficients
 
 
 def test_summarize_counts_explosions_and_never_averages_them():
@@ -180,7 +181,7 @@ def test_delta_quantiles_tell_the_log_form_from_the_gaussian_one():
 
     import numpy as np
 
-    from meanfield.convergence import delta_quantiles
+    from meanfield.coupling.convergence import delta_quantiles
 
     rng = np.random.default_rng(0)
 
@@ -208,7 +209,7 @@ def test_delta_quantiles_tell_the_log_form_from_the_gaussian_one():
 def test_the_printed_fit_says_what_it_left_out(tmp_path):
     """A point whose every draw exploded, an exploded draw elsewhere: the fit leaves them
     out and its printed line says so; a fit that left nothing out says nothing of it."""
-    from meanfield.studies.runner import summary
+    from meanfield.studies.summary import summary
 
     rng = np.random.default_rng(1)
     x = np.array([8.0, 16, 32, 64])
@@ -223,7 +224,7 @@ def test_the_printed_fit_says_what_it_left_out(tmp_path):
     assert "7 exploded draw(s) left out" in text
     assert "left out" not in summary({"study": "demo", "fits": [clean]}, tmp_path)
     # the warning names where the exploded draws were
-    from meanfield.fits import excluded_warning
+    from meanfield.stats.fits import excluded_warning
 
     assert fit["excluded_at"] == [{"x": 8.0, "draws": 1}, {"x": 64.0, "draws": 6}]
     fit["fixed"] = {"M": 4}
@@ -242,8 +243,8 @@ def test_a_fit_whose_interval_excludes_its_theory_says_so(tmp_path):
     """theory_inside is computed from the interval: False for data of slope −0.7 judged
     against −1, True against its own estimate; the printed summary names the first with its reason,
     never the second; without an interval over draws the regression's is used."""
-    from meanfield.fits import judge_theory
-    from meanfield.studies.runner import summary
+    from meanfield.stats.fits import judge_theory
+    from meanfield.studies.summary import summary
 
     rng = np.random.default_rng(0)
     x = np.array([8.0, 16, 32, 64, 128])
@@ -278,7 +279,7 @@ def test_the_summary_states_verdicts_from_their_numbers(tmp_path):
     """Critical β, the β = 1/2 bounds and the flow identity, printed from the numbers:
     an estimate whose interval misses the theory says OUTSIDE, a failed identity FAILS,
     bounds count what held."""
-    from meanfield.studies.runner import summary
+    from meanfield.studies.summary import summary
 
     crit = {"estimate": 0.70, "ci95": [0.68, 0.71], "theory": 0.75, "quantity": "forward ratio",
             "from_gradient": {"estimate": 0.74, "ci95": [0.70, 0.78], "theory": 0.75,
@@ -306,7 +307,7 @@ def test_the_summary_states_verdicts_from_their_numbers(tmp_path):
 def test_one_draw_per_point_discards_no_bootstrap_and_says_whose_interval(tmp_path):
     """The Euler part has one draw per depth: no bootstrap over draws is possible, so none
     is "discarded"; the printed interval is named as the regression's."""
-    from meanfield.studies.runner import summary
+    from meanfield.studies.summary import summary
 
     rng = np.random.default_rng(3)
     x = np.array([8.0, 16, 32, 64, 128])
@@ -321,7 +322,7 @@ def test_the_pre_asymptotic_note_is_withheld_when_the_other_term_is_small():
     """An OUTSIDE fit is excused as pre-asymptotic only where the joint fit gives the other
     term more than 5% of the error on its line; a small share keeps it unexcused, and a fit
     that holds its theory never gets a note."""
-    from meanfield.convergence import _other_term_notes
+    from meanfield.coupling.convergence import _other_term_notes
 
     line = [{"L": L, "M": 4096} for L in (8, 16, 32, 64)]
     col = [{"L": 1024, "M": M} for M in (1, 4, 16, 64)]

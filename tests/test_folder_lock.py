@@ -10,7 +10,9 @@ import textwrap
 import pytest
 
 from meanfield.cli import main
-from meanfield.studies.runner import LOCK_NAME, StudyInputError, StudyRunner
+from meanfield.studies import StudyInputError
+from meanfield.studies.folder import LOCK_NAME
+from meanfield.studies.runner import StudyRunner
 
 # a run that opens the folder (its lock), writes one point, says so and then waits
 HOLDER = textwrap.dedent(

@@ -1,5 +1,5 @@
-"""SIGINT and SIGTERM stop a study in one line (meanfield.interrupt, issue 46), also inside a
-long compiled loop, which holds Python's own handler until it returns."""
+"""SIGINT and SIGTERM stop a study in one line (meanfield.runtime.interrupt, issue 46), also
+inside a long compiled loop, which holds Python's own handler until it returns."""
 
 import os
 import signal
@@ -12,7 +12,7 @@ import pytest
 LONG_LOOP = """
 import sys, jax, jax.numpy as jnp
 from jax import lax
-from meanfield.interrupt import Interrupted, stop_on_signals
+from meanfield.runtime.interrupt import Interrupted, stop_on_signals
 
 loop = jax.jit(lambda: lax.while_loop(lambda c: c < 1e15, lambda c: c + 1.0, jnp.float32(0)))
 loop.lower().compile()

@@ -115,7 +115,7 @@ def test_a_seed_whose_network_exploded_is_out_of_every_error_at_that_step():
     """As at L = 8, M = 1 of the quick preset: one network's loss blows up in its GD step
     while its Δ^h is still below the threshold; at that step it is out of every error's
     mean, and at step 0 (before the step) it counts as usual."""
-    from meanfield.convergence import summarize_steps
+    from meanfield.coupling.convergence import summarize_steps
 
     values = {  # (seeds, steps + 1)
         "delta_h": [[0.5, 0.2], [0.7, 6.8e4], [0.6, 0.4]],
@@ -135,7 +135,7 @@ def test_a_seed_whose_network_exploded_is_out_of_every_error_at_that_step():
 
 
 def test_program_boxes_pad_only_cheap_points():
-    from meanfield.convergence import program_boxes
+    from meanfield.coupling.design import program_boxes
 
     specs = [(L, M) for L in (8, 64) for M in (1, 16, 4096)]
     none = program_boxes(specs, seeds=10, pad_units=0)
@@ -168,7 +168,7 @@ def test_padded_box_program_equals_the_point_own(key):
     import numpy as np
 
     import meanfield as mf
-    from meanfield.convergence import pad_grid, seed_program
+    from meanfield.coupling.design import pad_grid, seed_program
 
     law = mf.TwoLayerNonCentredLaw(2, sigma_u=1.25, sigma_xi=0.3)
     block = mf.TwoLayerBlock("gelu")
@@ -247,7 +247,7 @@ def test_fused_training_program_lowers_for_a_gpu(key, lower_for_cuda):
     import jax.random as jr
 
     import meanfield as mf
-    from meanfield.coupling import LimitOnGrid, coupled_errors, draw_units
+    from meanfield.coupling.mean_ode import LimitOnGrid, coupled_errors, draw_units
 
     law = mf.TwoLayerNonCentredLaw(2, sigma_u=1.25, sigma_xi=0.3)
     block = mf.TwoLayerBlock("gelu")
@@ -289,9 +289,9 @@ def test_study_points_equal_a_direct_computation(tiny_run):
     import numpy as np
 
     import meanfield as mf
-    from meanfield.coupling import LimitOnGrid, coupled_errors, draw_units, euler_errors
-    from meanfield.meanode import MeanODE, solve_mean_ode
-    from meanfield.particles import gauss_hermite_particles
+    from meanfield.coupling.mean_ode import LimitOnGrid, coupled_errors, draw_units, euler_errors
+    from meanfield.limits.mean_ode import MeanODE, solve_mean_ode
+    from meanfield.limits.particles import gauss_hermite_particles
 
     r = json.loads((tiny_run / "results.json").read_text())
     cfg = r["config"]

@@ -11,22 +11,22 @@ import pytest
 from scipy import integrate
 
 import meanfield as mf
-from meanfield.compilation import CompileCounter
-from meanfield.coupling import (
+from meanfield.coupling.mean_ode import (
     LimitOnGrid,
     coupled_errors,
     euler_errors,
     limit_copies,
     limit_on_grid,
 )
-from meanfield.meanode import MeanODE, solve_mean_ode
-from meanfield.particles import (
+from meanfield.limits.mean_ode import MeanODE, solve_mean_ode
+from meanfield.limits.particles import (
     gauss_hermite_particles,
     hermite_rule,
     monte_carlo_particles,
     particle_gradients,
     particle_step,
 )
+from meanfield.runtime.compilation import CompileCounter
 from meanfield.solvers import solve_dense
 
 
@@ -93,7 +93,7 @@ def test_every_gd_step_solves_in_one_program(monkeypatch):
     steps' solutions enter through stacked slots and a traced count), where one program
     per step (a history one longer each time) traced it steps + 1 times; the solutions
     are those of the per-step history (`MeanODE.evolve` with a tuple history)."""
-    from meanfield import meanode
+    from meanfield.limits import mean_ode as meanode
 
     model, _ = _small_model(order=3)  # a particle count no other test compiles
     calls = []
@@ -506,7 +506,7 @@ def test_bad_inputs():
 def test_coupled_errors_bad_inputs_name_the_argument(key):
     """Inputs that used to give numbers without a meaning (a grid for other data, a net
     outside the mean-ODE scaling, an impossible depth or width, a bad learning rate)."""
-    from meanfield.coupling import draw_units
+    from meanfield.coupling.mean_ode import draw_units
 
     law = mf.TwoLayerNonCentredLaw(2, sigma_u=1.0, sigma_xi=0.3)
     block = mf.TwoLayerBlock("tanh")
@@ -548,8 +548,8 @@ def test_limit_on_grid_carries_the_limit_learning_rate_and_loss(key):
     coupled errors train with that loss by default (the same numbers as passing it by
     hand, other numbers than the default ½‖·‖²), and refuse another η or loss, which
     would compare two different GD dynamics."""
-    from meanfield.coupling import draw_units
-    from meanfield.training import squared_loss
+    from meanfield.coupling.mean_ode import draw_units
+    from meanfield.training.loop import squared_loss
 
     model, law = _small_model(order=4)
     model = MeanODE(model.block, model.particles, model.xs, model.ys, 0.3, _sum_of_squares)
@@ -582,7 +582,7 @@ def test_limit_on_grid_carries_the_limit_learning_rate_and_loss(key):
 
 
 def test_draw_units_does_not_depend_on_the_array_shape(key):
-    from meanfield.coupling import draw_units
+    from meanfield.coupling.mean_ode import draw_units
 
     law = mf.TwoLayerNonCentredLaw(3, sigma_u=0.7, sigma_xi=0.4)
     small, big = draw_units(law, key, 5, 3), draw_units(law, key, 8, 16)
@@ -601,7 +601,7 @@ def test_draw_units_does_not_depend_on_the_array_shape(key):
 )
 def test_padded_coupled_errors_equal_the_unpadded_network(key, activation, shapes):
     """One program for every (depth, width) inside a box: same numbers as the exact shape."""
-    from meanfield.coupling import draw_units
+    from meanfield.coupling.mean_ode import draw_units
 
     law = mf.TwoLayerNonCentredLaw(2, sigma_u=1.25, sigma_xi=0.3)
     block = mf.TwoLayerBlock(activation)

@@ -11,11 +11,17 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-from meanfield.depth import BrownianLaw, FractionalBrownianLaw, SmoothGPLaw
-from meanfield.layer_blocks import PerceptronBlock, PerceptronParams
-from meanfield.neural_sde import NeuralODE, NeuralSDE, matrix_resnet
-from meanfield.phases import critical_beta, depth_ratios, perceptron_resnet, zero_crossing
-from meanfield.resnet import ResNet
+from meanfield.blocks.layers import PerceptronBlock, PerceptronParams
+from meanfield.diagnostics.phases import (
+    critical_beta,
+    depth_ratios,
+    perceptron_resnet,
+    zero_crossing,
+)
+from meanfield.laws.depth import BrownianLaw, FractionalBrownianLaw, SmoothGPLaw
+from meanfield.limits.neural_sde import NeuralODE, NeuralSDE
+from meanfield.models.matrix import matrix_resnet
+from meanfield.models.resnet import ResNet
 from meanfield.solvers import GridPath, solve_controlled
 
 

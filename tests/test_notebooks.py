@@ -72,15 +72,15 @@ def test_readme_custom_block_snippet_runs(tmp_path, monkeypatch, capsys):
     reference's own error."""
     import jax
 
-    from meanfield.studies import mean_ode
+    from meanfield.studies import mean_ode_design
 
     blocks = _python_blocks((ROOT / "README.md").read_text())
     first = next(i for i, b in enumerate(blocks) if b.startswith("# myblocks.py"))
     (tmp_path / "myblocks.py").write_text(blocks[first])
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(mean_ode.AUTO, "quick", SMALL)
-    monkeypatch.setattr(mean_ode, "PILOT_POINTS", [(2, 1), (2, 16), (8, 1), (8, 16)])
+    monkeypatch.setitem(mean_ode_design.AUTO, "quick", SMALL)
+    monkeypatch.setattr(mean_ode_design, "PILOT_POINTS", [(2, 1), (2, 16), (8, 1), (8, 16)])
     namespace: dict = {}
     with jax.enable_x64(True):
         exec(compile(blocks[first + 1], "README.md", "exec"), namespace)
@@ -111,7 +111,7 @@ def test_show_saves_where_a_script_cannot_show(tmp_path, monkeypatch, capsys):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from meanfield.plotting import show
+    from meanfield.io.plotting import show
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", ["notebooks/demo.py"])

@@ -6,7 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from meanfield.studies.runner import MANIFEST_NAME, StudyInputError, StudyRunner
+from meanfield.studies import StudyInputError
+from meanfield.studies.folder import MANIFEST_NAME
+from meanfield.studies.runner import StudyRunner
 
 
 def _study(out, config=None, kind="toy", **kw):

@@ -8,15 +8,15 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-from meanfield.depth import IIDGaussianLaw
-from meanfield.phases import (
+from meanfield.diagnostics.phases import (
     GRADIENT_BOUNDS,
     critical_beta,
     forward_bounds,
     median_log_slope,
     zero_crossing,
 )
-from meanfield.plotting import cell_edges, size_ticks, use_agg
+from meanfield.io.plotting import cell_edges, size_ticks, use_agg
+from meanfield.laws.depth import IIDGaussianLaw
 from meanfield.studies import phases as study
 
 
@@ -259,7 +259,7 @@ def test_readout_loss_gradient_does_not_depend_on_the_residual_weights():
     import jax
     import jax.numpy as jnp
 
-    from meanfield.phases import depth_ratios, perceptron_resnet
+    from meanfield.diagnostics.phases import depth_ratios, perceptron_resnet
 
     with jax.enable_x64(True):
         law = IIDGaussianLaw(d=5)
@@ -287,7 +287,7 @@ def test_readout_loss_gradient_does_not_depend_on_the_residual_weights():
 def test_rademacher_law_is_symmetric_with_the_gaussian_variance():
     import jax
 
-    from meanfield.depth import IIDRademacherLaw
+    from meanfield.laws.depth import IIDRademacherLaw
 
     with jax.enable_x64(True):
         w = np.asarray(IIDRademacherLaw(d=16).weights(jr.key(0), 64))
@@ -313,7 +313,7 @@ def test_gradient_flow_identity(loss):
     (4000 z per network, three networks at β = 1/2)."""
     import jax.random as jr
 
-    from meanfield.phases import gradient_flow_identity, perceptron_resnet
+    from meanfield.diagnostics.phases import gradient_flow_identity, perceptron_resnet
 
     d, L = 6, 32
     law = IIDGaussianLaw(d)

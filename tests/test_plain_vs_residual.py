@@ -12,10 +12,12 @@ import pytest
 from scipy import integrate, special
 
 import meanfield
-from meanfield import plain as P
-from meanfield.layer_blocks import DenseBlock, DenseParams
+from meanfield.blocks.layers import DenseBlock, DenseParams
+from meanfield.models import plain as P
 from meanfield.studies import run_study
 from meanfield.studies.plain_vs_residual import _rates, configurations
+from meanfield.theory import gradients as P_theory
+from meanfield.training import plain as P_training
 
 
 @pytest.fixture(autouse=True)
@@ -79,17 +81,17 @@ def test_pre_activation_is_the_engines_resnet():
 )
 def test_relu_plain_prediction_closed_form(init, per_layer):
     """ReLU plain: χ = σ_w²/2 at every layer (Xavier halves, He keeps, N(0,1) × N/2)."""
-    value, err = P.predicted_log_ratio("plain", "relu", init, N=64, L=10)
+    value, err = P_theory.predicted_log_ratio("plain", "relu", init, N=64, L=10)
     assert err == 0.0
     assert value == pytest.approx(10 * per_layer, abs=1e-12)
 
 
 def test_leaky_and_pre_activation_closed_forms():
     a = meanfield.activations.LEAKY_SLOPE
-    value, _ = P.predicted_log_ratio("plain", "leaky_relu", "he", N=32, L=7)
+    value, _ = P_theory.predicted_log_ratio("plain", "leaky_relu", "he", N=32, L=7)
     assert value == pytest.approx(7 * math.log(1 + a**2), abs=1e-12)
     alpha = 1 / math.sqrt(20)
-    value, _ = P.predicted_log_ratio("pre-activation", "relu", "he", N=32, L=20, alpha=alpha)
+    value, _ = P_theory.predicted_log_ratio("pre-activation", "relu", "he", N=32, L=20, alpha=alpha)
     assert value == pytest.approx(20 * math.log1p(alpha**2 * 2 * 0.5), abs=1e-12)
 
 
@@ -103,7 +105,7 @@ def test_gaussian_moments_against_adaptive_quadrature(activation, q):
     dens = lambda z: math.exp(-z * z / (2 * q)) / math.sqrt(2 * math.pi * q)
     e_s2 = integrate.quad(lambda z: f(z) ** 2 * dens(z), -12 * s, 12 * s, points=[0], limit=400)[0]
     e_d2 = integrate.quad(lambda z: df(z) ** 2 * dens(z), -12 * s, 12 * s, points=[0], limit=400)[0]
-    got = P.gaussian_moments(activation, jnp.asarray(q))
+    got = P_theory.gaussian_moments(activation, jnp.asarray(q))
     np.testing.assert_allclose([float(got[0]), float(got[1])], [e_s2, e_d2], rtol=1e-7)
 
 
@@ -113,8 +115,10 @@ def test_population_against_quadrature_and_closed_form(init, alpha, L):
     population (post) and the quadrature (pre) both give L log(1 + α² σ_w²)."""
     gain = P.weight_gain(init, 8)
     exact = L * math.log1p(alpha**2 * gain)
-    pre, _ = P.predicted_log_ratio("pre-activation", "identity", init, N=8, L=L, alpha=alpha)
-    post, err = P.predicted_log_ratio("post-activation", "identity", init, N=8, L=L, alpha=alpha)
+    pre, _ = P_theory.predicted_log_ratio("pre-activation", "identity", init, N=8, L=L, alpha=alpha)
+    post, err = P_theory.predicted_log_ratio(
+        "post-activation", "identity", init, N=8, L=L, alpha=alpha
+    )
     assert pre == pytest.approx(exact, abs=1e-9)
     assert 0 < err < 0.05
     assert abs(post - exact) < 4 * err
@@ -142,7 +146,7 @@ def test_prediction_against_finite_networks(architecture, activation, init, alph
         return 2 * (g[0] - g[-1])
 
     r = np.asarray(jax.lax.map(jax.jit(one), jr.split(jr.key(7), 16)))
-    pred, err = P.predicted_log_ratio(architecture, activation, init, N=N, L=L, alpha=alpha)
+    pred, err = P_theory.predicted_log_ratio(architecture, activation, init, N=N, L=L, alpha=alpha)
     se = r.std(ddof=1) / 4
     assert abs(r.mean() - pred) < 4 * math.hypot(se, err) + 0.02 * L
 
@@ -157,7 +161,9 @@ def test_finite_width_plain_relu_closed_form():
     for init in ("he", "xavier"):
         gain = P.weight_gain(init, N)
         exact = math.log(gain / N) + np.sum(pk / 2.0**N * (special.digamma(K / 2) + math.log(2)))
-        got = P.finite_width_log_ratios("plain", "relu", init, N=N, Ls=[1, L], alphas=[1.0, 1.0])
+        got = P_theory.finite_width_log_ratios(
+            "plain", "relu", init, N=N, Ls=[1, L], alphas=[1.0, 1.0]
+        )
         assert abs(got[0] - exact) < 1e-7 and abs(got[1] - L * exact) < 3e-7, (got, exact)
         assert abs(exact - math.log(gain / 2)) > 0.03  # the finite-width term is visible
 
@@ -174,7 +180,7 @@ def test_finite_width_against_monte_carlo_of_the_model(architecture, activation,
     N, L, S = 64, 3, 20000
     gain = P.weight_gain(init, N)
     logs = np.diff(
-        [0.0] + P.finite_width_log_ratios(
+        [0.0] + P_theory.finite_width_log_ratios(
             architecture, activation, init, N=N, Ls=[1, 2, 3], alphas=[alpha] * 3
         )
     )  # fmt: skip
@@ -190,11 +196,11 @@ def test_finite_width_against_monte_carlo_of_the_model(architecture, activation,
             h = math.sqrt(q) * jr.normal(k1, (S, N))
             v = dsigma(h) * p  # ‖W^T v‖² = (σ_w²/N) ‖v‖² χ²_N under the model
             f = gain / N * jnp.sum(v**2, 1) * jnp.sum(w**2, 1)
-            m = float(P.gaussian_moments(activation, q)[0])
+            m = float(P_theory.gaussian_moments(activation, q)[0])
         else:
             h = math.sqrt(q) * jr.normal(k1, (S, N))
             f = jnp.sum((p + alpha * dsigma(h) * math.sqrt(gain / N) * w) ** 2, 1)
-            q = q + alpha**2 * gain * float(P.gaussian_moments(activation, q)[0])
+            q = q + alpha**2 * gain * float(P_theory.gaussian_moments(activation, q)[0])
         lf = np.log(np.asarray(f))
         assert abs(lf.mean() - logs[layer]) < 4 * lf.std() / math.sqrt(S), (layer, lf.mean())
 
@@ -215,9 +221,9 @@ def test_finite_width_prediction_against_networks():
 
     r = np.asarray(jax.lax.map(jax.jit(one), jr.split(jr.key(7), 64)))
     se = r.std(ddof=1) / 8
-    width_n = P.finite_width_log_ratios("pre-activation", "tanh", "normal", N=N, Ls=[L],
+    width_n = P_theory.finite_width_log_ratios("pre-activation", "tanh", "normal", N=N, Ls=[L],
                                         alphas=[1.0])[0]  # fmt: skip
-    infinite = P.predicted_log_ratio("pre-activation", "tanh", "normal", N=N, L=L)[0]
+    infinite = P_theory.predicted_log_ratio("pre-activation", "tanh", "normal", N=N, L=L)[0]
     assert abs(r.mean() - width_n) < 3 * se, (r.mean(), se, width_n)
     assert abs(r.mean() - infinite) > 3 * se, (r.mean(), se, infinite)
 
@@ -228,7 +234,7 @@ def test_train_classifier_learns_and_vmaps():
     def one(key):
         model = P.Classifier.sample(key, d_in=4, classes=3, L=3, N=8, architecture="pre-activation",
                                     activation="relu", init="he", alpha=0.5)  # fmt: skip
-        _, losses, acc = P.train_classifier(model, data, steps=200, lr=1e-2)
+        _, losses, acc = P_training.train_classifier(model, data, steps=200, lr=1e-2)
         return losses, acc
 
     losses, acc = jax.vmap(one)(jr.split(jr.key(1), 2))

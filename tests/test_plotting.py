@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from meanfield.plotting import log_spread, loglog_series
+from meanfield.io.plotting import log_spread, loglog_series
 
 
 def test_log_spread_is_symmetric_on_a_log_axis_and_never_reaches_zero():
@@ -71,7 +71,7 @@ def test_layout_draws_a_log_axis_with_nothing_positive_and_says_so():
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
-    from meanfield.plotting import layout
+    from meanfield.io.plotting import layout
 
     fig, (empty, zeros, fine) = plt.subplots(1, 3)
     empty.plot([], [], ":", label="theory")
@@ -98,7 +98,7 @@ def test_layout_leaves_a_panel_that_already_says_why_it_is_empty():
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
-    from meanfield.plotting import layout
+    from meanfield.io.plotting import layout
 
     fig, ax = plt.subplots()
     ax.plot([1.0], [np.nan])

@@ -8,7 +8,8 @@ import shutil
 import numpy as np
 import pytest
 
-from meanfield.studies.runner import StudyInputError, StudyRunner
+from meanfield.studies import StudyInputError
+from meanfield.studies.runner import StudyRunner
 
 SPECS = [{"L": 4}, {"L": 8}, {"L": 16}]
 
@@ -138,8 +139,8 @@ def test_api_refuses_non_finite_inputs():
     import pytest
 
     import meanfield
-    from meanfield.laws import TwoLayerGaussianLaw
-    from meanfield.two_layer import TwoLayerBlock
+    from meanfield.blocks.two_layer import TwoLayerBlock
+    from meanfield.laws.unit import TwoLayerGaussianLaw
 
     net = meanfield.ResNet.sample(
         TwoLayerBlock("tanh"), TwoLayerGaussianLaw(2), L=3, M=2, scaling=0.1, key=jr.key(0)
@@ -153,7 +154,7 @@ def test_api_refuses_non_finite_inputs():
 
 
 def test_fit_loglog_reports_dropped_points():
-    from meanfield.fits import fit_loglog
+    from meanfield.stats.fits import fit_loglog
 
     fit = fit_loglog(
         [4, 8, 16, 32],

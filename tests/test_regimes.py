@@ -1,4 +1,4 @@
-"""Training regimes (`meanfield.regimes`, `meanfield study regimes`): the local/global split
+"""Training regimes (`meanfield.diagnostics.regimes`, `meanfield study regimes`): the local/global
 against its definition and a finite difference, the diagnostics against a plain
 computation, the predicted diagram, the classification on hand-built exponents, explosions
 reported, the study end to end and its refusals."""
@@ -14,7 +14,7 @@ import optax
 import pytest
 
 import meanfield as mf
-from meanfield import regimes as R
+from meanfield.diagnostics import regimes as R
 from meanfield.studies import StudyInputError, run_study
 
 

@@ -1,4 +1,4 @@
-"""The variogram Hurst estimator (meanfield.regularity) on paths of known index.
+"""The variogram Hurst estimator (meanfield.diagnostics.regularity) on paths of known index.
 
 Every path set is one draw of a library depth law on the grid j/1024 (1025 points) with
 d = 8, so 64 independent paths pooled. Tolerances come from the estimator's measured
@@ -20,8 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from meanfield.depth import BrownianLaw, FractionalBrownianLaw, SmoothGPLaw
-from meanfield.regularity import estimate_hurst, variogram
+from meanfield.diagnostics.regularity import estimate_hurst, variogram
+from meanfield.laws.depth import BrownianLaw, FractionalBrownianLaw, SmoothGPLaw
 
 N = 1024  # grid steps: 1025 points along depth
 D = 8  # 64 paths

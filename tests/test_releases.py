@@ -1,4 +1,4 @@
-"""Known-bad JAX releases (`meanfield.releases`): excluded by the dependencies, refused by
+"""Known-bad JAX releases (`meanfield.runtime.releases`): excluded by the dependencies, refused by
 `meanfield info` and every study in one line, run only on an explicit override, which
 results.json records."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import meanfield as mf
-from meanfield import releases
 from meanfield.cli import main
+from meanfield.runtime import releases
 
 ROOT = Path(__file__).resolve().parents[1]
 BAD = {"jax": "0.10.2", "jaxlib": "0.10.2"}

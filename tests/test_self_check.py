@@ -11,10 +11,13 @@ import jax
 import pytest
 
 import meanfield as mf
-from meanfield import shallow
 from meanfield.cli import main
+from meanfield.models import perceptron as shallow
+from meanfield.studies import StudyInputError
+from meanfield.studies import identity as identity_module
 from meanfield.studies import runner as runner_module
-from meanfield.studies.runner import SelfCheckError, StudyInputError, StudyRunner, compare_points
+from meanfield.studies import summary as summary_module
+from meanfield.studies.runner import SelfCheckError, StudyRunner, compare_points
 
 TINY_TWO_LAYER = dict(
     M=[64, 256], D=[4, 8], D_limit=[16, 64], s_v_sweep=[0.5, 2.0], sweep_M=[64], sweep_D=8,
@@ -39,7 +42,7 @@ def test_no_self_check_skips_it_and_says_so(tmp_path, monkeypatch):
     assert main([*argv, "--out", str(tmp_path / "a"), "--no-self-check"]) == 0
     r = json.loads((tmp_path / "a" / "results.json").read_text())
     assert r["self_check"] == [] and "--no-self-check" in r["self_check_skipped"]
-    assert "self-check: skipped" in runner_module.summary(r, tmp_path / "a")
+    assert "self-check: skipped" in summary_module.summary(r, tmp_path / "a")
     # the environment variable, read where a study starts its runner (runs with the check
     # on: every other test of this file)
     import argparse
@@ -148,12 +151,12 @@ def test_resume_refuses_points_of_other_code(tmp_path, monkeypatch):
     run = StudyRunner("demo", out, {"seed": 0}, progress=False)
     run.run_points([{"i": 1}], lambda s: {"y": 1.0})
     run.finish({"points": []})
-    identity = runner_module.code_identity()
+    identity = identity_module.code_identity()
     for change, words in (
         ({"jaxlib": "0.0.1"}, f"jaxlib {identity['jaxlib']} -> 0.0.1"),
         ({"source_sha256": "0" * 64}, "the meanfield source changed"),
     ):
-        monkeypatch.setattr(runner_module, "code_identity", lambda c=change: {**identity, **c})
+        monkeypatch.setattr(identity_module, "code_identity", lambda c=change: {**identity, **c})
         with pytest.raises(StudyInputError, match="computed by other code") as err:
             StudyRunner("demo", out, {"seed": 0}, resume=True, progress=False).open()
         assert words in str(err.value) and len(str(err.value).splitlines()) == 1

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield.fits import fit_rate_law, optimal_shape
+from meanfield.stats.rate_law import fit_rate_law, optimal_shape
 from meanfield.studies import StudyInputError
 
 
@@ -121,7 +121,7 @@ def test_verdict_needs_intervals_that_tell_the_theories_apart():
     """A theory is supported when the intervals of q and r hold its values and exclude the
     other theory's (q, r = 1/2 for the bound, 1 for the conjecture); an interval wider than
     their gap is named; intervals that hold both say "undecided", neither "neither"."""
-    from meanfield.fits import RATE_THEORIES
+    from meanfield.stats.rate_law import RATE_THEORIES
     from meanfield.studies.shapes import _verdict
 
     def law(q, r):
@@ -194,7 +194,7 @@ def test_a_failed_fixed_d_solve_is_left_out_and_said(monkeypatch):
 def test_an_unresolved_l_term_is_replaced_and_said_a_resolved_one_kept():
     """p is used as fitted only where the L term is resolved (a share of 5% or more and an
     interval narrower than 2); otherwise p = 1 and the shape says why."""
-    from meanfield.fits import RATE_THEORIES
+    from meanfield.stats.rate_law import RATE_THEORIES
     from meanfield.studies.shapes import _optimal_shapes
 
     theories = {n: {k: {"inside_ci95": True} for k in "qr"} for n in RATE_THEORIES}

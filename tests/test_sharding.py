@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield.sharding import seed_mesh
+from meanfield.runtime.sharding import seed_mesh
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,7 +66,7 @@ SCRIPT = textwrap.dedent(
     import jax, jax.numpy as jnp, jax.random as jr, numpy as np
     jax.config.update("jax_enable_x64", True)
     import meanfield as mf
-    from meanfield.compilation import CompileCounter
+    from meanfield.runtime.compilation import CompileCounter
     from tests.test_sharding import _seed_fn
 
     keys = jr.split(jr.key(0), 7)  # 7 seeds on 4 devices: padded to 8
@@ -123,8 +123,8 @@ STUDY_SCRIPT = textwrap.dedent(
     jax.config.update("jax_enable_x64", True)
     import meanfield as mf
     from meanfield.cli import build_parser
-    from meanfield.convergence import seed_program
-    from meanfield.studies import mean_ode, phases, sde
+    from meanfield.coupling.convergence import seed_program
+    from meanfield.studies import mean_ode, own_block, phases, sde
 
     def cfg_of(module, *argv):
         return module.resolve_config(build_parser().parse_args(["study", *argv]))
@@ -139,8 +139,8 @@ STUDY_SCRIPT = textwrap.dedent(
         \"\"\"Each study's seed program on `devices`, on 7 seeds (padded to 8 on 4).\"\"\"
         out = {}
         c = cfg_of(mean_ode, "mean-ode", "--steps", "1")
-        law = mean_ode.make_law(c)
-        xs, ys = mean_ode.make_data(c)
+        law = own_block.make_law(c)
+        xs, ys = own_block.make_data(c)
         L, M, n, d = 4, 3, xs.shape[0], xs.shape[1]
         ramp = jnp.linspace(0.0, 0.1, 2 * (L + 1) * n * d).reshape(2, L + 1, n, d)
         run = seed_program(

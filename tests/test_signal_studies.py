@@ -42,7 +42,7 @@ def test_response_study(tmp_path, self_checked):
     import jax.random as jr
     import numpy as np
 
-    from meanfield.signal_propagation import simulate_response
+    from meanfield.diagnostics.signal_propagation import simulate_response
 
     cfg = r["config"]
     key = jr.fold_in(jr.fold_in(jr.key(cfg["seed"]), 1), round(1e6 * 0.3))
@@ -311,7 +311,7 @@ def test_the_response_verdicts_follow_the_data():
 def test_figure6_judges_its_theory_by_the_interval():
     """Figure 6's verdict is `fits.theory_inside` on the simulated interval and the theory
     through the same estimator: outside, unknown (None) and no interval are not inside."""
-    from meanfield.fits import theory_inside
+    from meanfield.stats.fits import theory_inside
 
     assert theory_inside([0.9, 1.1], 1.0) is True
     assert theory_inside([0.9, 1.1], 1.5) is False

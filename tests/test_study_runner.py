@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from meanfield.studies.runner import StudyInputError, StudyRunner, point_name
+from meanfield.studies import StudyInputError
+from meanfield.studies.folder import point_name
+from meanfield.studies.runner import StudyRunner
 
 TINY = [
     "study",

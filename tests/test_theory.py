@@ -12,7 +12,7 @@ import pytest
 from scipy import integrate, stats
 
 import meanfield as mf
-from meanfield.signal_propagation import simulate_response
+from meanfield.diagnostics.signal_propagation import simulate_response
 from meanfield.theory.alpha_star import optimal_scaling, saturation_asymptotic, saturation_formula
 from meanfield.theory.gaussian import (
     erf_gain,

@@ -11,10 +11,11 @@ import jax.random as jr
 import numpy as np
 import pytest
 
-from meanfield import res1
-from meanfield.datasets import load_digits
-from meanfield.depth import FractionalBrownianLaw, IIDGaussianLaw, SmoothGPLaw
+from meanfield.io.datasets import load_digits
+from meanfield.laws.depth import FractionalBrownianLaw, IIDGaussianLaw, SmoothGPLaw
+from meanfield.models import res1
 from meanfield.studies import StudyInputError, run_study
+from meanfield.training import res1 as res1_training
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +51,9 @@ def test_training_learns_the_digits(digits, law):
         for s in range(2)
     ]
     stacked = jax.tree.map(lambda *a: jnp.stack(a), *models)
-    run = jax.jit(jax.vmap(lambda m, k: res1.train_res1(m, data, key=k, steps=200, lr=3e-3)))
+    run = jax.jit(
+        jax.vmap(lambda m, k: res1_training.train_res1(m, data, key=k, steps=200, lr=3e-3))
+    )
     out = run(stacked, jr.split(jr.key(2), 2))
     acc = np.asarray(out.test_accuracy)
     assert np.all(acc > 0.85), acc
@@ -67,7 +70,7 @@ def test_explosion_is_reported_not_averaged(digits):
     model = res1.Res1Classifier.sample(jr.key(0), IIDGaussianLaw(8), L=32, d_in=64,
                                        classes=10, beta=0.0, activation="identity")  # fmt: skip
     model = res1.Res1Classifier(model.A, 1e10 * model.V, model.B, model.scale, "identity")
-    out = res1.train_res1(model, data, key=jr.key(1), steps=20)
+    out = res1_training.train_res1(model, data, key=jr.key(1), steps=20)
     assert bool(out.exploded) and int(out.steps_run) == 0
     assert np.all(np.isnan(np.asarray(out.losses)))
     np.testing.assert_array_equal(out.model.V, model.V)
@@ -80,7 +83,7 @@ def test_an_explosion_returns_the_last_model_with_a_finite_loss(digits):
     _, data = digits
     model = res1.Res1Classifier.sample(jr.key(0), IIDGaussianLaw(8), L=8, d_in=64,
                                        classes=10, beta=0.0, activation="identity")  # fmt: skip
-    run = lambda steps: res1.train_res1(model, data, key=jr.key(1), steps=steps,  # noqa: E731
+    run = lambda steps: res1_training.train_res1(model, data, key=jr.key(1), steps=steps,  # noqa: E731
                                         optimizer="sgd", lr=10.0)  # fmt: skip
     out = run(30)
     assert bool(out.exploded) and int(out.steps_run) == 3
@@ -98,7 +101,7 @@ def test_early_stopping_keeps_the_best_validation_model(digits):
     _, data = digits
     model = res1.Res1Classifier.sample(jr.key(0), IIDGaussianLaw(16), L=32, d_in=64,
                                        classes=10, beta=0.5)  # fmt: skip
-    out = res1.train_res1(model, data, key=jr.key(3), steps=3000, lr=1e-2, validation=200,
+    out = res1_training.train_res1(model, data, key=jr.key(3), steps=3000, lr=1e-2, validation=200,
                           eval_every=20, patience=3)  # fmt: skip
     assert int(out.steps_run) < 3000
     assert float(out.test_accuracy) > 0.85
@@ -113,11 +116,11 @@ def test_validation_evaluates_after_the_last_step(digits):
     model = res1.Res1Classifier.sample(jr.key(0), IIDGaussianLaw(16), L=8, d_in=64,
                                        classes=10, beta=0.5)  # fmt: skip
     untrained = float(res1.accuracy(model, data[2], data[3]))
-    out = res1.train_res1(model, data, key=jr.key(3), steps=40, lr=1e-2, validation=200,
+    out = res1_training.train_res1(model, data, key=jr.key(3), steps=40, lr=1e-2, validation=200,
                           eval_every=50)  # fmt: skip
     assert untrained < 0.3 < float(out.test_accuracy)
     with pytest.raises(ValueError, match="^patience: "):
-        res1.train_res1(model, data, key=jr.key(0), steps=2, patience=3)
+        res1_training.train_res1(model, data, key=jr.key(0), steps=2, patience=3)
 
 
 def test_bad_arguments_are_refused(digits):
@@ -125,11 +128,11 @@ def test_bad_arguments_are_refused(digits):
     model = res1.Res1Classifier.sample(jr.key(0), IIDGaussianLaw(4), L=4, d_in=64,
                                        classes=10, beta=0.5)  # fmt: skip
     with pytest.raises(ValueError, match="^optimizer="):
-        res1.train_res1(model, data, key=jr.key(0), steps=2, optimizer="rmsprop")
+        res1_training.train_res1(model, data, key=jr.key(0), steps=2, optimizer="rmsprop")
     with pytest.raises(ValueError, match="^batch_size: "):
-        res1.train_res1(model, data, key=jr.key(0), steps=2, batch_size=10**6)
+        res1_training.train_res1(model, data, key=jr.key(0), steps=2, batch_size=10**6)
     with pytest.raises(ValueError, match="^lr: "):
-        res1.train_res1(model, data, key=jr.key(0), steps=2, lr=math.nan)
+        res1_training.train_res1(model, data, key=jr.key(0), steps=2, lr=math.nan)
     with pytest.raises(ValueError, match="^beta: "):
         res1.Res1Classifier.sample(jr.key(0), IIDGaussianLaw(4), L=4, d_in=2, classes=2,
                                    beta=-1.0)  # fmt: skip
@@ -176,7 +179,7 @@ def test_study_end_to_end_and_refusals(tmp_path, self_checked):
 
 
 def _init(update, before, after):
-    from meanfield.fits import line_fit
+    from meanfield.stats.fits import line_fit
 
     betas = [0.0, 0.5, 1.0]
     e = {"beta": betas, "update": update, "cumulative_before": before,

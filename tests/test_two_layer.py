@@ -10,10 +10,13 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield import shallow
-from meanfield.embedding import Embedding, inner_d
+from meanfield.coupling import perceptron as shallow_coupling
+from meanfield.limits import perceptron as shallow_limits
+from meanfield.models import perceptron as shallow
+from meanfield.models.embedding import Embedding, inner_d
 from meanfield.studies import StudyInputError
 from meanfield.studies import two_layer as study
+from meanfield.training import perceptron as shallow_training
 
 X = jnp.array([[1.0, 0.0, 0.0], [0.6, 0.8, 0.0]])
 Y = jnp.array([[1.0, 0.3], [-0.5, 0.2]])
@@ -28,7 +31,7 @@ def test_train_takes_the_seeds_gd_steps():
     Δv^j = −η_v (1/n) Σ_i ρ(P_i^j) W_out g_i,
     Δu^j = −η_u (1/n) Σ_i ρ'(P_i^j) ⟨v^j, W_out g_i⟩_D h^0_i."""
     net = _net(jr.key(1), 7, 5, s_v=0.8)
-    thetas, _, _ = shallow.train(net, X, Y, lr_u=0.3, lr_v=0.6, steps=1)
+    thetas, _, _ = shallow_training.train(net, X, Y, lr_u=0.3, lr_v=0.6, steps=1)
     h0 = net.embedding.embed(X)
     u, v = np.array(net.u), np.array(net.v)
     g = np.array(net(X) - Y)
@@ -50,10 +53,10 @@ def test_the_network_is_its_reduced_particles(activation):
     outputs after every step, to rounding."""
     M = 33
     net = _net(jr.key(2), M, 12, activation=activation, s_u=1.3, sigma_out=0.7)
-    _, f, _ = shallow.train(net, X, Y, lr_u=0.4, lr_v=0.7, steps=4)
+    _, f, _ = shallow_training.train(net, X, Y, lr_u=0.4, lr_v=0.7, steps=4)
     p0, a0 = shallow.reduce(net, X)
     g_in, g_out = net.embedding.grams(X)
-    red = shallow.particle_dynamics(
+    red = shallow_limits.particle_dynamics(
         p0, a0, jnp.full(M, 1 / M), g_in, g_out, Y, activation, lr_u=0.4, lr_v=0.7, steps=4
     )
     np.testing.assert_allclose(red.outputs, f, rtol=0, atol=1e-13)
@@ -63,8 +66,8 @@ def test_linear_limit_one_step_closed_form():
     """ρ = identity, D → ∞: f_0 = 0 and f_1(x) = (η_u s_v² + η_v s_u²) σ_in² σ_out²
     (1/n) Σ_i ⟨x, x_i⟩ y_i (SPEC §6)."""
     s_u, s_v, lr_u, lr_v, sig_in, sig_out = 1.3, 0.7, 0.2, 0.45, 0.9, 1.2
-    g_in, g_out = shallow.infinite_d_grams(X, 2, sig_in, sig_out)
-    lim = shallow.gaussian_limit(
+    g_in, g_out = shallow_limits.infinite_d_grams(X, 2, sig_in, sig_out)
+    lim = shallow_limits.gaussian_limit(
         g_in, g_out, Y, activation="identity", s_u=s_u, s_v=s_v, lr_u=lr_u, lr_v=lr_v, steps=2
     )
     closed = (lr_u * s_v**2 + lr_v * s_u**2) * sig_in**2 * sig_out**2 * (X @ X.T) @ Y / 2
@@ -79,15 +82,15 @@ def test_fixed_d_limit_against_monte_carlo_particles():
     emb = Embedding.sample(jr.key(3), 16, 3, 2)
     g_in, g_out = emb.grams(X)
     kw = dict(lr_u=0.5, lr_v=0.5, steps=3)
-    lim = shallow.gaussian_limit(g_in, g_out, Y, order=20, **kw)
+    lim = shallow_limits.gaussian_limit(g_in, g_out, Y, order=20, **kw)
     batches = []
     for b in range(16):
-        p0, a0, w = shallow.monte_carlo_nodes(
+        p0, a0, w = shallow_limits.monte_carlo_nodes(
             jr.key(100 + b), g_in, g_out, s_u=1.0, s_v=1.0, particles=2**13
         )
         # each batch is its own self-consistent particle system (a network of 2^13 units),
         # biased by O(1/N) ~ 1e-4, far below the batches' standard error (~1e-3)
-        batches.append(shallow.particle_dynamics(p0, a0, w, g_in, g_out, Y, "tanh", **kw))
+        batches.append(shallow_limits.particle_dynamics(p0, a0, w, g_in, g_out, Y, "tanh", **kw))
     outs = np.stack([np.asarray(b.outputs[-1]) for b in batches])
     coefs = np.stack([np.asarray(b.hidden_coef[-1]) for b in batches])
     for mc, ref in ((outs, lim.outputs[-1]), (coefs, lim.hidden_coef[-1])):
@@ -104,7 +107,7 @@ def test_hidden_field_reduction_against_brute_force_particles():
     D, N, K = 6, 2**15, 2
     emb = Embedding.sample(jr.key(4), D, 3, 2, sigma_out=0.8)
     g_in, g_out = emb.grams(X)
-    lim = shallow.gaussian_limit(g_in, g_out, Y, lr_u=0.5, lr_v=0.5, steps=K, order=20)
+    lim = shallow_limits.gaussian_limit(g_in, g_out, Y, lr_u=0.5, lr_v=0.5, steps=K, order=20)
     ku, kv = jr.split(jr.key(5))
     u = math.sqrt(D) * jr.normal(ku, (N, D))
     v = math.sqrt(D) * jr.normal(kv, (N, D))
@@ -127,16 +130,16 @@ def test_skeleton_map_limit_is_the_large_d_limit_of_fixed_d_limits():
     """Fixed-D limits at the draws' Grams approach the D → ∞ limit at rate D^{-1/2}: the
     mean error over 8 draws falls by 4 ± 40% from D = 64 to 1024 and to 16384."""
     y = Y[:, :1]
-    g_inf = shallow.infinite_d_grams(X, 1)
+    g_inf = shallow_limits.infinite_d_grams(X, 1)
     kw = dict(lr_u=0.5, lr_v=0.5, steps=2, order=24)
-    inf = shallow.gaussian_limit(*g_inf, y, **kw)
+    inf = shallow_limits.gaussian_limit(*g_inf, y, **kw)
     means = []
     for D in (64, 1024, 16384):
         errs = []
         for i in range(8):
             emb = Embedding.sample(jr.fold_in(jr.key(6), 1000 * D + i), D, 3, 1)
-            lim = shallow.gaussian_limit(*emb.grams(X), y, **kw)
-            errs.append(float(shallow.output_error(lim.outputs[2], inf.outputs[2])))
+            lim = shallow_limits.gaussian_limit(*emb.grams(X), y, **kw)
+            errs.append(float(shallow_coupling.output_error(lim.outputs[2], inf.outputs[2])))
         means.append(np.mean(errs))
     ratios = np.array(means[:-1]) / np.array(means[1:])
     assert np.all((ratios > 2.4) & (ratios < 6.5)), (means, ratios)
@@ -178,7 +181,7 @@ def test_bad_inputs_are_refused(tmp_path):
     with pytest.raises(ValueError, match="xs: contains NaN"):
         shallow.check_data(X.at[0, 0].set(jnp.nan), Y)
     with pytest.raises(ValueError, match="order:"):
-        shallow.gaussian_nodes(jnp.eye(2), jnp.eye(2), s_u=1.0, s_v=1.0, order=2000)
+        shallow_limits.gaussian_nodes(jnp.eye(2), jnp.eye(2), s_u=1.0, s_v=1.0, order=2000)
     np.savez(tmp_path / "nox.npz", y=np.ones((2, 1)))
     np.savez(tmp_path / "shape.npz", x=np.ones((2, 3)), y=np.ones((3, 1)))
     np.savez(tmp_path / "nan.npz", x=np.full((2, 3), np.nan), y=np.ones((2, 1)))

@@ -8,7 +8,7 @@ import jax
 from jaxtyping import Array, PyTree
 
 from .._validation import check_positive_int
-from ..blocks import AbstractBlock
+from ..blocks.base import AbstractBlock
 from .base import AbstractDepthLoop, Adjoint
 from .fused import FusedLoop, two_layer_parts
 from .scan import ScanLoop, default_unroll

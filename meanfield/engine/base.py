@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PyTree
 
-from ..blocks import AbstractBlock
+from ..blocks.base import AbstractBlock
 
 # the final cotangent: `(n, d)`, or a function of the final states h^L `(n, d)`
 Final = Float[Array, "n d"] | Callable[[Array], Array]

@@ -9,8 +9,8 @@ import jax.lax as lax
 import jax.numpy as jnp
 from jaxtyping import Array, PyTree
 
-from ..blocks import AbstractBlock, WeightedUnits
-from ..two_layer import TwoLayerBlock, TwoLayerParams
+from ..blocks.base import AbstractBlock, WeightedUnits
+from ..blocks.two_layer import TwoLayerBlock, TwoLayerParams
 from . import kernels
 from .base import AbstractDepthLoop, Adjoint, final_cotangent
 

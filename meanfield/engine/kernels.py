@@ -43,7 +43,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .. import special
-from ..activations import resolve_activation
+from ..blocks.activations import resolve_activation
 
 # largest tile (inputs × units × coordinates) one kernel program holds for one layer
 MAX_TILE = 2048

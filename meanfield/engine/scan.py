@@ -7,7 +7,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, PyTree
 
 from .._validation import check_positive_int
-from ..blocks import AbstractBlock
+from ..blocks.base import AbstractBlock
 from .base import AbstractDepthLoop, Adjoint, depth_of, final_cotangent
 
 ACCELERATOR_UNROLL = 8  # layers per loop step on a GPU/TPU, where a step costs launches

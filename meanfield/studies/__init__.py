@@ -11,9 +11,9 @@ import argparse
 import importlib
 import re
 
+from ..runtime.errors import StudyInputError as StudyInputError
 from .args import seed_int
 from .runner import SelfCheckError as SelfCheckError
-from .runner import StudyInputError as StudyInputError
 from .runner import StudyRunner as StudyRunner
 
 # command-line name -> module (imported lazily so `meanfield info` stays fast)
@@ -96,7 +96,7 @@ def add_common_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 
 
 def add_release_override(parser: argparse.ArgumentParser) -> None:
-    """`--allow-known-bad-jax` (`meanfield.releases`)."""
+    """`--allow-known-bad-jax` (`meanfield.runtime.releases`)."""
     parser.add_argument(
         "--allow-known-bad-jax",
         action="store_true",
@@ -131,8 +131,8 @@ def replot(out) -> list:
     import os
     from pathlib import Path
 
-    from ..results import read_results_json
-    from .runner import probe_lock
+    from ..io.results import read_results_json
+    from .folder import probe_lock
     from .schema import validate
 
     folder = Path(out)
@@ -159,7 +159,7 @@ def replot(out) -> list:
         raise StudyInputError(
             f"DIR: cannot write the figures into {folder}: {os.strerror(errno.EACCES)}"
         )
-    from ..plotting import use_agg
+    from ..io.plotting import use_agg
 
     use_agg()
     import matplotlib.pyplot as plt
@@ -296,8 +296,8 @@ def run_study(name: str, *, out: str, **options) -> dict:
     module = STUDIES[name]
     import jax
 
-    from ..releases import KnownBadReleaseError, check_release
-    from .runner import probe_lock, release_all
+    from ..runtime.releases import KnownBadReleaseError, check_release
+    from .folder import probe_lock, release_all
 
     try:
         check_release(allow=bool(args.allow_known_bad_jax))

@@ -3,6 +3,8 @@
 import argparse
 import math
 
+from ..runtime.memory import available_memory, env_limit
+
 
 def positive_int(text: str) -> int:
     try:
@@ -103,8 +105,8 @@ def override(cfg: dict, args, names) -> dict:
 
 def check_activation(name) -> None:
     """`--activation` must name a built-in activation (StudyInputError otherwise)."""
-    from ..activations import ACTIVATIONS
-    from .runner import StudyInputError
+    from ..blocks.activations import ACTIVATIONS
+    from ..runtime.errors import StudyInputError
 
     if name not in ACTIVATIONS:
         raise StudyInputError(
@@ -120,7 +122,7 @@ def load_object(spec: str, flag: str):
     import os
     import sys
 
-    from .runner import StudyInputError
+    from ..runtime.errors import StudyInputError
 
     where, sep, name = str(spec).rpartition(":")
     if not sep or not where or not name.isidentifier():
@@ -177,50 +179,6 @@ def user_error(err: BaseException) -> str:
     return f"{type(err).__name__}: {_first_line(err)}"
 
 
-def _env_limit(name: str, unit: str) -> float | None:
-    """The positive finite number the environment variable `name` states, None where it
-    is unset; anything else refused in one line naming it (`unit`: what it counts)."""
-    import os
-
-    from .runner import StudyInputError
-
-    text = os.environ.get(name)
-    if not text:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise StudyInputError(f"{name}: {text!r} is not a positive number of {unit}")
-    return value
-
-
-def available_memory() -> int:
-    """Bytes of memory this machine can give a study: `MEANFIELD_MEMORY_LIMIT` (bytes;
-    a stated limit) if set, else the kernel's MemAvailable, else the physical memory; a
-    limit that is not a positive finite number is refused in one line."""
-    import os
-
-    value = _env_limit(
-        "MEANFIELD_MEMORY_LIMIT",
-        "bytes (e.g. 8e9); unset it to use the machine's available memory",
-    )
-    if value is not None:
-        return int(value)
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 2**34
-
-
 def _gb(nbytes: float) -> str:
     return f"{nbytes / 1e9:.3g} GB"
 
@@ -229,7 +187,7 @@ def check_memory(flags: str, nbytes: float, what: str) -> None:
     """Refuse (`StudyInputError`, one line naming `flags`) a configuration whose estimated
     memory `nbytes` for `what` exceeds `available_memory()`; called before anything is
     allocated or written."""
-    from .runner import StudyInputError
+    from ..runtime.errors import StudyInputError
 
     limit = available_memory()
     if not math.isfinite(nbytes) or nbytes > limit:
@@ -241,19 +199,19 @@ def check_memory(flags: str, nbytes: float, what: str) -> None:
 
 def check_size(flags: str, value: float, limit: float, what: str) -> None:
     """Refuse (`StudyInputError`, one line naming `flags`) a size beyond a stated limit."""
-    from .runner import StudyInputError
+    from ..runtime.errors import StudyInputError
 
     if not value <= limit:
         raise StudyInputError(f"{flags}: {what} is {value:.4g}, beyond the limit of {limit:.4g}")
 
-
-# ------------------------------------------------------------------ cost before work
 
 # the most elements one array may have: XLA indexes arrays and loops with 32-bit integers
 # in places, and a larger extent overflowed before any memory check could see it
 # ("overflow in static extent product", shapes such as f64[1,-294967292]); every
 # study's largest array is checked against it before anything reaches XLA
 MAX_ELEMENTS = 2**31 - 1
+
+
 # the work estimates count floating-point operations (a Python-level step, such as one
 # bootstrap replicate or one compiled call, as what it costs at this rate). WORK_RATE is
 # the order of what this kind of machine does on the studies' small vectorised float64
@@ -261,7 +219,11 @@ MAX_ELEMENTS = 2**31 - 1
 # more. MAX_WORK is about 3 days at WORK_RATE (every preset, the paper ones included,
 # lies below it, most by far); MEANFIELD_WORK_LIMIT (operations) states another limit
 WORK_RATE = 1e9
+
+
 MAX_WORK = 2e15
+
+
 # what one Python-level step costs (a compiled call, a bootstrap replicate): ~1 ms
 PYTHON_STEP = 1e6
 
@@ -270,7 +232,7 @@ def work_limit() -> float:
     """The most work (operations) a study may ask for: `MEANFIELD_WORK_LIMIT` if set (a
     positive number; anything else refused in one line), else `MAX_WORK`."""
 
-    value = _env_limit(
+    value = env_limit(
         "MEANFIELD_WORK_LIMIT",
         f"operations (e.g. 1e15); unset it for the default {MAX_WORK:.3g}",
     )
@@ -289,7 +251,7 @@ def _duration(seconds: float) -> str:
 def check_elements(flags: str, count: float, what: str) -> None:
     """Refuse (`StudyInputError`, one line naming `flags`) an array of more than
     `MAX_ELEMENTS` elements, before it reaches XLA."""
-    from .runner import StudyInputError
+    from ..runtime.errors import StudyInputError
 
     if not count <= MAX_ELEMENTS:
         raise StudyInputError(
@@ -305,7 +267,7 @@ def check_work(
     work exceeds `limit` (default `work_limit()`, which MEANFIELD_WORK_LIMIT sets; a
     study's own limit on a part says `why` instead), with the estimate and the time it
     implies."""
-    from .runner import StudyInputError
+    from ..runtime.errors import StudyInputError
 
     stated = limit is None
     limit = work_limit() if limit is None else limit
@@ -397,7 +359,7 @@ def check_costs(costs) -> None:
 
 def check_scale(flag: str, value: float, limit: float, why: str) -> None:
     """Refuse (`StudyInputError`, one line naming `flag`) a scale or rate beyond `limit`."""
-    from .runner import StudyInputError
+    from ..runtime.errors import StudyInputError
 
     if not (math.isfinite(value) and abs(value) <= limit):
         raise StudyInputError(f"{flag}: at most {limit:g} ({why}), got {value:g}")

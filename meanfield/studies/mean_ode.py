@@ -13,70 +13,71 @@ own particles at every layer isolates the Euler (1/L) part of the error.
 The reference limit is a Gauss–Hermite (or Monte-Carlo) particle ODE solved with
 Diffrax (Dopri8, dense output) in float64; its own error is measured (order q against
 q/2, tolerance halved) and every fitted point must lie 10× above it.
+
+Why this file is long: it is one study, the library's headline; its `run` walks the
+steps SPEC §7 asks for in one place (reference with its own error, grid, self-check,
+fits, verdicts). Its parts that stand alone live beside it: the reference
+(`mean_ode_reference`), the automatic design (`mean_ode_design`), a user's block and
+law (`own_block`) and the figure (`mean_ode_plot`).
 """
 
-import inspect
 import math
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from ..activations import ACTIVATIONS
-from ..blocks import AbstractLayerBlock, AbstractUnitBlock, LayerUnits
-from ..convergence import (
-    QUANTITIES,
-    circle_data,
-    convergence_fits,
-    delta_quantiles,
-    design_lines,
-    euler_coefficient,
-    first_pass_mean,
-    fit_pilot,
-    limit_grids,
-    pad_grid,
-    particles_for,
-    pilot_errors,
-    program_boxes,
-    reference_errors,
-    reference_particles,
-    reference_target,
-    refine_reference,
-    seed_program,
-    solve_reference,
-    solve_reference_replicas,
-    summarize_steps,
-)
-from ..coupling import LimitOnGrid, draw_units, euler_errors
+from ..blocks.activations import ACTIVATIONS
+from ..coupling.convergence import QUANTITIES, convergence_fits, delta_quantiles, summarize_steps
+from ..coupling.design import first_pass_mean, pad_grid, program_boxes, seed_program
+from ..coupling.mean_ode import LimitOnGrid, draw_units, euler_errors
+from ..coupling.reference import limit_grids, reference_errors, refine_reference
 from ..engine import AbstractDepthLoop, AutoLoop, FusedLoop, ScanLoop
-from ..fits import excluded_warning
-from ..laws import AbstractGaussianLaw, AbstractLaw, TwoLayerGaussianLaw, TwoLayerNonCentredLaw
-from ..meanode import MeanODE, solve_mean_ode
-from ..particles import MAX_HERMITE_ORDER, MAX_QUADRATURE_NODES, Particles, monte_carlo_particles
-from ..sharding import gather_processes
-from ..two_layer import TwoLayerBlock
+from ..laws.unit import (
+    AbstractGaussianLaw,
+)
+from ..limits.mean_ode import MeanODE, solve_mean_ode
+from ..limits.particles import (
+    Particles,
+)
+from ..runtime.errors import StudyInputError
+from ..runtime.sharding import gather_processes
+from ..stats.fits import excluded_warning
 from .args import (
-    USER_ERRORS,
-    Cost,
     check_activation,
     check_costs,
     check_elements,
     check_memory,
     check_size,
     int_list,
-    load_object,
     nonnegative_int,
     override,
     positive_float,
     positive_int,
-    user_error,
 )
-from .runner import StudyInputError, start_study, study_precision
+from .mean_ode_design import AUTO, _not_judged, auto_design
+from .mean_ode_reference import (
+    REPLICAS,
+    _monte_carlo,
+    _particle_sets,
+    _quadrature_order,
+    _reference_info,
+    _solve,
+    reference_cost,
+)
+from .own_block import (
+    BUILT_IN_BLOCK,
+    BUILT_IN_LAW,
+    _describe,
+    _quadrature_applies,
+    make_data,
+    study_block_law,
+)
+from .runner import start_study
 
 HELP = "finite ResNets vs the neural mean-ODE limit: the 1/L + 1/sqrt(LM) study"
 DEFAULT_X64 = True
@@ -131,41 +132,6 @@ PAD_UNITS = {"cpu": 2**20, "default": 2**26}
 PAD_DEPTH = {"cpu": True, "default": False}
 # how the finite networks run their depth loops (`--depth-loop`, `depth_loop_method`)
 DEPTH_LOOPS = ("auto", "scan", "pallas")
-# default quadrature budget: order 256 for 2 Gaussian coordinates, 16 for 4
-QUADRATURE_NODES = 2**16
-# options that set the built-in 2LP block (refused with --block) or its law (with --law)
-BUILT_IN_BLOCK = {"activation": "--activation"}
-BUILT_IN_LAW = {
-    "init": "--init",
-    "sigma_u": "--sigma-u",
-    "sigma_v": "--sigma-v",
-    "sigma_xi": "--sigma-xi",
-}
-# the automatic design of a grid for a user's block (`--design auto`): the pilot grid and
-# seeds, and the budgets of the grid (largest depth and width, seeds × L·M units of the
-# largest point) and of the reference (Monte-Carlo particles: the reference's own error
-# falls as their square root)
-PILOT_POINTS = [(L, M) for L in (4, 16, 64) for M in (1, 16, 256)]
-AUTO = {
-    "quick": {
-        "max_depth": 256,
-        "max_width": 2**16,
-        "units": 2**24,
-        "pilot_seeds": 4,
-        "pilot_particles": 2**16,
-        "particles_max": 2**20,
-    },
-    "paper": {
-        "max_depth": 4096,
-        "max_width": 2**20,
-        "units": 2**28,
-        "pilot_seeds": 8,
-        "pilot_particles": 2**18,
-        "particles_max": 2**24,
-    },
-}
-# Monte-Carlo references: batches of the particles that estimate its error (batch means)
-REPLICAS = 8
 # the Euler part runs the limit's particles at every layer: at most this many units
 # (particles × depth) at once; a larger reference gives it a subset of its own
 EULER_UNITS = 2**22
@@ -391,139 +357,6 @@ def resolve_config(args) -> dict:
     return cfg
 
 
-def _describe(value) -> str:
-    """How the configuration records a `--block` / `--law`: the spec as given, or the
-    object's type and repr (the Python API)."""
-    if isinstance(value, str):
-        return value
-    if inspect.isfunction(value) or inspect.ismethod(value):  # a law's factory: its own name
-        return f"{value.__module__}.{value.__qualname__}"[:300]
-    kind = value if isinstance(value, type) else type(value)
-    text = f"{kind.__module__}.{kind.__qualname__}"
-    if isinstance(value, eqx.Module):
-        text += f" {value!r}"
-    return text[:300]
-
-
-def _quadrature_applies(law) -> bool:
-    """A Gaussian law whose default node budget gives at least 8 nodes per coordinate."""
-    if not isinstance(law, AbstractGaussianLaw):
-        return False
-    return QUADRATURE_NODES ** (1.0 / law.gaussian_dim) >= 8
-
-
-def study_block_law(args, cfg):
-    """The block (a unit block; a layer block wrapped as `LayerUnits`) and its law: the
-    built-in 2LP and its law from the configuration, or the user's `--block` / `--law`
-    (specs, or objects from the Python API), each tried on a draw and on the data: a bad
-    one is a one-line StudyInputError naming the option."""
-    block_arg, law_arg = getattr(args, "block", None), getattr(args, "law", None)
-    with study_precision(cfg["x64"]):  # made and tried in the precision the study runs in
-        block = TwoLayerBlock(cfg["activation"]) if block_arg is None else user_block(block_arg)
-        law = make_law(cfg) if law_arg is None else user_law(law_arg)
-        try:
-            check_block_law(block, law, make_data(cfg)[0])
-        except StudyInputError as err:
-            if block_arg is not None or law_arg is not None:
-                raise
-            # the built-in block and law: the options that set them are at fault
-            flags = "/".join(f for n, f in BUILT_IN_LAW.items() if n in cfg)
-            raise StudyInputError(f"{flags}: {str(err).partition(': ')[2]}") from None
-    return block, law
-
-
-def user_block(value):
-    """`--block` as a unit block (see `study_block_law`)."""
-    obj = load_object(value, "--block") if isinstance(value, str) else value
-    name = value if isinstance(value, str) else repr(value)
-    if isinstance(obj, type):
-        if not issubclass(obj, AbstractUnitBlock | AbstractLayerBlock):
-            raise StudyInputError(
-                f"--block: {name} is the class {obj.__name__}, not a subclass of "
-                "AbstractUnitBlock or AbstractLayerBlock"
-            )
-        try:
-            obj = obj()
-        except USER_ERRORS as err:
-            raise StudyInputError(
-                f"--block: {obj.__name__}() failed ({user_error(err)}); "
-                "name an instance instead of the class"
-            ) from None
-    if isinstance(obj, AbstractLayerBlock):
-        return LayerUnits(obj)
-    if isinstance(obj, AbstractUnitBlock):
-        return obj
-    raise StudyInputError(
-        f"--block: {name} is a {type(obj).__name__}, not an AbstractUnitBlock or "
-        "AbstractLayerBlock (class or instance)"
-    )
-
-
-def user_law(value):
-    """`--law` as an `AbstractLaw` (an instance, or a function of no arguments or a class
-    that gives one)."""
-    obj = load_object(value, "--law") if isinstance(value, str) else value
-    name = value if isinstance(value, str) else repr(value)
-    if isinstance(obj, AbstractLaw):
-        return obj
-    if callable(obj):
-        try:
-            law = obj()
-        except USER_ERRORS as err:
-            raise StudyInputError(f"--law: calling {name}() failed ({user_error(err)})") from None
-        if isinstance(law, AbstractLaw):
-            return law
-        raise StudyInputError(f"--law: {name}() gives a {type(law).__name__}, not an AbstractLaw")
-    raise StudyInputError(
-        f"--law: {name} is a {type(obj).__name__}, not an AbstractLaw or a function of no "
-        "arguments returning one"
-    )
-
-
-def check_block_law(block, law, xs) -> None:
-    """One draw of `law` must be a pytree of float arrays of at least the state's
-    precision, and φ(x, z) a finite vector of the state's shape and dtype at every
-    input."""
-    try:
-        z = law.sample(jr.key(0))
-    except USER_ERRORS as err:
-        raise StudyInputError(f"--law: sampling failed ({user_error(err)})") from None
-    leaves = jax.tree.leaves(z)
-    bad = [type(v).__name__ for v in leaves if not _float_array(v)]
-    if not leaves or bad:
-        what = ", ".join(sorted(set(bad))) or "no arrays"
-        raise StudyInputError(f"--law: a draw must be a pytree of float arrays, got {what}")
-    low = sorted({str(v.dtype) for v in leaves if v.dtype.itemsize < xs.dtype.itemsize})
-    if low:  # float16 overflows at 65504 and stalls the reference solver
-        raise StudyInputError(
-            f"--law: a draw holds {', '.join(low)} arrays, below the study's precision "
-            f"({xs.dtype}); draw in {xs.dtype}"
-        )
-    d = xs.shape[1]
-    try:
-        out = jax.vmap(lambda x: block(x, z))(xs)
-    except USER_ERRORS as err:
-        raise StudyInputError(
-            f"--block: φ(h, z) failed on the data (d = {d}) and a draw of the law "
-            f"({user_error(err)})"
-        ) from None
-    if out.shape != xs.shape:
-        raise StudyInputError(
-            f"--block: φ(h, z) has shape {tuple(out.shape[1:])}; it must be the state's "
-            f"({d},) (set the dimension with --d)"
-        )
-    if out.dtype != xs.dtype:
-        raise StudyInputError(
-            f"--block: φ(h, z) returns {out.dtype}; it must return the state's dtype ({xs.dtype})"
-        )
-    if not bool(jnp.all(jnp.isfinite(out))):
-        raise StudyInputError("--block: φ(h, z) is not finite at the data for a draw of the law")
-
-
-def _float_array(v) -> bool:
-    return hasattr(v, "dtype") and hasattr(v, "shape") and jnp.issubdtype(v.dtype, jnp.floating)
-
-
 def grid_specs(cfg) -> list[dict]:
     """The rectangular grid L × M, plus the line of widths M <= fit_M_max at depth
     L_for_M where the Monte-Carlo term dominates (the fit against M)."""
@@ -545,39 +378,6 @@ BYTES_PER_UNIT = 430
 # the most unit-steps (seeds × L·M × (k + 1), summed over the grid) a study may ask for:
 # the paper preset asks for about 2^36 (hours on a GPU); 2^42 would take weeks
 MAX_UNIT_STEPS = 2**42
-
-
-# the reference limit (`convergence.solve_reference`: three solves, with the check
-# particles and at half the tolerance; `solve_reference_replicas` likewise): per
-# particle and GD step about this many bytes per parameter number (its trajectory along
-# depth at the solver's steps) and per input coordinate, and this many ODE steps of
-# Dopri8 (13 stages) per forward or backward solve (a typical count: the budget is 16384)
-REFERENCE_BYTES = (128, 64)
-REFERENCE_ODE_STEPS, ODE_STAGES = 256, 13
-
-
-def reference_cost(cfg) -> Cost:
-    """The estimated cost (`args.Cost`) of the reference limit of a grid design: its
-    particles (`--particles` Monte-Carlo draws, or the quadrature's nodes: the default
-    budget `QUADRATURE_NODES`, at most `MAX_QUADRATURE_NODES` with `--order`) of about 3d
-    numbers each (the built-in 2LP laws: 2d), through `steps` GD steps."""
-    if cfg["reference"] == "monte-carlo":
-        particles, flags = float(cfg["particles"]), "--particles/--steps/--d"
-    else:
-        particles = float(QUADRATURE_NODES if cfg.get("order") is None else MAX_QUADRATURE_NODES)
-        flags = "--steps/--d" if cfg.get("order") is None else "--order/--steps/--d"
-    d, n, K = cfg["d"], cfg["inputs"], cfg["steps"]
-    size = 3 * d  # numbers per particle
-    per_particle = REFERENCE_BYTES[0] * size * (K + 1) + REFERENCE_BYTES[1] * n * d
-    solves = 3 * (K + 1) * 2  # three solves, a forward and a backward pass per step
-    return Cost(
-        flags,
-        "the reference limit",
-        memory=particles * per_particle,
-        work=solves * REFERENCE_ODE_STEPS * ODE_STAGES * particles * n * d * 20,
-        elements=particles * size * (K + 1),
-        array="the reference's particles along training, (particles, steps + 1, parameters)",
-    )
 
 
 MAX_INPUTS = 4096  # data points of the built-in data set
@@ -617,83 +417,9 @@ def all_depths(cfg) -> list[int]:
     return sorted(set(cfg["L"]) | {cfg["L_for_M"]})
 
 
-def make_law(cfg):
-    if cfg["init"] == "centred":
-        return TwoLayerGaussianLaw(cfg["d"], sigma_u=cfg["sigma_u"], sigma_v=cfg["sigma_v"])
-    return TwoLayerNonCentredLaw(cfg["d"], sigma_u=cfg["sigma_u"], sigma_xi=cfg["sigma_xi"])
-
-
 def trivial_limit(cfg, step: int) -> bool:
     """With a centred law the k = 0 limit is the identity: only the 1/sqrt(LM) term exists."""
     return cfg["init"] == "centred" and step == 0
-
-
-def make_data(cfg):
-    """The study's data set, `meanfield.convergence.circle_data`."""
-    return circle_data(cfg["inputs"], cfg["d"])
-
-
-def _quadrature_order(law, order):
-    """The requested order, or the largest order within the default node budget."""
-    p = law.gaussian_dim
-    if order is None:
-        order = min(MAX_HERMITE_ORDER, int(math.floor(QUADRATURE_NODES ** (1.0 / p) + 1e-9)))
-        if order < 3:
-            raise StudyInputError(
-                f"--d: the law has {p} Gaussian coordinates, so the default budget of "
-                f"{QUADRATURE_NODES} quadrature nodes gives {order} per coordinate, too few "
-                "for a reference with an error check: use --reference monte-carlo"
-            )
-        return order
-    cap = min(MAX_HERMITE_ORDER, int(math.floor(MAX_QUADRATURE_NODES ** (1.0 / p) + 1e-9)))
-    if order < 3:  # the check set (order max(q // 2, 2)) must be a coarser rule
-        raise StudyInputError(
-            f"--order: at least 3 nodes per coordinate, so that the error check uses a "
-            f"coarser rule (order max(q // 2, 2)), got {order}"
-        )
-    if order > cap:
-        advice = f"use at most {cap}" if cap >= 3 else "use --reference monte-carlo"
-        raise StudyInputError(
-            f"--order: {order} nodes in each of {p} Gaussian coordinates is more than "
-            f"{MAX_QUADRATURE_NODES} in all or {MAX_HERMITE_ORDER} per coordinate; {advice}"
-        )
-    return order
-
-
-def _particle_sets(cfg, law):
-    """The reference particles and the set that checks them: the Gauss-Hermite rule of
-    order q and that of order q/2; or `--particles` Monte-Carlo draws, checked by batch
-    means (no second set: None)."""
-    if cfg["reference"] == "quadrature":
-        return reference_particles(law, order=_quadrature_order(law, cfg["order"]))
-    main = monte_carlo_particles(law, cfg["particles"], key=jr.fold_in(jr.key(cfg["seed"]), 4))
-    return main, None, _reference_info(cfg, main)
-
-
-def _reference_info(cfg, main) -> dict:
-    """How the reference's particles were made, for the JSON (Monte Carlo)."""
-    if cfg["reference"] == "quadrature":
-        return reference_particles_info(cfg)
-    return {
-        "method": "monte-carlo",
-        "particles": main.count,
-        "error_method": f"batch means over {REPLICAS} disjoint batches of the particles",
-    }
-
-
-def reference_particles_info(cfg) -> dict:
-    return {"method": "gauss-hermite", "order": cfg.get("order")}
-
-
-def _solve(cfg, block, main, check, xs, ys, probes, depths):
-    """The reference limit on every grid of `depths`, with its error estimate: a coarser
-    quadrature rule (`check`), or batch means of Monte-Carlo particles (`check` None)."""
-    kwargs = dict(
-        learning_rate=cfg["lr"], steps=cfg["steps"], rtol=cfg["rtol"], depths=depths, probes=probes
-    )
-    if check is None:
-        return solve_reference_replicas(block, main, xs, ys, replicas=REPLICAS, **kwargs)
-    return solve_reference(block, main, check, xs, ys, **kwargs)
 
 
 def _pow2(x: float) -> int:
@@ -708,178 +434,6 @@ def _subset(particles: Particles, count: int) -> Particles:
     """The first `count` of i.i.d. particles, with equal weights."""
     z = jax.tree.map(lambda a: a[:count], particles.z)
     return Particles(z=z, weights=jnp.full((count,), 1.0 / count))
-
-
-def auto_design(runner, cfg, block, law, xs, ys, probes, loop, units_per_batch, first_pass):
-    """`--design auto`: the pilot reference, the pilot grid, its fit of a/L + b/sqrt(LM),
-    the lines of the grid (`meanfield.convergence.design_lines`) and the particles of the
-    final reference (Monte Carlo: as many as the lines' smallest predicted error needs,
-    within the preset's budget). Each step is an artifact of the study folder (a resume
-    recomputes nothing).
-
-    **Returns:** `(record, grid, main, reuse)`: the design for the JSON, the grid's
-    configuration (`L`, `M`, `L_for_M`, `fit_M_max`), the final reference's particles, and
-    the pilot's reference arrays where the final reference is that same limit (else None).
-    """
-    budget = AUTO[cfg["preset"]]
-    master = jr.key(cfg["seed"])
-    lr, steps = cfg["lr"], cfg["steps"]
-    # every depth the design may choose (powers of two) and the pilot's
-    depths = sorted(
-        {2**i for i in range(1, int(math.log2(budget["max_depth"])) + 1)}
-        | {L for L, _ in PILOT_POINTS}
-    )
-    quadrature = cfg["reference"] == "quadrature"
-    if quadrature:
-        main0, check0, _ = _particle_sets(cfg, law)
-    else:
-        main0, check0 = _monte_carlo(cfg, law, budget["pilot_particles"]), None
-    pilot_ref = runner.artifact(
-        "pilot_reference",
-        lambda: _solve(cfg, block, main0, check0, xs, ys, probes, depths),
-        describe=f"design: the pilot's reference limit ({main0.count} particles)",
-    )
-    floor0 = reference_errors(pilot_ref)["delta_h"]
-    # the 1/L coefficient without Monte-Carlo noise: the Euler part of 2^10 draws of the
-    # law against their own limit (none at a step where the limit is the identity)
-    euler_probes = jax.vmap(law.sample)(jr.split(jr.fold_in(master, 8), 64))
-    coefficient = runner.artifact(
-        "pilot_euler",
-        lambda: euler_coefficient(
-            block,
-            _monte_carlo(cfg, law, 2**10),
-            xs,
-            ys,
-            learning_rate=lr,
-            steps=steps,
-            depths=[16, 32, 64],
-            probes=euler_probes,
-            rtol=cfg["rtol"],
-        ),
-        describe="design: the Euler part's coefficient (2^10 particles, depths 16, 32, 64)",
-    )
-    centred_now = first_pass is not None and first_pass["centred"] and steps == 0
-    a_euler = 0.0 if centred_now else float(coefficient["a"][-1])
-    pilot = runner.artifact(
-        "pilot",
-        lambda: pilot_errors(
-            block,
-            law,
-            xs,
-            ys,
-            pilot_ref,
-            learning_rate=lr,
-            points=PILOT_POINTS,
-            seeds=budget["pilot_seeds"],
-            key=jr.fold_in(master, 7),
-            units_per_batch=units_per_batch,
-            loop=loop,
-        ),
-        describe=f"design: the pilot networks ({len(PILOT_POINTS)} points)",
-    )
-    fit = fit_pilot(pilot, floor0, a=a_euler, seed=cfg["seed"])
-    record = {
-        "pilot_points": [
-            {
-                "L": int(pilot["L"][i]),
-                "M": int(pilot["M"][i]),
-                "delta_h_mean": float(np.mean(pilot["delta_h"][i, :, -1])),
-            }
-            for i in range(len(pilot["L"]))
-        ],
-        "pilot_seeds": budget["pilot_seeds"],
-        "pilot_step": steps,
-        "pilot_reference_error": floor0,
-        "pilot_reference_particles": int(pilot_ref["particles"]),
-        "pilot_fit": fit,
-        "euler_coefficient": {
-            "depths": coefficient["depths"].tolist(),
-            "L_delta_h_euler": coefficient["L_delta_h"].tolist(),
-            "particles": 2**10,
-        },
-        "budget": budget,
-    }
-    if fit["a"] is None or fit["b"] is None or not fit["b"] > 0:
-        runner.warn(
-            f"design: the pilot fit of a/L + b/sqrt(LM) failed ({fit.get('reason')}); the "
-            "preset's grid is used"
-        )
-        record["why"] = "pilot fit failed: the preset's grid"
-        main = main0 if quadrature else _monte_carlo(cfg, law, cfg["particles"])
-        return record, {}, main, None
-    a, b = fit["a"], fit["b"]
-    # the reference error the budget reaches: Monte Carlo falls as N^{-1/2}
-    N0 = main0.count
-    floor = floor0 if quadrature else floor0 * math.sqrt(N0 / budget["particles_max"])
-    lines = design_lines(
-        a,
-        b,
-        floor,
-        seeds=cfg["seeds"],
-        units=budget["units"],
-        max_depth=budget["max_depth"],
-        max_width=budget["max_width"],
-        trivial=centred_now,
-    )
-    target = reference_target(a, b, lines)
-    for reason in lines["reasons"]:
-        runner.warn(f"design: {reason}")
-    if quadrature:
-        main, reuse = main0, pilot_ref
-    else:
-        # half the target error by the pilot's estimate, within the budget (refined
-        # further in the reference's own solve if its estimate says so)
-        N = particles_for(floor0, N0, target, budget["particles_max"])
-        main = main0 if N == N0 else _monte_carlo(cfg, law, N)
-        reuse = pilot_ref if N == N0 else None
-    record.update(
-        lines=lines,
-        reference_error_budget=floor,
-        reference_target=target,
-        reference_particles=main.count,
-        why=(
-            "the line against L where a/L dominates b/sqrt(LM) (at the width M_for_L), the "
-            "line against M at L_for_M where b/sqrt(LM) dominates, every fitted point "
-            "predicted at least 15x above the reference's error"
-        ),
-    )
-    if len(lines["L"]) < 2:  # nothing to fit against L: two small depths, reported as such
-        runner.warn("design: no line against L within the budget; depths 2 and 4 are run")
-    grid = {
-        "L": lines["L"] if len(lines["L"]) >= 2 else [2, 4],
-        "M": sorted(set(lines["M"] or [1]) | {lines["M_for_L"]}),
-        "L_for_M": lines["L_for_M"],
-        "fit_M_max": max(lines["M"] or [1]),
-        "particles": main.count,
-    }
-    return record, grid, main, reuse
-
-
-def _not_judged(args, runner, cfg, first_pass):
-    """Finish a study whose law no reference can judge (heavy tails): its results say so,
-    with the diagnosis, and hold no points and no fits."""
-    message = (
-        f"the law is heavy-tailed: one of {first_pass['draws']} draws carries "
-        f"{first_pass['max_share']:.0%} of the sum of squared deviations of φ (a finite "
-        "variance gives about 0.1%), so no Monte-Carlo reference converges at the rate "
-        "N^-1/2 and none can be made 10x more accurate than the finite networks within any "
-        "budget: nothing is fitted"
-    )
-    runner.warn(message)
-    runner.finish(
-        {
-            "points": [],
-            "fits": [],
-            "reference": {"method": None, "error_estimate": None, "why": message},
-            "first_pass": first_pass,
-            "verdict": "not judged: heavy-tailed law",
-        }
-    )
-
-
-def _monte_carlo(cfg, law, count: int) -> Particles:
-    """`count` Monte-Carlo particles of the reference (the key depends on the seed only)."""
-    return monte_carlo_particles(law, count, key=jr.fold_in(jr.key(cfg["seed"]), 4))
 
 
 def depth_loop(requested: str, unroll: int = 1) -> AbstractDepthLoop:

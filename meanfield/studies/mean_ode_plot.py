@@ -3,7 +3,7 @@
 import math
 from pathlib import Path
 
-from ..plotting import layout, loglog_series, reference_floor, size_ticks, use_agg
+from ..io.plotting import layout, loglog_series, reference_floor, size_ticks, use_agg
 
 LABELS = {"delta_h": r"$\Delta^h$", "delta_b": r"$\Delta^b$", "delta_z": r"$\Delta^Z$"}
 

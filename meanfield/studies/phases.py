@@ -18,7 +18,7 @@ Outputs (`DIR/results.json` and figures):
 * per β: the log-log slope of the median ratio against L with a 95% bootstrap
   interval and the phase (identity / stability / explosion);
 * `critical_beta`: the zero crossing of that slope in β (the estimator is
-  described in `meanfield.phases`), with a bootstrap 95% interval and the theory
+  described in `meanfield.diagnostics.phases`), with a bootstrap 95% interval and the theory
   (1/2 i.i.d., 1 smooth, max(H, 1/2) for fBm: see below);
 * for fBm, a Hurst × β heatmap of the slope with β_c(H) over it (`heatmap.png`);
 * for i.i.d. weights at β = 1/2: the fraction of draws inside the Mathematics §4 bounds
@@ -31,8 +31,11 @@ increments that telescopes, and the second-order term of `‖h_L‖²` is a sum 
 (the documentation's first guess "H") but β_c = 1/2 for H < 1/2. `theory = max(H, 1/2)`.
 
 All β share one compiled program per law (α = L^{-β} enters as data, see
-`meanfield.phases.perceptron_resnet`); the draws of one law share their weights
+`meanfield.diagnostics.phases.perceptron_resnet`); the draws of one law share their weights
 across β, and (for the path laws) across depths.
+
+Why this file is long: it is one study (options, configuration, cost, run, the two
+checks of its verdicts); its figures are `phases_plot`.
 """
 
 import math
@@ -43,9 +46,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from ..depth import FractionalBrownianLaw, IIDGaussianLaw, IIDRademacherLaw, SmoothGPLaw
-from ..fits import judge_theory, summarize
-from ..phases import (
+from ..diagnostics.phases import (
     GRADIENT_BOUNDS,
     LOSSES,
     SLOPE_TOL,
@@ -55,7 +56,10 @@ from ..phases import (
     perceptron_resnet,
     ratio_draw,
 )
-from ..sharding import shard_seeds
+from ..laws.depth import FractionalBrownianLaw, IIDGaussianLaw, IIDRademacherLaw, SmoothGPLaw
+from ..runtime.errors import StudyInputError
+from ..runtime.sharding import shard_seeds
+from ..stats.fits import judge_theory, summarize
 from .args import (
     PYTHON_STEP,
     Cost,
@@ -66,7 +70,7 @@ from .args import (
     positive_float,
     positive_int,
 )
-from .runner import StudyInputError, start_study
+from .runner import start_study
 
 HELP = "identity / stability / explosion of ResNets at initialisation vs β; critical β"
 DEFAULT_X64 = True
@@ -319,7 +323,7 @@ def seed_keys(cfg, hurst, start, stop):
 
 
 def chunk_program(cfg, law, devices=None):
-    """Per draw, `meanfield.phases.ratio_draw`: both ratios for every (L, β). The draws
+    """Per draw, `meanfield.diagnostics.phases.ratio_draw`: both ratios for every (L, β). The draws
     of a chunk are split over `devices` (default: all; `shard_seeds`).
 
     **Returns:** `keys -> (forward, gradient, forward_max)`, each `(draws, n_L, n_β)`.

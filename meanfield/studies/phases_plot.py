@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..fits import theory_inside
-from ..phases import SLOPE_TOL
-from ..plotting import cell_edges, layout, size_ticks, use_agg
+from ..diagnostics.phases import SLOPE_TOL
+from ..io.plotting import cell_edges, layout, size_ticks, use_agg
+from ..stats.fits import theory_inside
 
 # the ratios of each (β, L) point, with the titles of their panels in `phases.png`
 RATIO_PANELS = {
@@ -363,7 +363,7 @@ def _weight_paths(out, cfg) -> Path:
     import jax.random as jr
     import matplotlib.pyplot as plt
 
-    from ..depth import FractionalBrownianLaw, IIDGaussianLaw, SmoothGPLaw
+    from ..laws.depth import FractionalBrownianLaw, IIDGaussianLaw, SmoothGPLaw
 
     L, d = max(cfg["L"]), 4
     s = np.arange(1, L + 1) / L

@@ -7,6 +7,10 @@ depths, the optimal scaling α* = argmax χ^out against the saturation formula a
 large-L form (Figure 4), and the collapse of χ^out in the rescaled α σ_w (Figure 5). A
 finite-width Monte Carlo (N = 500, many initialisations) is compared with the theory
 layer by layer, in standard errors, and gives a simulated α* with a bootstrap interval.
+
+Why this file is long: it is one study (options, configuration, cost, the theory part,
+the simulated part, run); the paper's settings are `response_paper`, its figures
+`response_plot`.
 """
 
 import math
@@ -17,23 +21,18 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from ..fits import (
+from ..diagnostics.signal_propagation import METHODS, simulate_response
+from ..runtime.errors import StudyInputError
+from ..stats.fits import (
     fit_loglog,
     judge_theory,
     parabola_argmax,
     parabola_argmax_interval,
     theory_inside,
 )
-from ..signal_propagation import METHODS, simulate_response
 from ..theory.alpha_star import optimal_scaling, saturation_asymptotic, saturation_formula
 from ..theory.gaussian import DEFAULT_ORDER, K_ACCURATE
-from ..theory.response import (
-    FIG2,
-    FIG5_SIGMA_B2,
-    FIG5_SIGMA_W2,
-    output_response_curve,
-    response,
-)
+from ..theory.response import FIG2, FIG5_SIGMA_B2, FIG5_SIGMA_W2, output_response_curve, response
 from . import response_paper as RP
 from .args import (
     check_activation,
@@ -45,7 +44,7 @@ from .args import (
     positive_float,
     positive_int,
 )
-from .runner import StudyInputError, start_study
+from .runner import start_study
 
 HELP = "response function and optimal residual scaling α* at initialisation"
 DEFAULT_X64 = True

@@ -35,8 +35,8 @@ import jax.random as jr
 import numpy as np
 from scipy import special
 
-from ..fits import line_fit, theory_inside
-from ..signal_propagation import simulate_response
+from ..diagnostics.signal_propagation import simulate_response
+from ..stats.fits import line_fit, theory_inside
 from ..theory.response import FIG2, response
 
 # Figures 2, 3, 6 (module docstring)

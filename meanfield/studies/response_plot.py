@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..plotting import layout, use_agg
+from ..io.plotting import layout, use_agg
 from ..theory.response import FIG2, FIG5_SIGMA_B2, FIG5_SIGMA_W2
 
 

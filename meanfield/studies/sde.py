@@ -35,11 +35,12 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from ..activations import ACTIVATIONS
-from ..depth import BrownianLaw, FractionalBrownianLaw, SmoothGPLaw
-from ..fits import excluded_warning, exploded_draws, fit_loglog, fit_values, summarize
-from ..neural_sde import strong_errors
-from ..sharding import shard_seeds
+from ..blocks.activations import ACTIVATIONS
+from ..coupling.neural_sde import strong_errors
+from ..laws.depth import BrownianLaw, FractionalBrownianLaw, SmoothGPLaw
+from ..runtime.errors import StudyInputError
+from ..runtime.sharding import shard_seeds
+from ..stats.fits import excluded_warning, exploded_draws, fit_loglog, fit_values, summarize
 from .args import (
     PYTHON_STEP,
     Cost,
@@ -50,7 +51,7 @@ from .args import (
     positive_float,
     positive_int,
 )
-from .runner import StudyInputError, start_study
+from .runner import start_study
 
 HELP = "strong error of ResNets with Brownian, fBm or smooth weights vs their SDE/Young/ODE limit"
 DEFAULT_X64 = True
@@ -260,7 +261,7 @@ def seed_keys(cfg, start: int, stop: int):
 
 def chunk_program(cfg, law, x, devices=None):
     """One compiled program for a chunk of seeds, split over `devices` (default: all;
-    `shard_seeds`): `meanfield.neural_sde.strong_errors` of every seed's path.
+    `shard_seeds`): `meanfield.coupling.neural_sde.strong_errors` of every seed's path.
 
     **Returns:** a function `keys -> dict` of per-seed arrays: `final`, `sup` of shape
     `(seeds, n_L)`, `check_final`, `check_sup`, `ok`, `solver_steps`.

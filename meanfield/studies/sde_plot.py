@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from ..plotting import layout, loglog_series, reference_floor, use_agg
+from ..io.plotting import layout, loglog_series, reference_floor, use_agg
 
 LABELS = {"error_final": r"$E\|H_1 - h_L\|$", "error_sup": r"$E\max_k\|H_{k/L} - h_k\|$"}
 TITLES = {

@@ -1,7 +1,7 @@
 """`meanfield study shapes`: the joint limit in depth L, width M and embedding dimension D
 (Chaintron, "ResNets of all shapes and sizes"; docs: Mathematics §6), against exact references.
 
-Every finite network (`meanfield.deep_embedded.DeepEmbeddedResNet`, GD in the joint-limit
+Every finite network (`meanfield.models.deep_embedded.DeepEmbeddedResNet`, GD in the joint-limit
 convention `η · LMD · ∇`) is compared, after k = 0..K updates and at its own embedding
 draw, with two solved limits:
 
@@ -20,11 +20,14 @@ the term they measure dominates (read off the joint fit), `rate_law` the joint f
 proven bound and the conjecture, and `optimal_shape` the exponents of L, M, D against the
 budget `P = D(d_in + d_out) + 2LMD` that minimise the fitted law, beside the bound's and
 the conjecture's.
+
+Why this file is long: it is one study (options, configuration, cost model, the points,
+the joint rate-law fit and the verdicts computed from it); its figures are
+`shapes_plot`, its shared options and `--data` file `embedded_options`.
 """
 
 import functools
 import math
-from pathlib import Path
 
 import equinox as eqx
 import jax
@@ -32,20 +35,18 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from .. import deep_embedded as de
-from ..embedding import Embedding
-from ..fits import (
-    RATE_THEORIES,
-    fit_loglog,
-    fit_rate_law,
-    fit_values,
-    optimal_shape,
-    summarize,
-)
-from ..plotting import layout, loglog_series, size_ticks, use_agg
+from ..coupling import deep_embedded as de_coupling
+from ..limits import deep_embedded as de_limits
+from ..models import deep_embedded as de
+from ..models.embedding import Embedding
+from ..runtime.errors import StudyInputError
+from ..stats.fits import fit_loglog, fit_values, summarize
+from ..stats.rate_law import RATE_THEORIES, fit_rate_law, optimal_shape
+from ..training import deep_embedded as de_training
 from .args import check_activation, int_list, positive_int
-from .runner import StudyInputError, start_study
-from .two_layer import add_model_arguments, load_data, model_config
+from .embedded_options import add_model_arguments, load_data, model_config
+from .runner import start_study
+from .shapes_plot import ERRORS, QUANTITIES, REGIME, THEORY, _errors_figure, _figures, _rows
 
 HELP = "the joint limit in depth L, width M and dimension D: rates, rate law, optimal shape"
 DEFAULT_X64 = True
@@ -63,13 +64,8 @@ PRESETS = {
 DATA_X = [[1.0], [-0.6]]
 DATA_Y = [[1.0], [-0.3]]
 JUDGE = 10.0  # a point enters fits only if its error is JUDGE x the reference's own error
-# the rate laws are asymptotic: they are fitted on points with D <= REGIME * L M (where the
-# random part of the residual map, of size sqrt(D/(LM)), is small; at D > LM it is not and
-# a network may blow up, as (L, M, D) = (4, 4, 128) does)
-REGIME = 0.25
 MEMORY_BYTES = 4 * 2**30  # the draws of a point run in batches within this much memory
 DOMINANT = 0.6  # a line is fitted against X where the term of X is this share of the law
-QUANTITIES = ("output_error", "hidden_error")
 
 
 def add_arguments(parser):
@@ -326,7 +322,7 @@ class _Study:
         (`deep_embedded.limit`)."""
         c = self.cfg
         solve = functools.partial(
-            de.limit, self.x, self.y, activation=c["activation"], steps=c["steps"],
+            de_limits.limit, self.x, self.y, activation=c["activation"], steps=c["steps"],
             eta_u=c["lr_u"], eta_v=c["lr_v"], s_u=c["s_u"], s_v=c["s_v"],
             sigma_in=c["sigma_in"], sigma_out=c["sigma_out"], ts=jnp.asarray(self.ts),
         )  # fmt: skip
@@ -345,7 +341,7 @@ class _Study:
     def fixed_d(self, D):
         if D not in self._fixed:
             embs = self.embeddings(D)
-            self._fixed[D] = (embs, self._limit(jax.vmap(de.basis_gram)(embs)))
+            self._fixed[D] = (embs, self._limit(jax.vmap(de_limits.basis_gram)(embs)))
         return self._fixed[D]
 
     def point(self, spec):
@@ -420,9 +416,9 @@ def _program(L, M, D, d_in, d_out, activation, steps):
             net = eqx.tree_at(
                 lambda n: (n.embedding, n.u, n.v), net, (emb, s_u * net.u, s_v * net.v)
             )
-            outputs, hidden = de.train(net, x, y, eta_u=lr_u, eta_v=lr_v, steps=steps)
-            e_f, e_h = de.errors(outputs, hidden, joint, emb)
-            f_f, f_h = de.errors(outputs, hidden, fixed, emb)
+            outputs, hidden = de_training.train(net, x, y, eta_u=lr_u, eta_v=lr_v, steps=steps)
+            e_f, e_h = de_coupling.errors(outputs, hidden, joint, emb)
+            f_f, f_h = de_coupling.errors(outputs, hidden, fixed, emb)
             gap_f = jnp.sqrt(jnp.mean((fixed.outputs - joint.outputs) ** 2, axis=(-2, -1)))
             gap = fixed.hidden(emb) - joint.hidden(emb)  # (K+1, n, L+1, D)
             gap_h = jnp.max(jnp.sqrt(jnp.mean(jnp.mean(gap**2, axis=-1), axis=1)), axis=-1)
@@ -452,10 +448,6 @@ def _program(L, M, D, d_in, d_out, activation, steps):
     return _PROGRAMS[key]
 
 
-ERRORS = (
-    "output_error", "hidden_error", "output_error_fixed_D", "hidden_error_fixed_D",
-    "output_D_gap", "hidden_D_gap",
-)  # fmt: skip
 # how the errors are measured (Mathematics §6; `study two-layer` takes the max over inputs,
 # as its seed's theorem): in results.json and the figures' labels
 ERROR_DEFINITIONS = {
@@ -487,11 +479,6 @@ def _fixed_floor(point) -> float:
     """A point's fixed-D reference error (infinite where no draw's solve succeeded)."""
     value = point["reference_error_fixed_D"]
     return math.inf if value is None else float(value)
-
-
-def _rows(points, quantity, k, **fixed):
-    rows = [p for p in points if p["steps"] == k and all(p[a] == b for a, b in fixed.items())]
-    return rows, [r[quantity] for r in rows]
 
 
 def _rate_law(cfg, points, quantity, warnings):
@@ -608,20 +595,10 @@ def _share(law, term, L, M, D, without_d=False):
     return t[term] / sum(t) if term < len(t) else 0.0
 
 
-THEORY = {  # slope against each size where its term dominates: (proven bound, conjecture)
-    ("output_error", "L"): (-1.0, -1.0),
-    ("output_error", "M"): (-0.5, -1.0),
-    ("output_error", "D"): (-0.5, -0.5),
-    ("hidden_error", "L"): (-1.0, -1.0),
-    ("hidden_error", "M"): (-0.5, -0.5),
-    ("hidden_error", "D"): (-0.5, -0.5),
-}
 for _q in ("output_error", "hidden_error"):
     THEORY[(_q, "L_fixed_D")] = THEORY[(_q, "L")]
     THEORY[(_q, "M_fixed_D")] = THEORY[(_q, "M")]
     THEORY[(_q, "D_D_gap")] = (-0.5, -0.5)
-THEORY[("output_error", "D_fixed_D")] = (0.5, 1.0)  # sqrt(D)/sqrt(LM) vs D/(LM)
-THEORY[("hidden_error", "D_fixed_D")] = (0.5, 0.5)
 
 
 def _fits(cfg, points, laws, reference_error, warnings):
@@ -775,152 +752,3 @@ def _optimal_shapes(laws):
         shape["supported_by_measurements"] = _verdict(law)
         out[q] = shape
     return out
-
-
-def _figures(out, cfg, points, fits, laws, shapes):
-    use_agg()
-    import matplotlib.pyplot as plt
-
-    K = cfg["steps"]
-    fig, axes = plt.subplots(2, 3, figsize=(15, 8.5))
-    for row, q in enumerate(QUANTITIES):
-        for col, against in enumerate("LMD"):
-            ax = axes[row, col]
-            name = q + "_fixed_D" if against != "D" else q.replace("_error", "_D_gap")
-            chosen = [f for f in fits if f["quantity"] == name and f["against"] == against]
-            # the fixed-size lines whose term dominates most, at most three
-            chosen = sorted(chosen, key=lambda f: -f["term_share"])[:3]
-            if not chosen:  # said on the panel, not left blank
-                others = ", ".join(k for k in "LMD" if k != against)
-                ax.text(0.5, 0.5, f"no line against {against} on this grid:\na line needs "
-                        f"three values of {against} at fixed {others}\n(with D ≤ {REGIME:g} L M)",
-                        transform=ax.transAxes, ha="center", va="center", fontsize=9,
-                        color="0.3")  # fmt: skip
-            for f, color in zip(chosen, ("C0", "C1", "C2"), strict=False):
-                fixed = {k: v for k, v in f["fixed"].items() if k != "steps"}
-                rows, _ = _rows(points, f["quantity"], K, **fixed)
-                rows = sorted(rows, key=lambda p: p[against])
-                label = ", ".join(f"{k}={v}" for k, v in fixed.items())
-                if not f["dominant"]:
-                    label += " (term not dominant)"
-                if f.get("theory") is not None:  # the dotted line's slope
-                    label += f", dotted {f['theory']:g}"
-                loglog_series(
-                    ax, [r[against] for r in rows], [r[f["quantity"]]["mean"] for r in rows],
-                    [r[f["quantity"]]["std"] for r in rows], fit=f, theory=f["theory"],
-                    label=label, color=color,
-                )  # fmt: skip
-            what = "vs fixed-D limit" if against != "D" else "fixed-D vs joint limit"
-            # two lines: one would run into the panel on its left
-            ax.set(xscale="log", yscale="log", xlabel=against,
-                   ylabel=f"{q.replace('_', ' ')}, RMS over inputs\n({what}), k={K}")  # fmt: skip
-            b, c = THEORY[(q, against + ("_fixed_D" if against != "D" else "_D_gap"))]
-            ax.set_title(
-                f"{q.split('_')[0]} vs {against}; the {against} term alone: bound {b:g}, "
-                f"conjecture {c:g}",
-                fontsize=9,
-            )
-            size_ticks(ax, cfg[against])
-            if chosen:
-                ax.legend(fontsize=6)
-    fig.suptitle(
-        f"joint L, M, D limit, ρ={cfg['activation']}: mean over {cfg['seeds']} draws, "
-        "bars ×/÷ their geometric spread\n"
-        "(dotted: the bound's slope of the term that dominates each line, in its legend; "
-        "dashed: fit)",
-        fontsize=10,
-    )
-    layout(fig)
-    fig.savefig(Path(out) / "shapes_rates.png", dpi=110)
-    plt.close(fig)
-
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
-    L = max(cfg["L"])
-    for ax, q in zip(axes[:2], QUANTITIES, strict=True):
-        grid = np.full((len(cfg["D"]), len(cfg["M"])), np.nan)
-        for p in points:
-            if p["L"] == L and p["steps"] == K and p[q]["mean"] is not None:
-                grid[cfg["D"].index(p["D"]), cfg["M"].index(p["M"])] = p[q]["mean"]
-        im = ax.imshow(np.log10(grid), origin="lower", aspect="auto", cmap="viridis")
-        ax.set_xticks(range(len(cfg["M"])), [str(m) for m in cfg["M"]])
-        ax.set_yticks(range(len(cfg["D"])), [str(d) for d in cfg["D"]])
-        ax.set(xlabel="M", ylabel="D", title=f"log10 {q} vs joint limit, L={L}, k={K}")
-        fig.colorbar(im, ax=ax)
-    ax = axes[2]
-    names = ["bound", "conjecture"] + [q for q in QUANTITIES if "L" in shapes.get(q, {})]
-    width = 0.8 / len(names)
-    for i, name in enumerate(names):
-        s = shapes[name]
-        label = name if name in ("bound", "conjecture") else f"fitted law of {name}"
-        ax.bar(np.arange(3) + i * width, [s["L"], s["M"], s["D"]], width, label=label)
-    ax.set_xticks(np.arange(3) + 0.4 - width / 2, ["L ~ P^λ", "M ~ P^μ", "D ~ P^δ"])
-    ax.set(ylabel="exponent of the budget P", title="optimal shape at a fixed budget P ≈ 2LMD")
-    ax.legend(fontsize=7)
-    layout(fig)
-    fig.savefig(Path(out) / "shapes_grid.png", dpi=110)
-    plt.close(fig)
-
-
-# the six errors of a point, as the rows of `shapes_errors*.png`: what each measures
-ERROR_LABELS = {
-    "output_error": "output error vs joint limit",
-    "hidden_error": "hidden error vs joint limit",
-    "output_error_fixed_D": "output error vs fixed-D limit",
-    "hidden_error_fixed_D": "hidden error vs fixed-D limit",
-    "output_D_gap": "output: fixed-D vs joint limit",
-    "hidden_D_gap": "hidden: fixed-D vs joint limit",
-}
-
-
-def _errors_figure(out, cfg, points, k):
-    """Every point's six errors after k steps (mean over draws, bars ×/÷ their geometric
-    spread): one row per error, one panel per D, against L, one line per M."""
-    use_agg()
-    import matplotlib.pyplot as plt
-
-    Ds = sorted({p["D"] for p in points})
-    Ms = sorted({p["M"] for p in points})
-    fig, axes = plt.subplots(
-        len(ERRORS), len(Ds), figsize=(4.2 * len(Ds), 2.9 * len(ERRORS)), squeeze=False
-    )
-    colors = plt.cm.viridis(np.linspace(0.1, 0.85, len(Ms)))
-    for row, name in enumerate(ERRORS):
-        for col, D in enumerate(Ds):
-            ax = axes[row, col]
-            shown = False
-            for M, color in zip(Ms, colors, strict=True):
-                rows = sorted(
-                    (p for p in points if p["steps"] == k and p["D"] == D and p["M"] == M),
-                    key=lambda p: p["L"],
-                )
-                means = [r[name]["mean"] for r in rows]
-                shown |= any(m is not None and m > 0 for m in means)
-                loglog_series(
-                    ax, [r["L"] for r in rows], means, [r[name]["std"] for r in rows],
-                    label=f"M={M}", color=color,
-                )  # fmt: skip
-            ax.set_title(f"{name}, D={D}, k={k}", fontsize=9)
-            ax.set(xscale="log", yscale="log", xlabel="L")
-            size_ticks(ax, sorted({p["L"] for p in points}))
-            if col == 0:
-                ax.set_ylabel(ERROR_LABELS[name], fontsize=8)
-            values = [p[name]["mean"] for p in points if p["steps"] == k and p["D"] == D]
-            if shown and len(values) > 1 and len(set(values)) == 1:  # lines on each other: said
-                ax.text(0.03, 0.04, "the same at every L and M", transform=ax.transAxes,
-                        fontsize=7, color="0.3")  # fmt: skip
-            if shown:
-                ax.legend(fontsize=6)
-            else:  # said on the panel, not left blank
-                ax.text(0.5, 0.5, "every mean is 0 or missing here\n(none on a log axis)",
-                        transform=ax.transAxes, ha="center", va="center", fontsize=8,
-                        color="0.3")  # fmt: skip
-    fig.suptitle(
-        f"joint L, M, D limit, ρ={cfg['activation']}: every point's errors after k={k} of "
-        f"{cfg['steps']} steps (RMS over inputs), mean over {cfg['seeds']} draws, bars ×/÷ "
-        "their geometric spread",
-        fontsize=10,
-    )
-    layout(fig, rect=(0, 0, 1, 0.98))
-    stem = "shapes_errors" if k == cfg["steps"] else f"shapes_errors_step{k}"
-    fig.savefig(Path(out) / f"{stem}.png", dpi=90)
-    plt.close(fig)

@@ -13,15 +13,16 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from ..activations import ACTIVATIONS
-from ..fits import fit_loglog, fit_values, summarize
-from ..laws import TwoLayerGaussianLaw
-from ..plotting import layout, loglog_series, use_agg
-from ..resnet import ResNet
+from ..blocks.activations import ACTIVATIONS
+from ..blocks.two_layer import TwoLayerBlock
+from ..io.plotting import layout, loglog_series, use_agg
+from ..laws.unit import TwoLayerGaussianLaw
+from ..models.resnet import ResNet
+from ..runtime.errors import StudyInputError
+from ..stats.fits import fit_loglog, fit_values, summarize
 from ..theory.tangent import relative_difference
-from ..two_layer import TwoLayerBlock
 from .args import float_list, int_list, positive_int
-from .runner import StudyInputError, start_study
+from .runner import start_study
 
 HELP = "tangent kernel of finite ResNets vs the shallow M·L-unit kernel (docs: Mathematics §5.1)"
 DEFAULT_X64 = True
@@ -176,7 +177,7 @@ def _figure(out, cfg, points, fits=()):
     legend) and the theory slope 1/2 (dotted) where M L α² varies; γ = 1/2 sits at
     M L α² = 1 for every L (its fit is against L, theory 0: no growth with depth), so a
     second panel draws every point against L."""
-    from ..plotting import size_ticks
+    from ..io.plotting import size_ticks
 
     use_agg()
     import matplotlib.pyplot as plt

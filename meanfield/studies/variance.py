@@ -13,17 +13,18 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from ..activations import ACTIVATIONS
-from ..fits import fit_loglog, judge_theory, split_exploded
-from ..laws import TwoLayerGaussianLaw
-from ..plotting import layout, size_ticks, use_agg
+from ..blocks.activations import ACTIVATIONS
+from ..blocks.two_layer import TwoLayerBlock
+from ..io.plotting import layout, size_ticks, use_agg
+from ..laws.unit import TwoLayerGaussianLaw
+from ..runtime.errors import StudyInputError
+from ..stats.fits import fit_loglog, judge_theory, split_exploded
 from ..theory.variance import (
     estimate_c,
     sampled_backward_deviation,
     sampled_deviation,
     variance_law,
 )
-from ..two_layer import TwoLayerBlock
 from .args import (
     PYTHON_STEP,
     Cost,
@@ -34,7 +35,7 @@ from .args import (
     positive_float,
     positive_int,
 )
-from .runner import StudyInputError, start_study, study_precision
+from .runner import start_study, study_precision
 
 HELP = "variance of the first forward pass: Chizat's Prop. 2.1 and its three regimes"
 DEFAULT_X64 = True
@@ -65,7 +66,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--block",
         help="your own unit block, MODULE:NAME or FILE.py:NAME (class or instance), with --law "
-        "(e.g. meanfield.attention:AttentionHead); default: the 2LP",
+        "(e.g. meanfield.blocks.attention:AttentionHead); default: the 2LP",
     )
     parser.add_argument("--law", help="the law of your block's parameters (with --block)")
     parser.add_argument(
@@ -396,7 +397,7 @@ def _block_and_law(args, cfg):
         raise StudyInputError(f"{flag}: --block and --law go together")
     if args.activation != "relu" or args.sigma_v != 1.0:
         raise StudyInputError("--activation/--sigma-v: set the built-in 2LP, not used with --block")
-    from .mean_ode import check_block_law, user_block, user_law
+    from .own_block import check_block_law, user_block, user_law
 
     with study_precision(cfg["x64"]):  # made and tried in the precision the study runs in
         block, law = user_block(args.block), user_law(args.law)

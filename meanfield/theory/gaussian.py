@@ -1,7 +1,7 @@
 """Gaussian expectations `⟨f(h)⟩_{h ~ N(0, K)}` by Gauss–Hermite quadrature.
 
 `⟨f(h)⟩ ≈ Σ_i w_i f(sqrt(K) x_i)` with the probabilists' Gauss–Hermite rule of
-`DEFAULT_ORDER` = 2048 nodes (Golub–Welsch, `meanfield.particles.hermite_rule`; nodes
+`DEFAULT_ORDER` = 2048 nodes (Golub–Welsch, `meanfield.limits.particles.hermite_rule`; nodes
 whose weight underflows are dropped). The rule is exact for polynomials of degree
 < 2·order and for relu's even moments (by symmetry). Its weak point is a wide Gaussian:
 for large K the activation's transition (width ~1 in h) falls between nodes spaced
@@ -38,8 +38,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..activations import resolve_activation
-from ..particles import hermite_rule
+from ..blocks.activations import resolve_activation
+from ..limits.particles import hermite_rule
 
 DEFAULT_ORDER = 2048
 K_ACCURATE = 50.0  # for erf; tanh: 20 (module docstring)

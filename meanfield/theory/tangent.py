@@ -16,8 +16,8 @@ with an embedding). Their relative difference vanishes as `M L α² → 0`.
 import jax
 import jax.numpy as jnp
 
-from ..blocks import AbstractUnitBlock
-from ..resnet import ResNet
+from ..blocks.base import AbstractUnitBlock
+from ..models.resnet import ResNet
 
 
 def _gram(Ja, Jb):

@@ -18,9 +18,9 @@ import numpy as np
 
 from .._mapping import map_batched
 from .._validation import as_number
-from ..blocks import AbstractUnitBlock
-from ..laws import AbstractLaw
-from ..resnet import ResNet
+from ..blocks.base import AbstractUnitBlock
+from ..laws.unit import AbstractLaw
+from ..models.resnet import ResNet
 
 
 def estimate_c(

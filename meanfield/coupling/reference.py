@@ -1,0 +1,342 @@
+"""The reference limit a convergence study judges its networks against (SPEC §7): the mean
+ODE solved on a particle set (Gauss-Hermite nodes or Monte Carlo), with its own error
+estimated — by a second solve on independent check particles at a tighter tolerance, or
+by batch means over independent replicas — so that the study can require it to lie 10×
+below the errors it judges, and refine it (more particles) where it does not.
+"""
+
+import math
+import time
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+from jaxtyping import Array, Float, PRNGKeyArray, PyTree
+
+from ..blocks.base import AbstractUnitBlock
+from ..laws.unit import AbstractGaussianLaw, AbstractLaw
+from ..limits.mean_ode import MeanODE, solve_mean_ode
+from ..limits.particles import Particles, gauss_hermite_particles, monte_carlo_particles
+
+# the reference's error is measured on this grid of depths (and on every study grid)
+CHECK_GRID = 1024
+
+
+def reference_particles(
+    law: AbstractLaw,
+    *,
+    order: int | None = None,
+    count: int | None = None,
+    key: PRNGKeyArray | None = None,
+) -> tuple[Particles, Particles, dict]:
+    """The reference's particles and the coarser set that checks them.
+
+    With `order`: the Gauss–Hermite rule of that order per coordinate (the law must be
+    an `AbstractGaussianLaw`) and the rule of order `max(order // 2, 2)`. With `count`
+    (and `key`): `count` Monte-Carlo draws and `count // 4` independent others.
+    **Returns:** `(main, check, description)`.
+    """
+    if (order is None) == (count is None):
+        raise ValueError("give exactly one of order (quadrature) and count (Monte Carlo)")
+    if order is not None:
+        if not isinstance(law, AbstractGaussianLaw):
+            raise ValueError(f"order: quadrature needs a Gaussian law, got {type(law).__name__}")
+        q_check = max(order // 2, 2)
+        return (
+            gauss_hermite_particles(law, order),
+            gauss_hermite_particles(law, q_check),
+            {"method": "gauss-hermite", "order": order, "check_order": q_check},
+        )
+    if key is None:
+        raise ValueError("key: Monte-Carlo particles need a jax.random key")
+    assert count is not None
+    check = max(count // 4, 1)
+    return (
+        monte_carlo_particles(law, count, key=key),
+        monte_carlo_particles(law, check, key=jr.fold_in(key, 1)),
+        {"method": "monte-carlo", "particles": count, "check_particles": check},
+    )
+
+
+def solve_reference(
+    block: AbstractUnitBlock,
+    main: Particles,
+    check: Particles,
+    xs: Float[Array, "n d"],
+    ys: Float[Array, "n d"],
+    *,
+    learning_rate: float,
+    steps: int,
+    rtol: float,
+    depths: Sequence[int],
+    probes: PyTree,
+) -> dict[str, np.ndarray]:
+    """Solve the limit with `main`; return its mean fields on the grids s = l/L of every
+    depth in `depths` and its error estimate.
+
+    The error is measured against two other solves: with the coarser `check`
+    particles (padded to the size of `main`, `Particles.padded`, so that the three
+    solves share one compiled program per GD step) and at half the tolerance; each is
+    the largest distance of h and b on a fine grid of `CHECK_GRID + 1` depths, and for
+    the units the largest distance of `Z_k(s)` of the `probes` draws at s = 0, 1/2, 1.
+
+    **Returns:** numpy arrays: `h_L{L}`, `b_L{L}` (`(steps + 1, L + 1, n, d)` each),
+    `err_quadrature`, `err_tolerance` (`[h, b]` each), `err_z`, `ok`, `num_steps`,
+    `losses` (the limit's loss per step), `particles`, `seconds`.
+    """
+    t0 = time.perf_counter()
+    check = check.padded(main.count)
+
+    def solve(particles, tol):
+        model = MeanODE(block, particles, xs, ys, learning_rate)
+        return solve_mean_ode(model, steps, rtol=tol, atol=tol)
+
+    sol, sol_q, sol_t = (solve(main, rtol), solve(check, rtol), solve(main, rtol / 2))
+    out = {}
+    # every solution at the fine check grid and at every study depth, in one call each
+    depths = sorted(set(depths))
+    grids = [np.arange(CHECK_GRID + 1) / CHECK_GRID] + [np.arange(L + 1) / L for L in depths]
+    cuts = np.cumsum([len(g) for g in grids])[:-1]
+    s_all = jnp.asarray(np.concatenate(grids))
+    h, b = sol.fields(s_all)
+    errs = {}
+    fine = slice(0, len(grids[0]))
+    for name, other in (("quadrature", sol_q), ("tolerance", sol_t)):
+        h_o, b_o = other.fields(s_all)
+        errs[name] = [
+            float(jnp.max(jnp.linalg.norm(x[:, fine] - y[:, fine], axis=-1)))
+            for x, y in ((h, h_o), (b, b_o))
+        ]
+    h_grids, b_grids = jnp.split(h, cuts, axis=1)[1:], jnp.split(b, cuts, axis=1)[1:]
+    for L, h_L, b_L in zip(depths, h_grids, b_grids, strict=True):
+        out[f"h_L{L}"], out[f"b_L{L}"] = np.asarray(h_L), np.asarray(b_L)
+    # the limit copies' error: Z_k(s) of probe draws under both references
+    dz = 0.0
+    for k in range(1, steps + 1):
+        for s in (0.0, 0.5, 1.0):
+            z = sol.params(probes, k, s)
+            for other in (sol_q, sol_t):
+                diff = jax.tree.map(
+                    lambda x, y: jnp.sum((x - y).reshape(x.shape[0], -1) ** 2, 1),
+                    z,
+                    other.params(probes, k, s),
+                )
+                dz = max(dz, float(jnp.sqrt(jnp.max(sum(jax.tree.leaves(diff))))))
+    out.update(
+        err_quadrature=np.array(errs["quadrature"]),
+        err_tolerance=np.array(errs["tolerance"]),
+        err_z=np.array(dz),
+        ok=np.array(sol.ok and sol_q.ok and sol_t.ok),
+        num_steps=np.array(sol.num_steps),
+        losses=np.array([float(sol.loss(k)) for k in range(steps + 1)]),
+        particles=np.array(main.count),
+        seconds=np.array(time.perf_counter() - t0),
+    )
+    return out
+
+
+def reference_errors(reference: dict) -> dict[str, float]:
+    """The reference's error estimate per quantity: in the norm of Δ^h (its h part), of
+    Δ^b (its b part) and of Δ^Z, each the particle part plus the tolerance part."""
+    particles = reference["err_quadrature" if "err_quadrature" in reference else "err_particles"]
+    tol = reference["err_tolerance"]
+    return {
+        "delta_h": float(particles[0] + tol[0]),
+        "delta_b": float(particles[1] + tol[1]),
+        "delta_z": float(reference["err_z"]),
+    }
+
+
+def reference_error(reference: dict) -> tuple[float, float]:
+    """The reference's error estimate in the norm of Δ^h and Δ^b (the larger of its
+    particle and tolerance parts, summed) and in that of Δ^Z."""
+    particles = reference["err_quadrature" if "err_quadrature" in reference else "err_particles"]
+    h_b = float(np.max(particles) + np.max(reference["err_tolerance"]))
+    return h_b, float(reference["err_z"])
+
+
+def _fine(sol) -> tuple[Array, Array]:
+    """`(h, b)` of every step on the fine check grid, `CHECK_GRID + 1` depths."""
+    return sol.fields(jnp.arange(CHECK_GRID + 1) / CHECK_GRID)
+
+
+def limit_grids(sol, depths: Sequence[int]) -> dict[int, tuple[Array, Array]]:
+    """`{L: (h_L, b_L)}` of a `MeanODESolution`: every step's mean fields at s = l/L of
+    every depth, each `(steps + 1, L + 1, n, d)`, in one compiled call."""
+    grids = [np.arange(L + 1) / L for L in depths]
+    cuts = np.cumsum([len(g) for g in grids])[:-1]
+    h, b = sol.fields(jnp.asarray(np.concatenate(grids)))
+    hs, bs = jnp.split(h, cuts, axis=1), jnp.split(b, cuts, axis=1)
+    return {L: (hs[i], bs[i]) for i, L in enumerate(depths)}
+
+
+def solve_reference_replicas(
+    block: AbstractUnitBlock,
+    particles: Particles,
+    xs: Float[Array, "n d"],
+    ys: Float[Array, "n d"],
+    *,
+    learning_rate: float,
+    steps: int,
+    rtol: float,
+    depths: Sequence[int],
+    probes: PyTree,
+    replicas: int = 8,
+) -> dict[str, np.ndarray]:
+    """`solve_reference` for i.i.d. (Monte-Carlo) particles, whose error is a random
+    O(N^{-1/2}) bias: estimated by batch means, not by a coarser set.
+
+    The limit is solved with each of `replicas` disjoint batches of N/R of the
+    particles (equal weights within each), and the reference is the mean of the R
+    limits (its mean fields h̄, b̄: an N-particle estimate at the cost of one N-particle
+    solve; the batches' own O(R/N) nonlinearity bias is far below their O(N^{-1/2})
+    fluctuation for the sizes used). For each batch r the largest distance
+    `e_r = sup ‖h_r − h̄‖` over steps, inputs and the fine grid is a draw of the error of
+    an N/R-particle limit (times sqrt((R−1)/R)), so the reference's error in the norm of
+    Δ^h is estimated as `mean_r e_r / sqrt(R − 1)`, and the estimate's spread as
+    `std_r e_r / sqrt(R − 1)` (`err_particles_spread`); the same for b and, on the
+    `probes`' limit copies, for Z. The tolerance part is batch 0 solved at `rtol` against
+    `rtol / 2`. Tested against the exact error of a limit in closed form.
+
+    **Returns:** as `solve_reference`, with `err_particles` (`[h, b]`) in place of
+    `err_quadrature`, `err_particles_spread` and `replicas`.
+    """
+    t0 = time.perf_counter()
+    N = particles.count
+    if replicas < 2 or N % replicas:
+        raise ValueError(f"replicas must be >= 2 and divide the {N} particles, got {replicas}")
+    size = N // replicas
+
+    def batch(r):
+        z = jax.tree.map(lambda a: a[r * size : (r + 1) * size], particles.z)
+        w = particles.weights[r * size : (r + 1) * size]
+        return Particles(z=z, weights=w / jnp.sum(w))
+
+    def solve(p, tol):
+        return solve_mean_ode(MeanODE(block, p, xs, ys, learning_rate), steps, rtol=tol, atol=tol)
+
+    parts = [solve(batch(r), rtol) for r in range(replicas)]
+    sol_t = solve(batch(0), rtol / 2)
+    depths = sorted(set(depths))
+    on_depths = [limit_grids(p, depths) for p in parts]
+    grids = {
+        L: tuple(np.mean([np.asarray(g[L][i]) for g in on_depths], axis=0) for i in (0, 1))
+        for L in depths
+    }
+    fine = [_fine(p) for p in parts]
+    h_r = np.stack([np.asarray(f[0]) for f in fine])  # (R, k+1, S, n, d)
+    b_r = np.stack([np.asarray(f[1]) for f in fine])
+    est, spread = [], []
+    for x in (h_r, b_r):
+        e = np.linalg.norm(x - x.mean(0), axis=-1).reshape(replicas, -1).max(1)
+        est.append(float(e.mean() / np.sqrt(replicas - 1)))
+        spread.append(float(e.std(ddof=1) / np.sqrt(replicas - 1)))
+    t_h, t_b = _fine(sol_t)
+    tol_err = [
+        float(jnp.max(jnp.linalg.norm(x - y, axis=-1)))
+        for x, y in ((fine[0][0], t_h), (fine[0][1], t_b))
+    ]
+    # the limit copies: Z_k(s) of the probes under each batch, and at half the tolerance
+    dz_r = np.zeros(replicas)
+    dz_t = 0.0
+    for k in range(1, steps + 1):
+        for s in (0.0, 0.5, 1.0):
+            zs = [p.params(probes, k, s) for p in parts]
+            leaves = [
+                np.stack([np.asarray(lf) for lf in group])
+                for group in zip(*[jax.tree.leaves(z) for z in zs], strict=True)
+            ]  # each (R, P, ...)
+            sq = np.sum(  # (R, P): squared distance of each probe to the batches' mean
+                [
+                    np.sum((x - x.mean(0)).reshape(replicas, x.shape[1], -1) ** 2, axis=-1)
+                    for x in leaves
+                ],
+                axis=0,
+            )
+            dz_r = np.maximum(dz_r, np.sqrt(sq.max(axis=1)))
+            zt = sol_t.params(probes, k, s)
+            diff = jax.tree.map(
+                lambda x, y: jnp.sum((x - y).reshape(x.shape[0], -1) ** 2, 1), zs[0], zt
+            )
+            dz_t = max(dz_t, float(jnp.sqrt(jnp.max(sum(jax.tree.leaves(diff))))))
+    out: dict[str, np.ndarray] = {}
+    for L, (h_L, b_L) in grids.items():
+        out[f"h_L{L}"], out[f"b_L{L}"] = np.asarray(h_L), np.asarray(b_L)
+    ok = sol_t.ok and all(p.ok for p in parts)
+    # the reference's loss: that of the batches' mean state at s = 1, per step
+    h1 = np.mean([np.asarray(p.fields(jnp.ones(1))[0][:, 0]) for p in parts], axis=0)
+    model = parts[0].model
+    out.update(
+        err_particles=np.array(est),
+        err_particles_spread=np.array(spread),
+        err_tolerance=np.array(tol_err),
+        err_z=np.array(float(dz_r.mean() / np.sqrt(replicas - 1)) + dz_t),
+        ok=np.array(ok),
+        num_steps=np.array(parts[0].num_steps),
+        losses=np.array([float(model.loss_value(jnp.asarray(h1[k]))) for k in range(steps + 1)]),
+        particles=np.array(N),
+        replicas=np.array(replicas),
+        seconds=np.array(time.perf_counter() - t0),
+    )
+    return out
+
+
+def reference_target(
+    a: float,
+    b: float,
+    design: dict,
+    *,
+    margin: float = 10.0,
+    safety: float = 1.2,
+) -> float:
+    """The reference error the designed lines need: the smallest error the pilot fit
+    predicts on them (`a/L + b/sqrt(LM)` at the deepest point of the L line and the
+    widest of the M line), divided by `margin × safety`."""
+    L_hi, M_L = max(design["L"] or [2]), design["M_for_L"]
+    L_M, M_hi = design["L_for_M"], max(design["M"] or [1])
+    smallest = min(
+        a / L_hi + b / np.sqrt(L_hi * M_L),
+        a / L_M + b / np.sqrt(L_M * M_hi),
+    )
+    return float(smallest / (margin * safety))
+
+
+def particles_for(
+    error: float, count: int, target: float, most: int, *, margin: float = 2.0
+) -> int:
+    """The Monte-Carlo particle count, a power of two in `[count, most]`, whose error,
+    extrapolated from `error` at `count` particles as N^{-1/2}, is `target / margin`
+    (the margin covers the spread of a batch-means estimate: ±30% for 8 batches)."""
+    need = count * (margin * error / max(target, 1e-300)) ** 2
+    return int(np.clip(2 ** math.ceil(math.log2(max(need, 1.0))), count, most))
+
+
+def refine_reference(
+    solve: Callable[[int], dict],
+    count: int,
+    target: float,
+    most: int,
+    *,
+    quantity: str = "delta_h",
+    first: dict | None = None,
+) -> tuple[dict, list[dict]]:
+    """A Monte-Carlo reference refined until its own error (`reference_errors`, in the
+    norm of `quantity`) is at most `target`, within a budget of `most` particles.
+
+    `solve(N)` returns the reference arrays with N particles (`solve_reference_replicas`);
+    `first`, if given, is the solve with `count` particles already made. Each further
+    solve takes `particles_for` its last error (at least 4x more particles). Stops at the
+    first reference within the target or at the budget, whichever comes first.
+
+    **Returns:** the last reference and the history `[{"particles", "error"}, ...]`.
+    """
+    ref = first if first is not None else solve(count)
+    history = [{"particles": count, "error": reference_errors(ref)[quantity]}]
+    while history[-1]["error"] > target and count < most:
+        count = max(4 * count, particles_for(history[-1]["error"], count, target, most))
+        count = min(count, most)
+        ref = solve(count)
+        history.append({"particles": count, "error": reference_errors(ref)[quantity]})
+    return ref, history

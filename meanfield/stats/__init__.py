@@ -1,0 +1,22 @@
+# ruff: noqa: I001  (grouped by module, in the order data flows)
+"""Statistics: summaries with explosions set apart, log-log and rate fits with bootstrap
+intervals over independent draws, and the verdicts computed from them.
+"""
+
+from . import fits as fits
+from .fits import split_exploded as split_exploded
+from .fits import exploded_draws as exploded_draws
+from .fits import summarize as summarize
+from .fits import fit_values as fit_values
+from .fits import line_fit as line_fit
+from .fits import fit_loglog as fit_loglog
+from .fits import judge_theory as judge_theory
+from .fits import theory_inside as theory_inside
+from .fits import parabola_argmax as parabola_argmax
+from .fits import parabola_argmax_interval as parabola_argmax_interval
+from .fits import fixed_text as fixed_text
+from .fits import excluded_warning as excluded_warning
+from . import rate_law as rate_law
+from .rate_law import fit_rate_sum as fit_rate_sum
+from .rate_law import fit_rate_law as fit_rate_law
+from .rate_law import optimal_shape as optimal_shape

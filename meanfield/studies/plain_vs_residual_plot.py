@@ -1,0 +1,291 @@
+"""The plain-vs-residual study's figures, drawn from its results.json: gradients through
+depth against their prediction, per layer, and the training curves of the degradation
+experiment.
+"""
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ..io.plotting import layout, log_spread, size_ticks, use_agg
+from ..models import plain as P
+
+
+def _figures(out: Path, cfg, configs, points, rates, degradation):
+    use_agg()
+    import matplotlib.pyplot as plt
+
+    colors = {"normal": "tab:red", "xavier": "tab:blue", "he": "tab:green"}
+    styles = {"1": "-", "1/sqrt(L)": "--"}
+    deepest = max(points, key=lambda p: p["L"])
+    acts = cfg["activations"]
+    fig, axes = plt.subplots(3, len(acts), figsize=(3.6 * len(acts), 9), sharex=True, squeeze=False)
+    for row, arch in enumerate(P.ARCHITECTURES):
+        for col, act in enumerate(acts):
+            ax = axes[row, col]
+            for c, cell in zip(configs, deepest["cells"], strict=True):
+                if c["architecture"] != arch or c["activation"] != act or "log_grad" not in cell:
+                    continue
+                m = np.array(cell["log_grad"]["mean"], dtype=float)
+                m = m - m[-1]  # relative to ‖∂L/∂h^L‖ = ‖B‖
+                ax.plot(np.arange(m.size), m, styles[c["alpha"]], color=colors[c["init"]],
+                        marker=".", markersize=2, label=f"{c['init']}, α={c['alpha']}")  # fmt: skip
+            ax.set_title(f"{arch}, {act}", fontsize=9)
+            _say_if_empty(ax, "every draw exploded at this depth")
+            if col == 0:
+                ax.set_ylabel("log10 ‖∂L/∂h^l‖ − log10 ‖∂L/∂h^L‖")
+            if row == 2:
+                ax.set_xlabel(f"layer l (L = {deepest['L']})")
+            ax.legend(fontsize=6)
+    fig.suptitle(
+        f"Backpropagated gradient norm through depth at initialisation (N = {cfg['N']}, "
+        f"mean over {cfg['seeds']} draws)"
+    )
+    layout(fig)
+    fig.savefig(out / "gradient_norms.png", dpi=110)
+    plt.close(fig)
+
+    _log_ratio_figure(out, cfg, configs, points, rates, colors, styles)
+    for name, (text, scale) in LAYER_DIAGNOSTICS.items():
+        _layer_figure(out, cfg, configs, deepest, name, text, scale, colors, styles)
+
+    fig, ax = plt.subplots(figsize=(6.5, 6))
+    markers = {"plain": "o", "post-activation": "s", "pre-activation": "^"}
+    for r in rates:
+        if r["rate"] is None:
+            continue
+        lo, hi = r["rate_ci"]
+        ax.errorbar(r["predicted_width_N"], r["rate"], yerr=[[r["rate"] - lo], [hi - r["rate"]]],
+                    fmt=markers[r["architecture"]], color=colors[r["init"]], ms=5,
+                    mfc="none" if r["alpha"] == "1/sqrt(L)" else None)  # fmt: skip
+        # the N -> ∞ prediction where it lies apart from the width-N one (beyond 10% of it)
+        gap = abs(r["predicted_width_N"] - r["predicted"])
+        if gap > RELATIVE_TOLERANCE * abs(r["predicted"]):
+            ax.plot(r["predicted"], r["rate"], "x", color="0.4", ms=7)
+            ax.annotate("", (r["predicted_width_N"], r["rate"]), (r["predicted"], r["rate"]),
+                        arrowprops={"arrowstyle": "->", "color": "0.4", "lw": 0.8})  # fmt: skip
+    measured = [r["predicted_width_N"] for r in rates if r["rate"] is not None]
+    if not measured:  # every configuration exploded at its fitted depths: said, not a crash
+        ax.text(0.5, 0.5, "no rate measured: every configuration exploded at the fitted\n"
+                "depths (see gradient_norms.png)", transform=ax.transAxes, ha="center",
+                va="center", fontsize=9)  # fmt: skip
+    lim = [min(measured, default=-1.0) - 0.3, max(measured, default=1.0) + 0.3]
+    t = np.linspace(lim[0], lim[1], 200)
+    ax.plot(t, t, "k-", lw=0.8, label="measured = predicted")
+    ax.fill_between(t, t - RELATIVE_TOLERANCE * abs(t), t + RELATIVE_TOLERANCE * abs(t),
+                    color="0.85", label=f"±{RELATIVE_TOLERANCE:.0%} (or the rate's 95% interval "
+                    "holds the prediction)")  # fmt: skip
+    for arch, mk in markers.items():
+        ax.plot([], [], mk, color="0.3", label=arch)
+    for init, col in colors.items():
+        ax.plot([], [], "o", color=col, label=f"init {init}")
+    ax.plot([], [], "o", mfc="none", color="0.3", label="α = 1/sqrt(L) (open)")
+    ax.plot([], [], "x", color="0.4", label="infinite-width value, where apart (→ width N)")
+    ax.set_xscale("symlog", linthresh=0.1)
+    ax.set_yscale("symlog", linthresh=0.1)
+    ax.set_xlabel(f"predicted per-layer rate at width N = {cfg['N']} (independence model)")
+    ax.set_ylabel("measured slope of log‖∂L/∂h^0‖² − log‖∂L/∂h^L‖² vs L (L ≤ N/16)")
+    ax.set_title(f"Per-layer gradient growth rate: measured (N = {cfg['N']}, 95% CI) vs theory",
+                 fontsize=9)  # fmt: skip
+    ax.legend(fontsize=7, loc="upper left")
+    layout(fig)
+    fig.savefig(out / "gradient_rates.png", dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for arch, _, alpha in TRAIN_ARCHITECTURES:
+        mine = sorted((c for c in degradation if c["architecture"] == arch), key=lambda c: c["L"])
+        mine = [c for c in mine if c["train_loss"] is not None]
+        Ls = [c["L"] for c in mine]
+        label = f"{arch} (He, α = {alpha})" if arch != "plain" else "plain (He)"
+        for ax, key in zip(axes, ("train_loss", "test_accuracy"), strict=True):
+            means, stds = [c[key] for c in mine], [c[key + "_std"] or 0 for c in mine]
+            bars = log_spread(means, stds) if key == "train_loss" else stds  # log axis: ×/÷
+            ax.errorbar(Ls, means, yerr=bars, marker="o", capsize=3, label=label)
+    for ax, key in zip(axes, ("final training loss (cross-entropy)", "test accuracy"), strict=True):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("depth L")
+        ax.set_ylabel(key)
+        ax.set_title(f"{key} against depth", fontsize=10)
+        if not _say_if_empty(ax, "every draw exploded at every depth"):
+            ax.legend(fontsize=8)
+    axes[0].set_yscale("log")
+    fig.suptitle(
+        f"Degradation: same budget ({cfg['train_steps']} full-batch Adam steps, lr {cfg['lr']}), "
+        f"width {cfg['train_N']}, ReLU, teacher task; mean over {cfg['train_seeds']} draws, "
+        "bars: loss ×/÷ its geometric spread, accuracy ± std",
+        fontsize=9,
+    )
+    layout(fig)
+    fig.savefig(out / "degradation.png", dpi=110)
+    plt.close(fig)
+    _training_curves(out, cfg, degradation)
+
+
+def _log_ratio_figure(out, cfg, configs, points, rates, colors, styles):
+    """Every gradient point: the mean log-ratio over the draws that did not explode, per
+    configuration against L, beside the infinite-width prediction (dotted)."""
+    import matplotlib.pyplot as plt
+
+    acts = cfg["activations"]
+    points = sorted(points, key=lambda p: p["L"])
+    fig, axes = plt.subplots(3, len(acts), figsize=(3.6 * len(acts), 9), sharex=True, squeeze=False)
+    for row, arch in enumerate(P.ARCHITECTURES):
+        for col, act in enumerate(acts):
+            ax = axes[row, col]
+            for i, (c, rate) in enumerate(zip(configs, rates, strict=True)):
+                if c["architecture"] != arch or c["activation"] != act:
+                    continue
+                Ls, means = [], []
+                for p in points:
+                    good = [v for v in p["cells"][i]["log_ratio"] if v is not None]
+                    if good:
+                        Ls.append(p["L"])
+                        means.append(float(np.mean(good)))
+                ax.plot(Ls, means, styles[c["alpha"]], color=colors[c["init"]], marker="o",
+                        markersize=3, label=f"{c['init']}, α={c['alpha']}")  # fmt: skip
+                ax.plot(rate["depths"], rate["predicted_log_ratio"], ":", color=colors[c["init"]],
+                        lw=1)  # fmt: skip
+            ax.set_xscale("log", base=2)
+            size_ticks(ax, cfg["L"])
+            ax.set_title(f"{arch}, {act}", fontsize=9)
+            if col == 0:
+                ax.set_ylabel("log ‖∂L/∂h^0‖² − log ‖∂L/∂h^L‖²")
+            if row == 2:
+                ax.set_xlabel("depth L")
+            if not _say_if_empty(ax, "every draw exploded at every depth"):
+                ax.legend(fontsize=6)
+    fig.suptitle(
+        f"Gradient log-ratio against depth at initialisation (N = {cfg['N']}, mean over the "
+        f"draws of {cfg['seeds']} that did not explode; dotted: infinite-width prediction)",
+        fontsize=10,
+    )
+    layout(fig)
+    fig.savefig(out / "gradient_log_ratios.png", dpi=110)
+    plt.close(fig)
+
+
+def _layer_figure(out, cfg, configs, deepest, name, text, scale, colors, styles):
+    """One per-layer diagnostic of the deepest gradient point (mean over the draws that
+    did not explode), per configuration against the layer; the fraction of active units
+    only for the activations with a kink at 0 (relu, leaky_relu)."""
+    import matplotlib.pyplot as plt
+
+    acts = [a for a in cfg["activations"] if any(
+        name in cell for c, cell in zip(configs, deepest["cells"], strict=True)
+        if c["activation"] == a
+    )]  # fmt: skip
+    if not acts:
+        return
+    fig, axes = plt.subplots(
+        3, len(acts), figsize=(max(3.6 * len(acts), 8), 9), sharex=True, squeeze=False
+    )
+    for row, arch in enumerate(P.ARCHITECTURES):
+        for col, act in enumerate(acts):
+            ax = axes[row, col]
+            for c, cell in zip(configs, deepest["cells"], strict=True):
+                if c["architecture"] != arch or c["activation"] != act or name not in cell:
+                    continue
+                m = np.array([np.nan if v is None else v for v in cell[name]["mean"]], float)
+                ax.plot(np.arange(m.size), m, styles[c["alpha"]], color=colors[c["init"]],
+                        marker=".", markersize=2, label=f"{c['init']}, α={c['alpha']}")  # fmt: skip
+            if scale == "symlog":  # past 1e3 the decades below 1 would crowd the ticks
+                ys = np.array([v for line in ax.get_lines() for v in line.get_ydata()], float)
+                ys = ys[np.isfinite(ys)]
+                big = ys.size and np.abs(ys).max() > 1e3
+                ax.set_yscale("symlog", linthresh=1.0 if big else 1e-2)
+                if big:  # 0 and at most 3 decades a side, far enough apart to read
+                    step = max(1, math.ceil(math.log10(np.abs(ys).max()) / 3))
+                    ticks = [0.0]
+                    for sign in (-1, 1):
+                        top = max((sign * ys).max(), 1.0)
+                        ticks += [
+                            sign * 10.0**e for e in range(step, int(math.log10(top)) + 1, step)
+                        ]
+                    ax.set_yticks(sorted(ticks))
+            else:
+                ax.set_yscale(scale)
+            ax.set_title(f"{arch}, {act}", fontsize=9)
+            if col == 0:
+                ax.set_ylabel(text, fontsize=8)
+            if row == 2:
+                ax.set_xlabel(f"layer l (L = {deepest['L']})")
+            if not _say_if_empty(ax, "every draw exploded at this depth"):
+                ax.legend(fontsize=6)
+    fig.suptitle(
+        f"Per-layer diagnostic at initialisation: {text}\n(N = {cfg['N']}, mean over the "
+        f"draws of {cfg['seeds']} that did not explode; gaps: overflow)",
+        fontsize=10,
+    )
+    layout(fig)
+    fig.savefig(out / f"layer_{name}.png", dpi=110)
+    plt.close(fig)
+
+
+def _training_curves(out, cfg, degradation):
+    """The mean training loss (over the draws that did not explode) before each recorded
+    Adam step and after the last, per architecture and depth."""
+    import matplotlib.pyplot as plt
+
+    stride = max(1, cfg["train_steps"] // 100)  # the recorded steps (_train_point)
+    n = len(TRAIN_ARCHITECTURES)
+    fig, axes = plt.subplots(1, n, figsize=(5 * n, 4.2), squeeze=False)
+    Ls = sorted({c["L"] for c in degradation})
+    colors = plt.cm.viridis(np.linspace(0.1, 0.85, len(Ls)))
+    for ax, (arch, _, alpha) in zip(axes[0], TRAIN_ARCHITECTURES, strict=True):
+        for c in sorted(
+            (c for c in degradation if c["architecture"] == arch), key=lambda c: c["L"]
+        ):
+            if c["train_loss"] is None:
+                continue
+            curve = [np.nan if v is None else v for v in c["loss_curve"]]
+            steps = [j * stride for j in range(len(curve))] + [cfg["train_steps"]]
+            ax.plot(steps, curve + [c["train_loss"]], color=colors[Ls.index(c["L"])], marker=".",
+                    markersize=2, label=f"L = {c['L']}")  # fmt: skip
+        ax.set_yscale("log")
+        ax.set(xlabel="Adam step", ylabel="mean training loss (cross-entropy)")
+        label = f"{arch} (He, α = {alpha})" if arch != "plain" else "plain (He)"
+        ax.set_title(f"training loss curves, {label}", fontsize=10)
+        if not _say_if_empty(ax, "every draw exploded at every depth"):
+            ax.legend(fontsize=7, ncol=2)
+    fig.suptitle(
+        f"Degradation: the training runs ({cfg['train_steps']} full-batch Adam steps, lr "
+        f"{cfg['lr']}, width {cfg['train_N']}); mean over {cfg['train_seeds']} draws",
+        fontsize=10,
+    )
+    layout(fig)
+    fig.savefig(out / "training_curves.png", dpi=110)
+    plt.close(fig)
+
+
+# a rate agrees with its prediction when the prediction lies inside the rate's 95% interval
+# (widened by twice the prediction's own numerical error), or within this fraction of it
+# (the finite-width allowance where the interval is narrower than the model's accuracy);
+# no absolute floor, which made every rate predicted near 0 agree whatever was measured
+RELATIVE_TOLERANCE = 0.10
+
+
+TRAIN_ARCHITECTURES = (
+    ("plain", "he", "1"),
+    ("post-activation", "he", "1/sqrt(L)"),
+    ("pre-activation", "he", "1/sqrt(L)"),
+)
+
+
+# the per-layer diagnostics of the deepest gradient point, one figure each:
+# (what the axis shows, its scale)
+LAYER_DIAGNOSTICS = {
+    "act_mean": ("mean of h^l over units", "symlog"),
+    "act_std": ("standard deviation of h^l over units", "log"),
+    "active": ("fraction of units with pre-activation > 0", "linear"),
+}
+
+
+def _say_if_empty(ax, why) -> bool:
+    """Say `why` on a panel with no data (True), rather than leave it blank."""
+    if any(len(line.get_xdata()) for line in ax.get_lines()):
+        return False
+    ax.text(0.5, 0.5, why, transform=ax.transAxes, ha="center", va="center", fontsize=8,
+            color="0.3")  # fmt: skip
+    return True

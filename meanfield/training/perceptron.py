@@ -1,0 +1,38 @@
+"""Gradient descent on the two-layer perceptron on an embedding
+(`meanfield.models.perceptron`), its units' learning rates scaled as in Chaintron's
+seed."""
+
+import equinox as eqx
+import jax
+import optax
+
+from .._validation import check_finite_arguments
+from ..models.perceptron import Perceptron, loss
+from .loop import gd_loop
+
+
+def train(net: Perceptron, xs, ys, *, lr_u: float, lr_v: float, steps: int):
+    """`steps` GD steps in the seed's convention (`η · D · M · ∇`; `W_in`, `W_out` frozen),
+    through `meanfield.gd_loop`.
+
+    **Returns:** `(nets, outputs, hidden)`: the units `(u, v)` before step k = 0..steps
+    (arrays with a leading axis of steps + 1), the outputs (steps + 1, n, d_out) and the
+    hidden fields (steps + 1, n, D) after k updates.
+    """
+    check_finite_arguments(colon=True, xs=xs, ys=ys, lr_u=lr_u, lr_v=lr_v)
+    D, M = net.embedding.D, net.M
+    scale = {"u": lr_u * D * M, "v": lr_v * D * M}
+
+    def with_units(theta):
+        return eqx.tree_at(lambda n: (n.u, n.v), net, (theta["u"], theta["v"]))
+
+    def grad_fn(theta, k):
+        grads = jax.grad(lambda t: loss(with_units(t), xs, ys))(theta)
+        current = with_units(theta)
+        return {name: scale[name] * g for name, g in grads.items()}, (
+            current(xs),
+            current.hidden(xs),
+        )
+
+    thetas, (outputs, hidden) = gd_loop(grad_fn, {"u": net.u, "v": net.v}, optax.sgd(1.0), steps)
+    return thetas, outputs, hidden
