@@ -6,7 +6,7 @@ import pytest
 
 import meanfield as mf
 from meanfield.cli import main
-from meanfield.compilation import CompileCounter, disable_compilation_cache
+from meanfield.runtime.compilation import CompileCounter, disable_compilation_cache
 
 
 def test_persistent_cache_round_trip(tmp_path, monkeypatch):
@@ -50,7 +50,7 @@ def test_cache_switches(tmp_path, monkeypatch):
         mf.enable_compilation_cache(blocker / "sub")
 
 
-def test_cli_rejects_bad_cache_folder(tmp_path, capsys):
+def test_cli_rejects_bad_cache_folder(tmp_path, capsys, no_compile_cache):
     blocker = tmp_path / "file"
     blocker.write_text("")
     with pytest.raises(SystemExit) as exc:

@@ -18,9 +18,9 @@ import optax
 import pytest
 
 import meanfield as mf
-from meanfield.activations import ACTIVATIONS, resolve_activation
-from meanfield.compilation import CompileCounter
+from meanfield.blocks.activations import ACTIVATIONS, resolve_activation
 from meanfield.engine import kernels
+from meanfield.runtime.compilation import CompileCounter
 
 SCAN = mf.ScanLoop()
 SMALL = mf.FusedLoop(block_batch=4, layers_per_step=4)
@@ -260,7 +260,7 @@ def test_weighted_units_run_in_the_kernels(key):
     """A `WeightedUnits` 2LP (how `coupled_errors` pads a network: weights 0 and a common
     weight) takes the fused kernels, as a 2LP with v scaled by the weights: outputs,
     adjoint states and gradients equal the scan's, and no gradient reaches the weights."""
-    from meanfield.blocks import WeightedUnits
+    from meanfield.blocks.base import WeightedUnits
 
     base = _net(key, activation="gelu")
     weights = jnp.where(jr.bernoulli(jr.fold_in(key, 8), 0.7, (base.L, base.M)), 2.5, 0.0)
@@ -496,7 +496,7 @@ def test_loop_errors(key):
 
 
 @pytest.mark.parametrize("name", ["scan", "pallas"])
-def test_one_program_per_shape(key, name):
+def test_one_program_per_shape(key, name, no_compile_cache):
     """Networks of one (L, M) shape share one compiled program whatever their weights
     (and α, a static value of the same float); a new L compiles once more."""
     xs = _inputs(key)
