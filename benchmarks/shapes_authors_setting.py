@@ -1,7 +1,7 @@
 """The authors' public linear setting of seed 002 (SPEC §6) at (L, M, D) = (70, 70, 70):
 the output and hidden errors E_f, E_h (SPEC §6: RMS over output coordinates) after
 k = 0..5 GD steps, mean ± standard error over 32 independent draws, against the joint limit
-and against the fixed-D limit of each draw (both exact, `meanfield.deep_embedded`).
+and against the fixed-D limit of each draw (both exact, `meanfield.limits.deep_embedded`).
 
     PYTHONPATH=. python3 benchmarks/shapes_authors_setting.py
 """

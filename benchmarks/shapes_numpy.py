@@ -1,5 +1,5 @@
 """Benchmark: the deep ResNet on an embedding (seed 002, SPEC §6) trained over a grid of
-shapes (L, M, D), the NumPy way of public research code beside `meanfield.deep_embedded`.
+shapes (L, M, D), the NumPy way of public research code beside `meanfield.models.deep_embedded`.
 
     PYTHONPATH=. python3 benchmarks/shapes_numpy.py --out DIR [--preset quick|default]
 

@@ -43,6 +43,23 @@ def check_number(value, name: str, *, positive: bool = False, non_negative: bool
         raise ValueError(f"{name} must be a finite {kind}number, got {value!r}")
 
 
+def check_fields(module, *, ints=(), positive=(), non_negative=(), optional=()) -> None:
+    """The checks of a module's static numbers, in this order: every field named in `ints`
+    a positive integer (`check_positive_int`), in `positive` a finite number > 0, in
+    `non_negative` a finite number >= 0 (`check_number`); a field named in `optional` may
+    also be None (its default applies). One-line errors naming the field."""
+    checks = (
+        (ints, check_positive_int),
+        (positive, lambda value, name: check_number(value, name, positive=True)),
+        (non_negative, lambda value, name: check_number(value, name, non_negative=True)),
+    )
+    for names, check in checks:
+        for name in names:
+            value = getattr(module, name)
+            if value is not None or name not in optional:
+                check(value, name)
+
+
 def concrete(value):
     """`value` as a numpy array, or None where it is traced (checked by the caller's
     caller, or not at all); NaN for what is not a number (a string or a bool too)."""
@@ -163,3 +180,11 @@ def check_choice(value, choices, name: str) -> None:
     """`name=value: use one of a, b, c` unless `value` is one of `choices`."""
     if value not in choices:
         raise ValueError(f"{name}={value!r}: use one of {', '.join(choices)}")
+
+
+def check_callable(value, name: str, form: str = "") -> None:
+    """`name must be callable (form), got TYPE` unless `value` is callable; `form` says
+    what it maps (as "(L, M) -> alpha"), where given."""
+    if not callable(value):
+        what = f" {form}" if form else ""
+        raise ValueError(f"{name} must be callable{what}, got {type(value).__name__}")

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import equinox as eqx
 
-from ._validation import as_number, check_number
+from ._validation import as_number, check_callable, check_number
 
 
 class AbstractScaling(eqx.Module):
@@ -61,8 +61,7 @@ class FunctionScaling(AbstractScaling):
     fn: Callable = eqx.field(static=True)
 
     def __check_init__(self):
-        if not callable(self.fn):
-            raise ValueError(f"fn must be callable (L, M) -> alpha, got {type(self.fn).__name__}")
+        check_callable(self.fn, "fn", "(L, M) -> alpha")
 
     def __call__(self, L, M):
         return self.fn(L, M)

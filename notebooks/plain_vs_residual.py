@@ -15,7 +15,7 @@
 # # Why residual connections make depth trainable (Batra's lecture on going deep)
 #
 # The lecture's claims, each measured here against its infinite-width prediction
-# (`meanfield.plain`):
+# (`meanfield.models.plain`, `meanfield.theory.gradients`):
 #
 # 1. In a plain network `h^l = σ(W_l h^{l-1})` the backpropagated gradient is a product of
 #    per-layer factors, `E‖p_{l-1}‖² = χ_l E‖p_l‖²` with `χ = σ_w² E[σ'(z)²]`: it vanishes

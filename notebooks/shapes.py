@@ -30,7 +30,7 @@
 #   L, M error alone;
 # * the **joint limit** (L, M, D → ∞): the gap between the two limits is the D error alone.
 #
-# Both are the same closed ODE system (`meanfield.deep_embedded`): every field stays in the
+# Both are the same closed ODE system (`meanfield.limits.deep_embedded`): every field stays in the
 # span of the columns of W_in, W_out, and the draw enters only through their Gram matrix.
 #
 # Set `SIZE` (or `MEANFIELD_NOTEBOOK_SIZE`) to `"cpu"` for the quick preset's grid, `"gpu"`

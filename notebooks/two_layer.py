@@ -20,7 +20,8 @@
 # (skeleton maps, cavity method) at rate `1/sqrt(D)`; "converges iff D/M → 0, which does
 # not hold for deep ResNets".
 #
-# What this notebook shows, with exact references (`meanfield.shallow`):
+# What this notebook shows, with exact references (`meanfield.models.perceptron`,
+# `meanfield.limits.perceptron`):
 #
 # 1. The network is a system of M particles `(p^j, a^j) = (⟨u^j, h^0(x_i)⟩_D,
 #    W_outᵀ v^j / D)` in `R^{n + d_out}`, whose law depends on the embedding only through

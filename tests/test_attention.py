@@ -1,4 +1,4 @@
-"""Attention heads as units (`meanfield.attention`): the head against a NumPy computation,
+"""Attention heads as units (`meanfield.blocks.attention`): the head against a NumPy computation,
 the law's centring (E[φ] = 0, so Chizat's Proposition 2.1 applies), a residual network of
 heads, and `study variance --block` end to end with its refusals."""
 

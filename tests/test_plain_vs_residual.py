@@ -38,7 +38,7 @@ def test_gradient_log_norms_against_jax_grad(architecture, activation):
     )
     net = P.LayeredNet(net.W, 0.1 * jr.normal(k3, (L, N)), 0.7, architecture, activation)
     x, B = jr.normal(k2, (N,)), jr.normal(k3, (N,))
-    sigma = meanfield.activations.resolve_activation(activation)
+    sigma = meanfield.blocks.activations.resolve_activation(activation)
 
     def loss(deltas):
         h = x + deltas[0]
@@ -87,7 +87,7 @@ def test_relu_plain_prediction_closed_form(init, per_layer):
 
 
 def test_leaky_and_pre_activation_closed_forms():
-    a = meanfield.activations.LEAKY_SLOPE
+    a = meanfield.blocks.activations.LEAKY_SLOPE
     value, _ = P_theory.predicted_log_ratio("plain", "leaky_relu", "he", N=32, L=7)
     assert value == pytest.approx(7 * math.log(1 + a**2), abs=1e-12)
     alpha = 1 / math.sqrt(20)
@@ -184,7 +184,8 @@ def test_finite_width_against_monte_carlo_of_the_model(architecture, activation,
             architecture, activation, init, N=N, Ls=[1, 2, 3], alphas=[alpha] * 3
         )
     )  # fmt: skip
-    dsigma = jax.vmap(jax.vmap(jax.grad(meanfield.activations.resolve_activation(activation))))
+    sigma = meanfield.blocks.activations.resolve_activation(activation)
+    dsigma = jax.vmap(jax.vmap(jax.grad(sigma)))
     q, m = 1.0, 1.0
     for layer in range(L):
         k1, k2, k3 = jr.split(jr.key(layer), 3)

@@ -1,4 +1,4 @@
-"""`benchmarks/shapes_numpy.py`: the NumPy research-code way and `meanfield.deep_embedded`
+"""`benchmarks/shapes_numpy.py`: the NumPy research-code way and `meanfield.models.deep_embedded`
 train the same networks over a grid of shapes (SPEC §6), to float64 rounding.
 
 The script runs in its own process, as a user runs it (it sets global JAX options);

@@ -1,4 +1,4 @@
-"""Res-1 networks trained on data (`meanfield.res1`) and `meanfield study trained-weights`:
+"""Res-1 networks trained on data (`meanfield.models.res1`) and `meanfield study trained-weights`:
 the forward pass against a plain loop, training on the offline digits, explosions
 reported, early stopping, and the study end to end with its refusals."""
 

@@ -1,4 +1,5 @@
-"""The two-layer perceptron of seed 002 (`meanfield.shallow`) and `meanfield study two-layer`."""
+"""The two-layer perceptron of seed 002 (`meanfield.models.perceptron`) and `meanfield study
+two-layer`."""
 
 import json
 import math

@@ -22,6 +22,8 @@ import jax.lax as lax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PyTree
 
+from .._validation import check_callable
+
 
 class AbstractBlock(eqx.Module):
     """A residual increment `layer(h, theta)` for one layer."""
@@ -90,8 +92,7 @@ class FunctionBlock(AbstractUnitBlock):
     fn: Callable = eqx.field(static=True)
 
     def __check_init__(self):
-        if not callable(self.fn):
-            raise ValueError(f"fn must be callable, got {type(self.fn).__name__}")
+        check_callable(self.fn, "fn")
 
     def __call__(self, h, z):
         return self.fn(h, z)

@@ -25,7 +25,15 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ..stats.fits import exploded_draws, fit_loglog, fit_values, judge_theory, line_fit, summarize
+from ..stats.fits import (
+    exploded_draws,
+    fit_loglog,
+    fit_points,
+    fit_values,
+    judge_theory,
+    line_fit,
+    summarize,
+)
 from ..stats.rate_law import fit_rate_sum
 
 QUANTITIES = ("delta_h", "delta_b", "delta_z")
@@ -114,32 +122,15 @@ def convergence_fits(
             line = sorted(
                 (p for p in good if p["M"] == M_line and p["L"] in depths), key=lambda p: p["L"]
             )
-            fits.append(
-                fit_loglog(
-                    [p["L"] for p in line],
-                    [fit_values(p[q]) for p in line],
-                    quantity=q,
-                    against="L",
-                    fixed={"M": M_line, "steps": k},
-                    theory=-0.5 if trivial(k) else -1.0,
-                    seed=seed,
-                )
-            )
+            fixed = {"M": M_line, "steps": k}
+            theory = -0.5 if trivial(k) else -1.0
+            fits.append(fit_points(line, q, "L", fixed=fixed, theory=theory, seed=seed))
             col = sorted(
                 (p for p in good if p["L"] == L_for_M and p["M"] <= fit_M_max),
                 key=lambda p: p["M"],
             )
-            fits.append(
-                fit_loglog(
-                    [p["M"] for p in col],
-                    [fit_values(p[q]) for p in col],
-                    quantity=q,
-                    against="M",
-                    fixed={"L": L_for_M, "steps": k},
-                    theory=-0.5,
-                    seed=seed,
-                )
-            )
+            fixed = {"L": L_for_M, "steps": k}
+            fits.append(fit_points(col, q, "M", fixed=fixed, theory=-0.5, seed=seed))
             joint = fit_rate_sum(
                 [p["L"] for p in good],
                 [p["M"] for p in good],

@@ -275,18 +275,9 @@ def draw_units(law: AbstractLaw, key: PRNGKeyArray, L: int, M: int) -> PyTree:
 
 
 @eqx.filter_jit
-def _euler_errors(
-    block: AbstractUnitBlock,
-    particles: Particles,
-    xs: Float[Array, "n d"],
-    ys: Float[Array, "n d"],
-    grid: LimitOnGrid,
-    *,
-    learning_rate: float,
-    probes: PyTree,
-    loss=None,
-) -> CoupledErrors:
-    """`euler_errors` compiled: one program per depth and particle count."""
+def _euler_errors(block, particles, xs, ys, grid, *, learning_rate, probes, loss=None):
+    """`euler_errors` compiled (its arguments, typed there): one program per depth and
+    particle count."""
     loss = _limit_loss(grid, learning_rate, loss)
     L = grid.L
     n_probe = jax.tree.leaves(probes)[0].shape[0]

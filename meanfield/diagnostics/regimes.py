@@ -89,17 +89,21 @@ class ScaledBlock(AbstractUnitBlock):
         return self.scale * self.block(h, z)
 
 
+# one number (a leading axis where networks are vmapped)
+Scalar = Float[Array, ""]
+
+
 class RegimeDiagnostics(eqx.Module):
     """What `regime_diagnostics` measures (module docstring); every field an array."""
 
     losses: Float[Array, " steps+1"]
-    predictor_movement: Float[Array, ""]
-    parameter_movement: Float[Array, ""]
-    parameter_movement_max: Float[Array, ""]
-    local_change: Float[Array, ""]
-    global_change: Float[Array, ""]
-    total_change: Float[Array, ""]
-    forward_deviation: Float[Array, ""]
+    predictor_movement: Scalar
+    parameter_movement: Scalar
+    parameter_movement_max: Scalar
+    local_change: Scalar
+    global_change: Scalar
+    total_change: Scalar
+    forward_deviation: Scalar
     exploded: Array
 
 

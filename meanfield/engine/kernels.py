@@ -387,10 +387,7 @@ _fused.defvjp(_fused_fwd, _fused_bwd)
 
 
 def fused_hidden(
-    h0: Float[Array, "n d"],
-    u: Float[Array, "L M d"],
-    v: Float[Array, "L M d"],
-    cfg: KernelConfig,
+    h0: Float[Array, "n d"], u: Float[Array, "L M d"], v: Float[Array, "L M d"], cfg: KernelConfig
 ) -> Float[Array, "n d"]:
     """h^L for every row of `h0`, through the fused kernel; differentiable in h0, u, v.
 
@@ -423,10 +420,7 @@ class FusedStates(NamedTuple):
 
 @partial(jax.custom_vjp, nondiff_argnums=(3,))
 def fused_forward_states(
-    h0: Float[Array, "n d"],
-    u: Float[Array, "L M d"],
-    v: Float[Array, "L M d"],
-    cfg: KernelConfig,
+    h0: Float[Array, "n d"], u: Float[Array, "L M d"], v: Float[Array, "L M d"], cfg: KernelConfig
 ) -> Float[Array, "n L+1 d"]:
     """h^0..h^L of every row of `h0` (one fused kernel; not differentiable: `jax.grad`
     through it raises a one-line error; `fused_states` gives the backward states)."""

@@ -57,6 +57,22 @@ def cell_edges(v):
     return np.concatenate([[v[0] - (mid[0] - v[0])], mid, [v[-1] + (v[-1] - mid[-1])]])
 
 
+def series_by(points, key: str, first=()) -> list[tuple]:
+    """A figure's series: the points grouped by their value of `key`, every value with a
+    point (those of `first` first, in their order, then the others as they come), as
+    `(value, color, rows)`: a tab10 color each (cycled) and the value's points sorted by
+    depth `L`."""
+    import matplotlib.pyplot as plt
+
+    values = list(dict.fromkeys([*first, *(p[key] for p in points)]))
+    values = [v for v in values if any(p[key] == v for p in points)]
+    colors = plt.cm.tab10(np.arange(len(values)) % 10)
+    return [
+        (v, color, sorted((p for p in points if p[key] == v), key=lambda p: p["L"]))
+        for v, color in zip(values, colors, strict=True)
+    ]
+
+
 def size_ticks(ax, values, *, axis: str = "x", most: int = 8) -> None:
     """Ticks at a grid's own sizes (depths, widths) on a log axis, labelled as plain
     numbers (every other one, or sparser, past `most`), and no minor-tick labels: over one
@@ -196,3 +212,16 @@ def layout(fig, **kwargs) -> None:
             fontsize=8, color="0.35",
         )  # fmt: skip
     fig.tight_layout(**kwargs)
+
+
+def save_figure(fig, path, *, dpi: int, title: str | None = None, fontsize: float = 10):
+    """Finish a figure: its `title` (a suptitle of font size `fontsize`), `layout`, then
+    written to `path` at `dpi` and closed. **Returns:** `path`."""
+    import matplotlib.pyplot as plt
+
+    if title is not None:
+        fig.suptitle(title, fontsize=fontsize)
+    layout(fig)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
-from .._validation import as_number, check_number, check_positive_int
+from .._validation import as_number, check_callable, check_fields
 from ..blocks.layers import DenseParams, PerceptronParams
 from ..blocks.two_layer import TwoLayerParams
 
@@ -58,9 +58,7 @@ class TwoLayerGaussianLaw(AbstractGaussianLaw):
     sigma_v: float = eqx.field(static=True, converter=as_number, default=1.0)
 
     def __check_init__(self):
-        check_positive_int(self.d, "d")
-        check_number(self.sigma_u, "sigma_u", positive=True)
-        check_number(self.sigma_v, "sigma_v", positive=True)
+        check_fields(self, ints=("d",), positive=("sigma_u", "sigma_v"))
 
     @property
     def gaussian_dim(self):
@@ -83,9 +81,7 @@ class TwoLayerNonCentredLaw(AbstractGaussianLaw):
     sigma_xi: float = eqx.field(static=True, converter=as_number, default=1.0)
 
     def __check_init__(self):
-        check_positive_int(self.d, "d")
-        check_number(self.sigma_u, "sigma_u", positive=True)
-        check_number(self.sigma_xi, "sigma_xi", non_negative=True)
+        check_fields(self, ints=("d",), positive=("sigma_u",), non_negative=("sigma_xi",))
 
     @property
     def gaussian_dim(self):
@@ -104,8 +100,7 @@ class SamplerLaw(AbstractLaw):
     fn: Callable = eqx.field(static=True)
 
     def __check_init__(self):
-        if not callable(self.fn):
-            raise ValueError(f"fn must be callable (key -> z), got {type(self.fn).__name__}")
+        check_callable(self.fn, "fn", "(key -> z)")
 
     def sample(self, key):
         return self.fn(key)
@@ -118,9 +113,7 @@ class MatrixGaussianLaw(AbstractLaw):
     std: float | None = eqx.field(static=True, converter=as_number, default=None)
 
     def __check_init__(self):
-        check_positive_int(self.d, "d")
-        if self.std is not None:
-            check_number(self.std, "std", positive=True)
+        check_fields(self, ints=("d",), positive=("std",), optional=("std",))
 
     def sample(self, key):
         std = 1.0 / math.sqrt(self.d) if self.std is None else self.std
@@ -139,12 +132,8 @@ class PerceptronGaussianLaw(AbstractLaw):
     std_w: float | None = eqx.field(static=True, converter=as_number, default=None)
 
     def __check_init__(self):
-        check_positive_int(self.d, "d")
-        if self.m is not None:
-            check_positive_int(self.m, "m")
-        for name in ("std_v", "std_w"):
-            if getattr(self, name) is not None:
-                check_number(getattr(self, name), name, positive=True)
+        optional = ("m", "std_v", "std_w")
+        check_fields(self, ints=("d", "m"), positive=("std_v", "std_w"), optional=optional)
 
     def sample(self, key):
         m = self.d if self.m is None else self.m
@@ -165,9 +154,7 @@ class DenseGaussianLaw(AbstractLaw):
     sigma_b2: float = eqx.field(static=True, converter=as_number, default=0.0)
 
     def __check_init__(self):
-        check_positive_int(self.N, "N")
-        check_number(self.sigma_w2, "sigma_w2", non_negative=True)
-        check_number(self.sigma_b2, "sigma_b2", non_negative=True)
+        check_fields(self, ints=("N",), non_negative=("sigma_w2", "sigma_b2"))
 
     def sample(self, key):
         kw, kb = jr.split(key)

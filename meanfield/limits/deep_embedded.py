@@ -98,31 +98,49 @@ def _vector_field(s, y, args):
     return deta, dzeta, -rt[k] @ ymat
 
 
-@functools.partial(jax.jit, static_argnames=("steps",))
-def _solve(xs, ys, gram, ts, coef, rtol, *, steps):
+def _solves(xs, ys, gram, ts, steps, solve_k, propagate, backward):
+    """The solves k = 0..`steps` of the limit, one `lax.scan` (items 4–5): solve k is
+    `solve_k(eta0, zeta0, k)` (a dense solution of (η, ζ, Y) from η_0 = the padded inputs
+    and the backward coefficients of the earlier solves); its ζ_k(0) is
+    `propagate(Y(1), ζ_k(1))`, and its backward coefficients on `ts` are
+    `einsum(backward, Y(ts), ζ_k(0))`. **Returns:** the outputs, hidden and backward
+    coefficients and the solves' `ok`, each with a leading axis k."""
     n, d_in = xs.shape
     p = gram.shape[0]
-    cov = jax.scipy.linalg.block_diag(coef[2] * gram, coef[3] * gram)
     eta0 = jnp.broadcast_to(jnp.pad(xs, ((0, 0), (0, p - d_in))), (steps + 1, n, p))
 
     def step(zeta0, k):
-        y0 = (eta0, zeta0, jnp.eye(p, dtype=gram.dtype))
-        sol = solve_dense(
-            _vector_field, y0, t0=0.0, t1=1.0, args=(k, gram, cov, coef), rtol=rtol, atol=rtol,
-            max_steps=1024,
-        )  # fmt: skip
+        sol = solve_k(eta0, zeta0, k)
         eta1, _, y1 = sol.evaluate(1.0)
         f = eta1[k] @ gram[:, d_in:]
         zeta_end = jnp.pad(f - ys, ((0, 0), (d_in, 0)))
-        zeta_k0 = jnp.linalg.solve(y1, zeta_end.T).T
-        etas, _, ymats = evaluate_many(sol, ts)  # (S, K+1, n, p), (S, p, p)
+        zeta_k0 = propagate(y1, zeta_end)
+        etas, _, ymats = evaluate_many(sol, ts)  # (S, K+1, n, p), Y: (S, p, p) or (S, n, p, p)
         hidden = jnp.moveaxis(etas[:, k], 0, 1)  # (n, S, p)
-        backward = jnp.einsum("spq,nq->nsp", ymats, zeta_k0)
-        return zeta0.at[k].set(zeta_k0), (f, hidden, backward, sol.ok)
+        backward_k = jnp.einsum(backward, ymats, zeta_k0)
+        return zeta0.at[k].set(zeta_k0), (f, hidden, backward_k, sol.ok)
 
     zeta0 = jnp.zeros((steps + 1, n, p), gram.dtype)
     _, out = lax.scan(step, zeta0, jnp.arange(steps + 1))
     return out
+
+
+@functools.partial(jax.jit, static_argnames=("steps",))
+def _solve(xs, ys, gram, ts, coef, rtol, *, steps):
+    p = gram.shape[0]
+    cov = jax.scipy.linalg.block_diag(coef[2] * gram, coef[3] * gram)
+
+    def solve_k(eta0, zeta0, k):
+        y0 = (eta0, zeta0, jnp.eye(p, dtype=gram.dtype))
+        return solve_dense(
+            _vector_field, y0, t0=0.0, t1=1.0, args=(k, gram, cov, coef), rtol=rtol, atol=rtol,
+            max_steps=1024,
+        )  # fmt: skip
+
+    return _solves(
+        xs, ys, gram, ts, steps, solve_k,
+        lambda y1, zeta_end: jnp.linalg.solve(y1, zeta_end.T).T, "spq,nq->nsp",
+    )  # fmt: skip
 
 
 def _problem(xs, ys, gram, ts, sigma_in, sigma_out, **rates):
@@ -155,27 +173,47 @@ def _problem(xs, ys, gram, ts, sigma_in, sigma_out, **rates):
     return xs, ys, gram, ts
 
 
+def _arguments(
+    xs,
+    ys,
+    *,
+    eta_u=0.1,
+    eta_v=0.1,
+    s_u=1.0,
+    s_v=1.0,
+    sigma_in=1.0,
+    sigma_out=1.0,
+    gram=None,
+    ts=None,
+):
+    """The keyword arguments shared by `linear_limit` and `limit`, with their defaults: the
+    learning rates `eta_u`, `eta_v` and scales `s_u`, `s_v` (as in
+    `DeepEmbeddedResNet.sample` and `train`), `sigma_in`, `sigma_out` (of the default
+    Gram) and `gram`, `ts`; checked by `_problem`.
+
+    **Returns:** `(xs, ys, gram, ts, coef)` as float arrays, `coef = [η_u, η_v, s_u², s_v²]`.
+    """
+    rates = {"eta_u": eta_u, "eta_v": eta_v, "s_u": s_u, "s_v": s_v}
+    xs, ys, gram, ts = _problem(xs, ys, gram, ts, sigma_in, sigma_out, **rates)
+    return xs, ys, gram, ts, jnp.asarray([eta_u, eta_v, s_u**2, s_v**2], float)
+
+
 def linear_limit(
     xs: Float[Array, "n d_in"],
     ys: Float[Array, "n d_out"],
     *,
     steps: int,
-    eta_u: float = 0.1,
-    eta_v: float = 0.1,
-    s_u: float = 1.0,
-    s_v: float = 1.0,
-    sigma_in: float = 1.0,
-    sigma_out: float = 1.0,
-    gram: Float[Array, "p p"] | None = None,
-    ts: Float[Array, " S"] | None = None,
     rtol: float = 1e-11,
     rtol_check: float = 1e-8,
+    **kwargs,
 ) -> LinearLimit:
     """The exact limit of `DeepEmbeddedResNet` with ρ(p) = p after k = 0..`steps` GD
     updates (module docstring, items 1–5).
 
-    **Arguments:** inputs `xs` (n, d_in), targets `ys` (n, d_out); learning rates and
-    scales as in `DeepEmbeddedResNet.sample` and `train`. `gram`: None for the joint limit
+    **Arguments:** inputs `xs` (n, d_in), targets `ys` (n, d_out); `**kwargs`: the keyword
+    arguments `eta_u`, `eta_v` (learning rates, default 0.1 each), `s_u`, `s_v`, `sigma_in`,
+    `sigma_out` (scales, default 1.0 each: as in `DeepEmbeddedResNet.sample` and `train`),
+    `gram` and `ts` (default None each). `gram`: None for the joint limit
     L, M, D → ∞ (`G_∞ = diag(σ_in² I, σ_out² I)`), or `basis_gram(embedding)` for the
     fixed-D limit (L, M → ∞) at that draw (σ_in, σ_out are then unused). `ts`: the depths
     s at which the fields are returned (default 33 points on [0, 1]; for a network of
@@ -186,9 +224,7 @@ def linear_limit(
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps: must be an integer >= 0, got {steps!r}")
-    rates = {"eta_u": eta_u, "eta_v": eta_v, "s_u": s_u, "s_v": s_v}
-    xs, ys, gram, ts = _problem(xs, ys, gram, ts, sigma_in, sigma_out, **rates)
-    coef = jnp.asarray([eta_u, eta_v, s_u**2, s_v**2], float)
+    xs, ys, gram, ts, coef = _arguments(xs, ys, **kwargs)
     fine = _solve(xs, ys, gram, ts, coef, jnp.asarray(rtol, float), steps=steps)
     coarse = _solve(xs, ys, gram, ts, coef, jnp.asarray(rtol_check, float), steps=steps)
     diffs = [jnp.max(jnp.abs(a - b)) for a, b in zip(fine[:3], coarse[:3], strict=True)]
@@ -256,30 +292,22 @@ def _nodes(z, w, gram, s_u, s_v):
 
 @functools.partial(jax.jit, static_argnames=("steps", "activation"))
 def _solve_nonlinear(xs, ys, gram, ts, coef, rtol, z, w, *, steps, activation):
-    n, d_in = xs.shape
-    p = gram.shape[0]
+    n, p = xs.shape[0], gram.shape[0]
     rho = resolve_activation(activation)
     nodes = _nodes(z, w, gram, jnp.sqrt(coef[2]), jnp.sqrt(coef[3]))
-    eta0 = jnp.broadcast_to(jnp.pad(xs, ((0, 0), (0, p - d_in))), (steps + 1, n, p))
     eye = jnp.broadcast_to(jnp.eye(p, dtype=gram.dtype), (n, p, p))
 
-    def step(zeta0, k):
-        sol = solve_dense(
+    def solve_k(eta0, zeta0, k):
+        return solve_dense(
             _nonlinear_field, (eta0, zeta0, eye), t0=0.0, t1=1.0,
             args=(k, gram, nodes, coef, rho), rtol=rtol, atol=rtol, max_steps=1024,
         )  # fmt: skip
-        eta1, _, y1 = sol.evaluate(1.0)
-        f = eta1[k] @ gram[:, d_in:]
-        zeta_end = jnp.pad(f - ys, ((0, 0), (d_in, 0)))
-        zeta_k0 = jnp.linalg.solve(y1, zeta_end[..., None])[..., 0]  # (n, p)
-        etas, _, ymats = evaluate_many(sol, ts)  # (S, K+1, n, p), (S, n, p, p)
-        hidden = jnp.moveaxis(etas[:, k], 0, 1)  # (n, S, p)
-        backward = jnp.einsum("snpq,nq->nsp", ymats, zeta_k0)
-        return zeta0.at[k].set(zeta_k0), (f, hidden, backward, sol.ok)
 
-    zeta0 = jnp.zeros((steps + 1, n, p), gram.dtype)
-    _, out = lax.scan(step, zeta0, jnp.arange(steps + 1))
-    return out
+    return _solves(
+        xs, ys, gram, ts, steps, solve_k,
+        lambda y1, zeta_end: jnp.linalg.solve(y1, zeta_end[..., None])[..., 0],  # (n, p)
+        "snpq,nq->nsp",
+    )  # fmt: skip
 
 
 @functools.partial(jax.jit, static_argnames=("steps", "activation"))
@@ -364,26 +392,20 @@ def limit(
     *,
     activation: str | Callable = "identity",
     steps: int,
-    eta_u: float = 0.1,
-    eta_v: float = 0.1,
-    s_u: float = 1.0,
-    s_v: float = 1.0,
-    sigma_in: float = 1.0,
-    sigma_out: float = 1.0,
-    gram: Float[Array, "p p"] | None = None,
-    ts: Float[Array, " S"] | None = None,
     method: str = "auto",
     order: int | None = None,
     particles: int | None = None,
     key=None,
     rtol: float | None = None,
     rtol_check: float | None = None,
+    **kwargs,
 ) -> LinearLimit:
     """The limit of `DeepEmbeddedResNet` with any activation ρ after k = 0..`steps` GD
     updates (module docstring, items 6–8): the fixed-D limit (L, M → ∞) at `gram =
     basis_gram(embedding)`, the joint limit L, M, D → ∞ at `gram=None`.
 
-    **Arguments:** as `linear_limit`, plus
+    **Arguments:** as `linear_limit` (`**kwargs`: `eta_u`, `eta_v`, `s_u`, `s_v`,
+    `sigma_in`, `sigma_out`, `gram`, `ts`, with its defaults), plus
     - `activation`: a name of `meanfield.blocks.activations.ACTIVATIONS` or an elementwise
       callable (static: one compilation per activation);
     - `method`: `"auto"` (ρ = identity: `linear_limit`, exact; otherwise tensor
@@ -431,21 +453,18 @@ def limit(
         raise ValueError(f"method={method!r}: use one of {', '.join(map(repr, METHODS))}")
     if method == "linear" and not identity:
         raise ValueError(f"method='linear': only for activation='identity', got {activation!r}")
-    rates = {"eta_u": eta_u, "eta_v": eta_v, "s_u": s_u, "s_v": s_v}
-    xs, ys, gram, ts = _problem(xs, ys, gram, ts, sigma_in, sigma_out, **rates)
+    xs, ys, gram, ts, coef = _arguments(xs, ys, **kwargs)
     p = xs.shape[1] + ys.shape[1]
     if method == "auto":
         method = "linear" if identity else ("quadrature" if 2 * p <= 4 else "qmc")
     if method == "linear":
         return linear_limit(
-            xs, ys, steps=steps, eta_u=eta_u, eta_v=eta_v, s_u=s_u, s_v=s_v,
-            sigma_in=sigma_in, sigma_out=sigma_out, gram=gram, ts=ts,
+            xs, ys, steps=steps, **{**kwargs, "gram": gram, "ts": ts},
             rtol=1e-11 if rtol is None else rtol,
             rtol_check=1e-8 if rtol_check is None else rtol_check,
         )  # fmt: skip
     rtol = 1e-10 if rtol is None else rtol
     rtol_check = 1e-7 if rtol_check is None else rtol_check
-    coef = jnp.asarray([eta_u, eta_v, s_u**2, s_v**2], float)
     solve = functools.partial(
         _solve_nonlinear, xs, ys, gram, ts, coef, steps=steps, activation=activation
     )

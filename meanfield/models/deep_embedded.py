@@ -150,25 +150,13 @@ class DeepEmbeddedResNet(eqx.Module):
 
     @classmethod
     def sample(
-        cls,
-        key,
-        *,
-        L: int,
-        M: int,
-        D: int,
-        d_in: int,
-        d_out: int,
-        activation: str | Callable = "identity",
-        s_u: float = 1.0,
-        s_v: float = 1.0,
-        sigma_in: float = 1.0,
-        sigma_out: float = 1.0,
+        cls, key, *, L: int, M: int, activation: str | Callable = "identity", **kwargs
     ) -> "DeepEmbeddedResNet":
-        """Draw the embedding and the L·M units (entries N(0, s_u² D), N(0, s_v² D))."""
-        emb, u, v = sample_units(
-            key, {"L": L, "M": M}, D=D, d_in=d_in, d_out=d_out, s_u=s_u, s_v=s_v,
-            sigma_in=sigma_in, sigma_out=sigma_out,
-        )  # fmt: skip
+        """Draw the embedding and the L·M units (entries N(0, s_u² D), N(0, s_v² D)).
+
+        `**kwargs`: the keyword arguments `D`, `d_in`, `d_out` (required) and `s_u`, `s_v`,
+        `sigma_in`, `sigma_out` (default 1.0 each) of `sample_units`."""
+        emb, u, v = sample_units(key, {"L": L, "M": M}, **kwargs)
         return cls(emb, u, v, resolve_activation(activation))
 
     def hidden(

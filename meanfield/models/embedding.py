@@ -5,8 +5,8 @@ inputs embedded in R^D, normalised products, readout.
     ⟨a, b⟩_D = (1/D) Σ_d a_d b_d,    ‖a‖_D = sqrt(⟨a, a⟩_D)
     f = W_outᵀ h / D,    W_out ∈ R^{D×d_out}, entries N(0, σ_out²)
 
-Shared by the two-layer perceptron (`meanfield.shallow`) and the deep networks of the joint
-L, M, D limit. `W_in` and `W_out` are frozen (not trained) unless a model says otherwise.
+Shared by the two-layer perceptron (`meanfield.models.perceptron`) and the deep networks of
+the joint L, M, D limit. `W_in` and `W_out` are frozen (not trained) unless a model says otherwise.
 """
 
 import equinox as eqx
@@ -85,14 +85,16 @@ def sample_units(
     D: int,
     d_in: int,
     d_out: int,
-    s_u: float,
-    s_v: float,
-    sigma_in: float,
-    sigma_out: float,
+    s_u: float = 1.0,
+    s_v: float = 1.0,
+    sigma_in: float = 1.0,
+    sigma_out: float = 1.0,
 ) -> tuple[Embedding, jax.Array, jax.Array]:
     """The draw shared by Chaintron's models: an embedding, and units `u`, `v` of shape
     `(*counts.values(), D)` with entries N(0, s_u² D), N(0, s_v² D). `counts` names the
-    unit axes (`{"M": M}`, `{"L": L, "M": M}`) for the one-line errors."""
+    unit axes (`{"M": M}`, `{"L": L, "M": M}`) for the one-line errors. The models'
+    `sample` pass their keyword arguments `D`, `d_in`, `d_out`, `s_u`, `s_v`, `sigma_in`,
+    `sigma_out` on to it (these defaults are theirs)."""
     for name, value in counts.items():
         check_positive_int(name, value)
     for name, value in (("s_u", s_u), ("s_v", s_v)):

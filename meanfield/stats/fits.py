@@ -300,6 +300,19 @@ def fit_loglog(
     return judge_theory(result)
 
 
+def fit_points(points: Sequence[dict], quantity: str, against: str, **kwargs) -> dict:
+    """`fit_loglog` over grid points (dicts): the abscissa `p[against]` of every point, its
+    draws `fit_values(p[quantity])` (a `summarize` result); `kwargs`: the other keyword
+    arguments of `fit_loglog` (`fixed`, `theory`, `seed`, ...)."""
+    return fit_loglog(
+        [p[against] for p in points],
+        [fit_values(p[quantity]) for p in points],
+        quantity=quantity,
+        against=against,
+        **kwargs,
+    )
+
+
 def judge_theory(fit: dict) -> dict:
     """Record in `fit` whether its interval holds its theory: `theory_inside` (None without
     a theory or an interval) and `theory_inside_interval`, the interval judged by:

@@ -103,6 +103,53 @@ def override(cfg: dict, args, names) -> dict:
     return cfg
 
 
+def preset_config(args, defaults: dict, presets: dict, names, **fixed) -> dict:
+    """A study's configuration: its `defaults`, then its preset `presets[args.preset]`, then
+    `fixed` (values taken from `args` as they are, such as `--weights`) with the preset's
+    name, the seed and `x64`, then every option in `names` that was given (`override`)."""
+    cfg = {
+        **defaults,
+        **presets[args.preset],
+        **fixed,
+        "preset": args.preset,
+        "seed": args.seed,
+        "x64": args.x64,
+    }
+    return override(cfg, args, names)
+
+
+# the options of the studies of a ResNet of 2LP units at initialisation (`add_unit_arguments`)
+UNIT_OPTIONS = ("L", "M", "gammas", "d", "activation")
+
+
+def add_unit_arguments(parser, *, gammas: list, d: int, activation: str) -> None:
+    """`--L`, `--M`, `--gammas` (α = L^-γ / sqrt(M)), `--d` and `--activation` (`UNIT_OPTIONS`)
+    of the studies of a ResNet of 2LP units at initialisation, with the study's defaults."""
+    parser.add_argument("--L", type=int_list, default=[4, 16, 64, 256], help="depths")
+    parser.add_argument("--M", type=positive_int, default=4, help="units per layer (4)")
+    shown = ",".join(f"{g:g}" for g in gammas)
+    parser.add_argument(
+        "--gammas",
+        type=float_list,
+        default=list(gammas),
+        help=f"α = L^-γ / sqrt(M) for each γ ({shown})",
+    )
+    parser.add_argument("--d", type=positive_int, default=d, help=f"dimension ({d})")
+    parser.add_argument(
+        "--activation", default=activation, help=f"ρ of the 2LP unit ({activation})"
+    )
+
+
+def check_unit_arguments(args) -> None:
+    """The options of `add_unit_arguments` that argparse does not check: `--activation` a
+    built-in one, every γ in (0, 3] (StudyInputError otherwise)."""
+    from ..runtime.errors import StudyInputError
+
+    check_activation(args.activation)
+    if any(not 0 < g <= 3 for g in args.gammas):
+        raise StudyInputError(f"--gammas: values must lie in (0, 3], got {args.gammas}")
+
+
 def check_activation(name) -> None:
     """`--activation` must name a built-in activation (StudyInputError otherwise)."""
     from ..blocks.activations import ACTIVATIONS

@@ -55,9 +55,9 @@ from .args import (
     check_size,
     int_list,
     nonnegative_int,
-    override,
     positive_float,
     positive_int,
+    preset_config,
 )
 from .mean_ode_design import AUTO, _not_judged, auto_design
 from .mean_ode_reference import (
@@ -244,16 +244,10 @@ def resolve_config(args) -> dict:
         for name, flag in options.items():
             if given is not None and getattr(args, name, None) is not None:
                 raise StudyInputError(f"{flag}: sets the built-in 2LP, not used with {what}")
-    cfg = {
-        **DEFAULTS,
-        **PRESETS[args.preset],
-        "preset": args.preset,
-        "seed": args.seed,
-        "x64": args.x64,
-    }
-    override(
-        cfg,
+    cfg = preset_config(
         args,
+        DEFAULTS,
+        PRESETS,
         (
             "L",
             "M",

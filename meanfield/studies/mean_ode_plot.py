@@ -16,6 +16,18 @@ def _find(fits, quantity, against, steps):
     return None
 
 
+def _summary_series(ax, points, quantity, against, **kwargs):
+    """`loglog_series` of the mean of every point's `quantity` (bars: its `std`) against
+    the point's `against` value; `kwargs`: its other keyword arguments."""
+    loglog_series(
+        ax,
+        [p[against] for p in points],
+        [p[quantity]["mean"] for p in points],
+        [p[quantity]["std"] for p in points],
+        **kwargs,
+    )
+
+
 def _merge_labels(ends, *, decades=0.08):
     """The grey lines' end labels, those closer than `decades` (in log10 of the value)
     merged into one ("M=16,64") so that they do not overprint."""
@@ -70,15 +82,8 @@ def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor
             ax.annotate("M=" + ",".join(map(str, Ms)), (L_end, y), xytext=(3, 0),
                         textcoords="offset points", fontsize=6, color="0.45",
                         va="center")  # fmt: skip
-        loglog_series(
-            ax,
-            [p["L"] for p in row],
-            [p[q]["mean"] for p in row],
-            [p[q]["std"] for p in row],
-            fit=fit,
-            theory=fit["theory"] if fit else None,
-            label=f"M={M_line}",
-        )
+        theory = fit["theory"] if fit else None
+        _summary_series(ax, row, q, "L", fit=fit, theory=theory, label=f"M={M_line}")
         eq = q + "_euler"
         rows = sorted(
             (r for r in decomposition if r["steps"] == k and r["L"] in cfg["L"]),
@@ -108,15 +113,7 @@ def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor
         colm = sorted(
             (p for p in points if p["steps"] == k and p["L"] == L_M), key=lambda p: p["M"]
         )
-        loglog_series(
-            ax,
-            [p["M"] for p in colm],
-            [p[q]["mean"] for p in colm],
-            [p[q]["std"] for p in colm],
-            fit=fit,
-            theory=-0.5,
-            label=f"L={L_M}",
-        )
+        _summary_series(ax, colm, q, "M", fit=fit, theory=-0.5, label=f"L={L_M}")
         if colm and max(p["M"] for p in colm) > cfg["fit_M_max"]:
             ax.axvspan(cfg["fit_M_max"] * 1.4, max(cfg["M"]) * 1.5, color="0.93", zorder=0)
         if floor is not None:

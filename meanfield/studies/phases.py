@@ -66,9 +66,9 @@ from .args import (
     check_costs,
     float_list,
     int_list,
-    override,
     positive_float,
     positive_int,
+    preset_config,
 )
 from .runner import start_study
 
@@ -150,18 +150,10 @@ def _check_hurst(value, flag):
 
 def resolve_config(args) -> dict:
     """Preset, then command-line overrides; every value checked (StudyInputError)."""
-    cfg = {
-        **DEFAULTS,
-        **PRESETS[args.preset],
-        "weights": args.weights,
-        "loss": args.loss,
-        "preset": args.preset,
-        "seed": args.seed,
-        "x64": args.x64,
-    }
-    override(
-        cfg,
+    cfg = preset_config(
         args,
+        DEFAULTS,
+        PRESETS,
         (
             "hurst",
             "beta",
@@ -174,6 +166,8 @@ def resolve_config(args) -> dict:
             "batch",
             "bootstrap",
         ),
+        weights=args.weights,
+        loss=args.loss,
     )
     w = cfg["weights"]
     if args.no_heatmap and (w != "fbm" or args.heatmap_hurst is not None):

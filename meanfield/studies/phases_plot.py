@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from ..diagnostics.phases import SLOPE_TOL
-from ..io.plotting import cell_edges, layout, size_ticks, use_agg
+from ..io.plotting import cell_edges, layout, save_figure, size_ticks, use_agg
 from ..stats.fits import theory_inside
 
 # the ratios of each (β, L) point, with the titles of their panels in `phases.png`
@@ -300,12 +300,8 @@ def _stability(out, cfg, stability, samples, title) -> Path:
         "squared": "loss ½‖h_L − y‖² (p_L = h_L − y)",
         "readout": "readout loss ⟨B, h_L⟩ (p_L = B)",
     }[cfg.get("loss", "squared")]
-    fig.suptitle(f"{title}, β = 1/2, d = {cfg['d']}: stability; gradients for {conv}", fontsize=9)
-    layout(fig)
-    path = out / "stability.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    title = f"{title}, β = 1/2, d = {cfg['d']}: stability; gradients for {conv}"
+    return save_figure(fig, out / "stability.png", dpi=120, title=title, fontsize=9)
 
 
 def _histograms(out, cfg, critical, samples, title) -> Path:
@@ -348,12 +344,8 @@ def _histograms(out, cfg, critical, samples, title) -> Path:
             if col == 0:
                 ax.set_ylabel("draws")
             ax.legend(fontsize=6)
-    fig.suptitle(f"{title}: distributions over {cfg['seeds']} draws (d = {cfg['d']})", fontsize=9)
-    layout(fig)
-    path = out / "ratio_histograms.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    title = f"{title}: distributions over {cfg['seeds']} draws (d = {cfg['d']})"
+    return save_figure(fig, out / "ratio_histograms.png", dpi=110, title=title, fontsize=9)
 
 
 def _weight_paths(out, cfg) -> Path:

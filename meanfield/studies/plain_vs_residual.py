@@ -1,7 +1,8 @@
 """`meanfield study plain-vs-residual`: why residual connections make depth trainable
 (after the lecture "Universal approximation & going deep"), measured.
 
-Two parts (the networks and the predictions: `meanfield.plain`):
+Two parts (the networks: `meanfield.models.plain`; the predictions:
+`meanfield.theory.gradients`):
 
 * **Gradients at initialisation.** For every activation (sigmoid, tanh, relu, leaky_relu),
   initialisation (N(0, 1), Xavier, He) and architecture (plain; post- and pre-activation
@@ -270,8 +271,9 @@ def run(args):
             "degradation": degradation,
             "degradation_verdict": verdict,
             "reference": {
-                "method": "infinite-width recursion of meanfield.plain (quadrature for plain "
-                "and pre-activation, a population of coordinate paths for post-activation)"
+                "method": "infinite-width recursion of meanfield.theory.gradients (quadrature "
+                "for plain and pre-activation, a population of coordinate paths for "
+                "post-activation)"
             },
             "headline": [
                 f"rates within tolerance of the width-N prediction: {agree} of {judged} "

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io.plotting import layout, log_spread, size_ticks, use_agg
+from ..io.plotting import layout, log_spread, save_figure, size_ticks, use_agg
 from ..models import plain as P
 
 
@@ -156,14 +156,11 @@ def _log_ratio_figure(out, cfg, configs, points, rates, colors, styles):
                 ax.set_xlabel("depth L")
             if not _say_if_empty(ax, "every draw exploded at every depth"):
                 ax.legend(fontsize=6)
-    fig.suptitle(
+    title = (
         f"Gradient log-ratio against depth at initialisation (N = {cfg['N']}, mean over the "
-        f"draws of {cfg['seeds']} that did not explode; dotted: infinite-width prediction)",
-        fontsize=10,
+        f"draws of {cfg['seeds']} that did not explode; dotted: infinite-width prediction)"
     )
-    layout(fig)
-    fig.savefig(out / "gradient_log_ratios.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "gradient_log_ratios.png", dpi=110, title=title)
 
 
 def _layer_figure(out, cfg, configs, deepest, name, text, scale, colors, styles):
@@ -213,14 +210,11 @@ def _layer_figure(out, cfg, configs, deepest, name, text, scale, colors, styles)
                 ax.set_xlabel(f"layer l (L = {deepest['L']})")
             if not _say_if_empty(ax, "every draw exploded at this depth"):
                 ax.legend(fontsize=6)
-    fig.suptitle(
+    title = (
         f"Per-layer diagnostic at initialisation: {text}\n(N = {cfg['N']}, mean over the "
-        f"draws of {cfg['seeds']} that did not explode; gaps: overflow)",
-        fontsize=10,
+        f"draws of {cfg['seeds']} that did not explode; gaps: overflow)"
     )
-    layout(fig)
-    fig.savefig(out / f"layer_{name}.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / f"layer_{name}.png", dpi=110, title=title)
 
 
 def _training_curves(out, cfg, degradation):

@@ -196,11 +196,23 @@ def nets_per_batch(net_bytes: float, nets: int) -> int:
 OPS_PER_UNIT_STEP = 12
 
 
+def _work(cfg, nets: int, passes: int, depths) -> float:
+    """The operations of `nets` networks at each depth of `depths`: `passes` times
+    `OPS_PER_UNIT_STEP` per unit coordinate and input, and a twentieth of a Python-level
+    step each."""
+    from .args import PYTHON_STEP
+
+    n, M, d = cfg["n"], cfg["M"], cfg["d"]
+    return math.fsum(
+        nets * (OPS_PER_UNIT_STEP * passes * n * Lk * M * d + PYTHON_STEP / 20) for Lk in depths
+    )
+
+
 def cost_parts(cfg) -> list:
     """The estimated cost (`args.Cost`) of the diagram and the transfer part: the
     networks of a point (cells × seeds, or parametrizations × rates × seeds) run in
     batches (`nets_per_batch`), so a point's memory is that of one batch."""
-    from .args import PYTHON_STEP, Cost
+    from .args import Cost
 
     d, M, n, K = cfg["d"], cfg["M"], cfg["n"], cfg["steps"]
     cells = len(cfg["gammas"]) * len(cfg["lambdas"]) * cfg["seeds"]
@@ -211,10 +223,7 @@ def cost_parts(cfg) -> list:
             "--L/--gammas/--lambdas/--seeds/--steps/--M/--d",
             "the diagram",
             memory=one * nets_per_batch(one, cells),
-            work=math.fsum(
-                cells * (OPS_PER_UNIT_STEP * (K + 4) * n * Lk * M * d + PYTHON_STEP / 20)
-                for Lk in cfg["L"]
-            ),
+            work=_work(cfg, cells, K + 4, cfg["L"]),
             elements=nets_per_batch(one, cells) * max((K + 1) * L * M * d, n * (L + 1) * d),
             array="the trajectories of a batch of networks, (networks, steps + 1, L, M, d)",
         )
@@ -228,10 +237,7 @@ def cost_parts(cfg) -> list:
                 "--transfer-L/--transfer-seeds/--transfer-steps/--M/--d",
                 "the transfer part",
                 memory=one * nets_per_batch(one, nets),
-                work=math.fsum(
-                    nets * (OPS_PER_UNIT_STEP * (T + 1) * n * Lk * M * d + PYTHON_STEP / 20)
-                    for Lk in cfg["transfer_L"]
-                ),
+                work=_work(cfg, nets, T + 1, cfg["transfer_L"]),
                 elements=max(nets_per_batch(one, nets) * Lt * M * d, nets * (T + 1)),
                 array="a batch of networks, (networks, L, M, d)",
                 memory_flags="--transfer-L/--transfer-seeds/--transfer-steps/--M/--d",

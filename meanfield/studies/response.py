@@ -250,6 +250,17 @@ def _theory_kwargs(cfg, **over):
     return kw
 
 
+# Figure 2's kernel and variances (`FIG2` without its α)
+FIG2_SETTINGS = {name: FIG2[name] for name in ("K0", "sigma_w2", "sigma_b2")}
+
+
+def _simulate(cfg, alpha, *, L, key, **over):
+    """`simulate_response` at the study's settings (`_theory_kwargs`, `--width`, `--d-out`,
+    `--inits`, `--method`); `over` replaces any of them."""
+    kw = dict(width=cfg["width"], d_out=cfg["d_out"], inits=cfg["inits"], method=cfg["method"])
+    return simulate_response(alpha, L=L, key=key, **_theory_kwargs(cfg, **{**kw, **over}))
+
+
 def _summary(values, theory):
     """Mean and standard error over initialisations, the theory, z-scores, and how many
     layers lie beyond 3 standard errors against how many noise alone would put there."""
@@ -354,13 +365,7 @@ def theory_part(cfg):
     # Figure 2: ResNet against feed-forward, the paper's setting
     for name, residual in (("resnet", True), ("ffnet", False)):
         r = response(
-            FIG2["alpha"],
-            L=L_max,
-            K0=FIG2["K0"],
-            sigma_w2=FIG2["sigma_w2"],
-            sigma_b2=FIG2["sigma_b2"],
-            activation=cfg["activation"],
-            residual=residual,
+            FIG2["alpha"], L=L_max, residual=residual, **_theory_kwargs(cfg, **FIG2_SETTINGS)
         )
         out[f"fig2_{name}_C"], out[f"fig2_{name}_eta"] = r.C, r.eta
     # the quadrature's own error: order 2048 against 1024 on every depth's curve, relative
@@ -389,18 +394,8 @@ def simulated_alpha_star(cfg, L, alpha_theory, key):
     beside it. It always uses the `"gaussian-identity"` sampler (`--method` sets the
     layer-by-layer simulations)."""
     alphas = alpha_theory * np.exp(np.linspace(-0.3, 0.3, 15))
-    sim = simulate_response(
-        alphas,
-        L=L,
-        K0=cfg["K0"],
-        sigma_w2=cfg["sigma_w2"],
-        sigma_b2=cfg["sigma_b2"],
-        activation=cfg["activation"],
-        width=cfg["width"],
-        d_out=cfg["d_out"],
-        inits=cfg["alpha_star_inits"],
-        method="gaussian-identity",
-        key=key,
+    sim = _simulate(
+        cfg, alphas, L=L, key=key, inits=cfg["alpha_star_inits"], method="gaussian-identity"
     )
     chis = np.asarray(sim.chi_out, dtype=float).T  # (inits, alphas)
     x = np.log(alphas)
@@ -474,19 +469,7 @@ def run(args):
         if kind == "layers":
             a = spec["alpha"]
             th = response(a, L=L_max, **_theory_kwargs(cfg))
-            sim = simulate_response(
-                a,
-                L=L_max,
-                K0=cfg["K0"],
-                sigma_w2=cfg["sigma_w2"],
-                sigma_b2=cfg["sigma_b2"],
-                activation=cfg["activation"],
-                width=cfg["width"],
-                d_out=cfg["d_out"],
-                inits=cfg["inits"],
-                method=cfg["method"],
-                key=key,
-            )
+            sim = _simulate(cfg, a, L=L_max, key=key)
             out = {q: _summary(getattr(sim, q), getattr(th, q)) for q in ("K", "C", "chi", "eta")}
             for q in ("K_out", "chi_out"):
                 out[q] = _summary(getattr(sim, q), getattr(th, q))
@@ -494,19 +477,8 @@ def run(args):
             return {"L": L_max, **out}
         if kind == "fig2":
             residual = spec["net"] == "resnet"
-            sim = simulate_response(
-                FIG2["alpha"],
-                L=L_max,
-                K0=FIG2["K0"],
-                sigma_w2=FIG2["sigma_w2"],
-                sigma_b2=FIG2["sigma_b2"],
-                activation=cfg["activation"],
-                width=cfg["width"],
-                d_out=cfg["d_out"],
-                inits=cfg["inits"],
-                residual=residual,
-                method=cfg["method"],
-                key=key,
+            sim = _simulate(
+                cfg, FIG2["alpha"], L=L_max, key=key, residual=residual, **FIG2_SETTINGS
             )
             return {
                 "C": _summary(sim.C, theory[f"fig2_{spec['net']}_C"]),

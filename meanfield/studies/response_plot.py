@@ -94,27 +94,13 @@ def make_figures(out, cfg, theory, stars, points, by_part):
         title=f"(a) K⁰={cfg['K0']}, σ_w²={cfg['sigma_w2']}, σ_b²={cfg['sigma_b2']}",
     )
     ax[0].legend(fontsize=7)
-    ax[1].plot(
-        theory["formula_L"],
-        theory["formula_curve"],
-        "-",
-        color="tab:orange",
-        label="saturation formula (8)",
-    )
-    ax[1].plot(
-        [s["L"] for s in stars],
-        [s["asymptotic"] for s in stars],
-        "--",
-        color="tab:gray",
-        label="large-L form (9)",
-    )
-    ax[1].plot(
-        [s["L"] for s in stars],
-        [s["numeric"] for s in stars],
-        "o",
-        color="tab:blue",
-        label="argmax of theory χ^out",
-    )
+    Ls = [s["L"] for s in stars]
+    for x, y, fmt, color, label in (
+        (theory["formula_L"], theory["formula_curve"], "-", "tab:orange", "saturation formula (8)"),
+        (Ls, [s["asymptotic"] for s in stars], "--", "tab:gray", "large-L form (9)"),
+        (Ls, [s["numeric"] for s in stars], "o", "tab:blue", "argmax of theory χ^out"),
+    ):
+        ax[1].plot(x, y, fmt, color=color, label=label)
     sims = [s for s in stars if s.get("simulated")]
     if sims:
         v = np.array([s["simulated"]["value"] for s in sims])
@@ -241,6 +227,13 @@ def z_offsets(points, layers) -> str:
     return f"mean z, layers ≥ {max(layers) / 2:g} (correlated): " + ", ".join(parts)
 
 
+def _finish(ax, legend: int, **settings) -> None:
+    """`ax.set(**settings)`, then a title of font size 8 and a legend of font size `legend`."""
+    ax.set(**settings)
+    ax.title.set_fontsize(8)
+    ax.legend(fontsize=legend)
+
+
 def paper_figures(out, cfg, theory, paper):
     """`response_figures_1b_3_4c_6.png` (Figures 1(b), 3, 4(c) with simulated α*, 6) and
     `response_correlations.png` (cross-input correlations, the maximum-entropy condition,
@@ -261,11 +254,9 @@ def paper_figures(out, cfg, theory, paper):
                 ax.errorbar(layers, row[q]["sim_mean"], row[q]["sim_se"], fmt="o", ms=2.5,
                             color=color)  # fmt: skip
         for ax, q in ((axes[0, 0], "K^l"), (axes[0, 1], "χ^l")):
-            ax.set(xlabel="layer l", ylabel=q, yscale="log",
-                   title=f"Fig. 3: {q} (σ_w² = {f3['sigma_w2']}, σ_b² = {f3['sigma_b2']}, "
-                   f"K⁰ = {f3['K0']}); dots: N = {cfg['width']}")  # fmt: skip
-            ax.title.set_fontsize(8)
-            ax.legend(fontsize=7)
+            _finish(ax, 7, xlabel="layer l", ylabel=q, yscale="log",
+                    title=f"Fig. 3: {q} (σ_w² = {f3['sigma_w2']}, σ_b² = {f3['sigma_b2']}, "
+                    f"K⁰ = {f3['K0']}); dots: N = {cfg['width']}")  # fmt: skip
     f6 = paper.get("fig6")
     if f6:
         ax = axes[0, 2]
@@ -285,11 +276,9 @@ def paper_figures(out, cfg, theory, paper):
                     + (f"; theory's {f6['theory_power_exponent_same_estimator']:.2f}"
                        if f6.get("theory_power_exponent_same_estimator") is not None
                        else ""))  # fmt: skip
-        ax.set(xscale="log", yscale="log", xlabel="layer l", ylabel="η^l",
-               title=f"Fig. 6 (log-log), L = {f6['L']}: tail from l = {f6['tail_from']} fits a "
-               f"{fitp['better_fit']}")  # fmt: skip
-        ax.title.set_fontsize(8)
-        ax.legend(fontsize=7)
+        _finish(ax, 7, xscale="log", yscale="log", xlabel="layer l", ylabel="η^l",
+                title=f"Fig. 6 (log-log), L = {f6['L']}: tail from l = {f6['tail_from']} fits "
+                f"a {fitp['better_fit']}")  # fmt: skip
     sig = paper.get("signal")
     if sig:
         ax = axes[1, 0]
@@ -307,11 +296,9 @@ def paper_figures(out, cfg, theory, paper):
             # the simulated histogram: steps, a dot on each bin's value
             ax.step(centres, row["histogram"], where="mid", color=color, lw=0.6, marker=".",
                     ms=2)  # fmt: skip
-        ax.set(xlabel="h^L", ylabel="density",
-               title=f"Fig. 1(b): the signal h^L (L = {sig['L']}) against erf's range; "
-               "steps and dots: simulation")  # fmt: skip
-        ax.title.set_fontsize(8)
-        ax.legend(fontsize=6)
+        _finish(ax, 6, xlabel="h^L", ylabel="density",
+                title=f"Fig. 1(b): the signal h^L (L = {sig['L']}) against erf's range; "
+                "steps and dots: simulation")  # fmt: skip
     # Fig. 4(c): χ^out over (K⁰, α) at the largest depth, α*(K⁰) theory and simulation
     ax = axes[1, 1]
     L = max(cfg["depths"])

@@ -40,16 +40,16 @@ from ..coupling.neural_sde import strong_errors
 from ..laws.depth import BrownianLaw, FractionalBrownianLaw, SmoothGPLaw
 from ..runtime.errors import StudyInputError
 from ..runtime.sharding import shard_seeds
-from ..stats.fits import excluded_warning, exploded_draws, fit_loglog, fit_values, summarize
+from ..stats.fits import excluded_warning, exploded_draws, fit_points, summarize
 from .args import (
     PYTHON_STEP,
     Cost,
     check_activation,
     check_costs,
     int_list,
-    override,
     positive_float,
     positive_int,
+    preset_config,
 )
 from .runner import start_study
 
@@ -97,17 +97,10 @@ def add_arguments(parser):
 
 def resolve_config(args) -> dict:
     """Preset, then command-line overrides; every value checked (StudyInputError)."""
-    cfg = {
-        **DEFAULTS,
-        **PRESETS[args.preset],
-        "weights": args.weights,
-        "preset": args.preset,
-        "seed": args.seed,
-        "x64": args.x64,
-    }
-    override(
-        cfg,
+    cfg = preset_config(
         args,
+        DEFAULTS,
+        PRESETS,
         (
             "hurst",
             "L",
@@ -120,6 +113,7 @@ def resolve_config(args) -> dict:
             "young_solver",
             "batch",
         ),
+        weights=args.weights,
     )
     w = cfg["weights"]
     if w == "fbm":
@@ -446,16 +440,11 @@ def make_fits(cfg, points, estimates):
             if p[q]["mean"] is not None and p[q]["mean"] >= REFERENCE_MARGIN * estimates[q]
         ]
         excluded += len(rows) - len(usable)
+        fixed = {"weights": cfg["weights"], "beta": critical_beta(cfg)}
         fits.append(
-            fit_loglog(
-                [p["L"] for p in usable],
-                [fit_values(p[q]) for p in usable],
-                quantity=q,
-                against="L",
-                fixed={"weights": cfg["weights"], "beta": critical_beta(cfg)},
-                theory=theory_slope(cfg),
-                seed=cfg["seed"],
+            fit_points(
+                usable, q, "L", fixed=fixed, theory=theory_slope(cfg), seed=cfg["seed"],
                 paired=True,  # every seed is one path, read at every depth
             )
-        )
+        )  # fmt: skip
     return fits, excluded

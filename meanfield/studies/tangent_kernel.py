@@ -13,15 +13,14 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from ..blocks.activations import ACTIVATIONS
 from ..blocks.two_layer import TwoLayerBlock
-from ..io.plotting import layout, loglog_series, use_agg
+from ..io.plotting import layout, loglog_series, series_by, use_agg
 from ..laws.unit import TwoLayerGaussianLaw
 from ..models.resnet import ResNet
 from ..runtime.errors import StudyInputError
-from ..stats.fits import fit_loglog, fit_values, summarize
+from ..stats.fits import fit_points, summarize
 from ..theory.tangent import relative_difference
-from .args import float_list, int_list, positive_int
+from .args import UNIT_OPTIONS, add_unit_arguments, check_unit_arguments, positive_int
 from .runner import start_study
 
 HELP = "tangent kernel of finite ResNets vs the shallow M·L-unit kernel (docs: Mathematics §5.1)"
@@ -30,16 +29,7 @@ PRESETS = {"quick": {"nets": 32}, "paper": {"nets": 256}}
 
 
 def add_arguments(parser):
-    parser.add_argument("--L", type=int_list, default=[4, 16, 64, 256], help="depths")
-    parser.add_argument("--M", type=positive_int, default=4, help="units per layer (4)")
-    parser.add_argument(
-        "--gammas",
-        type=float_list,
-        default=[0.5, 0.75, 1.0],
-        help="α = L^-γ / sqrt(M) for each γ (0.5,0.75,1)",
-    )
-    parser.add_argument("--d", type=positive_int, default=3, help="dimension (3)")
-    parser.add_argument("--activation", default="tanh", help="ρ of the 2LP unit (tanh)")
+    add_unit_arguments(parser, gammas=[0.5, 0.75, 1.0], d=3, activation="tanh")
     parser.add_argument("--nets", type=positive_int, help="random networks per point")
 
 
@@ -79,20 +69,11 @@ def check_cost(cfg) -> None:
 
 
 def run(args):
-    if args.activation not in ACTIVATIONS:
-        raise StudyInputError(
-            f"--activation: unknown {args.activation!r}; use one of {', '.join(ACTIVATIONS)}"
-        )
-    if any(not 0 < g <= 3 for g in args.gammas):
-        raise StudyInputError(f"--gammas: values must lie in (0, 3], got {args.gammas}")
+    check_unit_arguments(args)
     if args.nets is not None and args.nets < 2:
         raise StudyInputError(f"--nets: need at least 2 networks for a spread, got {args.nets}")
     cfg = {
-        "L": args.L,
-        "M": args.M,
-        "gammas": args.gammas,
-        "d": args.d,
-        "activation": args.activation,
+        **{name: getattr(args, name) for name in UNIT_OPTIONS},
         "nets": args.nets or PRESETS[args.preset]["nets"],
         "seed": args.seed,
         "x64": args.x64,
@@ -126,31 +107,14 @@ def run(args):
     fits = []
     for g in cfg["gammas"]:
         rows = sorted((p for p in points if p["gamma"] == g), key=lambda p: p["L"])
-        vals = [fit_values(p["relative_difference"]) for p in rows]  # exploded: counted
-        if g > 0.5:
-            fits.append(
-                fit_loglog(
-                    [p["MLalpha2"] for p in rows],
-                    vals,
-                    quantity="relative_difference",
-                    against="MLalpha2",
-                    fixed={"gamma": g},
-                    theory=0.5,
-                    seed=cfg["seed"],
-                )
+        # γ > 1/2: against M L α², slope 1/2; else against L, slope 0 (exploded draws: counted)
+        against, theory = ("MLalpha2", 0.5) if g > 0.5 else ("L", 0.0)
+        fixed = {"gamma": g}
+        fits.append(
+            fit_points(
+                rows, "relative_difference", against, fixed=fixed, theory=theory, seed=cfg["seed"]
             )
-        else:
-            fits.append(
-                fit_loglog(
-                    [p["L"] for p in rows],
-                    vals,
-                    quantity="relative_difference",
-                    against="L",
-                    fixed={"gamma": g},
-                    theory=0.0,
-                    seed=cfg["seed"],
-                )
-            )
+        )
     runner.finish(
         {
             "points": points,
@@ -184,10 +148,7 @@ def _figure(out, cfg, points, fits=()):
 
     fig, (ax, ax_L) = plt.subplots(1, 2, figsize=(11, 4.3))
     # every γ with a finished point (the configured ones first, in their order)
-    gammas = list(dict.fromkeys([*cfg["gammas"], *(p["gamma"] for p in points)]))
-    gammas = [g for g in gammas if any(p["gamma"] == g for p in points)]
-    for g, color in zip(gammas, plt.cm.tab10(np.arange(len(gammas)) % 10), strict=True):
-        rows = sorted((p for p in points if p["gamma"] == g), key=lambda p: p["L"])
+    for g, color, rows in series_by(points, "gamma", cfg["gammas"]):
         # on the log axis a bar that would go below zero (std > mean) ends at mean / 1000
         fit = next((f for f in fits if f.get("fixed", {}).get("gamma") == g), None)
         label = f"γ={g}"

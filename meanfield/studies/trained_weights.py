@@ -3,7 +3,7 @@ over (β, H) on a real data set (Marion, Fermanian, Biau and Vert, "Scaling ResN
 large-depth regime", the part "beyond initialisation").
 
 Res-1 networks `h_k = h_{k-1} + L^{-β} V_k σ(h_{k-1})` with an embedding and a readout
-(`meanfield.res1`), every part trained by minibatch Adam (or SGD) on the data set
+(`meanfield.models.res1`), every part trained by minibatch Adam (or SGD) on the data set
 (`--data PATH`: MNIST or CIFAR-10 files, see `meanfield.io.datasets.load_images`; default
 scikit-learn's bundled handwritten digits, offline), from three initialisations of the
 residual weights V_1..V_L (`meanfield.laws.depth`): i.i.d. Gaussian, smooth (a Gaussian process

@@ -13,9 +13,8 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from ..blocks.activations import ACTIVATIONS
 from ..blocks.two_layer import TwoLayerBlock
-from ..io.plotting import layout, size_ticks, use_agg
+from ..io.plotting import layout, series_by, size_ticks, use_agg
 from ..laws.unit import TwoLayerGaussianLaw
 from ..runtime.errors import StudyInputError
 from ..stats.fits import fit_loglog, judge_theory, split_exploded
@@ -27,11 +26,12 @@ from ..theory.variance import (
 )
 from .args import (
     PYTHON_STEP,
+    UNIT_OPTIONS,
     Cost,
+    add_unit_arguments,
     check_costs,
     check_scale,
-    float_list,
-    int_list,
+    check_unit_arguments,
     positive_float,
     positive_int,
 )
@@ -51,16 +51,7 @@ def near_identity(gamma: float, slope: float | None) -> bool:
 
 
 def add_arguments(parser):
-    parser.add_argument("--L", type=int_list, default=[4, 16, 64, 256], help="depths")
-    parser.add_argument("--M", type=positive_int, default=4, help="units per layer (4)")
-    parser.add_argument(
-        "--gammas",
-        type=float_list,
-        default=[0.25, 0.5, 0.75],
-        help="α = L^-γ / sqrt(M) for each γ (0.25,0.5,0.75)",
-    )
-    parser.add_argument("--d", type=positive_int, default=4, help="dimension (4)")
-    parser.add_argument("--activation", default="relu", help="ρ of the 2LP unit (relu)")
+    add_unit_arguments(parser, gammas=[0.25, 0.5, 0.75], d=4, activation="relu")
     parser.add_argument("--sigma-v", type=positive_float, default=1.0, help="σ_v (1); σ_u=1/√d")
     parser.add_argument("--nets", type=positive_int, help="random networks per point")
     parser.add_argument(
@@ -130,12 +121,7 @@ MAX_SIGMA_V = 1e3  # the outputs scale as σ_v^2 · (1 + γ-terms)^L
 
 
 def run(args):
-    if args.activation not in ACTIVATIONS:
-        raise StudyInputError(
-            f"--activation: unknown {args.activation!r}; use one of {', '.join(ACTIVATIONS)}"
-        )
-    if any(not 0 < g <= 3 for g in args.gammas):
-        raise StudyInputError(f"--gammas: values must lie in (0, 3], got {args.gammas}")
+    check_unit_arguments(args)
     if args.nets is not None and args.nets < 2:
         raise StudyInputError(f"--nets: need at least 2 networks for an error bar, got {args.nets}")
     if args.c_samples < 2:
@@ -144,11 +130,7 @@ def run(args):
         )
     check_scale("--sigma-v", args.sigma_v, MAX_SIGMA_V, "the outputs' variance overflows")
     cfg = {
-        "L": args.L,
-        "M": args.M,
-        "gammas": args.gammas,
-        "d": args.d,
-        "activation": args.activation,
+        **{name: getattr(args, name) for name in UNIT_OPTIONS},
         "sigma_u": 1 / math.sqrt(args.d),
         "sigma_v": args.sigma_v,
         "block": args.block,
@@ -482,10 +464,7 @@ def _figure(out, cfg, points, c):
 
     fig, (ax, ax_b) = plt.subplots(1, 2, figsize=(11, 4.2))
     # every γ with a finished point (the configured ones first, in their order)
-    gammas = list(dict.fromkeys([*cfg["gammas"], *(p["gamma"] for p in points)]))
-    gammas = [g for g in gammas if any(p["gamma"] == g for p in points)]
-    for g, color in zip(gammas, plt.cm.tab10(np.arange(len(gammas)) % 10), strict=True):
-        rows = sorted((p for p in points if p["gamma"] == g), key=lambda p: p["L"])
+    for g, color, rows in series_by(points, "gamma", cfg["gammas"]):
         Ls = np.array([p["L"] for p in rows])
         exploded = sum(p.get("exploded", 0) for p in rows)
         ax.errorbar(

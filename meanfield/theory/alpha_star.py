@@ -20,7 +20,7 @@ import jax.numpy as jnp
 
 from .._validation import check_finite, check_positive_int
 from .gaussian import DEFAULT_ORDER
-from .response import response, variances
+from .response import _chi_out_at, variances
 
 GOLDEN = (5**0.5 - 1) / 2
 
@@ -29,18 +29,10 @@ GOLDEN = (5**0.5 - 1) / 2
 def _optimal(
     K0, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out, *, L, alpha_range, grid, activation, order
 ):
+    settings = (K0, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out)
+
     def f(a):
-        return response(
-            a,
-            L=L,
-            K0=K0,
-            sigma_w2=sigma_w2,
-            sigma_b2=sigma_b2,
-            sigma_w2_out=sigma_w2_out,
-            sigma_b2_out=sigma_b2_out,
-            activation=activation,
-            order=order,
-        ).chi_out
+        return _chi_out_at(a, *settings, L=L, activation=activation, order=order)
 
     lo, hi = alpha_range
     alphas = jnp.geomspace(lo, hi, grid)

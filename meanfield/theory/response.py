@@ -27,15 +27,18 @@ from jaxtyping import Array, Float
 from .._validation import check_finite, check_positive_int
 from .gaussian import DEFAULT_ORDER, gain, second_moment
 
+# a value per layer l = 0..L
+PerLayer = Float[Array, " L+1"]
+
 
 class ResponseCurves(eqx.Module):
     """Per layer l = 0..L: kernels `K`, residual kernels `C` (C^0 = K^0), response
     increments `eta` and responses `chi`; and the output kernel and response."""
 
-    K: Float[Array, " L+1"]
-    C: Float[Array, " L+1"]
-    eta: Float[Array, " L+1"]
-    chi: Float[Array, " L+1"]
+    K: PerLayer
+    C: PerLayer
+    eta: PerLayer
+    chi: PerLayer
     K_out: Float[Array, ""]
     chi_out: Float[Array, ""]
 
@@ -96,16 +99,34 @@ def response(
     - `activation`: φ (default erf); `order`: Gauss–Hermite order.
     - `residual`: ResNet (True) or feed-forward network (False).
     """
-    check_positive_int(L, "L")
-    check_finite(alpha, "alpha")
-    return _response(
-        jnp.asarray(alpha, dtype=float),
-        *variances(K0, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out),
-        L=L,
-        activation=activation,
-        residual=residual,
-        order=order,
+    given = (K0, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out)
+    return _evaluate(
+        _response, "alpha", alpha, L, given, activation=activation, residual=residual, order=order
     )
+
+
+def _evaluate(fn, name: str, values, L: int, settings: tuple, **static):
+    """`fn` (`_response`, `_curve`) at `values` (the α: finite, as floats) and at the
+    `variances` of `settings` (K0, σ_w², σ_b², σ_w,out², σ_b,out²), after the checks of `L`
+    and `values` (`name` in the one-line error); `static`: its other keyword arguments."""
+    check_positive_int(L, "L")
+    check_finite(values, name)
+    return fn(jnp.asarray(values, dtype=float), *variances(*settings), L=L, **static)
+
+
+def _chi_out_at(alpha, K0, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out, **static) -> Array:
+    """`response(alpha, ...).chi_out` with the variances given in `variances`' order, as a
+    compiled sweep over α (`output_response_curve`, `optimal_scaling`) evaluates it;
+    `static`: `L`, `activation`, `order` (and `residual`)."""
+    return response(
+        alpha,
+        K0=K0,
+        sigma_w2=sigma_w2,
+        sigma_b2=sigma_b2,
+        sigma_w2_out=sigma_w2_out,
+        sigma_b2_out=sigma_b2_out,
+        **static,
+    ).chi_out
 
 
 @functools.partial(jax.jit, static_argnames=("L", "activation", "residual", "order"))
@@ -139,22 +160,9 @@ def _response(
 def _curve(
     alphas, K0, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out, *, L, activation, residual, order
 ):
-    return jax.vmap(
-        lambda a: (
-            response(
-                a,
-                L=L,
-                K0=K0,
-                sigma_w2=sigma_w2,
-                sigma_b2=sigma_b2,
-                sigma_w2_out=sigma_w2_out,
-                sigma_b2_out=sigma_b2_out,
-                activation=activation,
-                residual=residual,
-                order=order,
-            ).chi_out
-        )
-    )(alphas)
+    settings = (K0, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out)
+    static = dict(L=L, activation=activation, residual=residual, order=order)
+    return jax.vmap(lambda a: _chi_out_at(a, *settings, **static))(alphas)
 
 
 def output_response_curve(
@@ -172,13 +180,7 @@ def output_response_curve(
 ) -> Array:
     """`χ^out` for every α in `alphas`: one compiled, vmapped call (one program per depth;
     the variances are traced, so sweeping them does not recompile)."""
-    check_positive_int(L, "L")
-    check_finite(alphas, "alphas")
-    return _curve(
-        jnp.asarray(alphas, dtype=float),
-        *variances(K0, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out),
-        L=L,
-        activation=activation,
-        residual=residual,
-        order=order,
+    given = (K0, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out)
+    return _evaluate(
+        _curve, "alphas", alphas, L, given, activation=activation, residual=residual, order=order
     )

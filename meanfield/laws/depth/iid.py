@@ -7,7 +7,7 @@ import equinox as eqx
 import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ..._validation import as_number, check_number, check_positive_int
+from ..._validation import as_number, check_fields
 from .base import AbstractDepthLaw, check_depth
 
 
@@ -28,9 +28,7 @@ class IIDGaussianLaw(AbstractDepthLaw):
     std: float | None = eqx.field(static=True, converter=as_number, default=None)
 
     def __check_init__(self):
-        check_positive_int(self.d, "d")
-        if self.std is not None:
-            check_number(self.std, "std", positive=True)
+        check_fields(self, ints=("d",), positive=("std",), optional=("std",))
 
     def weights(self, key: PRNGKeyArray, L: int) -> Float[Array, "L d d"]:
         check_depth(L)
