@@ -1,8 +1,8 @@
-"""The design of a convergence study (SPEC §7): pilot networks measure each error term
-(`pilot_errors`, `fit_pilot`, `euler_coefficient`), a first pass estimates the errors'
-means (`first_pass_mean`), and the grid lines are chosen so that every judged point lies
-10× above the reference's own error within a budget (`design_lines`); the grid's
-programs are boxed by shape and padded to share compilations (`program_boxes`,
+"""The design of a convergence study (docs: Mathematics §7): pilot networks measure each
+error term (`pilot_errors`, `fit_pilot`, `euler_coefficient`), a first pass estimates the
+errors' means (`first_pass_mean`), and the grid lines are chosen so that every judged
+point lies 10× above the reference's own error within a budget (`design_lines`); the
+grid's programs are boxed by shape and padded to share compilations (`program_boxes`,
 `seed_program`, `pad_grid`).
 """
 

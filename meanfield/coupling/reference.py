@@ -1,8 +1,8 @@
-"""The reference limit a convergence study judges its networks against (SPEC §7): the mean
-ODE solved on a particle set (Gauss-Hermite nodes or Monte Carlo), with its own error
-estimated — by a second solve on independent check particles at a tighter tolerance, or
-by batch means over independent replicas — so that the study can require it to lie 10×
-below the errors it judges, and refine it (more particles) where it does not.
+"""The reference limit a convergence study judges its networks against (docs: Mathematics
+§7): the mean ODE solved on a particle set (Gauss-Hermite nodes or Monte Carlo), with its
+own error estimated — by a second solve on independent check particles at a tighter
+tolerance, or by batch means over independent replicas — so that the study can require it
+to lie 10× below the errors it judges, and refine it (more particles) where it does not.
 """
 
 import math

@@ -14,11 +14,11 @@ The reference limit is a Gauss–Hermite (or Monte-Carlo) particle ODE solved wi
 Diffrax (Dopri8, dense output) in float64; its own error is measured (order q against
 q/2, tolerance halved) and every fitted point must lie 10× above it.
 
-Why this file is long: it is one study, the library's headline; its `run` walks the
-steps SPEC §7 asks for in one place (reference with its own error, grid, self-check,
-fits, verdicts). Its parts that stand alone live beside it: the reference
-(`mean_ode_reference`), the automatic design (`mean_ode_design`), a user's block and
-law (`own_block`) and the figure (`mean_ode_plot`).
+Why this file is long: it is one study, the library's headline; its `run` walks the steps
+a convergence study reports (docs: Mathematics §7) in one place (reference with its own
+error, grid, self-check, fits, verdicts). Its parts that stand alone live beside it: the
+reference (`mean_ode_reference`), the automatic design (`mean_ode_design`), a user's block
+and law (`own_block`) and the figure (`mean_ode_plot`).
 """
 
 import math
