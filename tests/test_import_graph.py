@@ -227,3 +227,22 @@ def test_the_walker_accepts_a_clean_package(toy):
         }
     )
     assert violations(mods, TOY_LAYERS, "toy") == []
+
+
+def test_a_front_never_hides_a_submodule_behind_a_name():
+    """`meanfield.theory.response` is the module (its function `response` is re-exported by
+    the top-level front only): `import meanfield.X.Y as m` reaches the module everywhere."""
+    import importlib
+    import pkgutil
+
+    import meanfield
+
+    hidden = []
+    for info in pkgutil.walk_packages(meanfield.__path__, "meanfield."):
+        if info.name.endswith("__main__"):
+            continue
+        parent, leaf = info.name.rsplit(".", 1)
+        module = importlib.import_module(info.name)
+        if getattr(importlib.import_module(parent), leaf, None) is not module:
+            hidden.append(info.name)
+    assert hidden == []

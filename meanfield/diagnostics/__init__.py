@@ -22,6 +22,7 @@ from .signal_propagation import SimulatedKernels as SimulatedKernels
 from .signal_propagation import simulate_response as simulate_response
 from . import regimes as regimes
 from .regimes import ScaledBlock as ScaledBlock
+from .regimes import Scalar as Scalar
 from .regimes import RegimeDiagnostics as RegimeDiagnostics
 from .regimes import feature_changes as feature_changes
 from .regimes import regime_diagnostics as regime_diagnostics

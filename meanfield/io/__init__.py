@@ -19,8 +19,10 @@ from .datasets import load_images as load_images
 from . import plotting as plotting
 from .plotting import show as show
 from .plotting import cell_edges as cell_edges
+from .plotting import series_by as series_by
 from .plotting import size_ticks as size_ticks
 from .plotting import log_spread as log_spread
 from .plotting import loglog_series as loglog_series
 from .plotting import reference_floor as reference_floor
 from .plotting import layout as layout
+from .plotting import save_figure as save_figure

@@ -10,6 +10,7 @@ from .fits import summarize as summarize
 from .fits import fit_values as fit_values
 from .fits import line_fit as line_fit
 from .fits import fit_loglog as fit_loglog
+from .fits import fit_points as fit_points
 from .fits import judge_theory as judge_theory
 from .fits import theory_inside as theory_inside
 from .fits import parabola_argmax as parabola_argmax
