@@ -1,21 +1,14 @@
 """Shared test configuration: float64, strict rank promotion, seeded keys."""
 
 import os
-import shutil
-import tempfile
 
 import jax
 import pytest
 
-# one persistent compilation cache for the whole run, in a temporary folder removed at its
-# end: the xdist workers and the CLI and notebook subprocesses (which inherit the variable)
-# load a program another test compiled instead of compiling it again. The process that
-# starts the run makes the folder; the workers it spawns find the variable set. Set
-# MEANFIELD_COMPILE_CACHE=off to run the suite without it.
-_RUN_CACHE = None
-if "MEANFIELD_COMPILE_CACHE" not in os.environ:
-    _RUN_CACHE = tempfile.mkdtemp(prefix="meanfield-test-cache-")
-    os.environ["MEANFIELD_COMPILE_CACHE"] = _RUN_CACHE
+# tests write nothing outside their tmp folders: no persistent compilation cache from the CLI
+# (a cache shared by the whole run was tried: 2265 s against 2285 s without it, and one
+# worker crashed compiling with it on, inside XLA; see benchmarks/RESULTS.md, issue 48)
+os.environ.setdefault("MEANFIELD_COMPILE_CACHE", "off")
 # the suite compiles hundreds of small programs and is bound by compile time: XLA's LLVM
 # backend at -O0 (here and in the notebook and CLI subprocesses, which inherit it) took
 # the whole suite from 737 s to 494 s on 2 cores (310 tests, passing at both levels).
@@ -33,36 +26,6 @@ os.environ.setdefault("MEANFIELD_NO_SELF_CHECK", "1")
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
-
-from meanfield.runtime.compilation import (  # noqa: E402
-    disable_compilation_cache,
-    enable_compilation_cache,
-)
-
-_CACHE = enable_compilation_cache()  # MEANFIELD_COMPILE_CACHE: the run's folder, or off
-
-
-@pytest.fixture(autouse=True)
-def _run_cache_stays_on():
-    """A test that turns the persistent cache off or points it elsewhere (the tests of the
-    cache itself) leaves the run's cache on for the tests after it."""
-    yield
-    if jax.config.jax_compilation_cache_dir != (None if _CACHE is None else str(_CACHE)):
-        enable_compilation_cache(_CACHE if _CACHE is not None else "off")
-
-
-@pytest.fixture
-def no_compile_cache():
-    """The persistent cache off within a test that counts compilations: a program another
-    test compiled would be loaded from the cache, not compiled, and not counted."""
-    disable_compilation_cache()
-    yield
-    enable_compilation_cache(_CACHE if _CACHE is not None else "off")
-
-
-def pytest_unconfigure(config):
-    if _RUN_CACHE is not None and not hasattr(config, "workerinput"):
-        shutil.rmtree(_RUN_CACHE, ignore_errors=True)
 
 
 SEED = int(os.environ.get("MEANFIELD_TEST_SEED", "0"))

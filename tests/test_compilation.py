@@ -50,7 +50,7 @@ def test_cache_switches(tmp_path, monkeypatch):
         mf.enable_compilation_cache(blocker / "sub")
 
 
-def test_cli_rejects_bad_cache_folder(tmp_path, capsys, no_compile_cache):
+def test_cli_rejects_bad_cache_folder(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("")
     with pytest.raises(SystemExit) as exc:

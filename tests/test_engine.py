@@ -496,7 +496,7 @@ def test_loop_errors(key):
 
 
 @pytest.mark.parametrize("name", ["scan", "pallas"])
-def test_one_program_per_shape(key, name, no_compile_cache):
+def test_one_program_per_shape(key, name):
     """Networks of one (L, M) shape share one compiled program whatever their weights
     (and α, a static value of the same float); a new L compiles once more."""
     xs = _inputs(key)

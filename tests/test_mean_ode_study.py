@@ -337,7 +337,9 @@ def test_order_advice_is_one_that_can_be_taken():
     """A law whose Gaussian coordinates leave no rule of >= 3 nodes within the node
     budget is pointed to the Monte-Carlo reference (it was told 'use at most 2', which
     the next check refuses); otherwise to the largest order that fits."""
-    from meanfield.studies.mean_ode import StudyInputError, _quadrature_order, make_law
+    from meanfield.studies import StudyInputError
+    from meanfield.studies.mean_ode_reference import _quadrature_order
+    from meanfield.studies.own_block import make_law
 
     wide = make_law({"init": "centred", "d": 8, "sigma_u": 1.0, "sigma_v": 1.0})
     assert wide.gaussian_dim == 16

@@ -123,7 +123,7 @@ STUDY_SCRIPT = textwrap.dedent(
     jax.config.update("jax_enable_x64", True)
     import meanfield as mf
     from meanfield.cli import build_parser
-    from meanfield.coupling.convergence import seed_program
+    from meanfield.coupling.design import seed_program
     from meanfield.studies import mean_ode, own_block, phases, sde
 
     def cfg_of(module, *argv):
