@@ -31,6 +31,19 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 SEED = int(os.environ.get("MEANFIELD_TEST_SEED", "0"))
 
 
+@pytest.fixture(autouse=True)
+def _no_leaked_compile_cache():
+    """A test that turns the persistent compilation cache on in this process (the CLI's
+    `--compile-cache DIR` run in-process, a benchmark's options) leaves it off for the
+    next: with it on, XLA's compile-and-serialize path crashed a worker twice (a
+    segmentation fault in `backend_compile_and_load`, issue 48's CI runs)."""
+    yield
+    if jax.config.jax_compilation_cache_dir is not None:
+        from meanfield.runtime.compilation import disable_compilation_cache
+
+        disable_compilation_cache()
+
+
 @pytest.fixture
 def seed() -> int:
     return SEED
