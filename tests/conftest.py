@@ -9,16 +9,29 @@ import pytest
 # (a cache shared by the whole run was tried: 2265 s against 2285 s without it, and one
 # worker crashed compiling with it on, inside XLA; see benchmarks/RESULTS.md, issue 48)
 os.environ.setdefault("MEANFIELD_COMPILE_CACHE", "off")
-# the suite compiles hundreds of small programs and is bound by compile time: XLA's LLVM
-# backend at -O0 (here and in the notebook and CLI subprocesses, which inherit it) took
-# the whole suite from 737 s to 494 s on 2 cores (310 tests, passing at both levels).
+# the suite compiles thousands of small programs and is bound by compile time, so it asks
+# XLA's CPU backend for its cheapest compiles (here and in the notebook and CLI
+# subprocesses, which inherit them):
+# - LLVM at -O0: the whole suite from 737 s to 494 s on 2 cores (310 tests, passing at
+#   both levels);
+# - the fusions emitted by XLA's older LLVM IR emitters, not its MLIR fusion emitters:
+#   half the backend's compile time (7.2 s -> 3.5 s and 5.8 s -> 3.8 s in two
+#   compile-bound tests; the whole suite's time in benchmarks/RESULTS.md, issue 48).
 # Results may differ in the last bits (-O3 fuses multiply-adds; a tiny mean-ODE study's
 # points moved by 1e-8 relative, through its adaptive reference solve), far inside every
-# tolerance. An XLA_FLAGS that sets the level wins (`--xla_backend_optimization_level=3`
-# runs the suite as users' programs compile).
+# tolerance. The users' own settings are checked where it matters: the canary at large
+# widths (tests/test_canary.py) and CI's known-bad release check run without these flags.
+# An XLA_FLAGS that sets either wins (`--xla_backend_optimization_level=3
+# --xla_cpu_use_fusion_emitters=true` runs the suite as users' programs compile).
+SUITE_XLA_FLAGS = {
+    "xla_backend_optimization_level": "0",
+    "xla_cpu_use_fusion_emitters": "false",
+}
 _flags = os.environ.get("XLA_FLAGS", "")
-if "xla_backend_optimization_level" not in _flags:
-    os.environ["XLA_FLAGS"] = f"{_flags} --xla_backend_optimization_level=0".strip()
+for _name, _value in SUITE_XLA_FLAGS.items():
+    if _name not in _flags:
+        _flags = f"{_flags} --{_name}={_value}".strip()
+os.environ["XLA_FLAGS"] = _flags
 
 # a study's self-check recomputes one grid point op by op (slow: minutes in all): the tests
 # that use the `self_checked` fixture run it (one per study), the others skip it
@@ -42,6 +55,22 @@ def _no_leaked_compile_cache():
         from meanfield.runtime.compilation import disable_compilation_cache
 
         disable_compilation_cache()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _memory_back_after_each_module():
+    """A test module's compiled programs and figures are let go when it ends: without this
+    an xdist worker, which keeps every program the suite has compiled in JAX's in-memory
+    caches, grew to 5.7 GB in 9 minutes and went on growing (issue 48; two workers on the
+    CI's 24 GB machine, and a worker crashed three runs out of three)."""
+    yield
+    import gc
+
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+    jax.clear_caches()
+    gc.collect()
 
 
 @pytest.fixture

@@ -21,11 +21,27 @@ from meanfield.cli import main
 
 
 def _users_environment() -> dict:
-    """This process's environment without the suite's -O0 (the level users compile at)."""
+    """This process's environment without the suite's cheap-compile XLA flags (-O0, the
+    older fusion emitters; conftest.py): the canary compiles as users' programs do."""
+    from conftest import SUITE_XLA_FLAGS
+
     env = dict(os.environ)
-    flags = [f for f in env.get("XLA_FLAGS", "").split() if "optimization_level" not in f]
+    flags = [
+        f for f in env.get("XLA_FLAGS", "").split() if not any(n in f for n in SUITE_XLA_FLAGS)
+    ]
     env["XLA_FLAGS"] = " ".join(flags)
     return env
+
+
+def test_the_canary_compiles_as_users_do():
+    """The suite's own cheap-compile flags are set in this process and gone from the
+    canary's: what it checks is what users' programs run."""
+    from conftest import SUITE_XLA_FLAGS
+
+    here = os.environ["XLA_FLAGS"]
+    assert all(f"--{n}={v}" in here for n, v in SUITE_XLA_FLAGS.items()), here
+    users = _users_environment()["XLA_FLAGS"]
+    assert not any(n in users for n in SUITE_XLA_FLAGS), users
 
 
 def test_every_hot_path_agrees_with_op_by_op_at_large_widths(tmp_path):
