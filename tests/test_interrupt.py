@@ -59,3 +59,52 @@ def test_python_code_answers_the_signal_itself():
     rc, out, err, seconds = _run("import time; time.sleep(60)", grace=30.0, signum=signal.SIGINT)
     assert rc == 130 and "answered 2" in out and err.strip() == "", (out, err)
     assert seconds < 10
+
+
+SWALLOWED = """
+import gc, os, signal, sys
+from meanfield.runtime.interrupt import Interrupted, stop_on_signals
+
+
+def busy():  # the signal is handled here, inside the callback
+    os.kill(os.getpid(), signal.SIGINT)
+    for _ in range(10_000):
+        pass
+
+
+class Swallows:
+    def __del__(self):  # Python prints an exception raised here and goes on
+        busy()
+
+
+def collecting(phase, info):  # as XLA's garbage-collection callback
+    if phase == "start" and not getattr(collecting, "done", False):
+        collecting.done = True
+        busy()
+
+
+try:
+    with stop_on_signals("toy", None, grace=30.0):
+        if sys.argv[1] == "del":
+            Swallows()
+        else:
+            gc.callbacks.append(collecting)
+            gc.collect()
+        print("finished", flush=True)
+except Interrupted as stop:
+    print("answered", stop.signum, flush=True)
+    sys.exit(stop.exit_code)
+"""
+
+
+@pytest.mark.parametrize("where", ["del", "gc-callback"])
+def test_an_interrupt_inside_a_del_or_a_gc_callback_is_not_swallowed(where):
+    """SIGINT arriving inside a `__del__` or a garbage-collection callback (as it once did
+    inside XLA's, in test_study_runner), where a raised exception is printed and ignored: it
+    is answered after it, in one line, with no traceback (it exited 0, and once printed
+    "Exception ignored" and a traceback)."""
+    proc = subprocess.run([sys.executable, "-c", SWALLOWED, where], capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 130, (proc.stdout, proc.stderr)
+    assert proc.stdout.split() == ["finished", "answered", "2"], proc.stdout
+    assert proc.stderr == "", proc.stderr

@@ -242,13 +242,22 @@ def test_response_curve_is_vmapped_over_alpha():
 
 
 def test_optimal_scaling_published_setting():
+    """α* against a brute-force search of χ^out: a geometric grid of 401 points over
+    [0.05, 2], then 401 points over its best point's neighbours (a resolution of 1e-4
+    relative, ten times finer than one grid of 4001 points, in a fifth of its time)."""
     kw = dict(K0=0.05, sigma_w2=1.25, sigma_b2=0.05)
-    grid = np.geomspace(0.05, 2.0, 4001)
+
+    def brute(L):
+        grid = np.geomspace(0.05, 2.0, 401)
+        best = int(np.argmax(np.asarray(output_response_curve(grid, L=L, **kw))))
+        fine = np.geomspace(grid[max(best - 2, 0)], grid[min(best + 2, 400)], 401)
+        return fine[np.argmax(np.asarray(output_response_curve(fine, L=L, **kw)))]
+
     for L in (5, 10, 30):
         a, chi = optimal_scaling(L=L, **kw)
-        brute = grid[np.argmax(np.asarray(output_response_curve(grid, L=L, **kw)))]
-        assert abs(float(a) / brute - 1) < 2e-3  # the grid's own resolution
-        assert float(chi) >= float(output_response_curve(jnp.array([brute]), L=L, **kw)[0]) - 1e-12
+        best = brute(L)
+        assert abs(float(a) / best - 1) < 2e-4  # twice the fine grid's resolution
+        assert float(chi) >= float(output_response_curve(jnp.array([best]), L=L, **kw)[0]) - 1e-12
         if L >= 10:
             assert abs(float(saturation_formula(L, **kw)) / float(a) - 1) < 0.10
     a30 = float(optimal_scaling(L=30, **kw)[0])

@@ -14,6 +14,7 @@ system's and goes with the process.
 """
 
 import contextlib
+import gc
 import os
 import signal
 import sys
@@ -58,6 +59,23 @@ def message(where: str, signum: int, out: str | os.PathLike | None) -> str:
     return f"{where}: stopped by {name}; {kept}; run it again with --resume to continue"
 
 
+def _swallowing(frame) -> bool:
+    """Whether an exception raised in `frame` would be printed and ignored rather than
+    reach the study: some frame on the way out is a `__del__`, a garbage-collection
+    callback or weak-reference code (whose callbacks run at collection)."""
+    callbacks = {getattr(cb, "__code__", None) for cb in gc.callbacks}
+    while frame is not None:
+        code = frame.f_code
+        if (
+            code.co_name == "__del__"
+            or code in callbacks
+            or code.co_filename.endswith(("weakref.py", "_weakrefset.py"))
+        ):
+            return True
+        frame = frame.f_back
+    return False
+
+
 @contextlib.contextmanager
 def stop_on_signals(
     where: str, out: str | os.PathLike | None = None, *, grace: float = GRACE_SECONDS
@@ -65,7 +83,11 @@ def stop_on_signals(
     """While inside, SIGINT and SIGTERM raise `Interrupted` in the main thread; if it does
     not get there within `grace` seconds (a long compiled loop), the process prints
     `message(where, ...)` and exits at once with 128 + the signal's number. Outside the
-    main thread (where Python cannot set handlers) it does nothing."""
+    main thread (where Python cannot set handlers) it does nothing. A signal that arrives
+    inside a garbage-collection callback, a `__del__` or a weak reference's callback
+    (where Python prints an exception and ignores it: it happened inside XLA's
+    collection callback) is sent again 50 ms later; if the work ends first, `Interrupted`
+    is raised on the way out."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -73,8 +95,19 @@ def stop_on_signals(
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)
 
+    received: list[int] = []
+
+    def resend(signum):
+        if not answered.is_set():
+            os.kill(os.getpid(), signum)
+
     def on_signal(signum, frame):
+        if _swallowing(frame):  # raised here it would be printed and ignored: again soon
+            received.append(signum)
+            threading.Timer(0.05, resend, (signum,)).start()
+            return
         signal.signal(signum, signal.SIG_IGN)  # a second Ctrl-C does not cut the cleanup
+        received.append(signum)
         raise Interrupted(signum)
 
     def watch():
@@ -111,3 +144,5 @@ def stop_on_signals(
         watcher.join(timeout=1.0)
         os.close(write_fd)
         os.close(read_fd)
+    if received:  # the work ended before a signal sent again (above) could be answered
+        raise Interrupted(received[0])
