@@ -244,7 +244,7 @@ def test_response_curve_is_vmapped_over_alpha():
 def test_optimal_scaling_published_setting():
     """α* against a brute-force search of χ^out: a geometric grid of 401 points over
     [0.05, 2], then 401 points over its best point's neighbours (a resolution of 1e-4
-    relative, ten times finer than one grid of 4001 points, in a fifth of its time)."""
+    relative, ten times finer than one grid of 4001 points, in a third of its time)."""
     kw = dict(K0=0.05, sigma_w2=1.25, sigma_b2=0.05)
 
     def brute(L):
