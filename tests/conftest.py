@@ -12,8 +12,10 @@ os.environ.setdefault("MEANFIELD_COMPILE_CACHE", "off")
 # the suite compiles thousands of small programs and is bound by compile time, so it asks
 # XLA's CPU backend for its cheapest compiles (here and in the notebook and CLI
 # subprocesses, which inherit them):
-# - LLVM at -O0: the whole suite from 737 s to 494 s on 2 cores (310 tests, passing at
-#   both levels);
+# - LLVM at -O0 (JAX's `jax_disable_most_optimizations`, from the environment): the whole
+#   suite from 737 s to 494 s on 2 cores (310 tests, passing at both levels); the tests
+#   marked `runs_long`, whose time is in running their programs (16 networks of width 512:
+#   6.2 s at -O0, 1.3 s at -O1), compile at -O1 (XLA_FLAGS below);
 # - the fusions emitted by XLA's older LLVM IR emitters, not its MLIR fusion emitters:
 #   half the backend's compile time (7.2 s -> 3.5 s and 5.8 s -> 3.8 s in two
 #   compile-bound tests; the whole suite's time in benchmarks/RESULTS.md, issue 48).
@@ -24,10 +26,17 @@ os.environ.setdefault("MEANFIELD_COMPILE_CACHE", "off")
 # An XLA_FLAGS that sets either wins (`--xla_backend_optimization_level=3
 # --xla_cpu_use_fusion_emitters=true` runs the suite as users' programs compile).
 SUITE_XLA_FLAGS = {
-    "xla_backend_optimization_level": "0",
+    "xla_backend_optimization_level": "1",
     "xla_cpu_use_fusion_emitters": "false",
 }
+SUITE_ENVIRONMENT = {"JAX_DISABLE_MOST_OPTIMIZATIONS": "1"}
 _flags = os.environ.get("XLA_FLAGS", "")
+if "xla_backend_optimization_level" not in _flags:
+    for _name, _value in SUITE_ENVIRONMENT.items():
+        os.environ.setdefault(_name, _value)
+    # JAX read its environment when it was imported, above: this process too
+    jax.config.update("jax_disable_most_optimizations", os.environ[
+        "JAX_DISABLE_MOST_OPTIMIZATIONS"] not in ("0", "false", "False"))  # fmt: skip
 for _name, _value in SUITE_XLA_FLAGS.items():
     if _name not in _flags:
         _flags = f"{_flags} --{_name}={_value}".strip()
@@ -71,6 +80,22 @@ def _memory_back_after_each_module():
     plt.close("all")
     jax.clear_caches()
     gc.collect()
+
+
+@pytest.fixture(autouse=True)
+def _runs_long(request):
+    """A test marked `runs_long` compiles at -O1 (XLA_FLAGS), not -O0: its time is in
+    running its programs, not in compiling them."""
+    if request.node.get_closest_marker("runs_long") is None or not jax.config.read(
+        "jax_disable_most_optimizations"
+    ):
+        yield
+        return
+    jax.config.update("jax_disable_most_optimizations", False)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_disable_most_optimizations", True)
 
 
 @pytest.fixture
@@ -137,6 +162,9 @@ def pytest_configure(config):
     test during whose setup, call or teardown it was saved reports what is wrong."""
     import sys
 
+    config.addinivalue_line(
+        "markers", "runs_long: its time is in running programs, not compiling them (-O1)"
+    )
     import matplotlib.figure
     from figure_check import points_missing, problems
 

@@ -21,11 +21,11 @@ from meanfield.cli import main
 
 
 def _users_environment() -> dict:
-    """This process's environment without the suite's cheap-compile XLA flags (-O0, the
-    older fusion emitters; conftest.py): the canary compiles as users' programs do."""
-    from conftest import SUITE_XLA_FLAGS
+    """This process's environment without the suite's cheap-compile settings (-O0 or -O1,
+    the older fusion emitters; conftest.py): the canary compiles as users' programs do."""
+    from conftest import SUITE_ENVIRONMENT, SUITE_XLA_FLAGS
 
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if k not in SUITE_ENVIRONMENT}
     flags = [
         f for f in env.get("XLA_FLAGS", "").split() if not any(n in f for n in SUITE_XLA_FLAGS)
     ]
@@ -33,15 +33,29 @@ def _users_environment() -> dict:
     return env
 
 
-def test_the_canary_compiles_as_users_do():
-    """The suite's own cheap-compile flags are set in this process and gone from the
-    canary's: what it checks is what users' programs run."""
-    from conftest import SUITE_XLA_FLAGS
+def test_the_canary_compiles_as_users_do(monkeypatch):
+    """The suite's cheap-compile settings (conftest.py) are gone from the canary's
+    environment, a user's own XLA flags kept: what it checks is what users' programs run."""
+    from conftest import SUITE_ENVIRONMENT, SUITE_XLA_FLAGS
 
-    here = os.environ["XLA_FLAGS"]
-    assert all(f"--{n}={v}" in here for n, v in SUITE_XLA_FLAGS.items()), here
-    users = _users_environment()["XLA_FLAGS"]
-    assert not any(n in users for n in SUITE_XLA_FLAGS), users
+    suite = " ".join(f"--{n}={v}" for n, v in SUITE_XLA_FLAGS.items())
+    monkeypatch.setenv("XLA_FLAGS", f"--xla_cpu_enable_fast_min_max=false {suite}")
+    for k, v in SUITE_ENVIRONMENT.items():
+        monkeypatch.setenv(k, v)
+    users = _users_environment()
+    assert users["XLA_FLAGS"] == "--xla_cpu_enable_fast_min_max=false"
+    assert not any(k in users for k in SUITE_ENVIRONMENT)
+
+
+def test_the_suite_compiles_at_o0_but_where_a_test_runs_long():
+    assert jax.config.read("jax_disable_most_optimizations") == (
+        os.environ.get("JAX_DISABLE_MOST_OPTIMIZATIONS") == "1"
+    )
+
+
+@pytest.mark.runs_long
+def test_a_test_that_runs_long_compiles_at_o1():
+    assert not jax.config.read("jax_disable_most_optimizations")
 
 
 def test_every_hot_path_agrees_with_op_by_op_at_large_widths(tmp_path):

@@ -124,6 +124,7 @@ def test_population_against_quadrature_and_closed_form(init, alpha, L):
     assert abs(post - exact) < 4 * err
 
 
+@pytest.mark.runs_long
 @pytest.mark.parametrize(
     ("architecture", "activation", "init", "alpha"),
     [
@@ -168,6 +169,7 @@ def test_finite_width_plain_relu_closed_form():
         assert abs(exact - math.log(gain / 2)) > 0.03  # the finite-width term is visible
 
 
+@pytest.mark.runs_long
 @pytest.mark.parametrize(
     "architecture, activation, init, alpha",
     [("pre-activation", "tanh", "normal", 1.0), ("plain", "sigmoid", "normal", 1.0),
@@ -206,6 +208,7 @@ def test_finite_width_against_monte_carlo_of_the_model(architecture, activation,
         assert abs(lf.mean() - logs[layer]) < 4 * lf.std() / math.sqrt(S), (layer, lf.mean())
 
 
+@pytest.mark.runs_long
 def test_finite_width_prediction_against_networks():
     """Pre-activation tanh under N(0, 1) weights (σ_w² = N, no infinite-width limit): only
     about sqrt(N/l) coordinates carry the gradient, so the mean of the log-ratio sits below

@@ -142,6 +142,7 @@ def test_an_interval_across_a_threshold_is_ambiguous():
     assert out["ambiguous"] and "local exponent" in out["ambiguous_decisions"][0]
 
 
+@pytest.mark.runs_long
 def test_study_end_to_end_and_refusals(tmp_path, self_checked):
     """A small diagram and transfer: cells classified, agreement counted, the mean-ODE
     learning rate staying put and the unscaled one drifting down; explosions reported

@@ -241,6 +241,7 @@ def test_response_curve_is_vmapped_over_alpha():
         assert abs(float(c) - float(r.chi_out)) < 1e-12
 
 
+@pytest.mark.runs_long
 def test_optimal_scaling_published_setting():
     """α* against a brute-force search of χ^out: a geometric grid of 401 points over
     [0.05, 2], then 401 points over its best point's neighbours (a resolution of 1e-4
@@ -354,6 +355,7 @@ def test_estimate_c_refuses_bad_input(key):
         sampled_deviation(block, law, L=2, M=2, alpha=0.5, x=jnp.ones(4), key=key, nets=0)
 
 
+@pytest.mark.runs_long
 @pytest.mark.parametrize(
     "activation, d, samples, keys, band",
     [("relu", 3, 20_000, 40, (0.7, 1.4)), ("tanh", 3, 20_000, 40, (0.7, 1.4)),

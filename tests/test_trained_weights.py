@@ -95,6 +95,7 @@ def test_an_explosion_returns_the_last_model_with_a_finite_loss(digits):
         np.testing.assert_array_equal(getattr(out.model, name), getattr(before.model, name))
 
 
+@pytest.mark.runs_long
 def test_early_stopping_keeps_the_best_validation_model(digits):
     """With a validation share and patience, training stops early and returns the model of
     the best validation accuracy (not the last one)."""

@@ -10,6 +10,7 @@ import pytest
 import meanfield as mf
 
 
+@pytest.mark.runs_long
 @pytest.mark.parametrize(
     "d, M, L, alpha, sigma_u, sigma_v",
     [
