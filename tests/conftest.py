@@ -70,8 +70,8 @@ def _no_leaked_compile_cache():
 def _memory_back_after_each_module():
     """A test module's compiled programs and figures are let go when it ends: without this
     an xdist worker, which keeps every program the suite has compiled in JAX's in-memory
-    caches, grew to 5.7 GB in 9 minutes and went on growing (issue 48; two workers on the
-    CI's 24 GB machine, and a worker crashed three runs out of three)."""
+    caches, grew to 5.7 GB in 9 minutes and 7.1 GB by the end (issue 48: two such workers
+    share CI's machine, and one crashed in each of its last three runs)."""
     yield
     import gc
 
