@@ -34,9 +34,11 @@ _flags = os.environ.get("XLA_FLAGS", "")
 if "xla_backend_optimization_level" not in _flags:
     for _name, _value in SUITE_ENVIRONMENT.items():
         os.environ.setdefault(_name, _value)
-    # JAX read its environment when it was imported, above: this process too
-    jax.config.update("jax_disable_most_optimizations", os.environ[
-        "JAX_DISABLE_MOST_OPTIMIZATIONS"] not in ("0", "false", "False"))  # fmt: skip
+    # JAX read its environment when it was imported, above: this process too (read as
+    # JAX reads a boolean variable)
+    _true = ("y", "yes", "t", "true", "on", "1")
+    _on = os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"].lower() in _true
+    jax.config.update("jax_disable_most_optimizations", _on)
 for _name, _value in SUITE_XLA_FLAGS.items():
     if _name not in _flags:
         _flags = f"{_flags} --{_name}={_value}".strip()
