@@ -235,8 +235,10 @@ def max_entropy(cfg, stars) -> dict:
 
 
 def _erf_pair(Kaa, Kbb, Kab):
-    """⟨erf(h_a) erf(h_b)⟩ for a centred Gaussian pair (closed form)."""
-    return 2 / jnp.pi * jnp.arcsin(2 * Kab / jnp.sqrt((1 + 2 * Kaa) * (1 + 2 * Kbb)))
+    """⟨erf(h_a) erf(h_b)⟩ for a centred Gaussian pair (closed form), in float64 on the host:
+    `correlation_theory` calls it 4 LONG_DEPTH times on scalars (as JAX operations, 11 s of
+    a small response study; as Python floats, milliseconds)."""
+    return 2 / math.pi * math.asin(2 * Kab / math.sqrt((1 + 2 * Kaa) * (1 + 2 * Kbb)))
 
 
 def resnet_correlation_limit(sigma_w2, sigma_b2) -> float:
