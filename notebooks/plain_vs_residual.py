@@ -50,7 +50,7 @@ from meanfield.training import plain as P_training
 jax.config.update("jax_enable_x64", True)
 SIZE = os.environ.get("MEANFIELD_NOTEBOOK_SIZE", "cpu")
 SIZES = {
-    "test": {"N": 64, "L": 16, "draws": 4, "train_L": [2, 8], "steps": 20},
+    "test": {"N": 64, "L": 8, "draws": 4, "train_L": [2, 8], "steps": 20},
     "cpu": {"N": 512, "L": 64, "draws": 16, "train_L": [2, 8, 32], "steps": 400},
     "gpu": {"N": 2048, "L": 256, "draws": 64, "train_L": [2, 8, 32, 128], "steps": 2000},
 }

@@ -99,7 +99,7 @@ def test_kernel_variants_lower_to_triton_for_a_gpu(lower_for_cuda):
             assert text.count("xla.gpu.triton") == 1, (name, loads)
 
 
-def test_grid_benchmark_splits_the_study_and_times_the_natural_way(tmp_path):
+def test_grid_benchmark_splits_the_study_and_times_the_natural_way(tmp_path, capsys):
     """`grid.py` on a tiny grid: the study's split and settings reach the JSON, and the
     natural part, timed on 3 of its 6 configurations, gives every other configuration
     the times of its nearest timed neighbour."""
@@ -161,17 +161,18 @@ def test_grid_benchmark_splits_the_study_and_times_the_natural_way(tmp_path):
     finite_wall = ours["compile_wait_s"] + ours["finite_s"]
     assert r["ratio_finite_wall"] == pytest.approx(total / finite_wall)
     assert "3 of 6 configurations timed" in r["natural"]["extrapolated"]
+    # refusals: the script's `main` in this process (it refuses while parsing its options,
+    # before it sets any JAX option or runs a study; a process each cost 2 s of start-up)
+    from benchmarks.grid import main as grid_main
+
     for option, value, message in [
         ("--natural-configs", "1", "--natural-configs: must be >= 2, got 1"),
         ("--warm-runs", "0", "--warm-runs: must be >= 1, got 0"),
     ]:
-        bad = subprocess.run(
-            [sys.executable, str(script), "--out", str(tmp_path / "bad"), option, value],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert bad.returncode == 2 and message in bad.stderr, option
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as bad:
+            grid_main(["--out", str(tmp_path / "bad"), option, value])
+        assert bad.value.code == 2 and message in capsys.readouterr().err, option
         assert not (tmp_path / "bad").exists()  # refused before any study ran
 
 
@@ -286,13 +287,20 @@ def test_datasheet_names_one_card_each():
         assert datasheet(other) is None, other
 
 
-def test_depth_loop_runs_on_cpu(tmp_path):
-    """The README's CPU command, on two small shapes of the quick table."""
-    payload = _run(
-        "depth_loop", tmp_path, "--shapes", "quick", "--M", "1", "--L", "64", "--batch", "64",
-        "--methods", "scan,unroll",
+@pytest.fixture(scope="module")
+def depth_loop_readme(tmp_path_factory):
+    """The README's CPU command (every method: `pallas` is skipped on a CPU without
+    `--pallas-interpret`), on the small shapes of the quick table at M 1, L 64, batch 64."""
+    return _run(
+        "depth_loop", tmp_path_factory.mktemp("depth_loop"), "--shapes", "quick", "--M", "1",
+        "--L", "64", "--batch", "64",
     )  # fmt: skip
-    rows = payload["rows"]
+
+
+def test_depth_loop_runs_on_cpu(depth_loop_readme):
+    """The README's CPU command, on two small shapes of the quick table: the scan and the
+    unrolled scan (the fused kernels: the next test)."""
+    rows = [r for r in depth_loop_readme["rows"] if r["method"] != "pallas"]
     assert {(r["method"], r["pass"]) for r in rows} == {
         (m, p) for m in ("scan", "unroll") for p in ("forward", "forward+backward")
     }
@@ -301,7 +309,7 @@ def test_depth_loop_runs_on_cpu(tmp_path):
         assert r["flops"] == flop_count_hand(8, 1, 64, 64, r["pass"]), r
 
 
-def test_depth_loop_runs_the_fused_kernels_interpreted(tmp_path):
+def test_depth_loop_runs_the_fused_kernels_interpreted(tmp_path, depth_loop_readme):
     """`--methods pallas` maps to the fused kernels (`FusedLoop` with the tiling options),
     interpreted on a CPU with `--pallas-interpret` and skipped there without it; `auto`
     marks the loop that `AutoLoop` takes (the scan on a CPU)."""
@@ -318,7 +326,7 @@ def test_depth_loop_runs_the_fused_kernels_interpreted(tmp_path):
             assert r["auto_choice"] == "scan", r
             assert r["note"] == ("auto" if r["method"] == "scan" else ""), r
     if on_cpu:  # without --pallas-interpret a CPU skips the kernels and says why
-        rows = _run("depth_loop", tmp_path / "skipped", *args)["rows"]
+        rows = depth_loop_readme["rows"]  # the same shapes, every method, no tiling options
         pallas = [r for r in rows if r["method"] == "pallas"]
         assert len(pallas) == 2 and all("--pallas-interpret" in r["note"] for r in pallas)
 

@@ -156,6 +156,25 @@ def _cli(*argv, cwd=ROOT):
     )
 
 
+def _cli_here(argv, capsys, monkeypatch):
+    """`meanfield study mean-ode ARGV` run in this process (`meanfield.cli.main`, from the
+    repository's root as `_cli`): its exit status and what it wrote to stderr. A Python
+    warning raised on the way fails the test (in a process of its own it would be a
+    second line on stderr)."""
+    import warnings
+
+    from meanfield.cli import main
+
+    monkeypatch.chdir(ROOT)
+    capsys.readouterr()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(SystemExit) as exit_:  # argparse's refusals exit; main returns
+            raise SystemExit(main(["study", "mean-ode", *argv]))
+    assert not caught, [str(w.message) for w in caught]
+    return exit_.value.code, capsys.readouterr().err
+
+
 def _bad_files(tmp_path):
     (tmp_path / "bad.py").write_text(
         "import jax.numpy as jnp, jax.random as jr\n"
@@ -220,25 +239,36 @@ def _bad_files(tmp_path):
         ),
     ],
 )
-def test_bad_block_or_law_is_one_line_naming_the_option(tmp_path, argv, flag, text):
+def test_bad_block_or_law_is_one_line_naming_the_option(
+    tmp_path, argv, flag, text, capsys, monkeypatch
+):
+    """Refused before anything is written, in one line on stderr naming the option, exit
+    status 2: through `meanfield.cli.main` in this process (a fresh Python process per case
+    cost 2 s of start-up each), and the case whose law is `builtins.exit` (which also
+    closes stdin) as its own `python -m meanfield` process, as users run it."""
     bad = str(_bad_files(tmp_path))
     argv = [a.replace("BAD", bad).replace("EXITS", str(tmp_path / "exits.py")) for a in argv]
     out = tmp_path / "out"
-    result = _cli(*argv, "--out", str(out), "--no-progress")
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
+    argv = [*argv, "--out", str(out), "--no-progress"]
+    if "builtins:exit" in argv:
+        result = _cli(*argv)
+        code, stderr = result.returncode, result.stderr
+    else:
+        code, stderr = _cli_here(argv, capsys, monkeypatch)
+    assert code == 2, stderr
+    lines = stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"meanfield study mean-ode: error: {flag}:")
     assert text in lines[0], lines[0]
     assert not out.exists()  # refused before anything was written
 
 
-def test_a_heavy_tailed_law_is_reported_not_fitted(tmp_path):
+def test_a_heavy_tailed_law_is_reported_not_fitted(tmp_path, capsys, monkeypatch):
     out = tmp_path / "cauchy"
-    result = _cli(
-        "--block", f"{USER}:SineUnit", "--law", f"{USER}:cauchy_law", "--out", str(out),
-        "--no-progress",
+    code, stderr = _cli_here(
+        ["--block", f"{USER}:SineUnit", "--law", f"{USER}:cauchy_law", "--out", str(out),
+         "--no-progress"], capsys, monkeypatch,
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    assert code == 0, stderr
     r = json.loads((out / "results.json").read_text())
     assert r["verdict"].startswith("not judged") and r["fits"] == [] and r["points"] == []
     assert r["first_pass"]["heavy_tailed"] and "heavy-tailed" in r["warnings"][0]
@@ -300,6 +330,7 @@ def test_auto_design_on_a_small_budget(tmp_path, monkeypatch):
 
     monkeypatch.setitem(mean_ode_design.AUTO, "quick", SMALL)
     monkeypatch.setattr(mean_ode_design, "PILOT_POINTS", [(2, 1), (2, 16), (8, 1), (8, 16)])
+    drawn = _record_drawn(monkeypatch)  # what the study's own figures draw
     r = mf.mean_ode_study(Ridge(), ridge_law, out=str(tmp_path / "auto"), seeds=4, no_progress=True)
     design = r["design"]
     assert r["config"]["design"] == "auto" and r["reference"]["method"] == "monte-carlo"
@@ -325,13 +356,14 @@ def test_auto_design_on_a_small_budget(tmp_path, monkeypatch):
     assert r["grid"]["L"] == lines["L"] and r["grid"]["L_for_M"] == lines["L_for_M"]
     assert r["config"]["L"] != r["grid"]["L"]  # the preset's depths were not run
     assert r["config"]["law"].endswith("ridge_law")  # a function's name, not its type
-    _every_point_drawn(tmp_path / "auto", r, monkeypatch)
+    assert drawn, "the study drew no series"
+    _every_point_drawn(drawn, r)
 
 
-def _every_point_drawn(out, r, monkeypatch):
-    """Every finished point at the figure's step on the grid's lines is drawn: (L, Δ^h) in
-    the top row, (M, Δ^h) at L_for_M in the bottom row."""
-    from meanfield.studies import mean_ode, mean_ode_plot
+def _record_drawn(monkeypatch) -> list:
+    """The (x, y) of every series the mean-ODE figures draw from here on (a list that
+    fills as they are drawn: the study's own figures, `mean_ode.plot`)."""
+    from meanfield.studies import mean_ode_plot
 
     drawn = []
 
@@ -341,7 +373,12 @@ def _every_point_drawn(out, r, monkeypatch):
 
     real = mean_ode_plot.loglog_series
     monkeypatch.setattr(mean_ode_plot, "loglog_series", record)
-    mean_ode.plot(out, r)
+    return drawn
+
+
+def _every_point_drawn(drawn, r):
+    """Every finished point at the figure's step on the grid's lines is drawn: (L, Δ^h) in
+    the top row, (M, Δ^h) at L_for_M in the bottom row."""
     grid, k = r["grid"], r["config"]["steps"]
     for p in r["points"]:
         if p["steps"] != k:

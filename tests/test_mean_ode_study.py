@@ -308,11 +308,16 @@ def test_study_points_equal_a_direct_computation(tiny_run):
         grid = mf.limit_on_grid(sol, L)
         point = {p["steps"]: p for p in r["points"] if (p["L"], p["M"]) == (L, M)}
         key = jr.fold_in(jr.fold_in(jr.fold_in(jr.key(cfg["seed"]), 2), L), M)
-        for s, k in enumerate(jr.split(key, cfg["seeds"])):
+
+        @jax.jit  # one seed's network and its errors: compiled once for the seeds of (L, M)
+        def seed_errors(k, L=L, M=M, grid=grid):
             net = mf.ResNet(block, draw_units(law, k, L, M), 1.0 / (L * M))
-            errs = coupled_errors(
+            return coupled_errors(
                 net, xs, ys, LimitOnGrid(h=grid.h, b=grid.b), learning_rate=cfg["lr"]
             )
+
+        for s, k in enumerate(jr.split(key, cfg["seeds"])):
+            errs = seed_errors(k)
             for step in range(cfg["steps"] + 1):
                 for q, got in (("delta_h", errs.delta_h), ("delta_b", errs.delta_b),
                                ("delta_z", errs.delta_z)):  # fmt: skip
@@ -364,9 +369,11 @@ def test_figure_check_reports_a_point_the_figure_leaves_out(
 
     out = tmp_path / "copy"
     shutil.copytree(tiny_run, out)
-    assert check_figures([str(tmp_path)]) == 0  # the command for finished folders
-    replot(out)
-    assert figure_problems == []  # the study's own figures draw every point
+    # the command for finished folders: the copy's figures redrawn and checked as the
+    # tests check them (`figure_check`'s `problems` and `points_missing`, as `replot` below
+    # is checked into `figure_problems`): the study's own figures draw every point
+    assert check_figures([str(tmp_path)]) == 0
+    assert figure_problems == []
     series = mean_ode_plot.loglog_series
 
     def drop_last(ax, x, mean, *args, **kwargs):

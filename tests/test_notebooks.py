@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_custom_block import SMALL
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.py"))
@@ -59,6 +58,16 @@ def test_notebook_executes(path, tmp_path):
         assert not saved
 
 
+# the budget of the README test's automatic design: that of `test_custom_block.SMALL`, but a
+# final Monte-Carlo reference of at most 2^15 particles (not 2^17: 4 s less). The design is
+# the same in kind: no line against L (the reference's error allows depths up to 2), a line
+# against M (widths 1..8 at L = 8), and points below 10x the reference's error left out
+README_BUDGET = {
+    "max_depth": 32, "max_width": 2**12, "units": 2**16, "pilot_seeds": 2,
+    "pilot_particles": 2**12, "particles_max": 2**15,
+}  # fmt: skip
+
+
 def _python_blocks(text):
     """The ```python blocks of a markdown text, in order."""
     return re.findall(r"```python\n(.*?)```", text, flags=re.S)
@@ -79,7 +88,7 @@ def test_readme_custom_block_snippet_runs(tmp_path, monkeypatch, capsys):
     (tmp_path / "myblocks.py").write_text(blocks[first])
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(mean_ode_design.AUTO, "quick", SMALL)
+    monkeypatch.setitem(mean_ode_design.AUTO, "quick", README_BUDGET)
     monkeypatch.setattr(mean_ode_design, "PILOT_POINTS", [(2, 1), (2, 16), (8, 1), (8, 16)])
     namespace: dict = {}
     with jax.enable_x64(True):
@@ -92,6 +101,7 @@ def test_readme_custom_block_snippet_runs(tmp_path, monkeypatch, capsys):
         f for f in results["fits"] if f["quantity"] == "delta_h" and f.get("against") in ("L", "M")
     ]
     assert fitted and all(f"{f['against']} " in out for f in fitted), out
+    assert any(len(f["sizes"]) >= 3 and f["slope"] is not None for f in fitted), fitted
     by = {(p["L"], p["M"], p["steps"]): p for p in results["points"]}
     for f in fitted:
         for size in f["sizes"]:

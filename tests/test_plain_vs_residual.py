@@ -276,12 +276,24 @@ def test_configurations_cover_the_issue():
 
 
 def test_study_small_run_and_refusals(tmp_path, self_checked):
+    # the smallest grid that still fits a rate (two depths L <= N/16) and judges the
+    # degradation (two trained depths); its cost is in running the post-activation
+    # predictions (populations of 2^19 paths through L layers, -O0) and in compiling:
+    # `train_steps` equal to the self-check's own (SELF_CHECK_STEPS) lets the check's
+    # compiled training reuse the run's programs; seed 1 makes the self-check draw a
+    # training point (`parttrain_L2`, as seed 0 did at L = 4, 8), so that the check's
+    # short-training route (compiled and op by op) stays the one exercised
+    from meanfield.studies.plain_vs_residual import SELF_CHECK_STEPS
+
     res = run_study(
-        "plain-vs-residual", out=str(tmp_path / "s"), L=[4, 8], N=128, seeds=3,
-        activations="relu", train_L=[2, 3], train_steps=5, train_seeds=2, no_progress=True,
+        "plain-vs-residual", out=str(tmp_path / "s"), L=[2, 4], N=64, seeds=3,
+        activations="relu", train_L=[2, 3], train_steps=SELF_CHECK_STEPS, train_seeds=2,
+        seed=1, no_progress=True,
     )  # fmt: skip
     assert len(res["gradient_rates"]) == 15
     self_checked(res)
+    assert [c["point"] for c in res["self_check"]] == ["parttrain_L2"]
+    assert all(r["fitted_depths"] == [2, 4] for r in res["gradient_rates"])
     for r in res["gradient_rates"]:
         assert {"architecture", "activation", "init", "rate", "rate_ci", "predicted"} <= set(r)
     assert {c["architecture"] for c in res["degradation"]} == {

@@ -178,8 +178,11 @@ def test_a_failed_fixed_d_solve_is_left_out_and_said(monkeypatch):
         return eqx.tree_at(lambda m: m.ok, out, jnp.asarray(ok))
 
     monkeypatch.setattr(shapes._Study, "_limit", limit)
+    # the grid of `test_small_study_end_to_end` (its point L=4 M=4 D=8 is the one taken
+    # here): the limits' solves on the same depths, compiled once for both tests
     cfg = dict(activation="identity", sigma_in=1.0, sigma_out=1.0, s_u=1.0, s_v=1.0,
-               lr_u=0.1, lr_v=0.1, steps=1, L=[4], M=[4], D=[8], seeds=3, seed=0)  # fmt: skip
+               lr_u=0.1, lr_v=0.1, steps=1, L=[4, 8, 16], M=[4, 16], D=[8, 32], seeds=3,
+               seed=0)  # fmt: skip
     study = shapes._Study(cfg, jnp.asarray(shapes.DATA_X), jnp.asarray(shapes.DATA_Y))
     p = {"L": 4, "M": 4, "D": 8, **study.point({"L": 4, "M": 4, "D": 8})}
     assert p["fixed_D_solves_ok"] is False and p["fixed_D_solves_failed"] == 1

@@ -39,6 +39,16 @@ def test_forward_is_the_res1_recursion(key):
     assert float(model.scale) == pytest.approx(L**-beta)
 
 
+# the training of `test_training_learns_the_digits`, compiled once for its three laws (the
+# law only draws the initial weights: the networks, and so the program, are the same)
+_train_two = jax.jit(
+    jax.vmap(
+        lambda m, k, data: res1_training.train_res1(m, data, key=k, steps=200, lr=3e-3),
+        in_axes=(0, 0, None),
+    )
+)
+
+
 @pytest.mark.parametrize(
     "law", [IIDGaussianLaw(16), SmoothGPLaw(16), FractionalBrownianLaw(16, 0.7)], ids=str
 )
@@ -51,10 +61,7 @@ def test_training_learns_the_digits(digits, law):
         for s in range(2)
     ]
     stacked = jax.tree.map(lambda *a: jnp.stack(a), *models)
-    run = jax.jit(
-        jax.vmap(lambda m, k: res1_training.train_res1(m, data, key=k, steps=200, lr=3e-3))
-    )
-    out = run(stacked, jr.split(jr.key(2), 2))
+    out = _train_two(stacked, jr.split(jr.key(2), 2), data)
     acc = np.asarray(out.test_accuracy)
     assert np.all(acc > 0.85), acc
     assert not np.any(np.asarray(out.exploded))
