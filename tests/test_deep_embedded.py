@@ -4,6 +4,8 @@ the Gaussian's second moments exactly (for linear ρ such a network *is* an Eule
 depth for the limit, so it converges at rate 1/L, and Richardson extrapolation removes that
 term), plus random networks at growing size."""
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -75,6 +77,7 @@ def test_train_is_the_seed_update_rule(key):
         u, v = u + du, v + dv
 
 
+@functools.partial(jax.jit, static_argnums=(1, 2))  # one program per L (op by op: a dozen)
 def matched_units(key, L, D, s_u, s_v):
     """M = 4D units per layer whose empirical mean is 0 and covariance exactly
     diag(s_u² D I, s_v² D I) (the points ±sqrt(2D) e_i of R^{2D}, randomly rotated)."""
