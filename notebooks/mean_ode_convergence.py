@@ -40,7 +40,7 @@ from meanfield.io.plotting import show
 jax.config.update("jax_enable_x64", True)  # the reference limit is computed in float64
 SIZE = os.environ.get("MEANFIELD_NOTEBOOK_SIZE", "cpu")
 SIZES = {
-    "test": dict(L=[4, 16], M=[1, 16], L_for_M=16, seeds=4, order=24),
+    "test": dict(L=[4, 8, 16], M=[1, 16], L_for_M=16, seeds=4, order=24),
     "cpu": dict(L=[8, 16, 32, 64], M=[1, 4, 16, 64, 4096], L_for_M=512, seeds=8, order=256),
     "gpu": dict(
         L=[8, 16, 32, 64, 128, 256], M=[1, 4, 16, 64, 256, 65536], L_for_M=8192, seeds=64, order=256

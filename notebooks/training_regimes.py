@@ -52,7 +52,7 @@ from meanfield.studies.regimes import task
 jax.config.update("jax_enable_x64", True)
 SIZE = os.environ.get("MEANFIELD_NOTEBOOK_SIZE", "cpu")
 SIZES = {
-    "test": dict(Ls=[8, 32], seeds=1),
+    "test": dict(Ls=[8, 16, 32], seeds=2),
     "cpu": dict(Ls=[8, 16, 32, 64, 128], seeds=4),
     "gpu": dict(Ls=[8, 16, 32, 64, 128, 256, 512, 1024], seeds=8),
 }
