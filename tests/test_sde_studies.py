@@ -91,35 +91,27 @@ def test_phases_study_rademacher_and_fbm_heatmap(tmp_path, self_checked):
     assert "stability_bounds" in r
     rows = r["stability_bounds"]["per_L"]
     assert all(0 <= f["fraction_inside"] <= 1 for row in rows for f in row["forward_sq"])
-    # the study's self-check is the run above's; this run's would recompute the same
-    # program with the fBm law's weights, whose path (Davies-Harte) the sde study's fbm
-    # run checks compiled against op by op (as the brownian run of the sde test leaves its
-    # check to fbm's). Its heatmap spans a rough and a smooth Hurst index, the smooth one
-    # the run's own H = 0.7, whose draws the heatmap's row reuses (one program fewer)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MEANFIELD_NO_SELF_CHECK", "1")
-        f = _run(
-            tmp_path / "fbm",
-            "phases",
-            "--weights",
-            "fbm",
-            "--hurst",
-            "0.7",
-            "--L",
-            "8,16",
-            "--beta",
-            "0.25,0.75,1.25",
-            "--seeds",
-            "8",
-            "--d",
-            "8",
-            "--bootstrap",
-            "20",
-            "--heatmap-hurst",
-            "0.3,0.7",
-        )
-    assert not f["self_check"] and f["self_check_skipped"]
-    assert f["heatmap"]["hurst"] == [0.3, 0.7]
+    f = _run(
+        tmp_path / "fbm",
+        "phases",
+        "--weights",
+        "fbm",
+        "--hurst",
+        "0.7",
+        "--L",
+        "8,16",
+        "--beta",
+        "0.25,0.75,1.25",
+        "--seeds",
+        "8",
+        "--d",
+        "8",
+        "--bootstrap",
+        "20",
+        "--heatmap-hurst",
+        "0.3,0.9",
+    )
+    assert f["heatmap"]["hurst"] == [0.3, 0.9]
     assert len(f["heatmap"]["slope_forward"]) == 2
     assert sorted(p.name for p in (tmp_path / "fbm").glob("*.png"))
 
