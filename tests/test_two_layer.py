@@ -253,6 +253,7 @@ def test_the_collapse_verdict_follows_the_data():
     grows = _collapse(cfg, points(lambda D: 0.3 * math.sqrt(D)))
     assert grows["hidden_error"]["collapses_against"] == "D/M"
     none = _collapse(cfg, points(lambda D: 0.3, bad=(64,)))
-    assert none["output_error"]["collapses_against"] is None and "fewer than two" in (
-        none["output_error"]["reason"]
+    assert (
+        none["output_error"]["collapses_against"] is None
+        and "fewer than two" in (none["output_error"]["reason"])
     )
