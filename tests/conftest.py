@@ -73,15 +73,32 @@ def _memory_back_after_each_module():
     """A test module's compiled programs and figures are let go when it ends: without this
     an xdist worker, which keeps every program the suite has compiled in JAX's in-memory
     caches, grew to 5.7 GB in 9 minutes and 7.1 GB by the end (issue 48: two such workers
-    share CI's machine, and one crashed in each of its last three runs)."""
+    share CI's machine, and one crashed in each of its last three runs). They are let go
+    only once the worker holds more than `KEEP_COMPILED_BELOW` bytes: below it the next
+    module reuses what this one compiled (eager operations included, which JAX compiles
+    one primitive at a time and `clear_caches` forgets)."""
     yield
     import gc
 
     import matplotlib.pyplot as plt
 
     plt.close("all")
-    jax.clear_caches()
-    gc.collect()
+    if _resident_bytes() > KEEP_COMPILED_BELOW:
+        jax.clear_caches()
+        gc.collect()
+
+
+KEEP_COMPILED_BELOW = int(float(os.environ.get("MEANFIELD_TEST_KEEP_COMPILED_GB", "2")) * 2**30)
+
+
+def _resident_bytes() -> int:
+    """This process's resident memory in bytes (Linux's /proc; elsewhere 'always large', so
+    that the caches are let go after every module as before)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 1 << 62
 
 
 @pytest.fixture(autouse=True)

@@ -38,8 +38,18 @@ def test_hermite_rule_matches_numpy_and_moments():
     x, w = hermite_rule(300)  # beyond numpy's overflow
     for k, moment in ((2, 1.0), (4, 3.0), (6, 15.0)):
         assert abs(float(w @ x**k) - moment) < 1e-9 * moment
-    # a dense order x order eigenproblem: 65536 (a one-coordinate law's default before the
-    # cap) asked numpy for 32 GiB
+    # at the theory's default order, the tridiagonal eigensolver's nodes are the dense
+    # Jacobi matrix's eigenvalues, and the rule integrates the Gaussian's moments
+    order = 2048
+    off = np.sqrt(np.arange(1, order, dtype=np.float64))
+    dense = np.linalg.eigvalsh(np.diag(off, 1) + np.diag(off, -1))
+    x, w = hermite_rule(order)
+    assert x.shape == w.shape and len(x) > 1000  # weights below 1e-308 dropped: 1050 kept
+    gap = np.abs(dense[None, :] - x[:, None])  # each kept node, in the dense spectrum
+    assert len(set(gap.argmin(axis=1))) == len(x) and gap.min(axis=1).max() < 1e-11
+    for k, moment in ((2, 1.0), (4, 3.0), (8, 105.0)):
+        assert abs(float(w @ x**k) - moment) < 1e-10 * moment
+    # 65536 (a one-coordinate law's default before the cap) asked numpy for 32 GiB
     with pytest.raises(ValueError, match="^order must be at most 4096"):
         hermite_rule(4097)
 

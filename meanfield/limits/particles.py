@@ -28,7 +28,7 @@ from ..blocks.base import AbstractUnitBlock
 from ..laws.unit import AbstractGaussianLaw, AbstractLaw
 
 MAX_QUADRATURE_NODES = 2**22
-# Golub–Welsch here diagonalises a dense order × order matrix: 4096 takes about a second
+# Golub–Welsch's weights here cost order² operations (4096: about a tenth of a second)
 MAX_HERMITE_ORDER = 4096
 
 
@@ -78,7 +78,8 @@ def hermite_rule(order: int) -> tuple[np.ndarray, np.ndarray]:
     """Nodes and weights of the Gauss–Hermite rule for the standard normal law.
 
     Golub–Welsch: the nodes are the eigenvalues of the Jacobi matrix of the
-    probabilists' Hermite polynomials (off-diagonal sqrt(k)); the weights are the
+    probabilists' Hermite polynomials (off-diagonal sqrt(k); LAPACK's tridiagonal
+    eigensolver, 0.05 s at order 2048 where a dense one takes 0.45 s); the weights are the
     Christoffel numbers `1 / Σ_k p_k(x_i)²` of the orthonormal polynomials (equal to the
     squared first eigenvector components, without computing eigenvectors). Stable for
     any order (numpy's `hermegauss` overflows beyond a few hundred nodes); weights that
@@ -86,11 +87,11 @@ def hermite_rule(order: int) -> tuple[np.ndarray, np.ndarray]:
     """
     check_positive_int(order, "order")
     if order > MAX_HERMITE_ORDER:
-        raise ValueError(
-            f"order must be at most {MAX_HERMITE_ORDER} (dense Golub–Welsch), got {order}"
-        )
+        raise ValueError(f"order must be at most {MAX_HERMITE_ORDER} (Golub–Welsch), got {order}")
+    import scipy.linalg  # here: 0.15 s of every import of meanfield otherwise
+
     off = np.sqrt(np.arange(1, order, dtype=np.float64))
-    nodes = np.linalg.eigvalsh(np.diag(off, 1) + np.diag(off, -1))
+    nodes = scipy.linalg.eigvalsh_tridiagonal(np.zeros(order), off)
     total = np.zeros_like(nodes)
     p_prev, p = np.zeros_like(nodes), np.ones_like(nodes)
     with np.errstate(over="ignore", invalid="ignore"):
