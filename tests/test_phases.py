@@ -324,3 +324,23 @@ def test_gradient_flow_identity(loss):
         r = gradient_flow_identity(net, x, y, key=kz, draws=4000, loss=loss)
         assert abs(float(r.flow_mean) - float(r.backward)) < 4 * float(r.flow_se), r
         assert float(r.backward) != pytest.approx(1.0, abs=0.05)  # not trivially 1
+
+
+def test_critical_beta_note_says_what_was_measured():
+    """The note of critical_beta.png follows the numbers: none where the theory lies in
+    the interval; where it does not, the depths and the measured slope at the theory's β
+    (whatever its sign), and no claim of where the crossing moves."""
+    from meanfield.studies.phases_plot import theory_note
+
+    betas = [0.5, 0.75, 1.0]
+    cfg = {"L": [16, 32, 64]}
+    inside = {"ci95": [0.7, 0.8], "theory": 0.75, "slopes": [0.5, -0.1, -0.3]}
+    assert theory_note(cfg, betas, inside) is None
+    for slope in (-0.1, 0.2):
+        outside = {"ci95": [0.6, 0.7], "theory": 0.75, "slopes": [0.5, slope, -0.3]}
+        note = theory_note(cfg, betas, outside)
+        assert note is not None and "L = 16..64" in note
+        assert f"forward slope is {slope:+.3f}" in note and "moves" not in note
+    off_grid = {"ci95": [0.6, 0.7], "theory": 0.8, "slopes": [0.5, -0.1, -0.3]}
+    assert "slope is" not in theory_note(cfg, betas, off_grid)
+    assert theory_note(cfg, betas, {"ci95": None, "theory": 0.75, "slopes": [0, 0, 0]}) is None

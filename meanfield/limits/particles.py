@@ -91,7 +91,7 @@ def hermite_rule(order: int) -> tuple[np.ndarray, np.ndarray]:
     import scipy.linalg  # here: 0.15 s of every import of meanfield otherwise
 
     off = np.sqrt(np.arange(1, order, dtype=np.float64))
-    nodes = scipy.linalg.eigvalsh_tridiagonal(np.zeros(order), off)
+    nodes = np.asarray(scipy.linalg.eigvalsh_tridiagonal(np.zeros(order), off), np.float64)
     total = np.zeros_like(nodes)
     p_prev, p = np.zeros_like(nodes), np.ones_like(nodes)
     with np.errstate(over="ignore", invalid="ignore"):
