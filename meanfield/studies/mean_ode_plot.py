@@ -141,7 +141,7 @@ def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor
         "dotted: theory slope; grey: the other widths M",
         fontsize=10,
     )
-    layout(fig)
+    layout(fig, dpi=120)
     path = Path(out) / ("convergence.png" if steps is None else f"convergence_step{k}.png")
     fig.savefig(path, dpi=120)
     plt.close(fig)

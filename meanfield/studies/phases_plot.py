@@ -121,7 +121,7 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
         f"(or most draws exploded), stability |s| ≤ {tol:g}, identity s < −{tol:g}",
         fontsize=9,
     )
-    layout(fig)
+    layout(fig, dpi=120)
     written.append(out / "phases.png")
     fig.savefig(written[-1], dpi=120)
     plt.close(fig)
@@ -159,7 +159,7 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
     ax.set_ylabel("slope of log median ratio vs log L")
     ax.set_title(f"critical β, {title}", fontsize=9)
     ax.legend(fontsize=6.5)
-    layout(fig)
+    layout(fig, dpi=120)
     written.append(out / "critical_beta.png")
     fig.savefig(written[-1], dpi=120)
     plt.close(fig)
@@ -206,7 +206,7 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
         ax.set_ylabel("β")
         ax.set_title("fBm weights: identity (blue) / explosion (red)", fontsize=9)
         ax.legend(fontsize=7, loc="upper left")
-        layout(fig)
+        layout(fig, dpi=120)
         written.append(out / "heatmap.png")
         fig.savefig(written[-1], dpi=120)
         plt.close(fig)
@@ -409,7 +409,7 @@ def _weight_paths(out, cfg) -> Path:
     axes[1, 0].set_ylabel("entry of sqrt(d) V_k")
     fig.suptitle(f"Scaling and weight regularity: one entry of the weights along depth (L = {L})",
                  fontsize=10)  # fmt: skip
-    layout(fig)
+    layout(fig, dpi=110)
     path_out = out / "weight_paths.png"
     fig.savefig(path_out, dpi=110)
     plt.close(fig)

@@ -42,7 +42,7 @@ def _figures(out: Path, cfg, configs, points, rates, degradation):
         f"Backpropagated gradient norm through depth at initialisation (N = {cfg['N']}, "
         f"mean over {cfg['seeds']} draws)"
     )
-    layout(fig)
+    layout(fig, dpi=110)
     fig.savefig(out / "gradient_norms.png", dpi=110)
     plt.close(fig)
 
@@ -89,7 +89,7 @@ def _figures(out: Path, cfg, configs, points, rates, degradation):
     ax.set_title(f"Per-layer gradient growth rate: measured (N = {cfg['N']}, 95% CI) vs theory",
                  fontsize=9)  # fmt: skip
     ax.legend(fontsize=7, loc="upper left")
-    layout(fig)
+    layout(fig, dpi=110)
     fig.savefig(out / "gradient_rates.png", dpi=110)
     plt.close(fig)
 
@@ -117,7 +117,7 @@ def _figures(out: Path, cfg, configs, points, rates, degradation):
         "bars: loss ×/÷ its geometric spread, accuracy ± std",
         fontsize=9,
     )
-    layout(fig)
+    layout(fig, dpi=110)
     fig.savefig(out / "degradation.png", dpi=110)
     plt.close(fig)
     _training_curves(out, cfg, degradation)
@@ -248,7 +248,7 @@ def _training_curves(out, cfg, degradation):
         f"{cfg['lr']}, width {cfg['train_N']}); mean over {cfg['train_seeds']} draws",
         fontsize=10,
     )
-    layout(fig)
+    layout(fig, dpi=110)
     fig.savefig(out / "training_curves.png", dpi=110)
     plt.close(fig)
 

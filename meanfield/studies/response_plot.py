@@ -63,7 +63,7 @@ def make_figures(out, cfg, theory, stars, points, by_part):
     ax[1].set(xlabel="layer l", ylabel=r"response $\eta^l$", title="(b) response increments")
     ax[0].legend(fontsize=7)
     ax[1].legend(fontsize=6)
-    layout(fig)
+    layout(fig, dpi=120)
     fig.savefig(out / "figure2_resnet_vs_ffnet.png", dpi=120)
     plt.close(fig)
 
@@ -126,7 +126,7 @@ def make_figures(out, cfg, theory, stars, points, by_part):
     ax[2].plot(theory["K0_grid"], theory["formula_K0"], "-", label="saturation formula")
     ax[2].set(xscale="log", xlabel="K⁰", ylabel="α*", title=f"(c) L={L_max}")
     ax[2].legend(fontsize=7)
-    layout(fig)
+    layout(fig, dpi=120)
     fig.savefig(out / "figure4_optimal_scaling.png", dpi=120)
     plt.close(fig)
 
@@ -154,7 +154,7 @@ def make_figures(out, cfg, theory, stars, points, by_part):
         a.set(xscale="log", xlim=(0.02, 3))
     ax[0].legend(fontsize=7)
     ax[1].legend(fontsize=7)
-    layout(fig)
+    layout(fig, dpi=120)
     fig.savefig(out / "figure5_universality.png", dpi=120)
     plt.close(fig)
 
@@ -207,7 +207,7 @@ def make_figures(out, cfg, theory, stars, points, by_part):
         ax[1].legend(fontsize=7)  # one legend for both panels (the kernel's curves fill its own)
         ax[4].legend(fontsize=7)
         ax[5].legend(fontsize=7)
-        layout(fig)
+        layout(fig, dpi=120)
         fig.savefig(out / "simulation_vs_theory.png", dpi=120)
         plt.close(fig)
 
@@ -334,7 +334,7 @@ def paper_figures(out, cfg, theory, paper):
                f"K⁰ = {cfg['K0']}")  # fmt: skip
         ax.title.set_fontsize(8)
         ax.legend(fontsize=6)
-    layout(fig)
+    layout(fig, dpi=100)
     fig.savefig(out / "response_figures_1b_3_4c_6.png", dpi=100)
     plt.close(fig)
 
@@ -387,6 +387,6 @@ def paper_figures(out, cfg, theory, paper):
                title="maximum-entropy condition (Supplementary B)")  # fmt: skip
         ax.title.set_fontsize(8)
         ax.legend(fontsize=6)
-    layout(fig)
+    layout(fig, dpi=100)
     fig.savefig(out / "response_correlations.png", dpi=100)
     plt.close(fig)

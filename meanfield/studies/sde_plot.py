@@ -59,7 +59,7 @@ def plot_strong_error(out, cfg, points, fits, reference) -> Path:
         "bars: ×/÷ the seeds' geometric spread; dashed: fitted slope",
         fontsize=8,
     )
-    layout(fig)
+    layout(fig, dpi=120)
     path = Path(out) / "strong_error.png"
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -62,7 +62,7 @@ def _figures(out, cfg, points, fits, laws, shapes):
         "dashed: fit)",
         fontsize=10,
     )
-    layout(fig)
+    layout(fig, dpi=110)
     fig.savefig(Path(out) / "shapes_rates.png", dpi=110)
     plt.close(fig)
 
@@ -88,7 +88,7 @@ def _figures(out, cfg, points, fits, laws, shapes):
     ax.set_xticks(np.arange(3) + 0.4 - width / 2, ["L ~ P^λ", "M ~ P^μ", "D ~ P^δ"])
     ax.set(ylabel="exponent of the budget P", title="optimal shape at a fixed budget P ≈ 2LMD")
     ax.legend(fontsize=7)
-    layout(fig)
+    layout(fig, dpi=110)
     fig.savefig(Path(out) / "shapes_grid.png", dpi=110)
     plt.close(fig)
 
@@ -141,7 +141,7 @@ def _errors_figure(out, cfg, points, k):
         "their geometric spread",
         fontsize=10,
     )
-    layout(fig, rect=(0, 0, 1, 0.98))
+    layout(fig, dpi=90, rect=(0, 0, 1, 0.98))
     stem = "shapes_errors" if k == cfg["steps"] else f"shapes_errors_step{k}"
     fig.savefig(Path(out) / f"{stem}.png", dpi=90)
     plt.close(fig)

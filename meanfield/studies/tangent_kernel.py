@@ -190,6 +190,6 @@ def _figure(out, cfg, points, fits=()):
     ax_L.set_title("the same points against depth\n(dashed: the slope fitted against L)",
                    fontsize=9)  # fmt: skip
     ax_L.legend(fontsize=7)
-    layout(fig)
+    layout(fig, dpi=120)
     fig.savefig(Path(out) / "tangent_kernel.png", dpi=120)
     plt.close(fig)

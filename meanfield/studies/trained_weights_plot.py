@@ -43,7 +43,7 @@ def _figures(out: Path, cfg, cells):
         fig.suptitle(f"Residual weights along depth before and after training (L = {cfg['L']}, "
                      f"d = {cfg['d']}, {cfg['data_description'].split(':')[0]})",
                      fontsize=10)  # fmt: skip
-        layout(fig)
+        layout(fig, dpi=110)
         fig.savefig(out / "weights_along_depth.png", dpi=110)
         plt.close(fig)
 
@@ -77,7 +77,7 @@ def _figures(out: Path, cfg, cells):
                  f"(mean over {cfg['seeds']} networks; ×: every draw exploded, *: some did)",
                  fontsize=9)  # fmt: skip
     fig.colorbar(im, ax=ax, label="test accuracy")
-    layout(fig)
+    layout(fig, dpi=110)
     fig.savefig(out / "accuracy_heatmap.png", dpi=110)
     plt.close(fig)
 
@@ -130,7 +130,7 @@ def _figures(out: Path, cfg, cells):
     ax.set(xlabel="β", ylabel="Hurst index of the update V_after − V_before along k/L",
            title="what training adds: its regularity against β")  # fmt: skip
     ax.legend(fontsize=6, ncol=2)
-    layout(fig)
+    layout(fig, dpi=110)
     fig.savefig(out / "regularity.png", dpi=110)
     plt.close(fig)
 

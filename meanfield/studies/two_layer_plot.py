@@ -70,7 +70,7 @@ def _limits_figure(out, cfg, points, by_fit, k):
         f"{cfg['seeds']} draws, bars ×/÷ their geometric spread",
         fontsize=10,
     )
-    layout(fig)
+    layout(fig, dpi=120)
     stem = "two_layer_limits" if k == K else f"two_layer_limits_step{k}"
     fig.savefig(Path(out) / f"{stem}.png", dpi=120)
     plt.close(fig)
@@ -183,7 +183,7 @@ def _criteria_figure(out, cfg, points, by_fit):
         "(feature diversity: 256 units, up to 8 draws per D; dotted: theory slopes)",
         fontsize=9,
     )
-    layout(fig)
+    layout(fig, dpi=110)
     fig.savefig(Path(out) / "two_layer_criteria.png", dpi=110)
     plt.close(fig)
 
@@ -213,7 +213,7 @@ def _critical_figure(out, critical):
            ylabel="σ_v with RMS→RMS gain 1 of V/M")  # fmt: skip
     ax.set_title("part (c): critical output scale (operator-norm heuristic)", fontsize=9)
     ax.legend(fontsize=7)
-    layout(fig)
+    layout(fig, dpi=120)
     fig.savefig(Path(out) / "two_layer_critical_scale.png", dpi=120)
     plt.close(fig)
 

@@ -528,7 +528,7 @@ def _figure(out, cfg, points, c):
     )
     ax_b.title.set_fontsize(9)
     ax_b.legend(fontsize=7)
-    layout(fig)
+    layout(fig, dpi=120)
     from pathlib import Path
 
     fig.savefig(Path(out) / "variance_law.png", dpi=120)
