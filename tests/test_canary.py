@@ -130,3 +130,23 @@ def test_the_known_bad_form_agrees_here(size):
     """In this process (XLA -O0): the form jaxlib 0.10.2 miscompiles, computed right."""
     fn, args = canary._known_bad_form(size, jax.random.key(size))
     assert canary.compare(fn, args) < canary.TOLERANCE["float64"]
+
+
+@pytest.mark.parametrize("level", [False, True])
+def test_compare_leaves_the_optimisation_level_as_it_found_it(level):
+    """The op-by-op half compiles its primitives with optimisations off; the compiled half
+    (this probe's and the next one's) at the level in force, which `compare` restores."""
+    seen = []
+
+    def fn(x):
+        seen.append(jax.config.read("jax_disable_most_optimizations"))
+        return jnp.sin(x) * 2.0
+
+    before = jax.config.read("jax_disable_most_optimizations")
+    jax.config.update("jax_disable_most_optimizations", level)
+    try:
+        assert canary.compare(fn, (jnp.linspace(0.0, 1.0, 17),)) < 1e-12
+        assert jax.config.read("jax_disable_most_optimizations") is level
+    finally:
+        jax.config.update("jax_disable_most_optimizations", before)
+    assert seen == [level, True]  # traced for the compiled half, then run op by op
