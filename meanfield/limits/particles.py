@@ -28,7 +28,7 @@ from ..blocks.base import AbstractUnitBlock
 from ..laws.unit import AbstractGaussianLaw, AbstractLaw
 
 MAX_QUADRATURE_NODES = 2**22
-# Golub–Welsch's weights here cost order² operations (4096: about a tenth of a second)
+# Golub–Welsch's weights here cost order² operations (4096: about a quarter of a second)
 MAX_HERMITE_ORDER = 4096
 
 
