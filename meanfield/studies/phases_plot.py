@@ -103,8 +103,10 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
         labels = phase_labels(betas, critical, q)
         for i in range(len(betas)):
             med = [_finite_median(samples[q][i, j]) for j in range(len(Ls))]
-            lo = [np.percentile(samples[q][i, j], 25) for j in range(len(Ls))]
-            hi = [np.percentile(samples[q][i, j], 75) for j in range(len(Ls))]
+            with np.errstate(invalid="ignore"):  # quartiles between overflowed (inf)
+                # draws are NaN: no band there, the median and the warning say why
+                lo = [np.percentile(samples[q][i, j], 25) for j in range(len(Ls))]
+                hi = [np.percentile(samples[q][i, j], 75) for j in range(len(Ls))]
             colour = cmap(i / max(len(betas) - 1, 1))
             ax.plot(Ls, med, "o-", color=colour, ms=3, label=labels[i])
             ax.fill_between(Ls, lo, hi, color=colour, alpha=0.12, lw=0)
