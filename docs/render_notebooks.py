@@ -63,7 +63,7 @@ def render(path: Path) -> Path:
         for number in plt.get_fignums():
             figure_count += 1
             image = f"{name}_{figure_count}.png"
-            plt.figure(number).savefig(OUT / image, dpi=80)
+            plt.figure(number).savefig(OUT / image, dpi=80, bbox_inches="tight")  # as `show`
             lines += [f"![figure {figure_count}]({image})", ""]
         plt.close("all")
     size = os.environ.get("MEANFIELD_NOTEBOOK_SIZE", "test")
