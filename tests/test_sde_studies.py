@@ -143,3 +143,29 @@ def test_bad_input_exits_2_naming_the_argument(tmp_path, capsys, argv, flag):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) >= 1 and flag in err[-1]
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_fbm_note_states_the_local_slopes_measured():
+    """The fBm figure's note is computed from the points: the local slopes at the shallowest
+    and deepest pairs of depths, and whether they come nearer the theory's −(2H − 1); data
+    that steepen instead make it say so."""
+    from meanfield.studies.sde_plot import fbm_note, local_slopes
+
+    def rows(slopes):
+        out, m = [{"L": 8, "error_final": {"mean": 1.0}}], 1.0
+        for i, s in enumerate(slopes):
+            m *= 2.0**s
+            out.append({"L": 8 * 2 ** (i + 1), "error_final": {"mean": m}})
+        return out
+
+    flattening = rows([-0.83, -0.7, -0.6, -0.55])  # the H100 run's shape (RESULTS.md)
+    assert [round(s, 6) for *_, s in local_slopes(flattening, "error_final")] == [
+        -0.83, -0.7, -0.6, -0.55,
+    ]  # fmt: skip
+    note = fbm_note(flattening, "error_final", -0.5)
+    assert "-0.83 at L 8–16" in note.replace("−", "-") and "-0.55 at L 64–128" in note
+    assert "flattening towards the theory" in note
+    steepening = rows([-0.55, -0.7, -0.9])
+    note = fbm_note(steepening, "error_final", -0.5)
+    assert "not nearer the theory" in note and "flattening" not in note
+    assert "no local slope" in fbm_note(rows([-0.8]), "error_final", -0.5)
