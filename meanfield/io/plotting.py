@@ -221,14 +221,17 @@ def layout(fig, *, dpi: float | None = None, **kwargs) -> None:
     fig.tight_layout(**kwargs)
 
 
-def save_figure(fig, path, *, dpi: int, title: str | None = None, fontsize: float = 10):
-    """Finish a figure: its `title` (a suptitle of font size `fontsize`), `layout`, then
-    written to `path` at `dpi` and closed. **Returns:** `path`."""
+def save_figure(
+    fig, path, *, dpi: int, title: str | None = None, fontsize: float = 10, **layout_kwargs
+):
+    """Finish a figure: its `title` (a suptitle of font size `fontsize`), `layout` at `dpi`
+    (with `layout_kwargs`, e.g. `rect`), then written to `path` at `dpi` and closed.
+    **Returns:** `path`."""
     import matplotlib.pyplot as plt
 
     if title is not None:
         fig.suptitle(title, fontsize=fontsize)
-    layout(fig, dpi=dpi)
+    layout(fig, dpi=dpi, **layout_kwargs)
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path

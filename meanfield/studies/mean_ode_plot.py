@@ -3,7 +3,7 @@
 import math
 from pathlib import Path
 
-from ..io.plotting import layout, loglog_series, reference_floor, size_ticks, use_agg
+from ..io.plotting import loglog_series, reference_floor, save_figure, size_ticks, use_agg
 
 LABELS = {"delta_h": r"$\Delta^h$", "delta_b": r"$\Delta^b$", "delta_z": r"$\Delta^Z$"}
 
@@ -141,8 +141,6 @@ def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor
         "dotted: theory slope; grey: the other widths M",
         fontsize=10,
     )
-    layout(fig, dpi=120)
     path = Path(out) / ("convergence.png" if steps is None else f"convergence_step{k}.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
     return path

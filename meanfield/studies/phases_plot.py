@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from ..diagnostics.phases import SLOPE_TOL
-from ..io.plotting import cell_edges, layout, save_figure, size_ticks, use_agg
+from ..io.plotting import cell_edges, save_figure, size_ticks, use_agg
 from ..stats.fits import theory_inside
 
 # the ratios of each (β, L) point, with the titles of their panels in `phases.png`
@@ -123,10 +123,8 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
         f"(or most draws exploded), stability |s| ≤ {tol:g}, identity s < −{tol:g}",
         fontsize=9,
     )
-    layout(fig, dpi=120)
     written.append(out / "phases.png")
-    fig.savefig(written[-1], dpi=120)
-    plt.close(fig)
+    save_figure(fig, written[-1], dpi=120)
 
     fig, ax = plt.subplots(figsize=(5.8, 4.4))
     for q, marker, ls in (("forward", "o", "-"), ("gradient", "s", "-"), ("forward_max", "^", ":")):
@@ -161,10 +159,8 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
     ax.set_ylabel("slope of log median ratio vs log L")
     ax.set_title(f"critical β, {title}", fontsize=9)
     ax.legend(fontsize=6.5)
-    layout(fig, dpi=120)
     written.append(out / "critical_beta.png")
-    fig.savefig(written[-1], dpi=120)
-    plt.close(fig)
+    save_figure(fig, written[-1], dpi=120)
 
     if heat is not None:
         fig, ax = plt.subplots(figsize=(6.2, 4.4))
@@ -208,10 +204,8 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
         ax.set_ylabel("β")
         ax.set_title("fBm weights: identity (blue) / explosion (red)", fontsize=9)
         ax.legend(fontsize=7, loc="upper left")
-        layout(fig, dpi=120)
         written.append(out / "heatmap.png")
-        fig.savefig(written[-1], dpi=120)
-        plt.close(fig)
+        save_figure(fig, written[-1], dpi=120)
 
     if stability is not None:
         written.append(_stability(out, cfg, stability, samples, title))
@@ -411,8 +405,6 @@ def _weight_paths(out, cfg) -> Path:
     axes[1, 0].set_ylabel("entry of sqrt(d) V_k")
     fig.suptitle(f"Scaling and weight regularity: one entry of the weights along depth (L = {L})",
                  fontsize=10)  # fmt: skip
-    layout(fig, dpi=110)
     path_out = out / "weight_paths.png"
-    fig.savefig(path_out, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path_out, dpi=110)
     return path_out

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io.plotting import layout, log_spread, save_figure, size_ticks, use_agg
+from ..io.plotting import log_spread, save_figure, size_ticks, use_agg
 from ..models import plain as P
 
 
@@ -42,9 +42,7 @@ def _figures(out: Path, cfg, configs, points, rates, degradation):
         f"Backpropagated gradient norm through depth at initialisation (N = {cfg['N']}, "
         f"mean over {cfg['seeds']} draws)"
     )
-    layout(fig, dpi=110)
-    fig.savefig(out / "gradient_norms.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "gradient_norms.png", dpi=110)
 
     _log_ratio_figure(out, cfg, configs, points, rates, colors, styles)
     for name, (text, scale) in LAYER_DIAGNOSTICS.items():
@@ -89,9 +87,7 @@ def _figures(out: Path, cfg, configs, points, rates, degradation):
     ax.set_title(f"Per-layer gradient growth rate: measured (N = {cfg['N']}, 95% CI) vs theory",
                  fontsize=9)  # fmt: skip
     ax.legend(fontsize=7, loc="upper left")
-    layout(fig, dpi=110)
-    fig.savefig(out / "gradient_rates.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "gradient_rates.png", dpi=110)
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for arch, _, alpha in TRAIN_ARCHITECTURES:
@@ -117,9 +113,7 @@ def _figures(out: Path, cfg, configs, points, rates, degradation):
         "bars: loss ×/÷ its geometric spread, accuracy ± std",
         fontsize=9,
     )
-    layout(fig, dpi=110)
-    fig.savefig(out / "degradation.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "degradation.png", dpi=110)
     _training_curves(out, cfg, degradation)
 
 
@@ -248,9 +242,7 @@ def _training_curves(out, cfg, degradation):
         f"{cfg['lr']}, width {cfg['train_N']}); mean over {cfg['train_seeds']} draws",
         fontsize=10,
     )
-    layout(fig, dpi=110)
-    fig.savefig(out / "training_curves.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "training_curves.png", dpi=110)
 
 
 # a rate agrees with its prediction when the prediction lies inside the rate's 95% interval

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..diagnostics import regimes as R
-from ..io.plotting import layout, use_agg
+from ..io.plotting import save_figure, use_agg
 
 
 def _figures(out: Path, cfg, diagram, transfer, transfer_points):
@@ -55,9 +55,7 @@ def _figures(out: Path, cfg, diagram, transfer, transfer_points):
                  f"not judged: {agreement['near_boundary']} faded, {agreement['ambiguous']} "
                  "ambiguous", fontsize=9)  # fmt: skip
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    layout(fig, dpi=110)
-    fig.savefig(out / "phase_diagram.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "phase_diagram.png", dpi=110)
 
     if not transfer:
         return
@@ -100,9 +98,7 @@ def _figures(out: Path, cfg, diagram, transfer, transfer_points):
                  "grid edge, left out)", fontsize=8)  # fmt: skip
     fig.suptitle("Learning-rate transfer across depth (dotted: lr* from a parabola in log-log)",
                  fontsize=10)  # fmt: skip
-    layout(fig, dpi=110)
-    fig.savefig(out / "transfer.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "transfer.png", dpi=110)
 
 
 def _diagnostics_figure(out: Path, cfg, points):
@@ -166,9 +162,7 @@ def _diagnostics_figure(out: Path, cfg, points):
                  f"{cfg['steps']} GD steps): the phase diagram's exponents are their slopes\n"
                  "(the forward deviation is measured at initialisation: one line for every λ)",
                  fontsize=10)  # fmt: skip
-    layout(fig, dpi=90, rect=(0, 0, 1, 0.98))
-    fig.savefig(out / "diagnostics.png", dpi=90)
-    plt.close(fig)
+    save_figure(fig, out / "diagnostics.png", dpi=90, rect=(0, 0, 1, 0.98))
 
 
 def drift_text(t) -> str:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io.plotting import layout, use_agg
+from ..io.plotting import save_figure, use_agg
 from ..theory.response import FIG2, FIG5_SIGMA_B2, FIG5_SIGMA_W2
 
 
@@ -63,9 +63,7 @@ def make_figures(out, cfg, theory, stars, points, by_part):
     ax[1].set(xlabel="layer l", ylabel=r"response $\eta^l$", title="(b) response increments")
     ax[0].legend(fontsize=7)
     ax[1].legend(fontsize=6)
-    layout(fig, dpi=120)
-    fig.savefig(out / "figure2_resnet_vs_ffnet.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "figure2_resnet_vs_ffnet.png", dpi=120)
 
     # Figure 4: χ^out against α, α* against L, α* against K^0
     fig, ax = plt.subplots(1, 3, figsize=(14, 4))
@@ -126,9 +124,7 @@ def make_figures(out, cfg, theory, stars, points, by_part):
     ax[2].plot(theory["K0_grid"], theory["formula_K0"], "-", label="saturation formula")
     ax[2].set(xscale="log", xlabel="K⁰", ylabel="α*", title=f"(c) L={L_max}")
     ax[2].legend(fontsize=7)
-    layout(fig, dpi=120)
-    fig.savefig(out / "figure4_optimal_scaling.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "figure4_optimal_scaling.png", dpi=120)
 
     # Figure 5: universality across σ_w² (collapse in α σ_w) and σ_b²
     fig, ax = plt.subplots(1, 4, figsize=(17, 3.8))
@@ -154,9 +150,7 @@ def make_figures(out, cfg, theory, stars, points, by_part):
         a.set(xscale="log", xlim=(0.02, 3))
     ax[0].legend(fontsize=7)
     ax[1].legend(fontsize=7)
-    layout(fig, dpi=120)
-    fig.savefig(out / "figure5_universality.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "figure5_universality.png", dpi=120)
 
     # simulation against theory, layer by layer: C̄, χ and their z-scores (top), K, η and
     # the outputs χ^out, K^out against α (bottom)
@@ -207,9 +201,7 @@ def make_figures(out, cfg, theory, stars, points, by_part):
         ax[1].legend(fontsize=7)  # one legend for both panels (the kernel's curves fill its own)
         ax[4].legend(fontsize=7)
         ax[5].legend(fontsize=7)
-        layout(fig, dpi=120)
-        fig.savefig(out / "simulation_vs_theory.png", dpi=120)
-        plt.close(fig)
+        save_figure(fig, out / "simulation_vs_theory.png", dpi=120)
 
 
 def z_offsets(points, layers) -> str:
@@ -334,9 +326,7 @@ def paper_figures(out, cfg, theory, paper):
                f"K⁰ = {cfg['K0']}")  # fmt: skip
         ax.title.set_fontsize(8)
         ax.legend(fontsize=6)
-    layout(fig, dpi=100)
-    fig.savefig(out / "response_figures_1b_3_4c_6.png", dpi=100)
-    plt.close(fig)
+    save_figure(fig, out / "response_figures_1b_3_4c_6.png", dpi=100)
 
     corr, ent = paper.get("correlations"), paper.get("max_entropy")
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
@@ -387,6 +377,4 @@ def paper_figures(out, cfg, theory, paper):
                title="maximum-entropy condition (Supplementary B)")  # fmt: skip
         ax.title.set_fontsize(8)
         ax.legend(fontsize=6)
-    layout(fig, dpi=100)
-    fig.savefig(out / "response_correlations.png", dpi=100)
-    plt.close(fig)
+    save_figure(fig, out / "response_correlations.png", dpi=100)

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from ..io.plotting import layout, loglog_series, reference_floor, use_agg
+from ..io.plotting import loglog_series, reference_floor, save_figure, use_agg
 
 LABELS = {"error_final": r"$E\|H_1 - h_L\|$", "error_sup": r"$E\max_k\|H_{k/L} - h_k\|$"}
 TITLES = {
@@ -86,8 +86,6 @@ def plot_strong_error(out, cfg, points, fits, reference) -> Path:
         "bars: ×/÷ the seeds' geometric spread; dashed: fitted slope",
         fontsize=8,
     )
-    layout(fig, dpi=120)
     path = Path(out) / "strong_error.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
     return path

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io.plotting import layout, loglog_series, size_ticks, use_agg
+from ..io.plotting import loglog_series, save_figure, size_ticks, use_agg
 
 
 def _figures(out, cfg, points, fits, laws, shapes):
@@ -62,9 +62,7 @@ def _figures(out, cfg, points, fits, laws, shapes):
         "dashed: fit)",
         fontsize=10,
     )
-    layout(fig, dpi=110)
-    fig.savefig(Path(out) / "shapes_rates.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, Path(out) / "shapes_rates.png", dpi=110)
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
     L = max(cfg["L"])
@@ -88,9 +86,7 @@ def _figures(out, cfg, points, fits, laws, shapes):
     ax.set_xticks(np.arange(3) + 0.4 - width / 2, ["L ~ P^λ", "M ~ P^μ", "D ~ P^δ"])
     ax.set(ylabel="exponent of the budget P", title="optimal shape at a fixed budget P ≈ 2LMD")
     ax.legend(fontsize=7)
-    layout(fig, dpi=110)
-    fig.savefig(Path(out) / "shapes_grid.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, Path(out) / "shapes_grid.png", dpi=110)
 
 
 def _errors_figure(out, cfg, points, k):
@@ -141,10 +137,8 @@ def _errors_figure(out, cfg, points, k):
         "their geometric spread",
         fontsize=10,
     )
-    layout(fig, dpi=90, rect=(0, 0, 1, 0.98))
     stem = "shapes_errors" if k == cfg["steps"] else f"shapes_errors_step{k}"
-    fig.savefig(Path(out) / f"{stem}.png", dpi=90)
-    plt.close(fig)
+    save_figure(fig, Path(out) / f"{stem}.png", dpi=90, rect=(0, 0, 1, 0.98))
 
 
 # the rate laws are asymptotic: they are fitted on points with D <= REGIME * L M (where the

@@ -14,7 +14,7 @@ import jax.random as jr
 import numpy as np
 
 from ..blocks.two_layer import TwoLayerBlock
-from ..io.plotting import layout, loglog_series, series_by, use_agg
+from ..io.plotting import loglog_series, save_figure, series_by, use_agg
 from ..laws.unit import TwoLayerGaussianLaw
 from ..models.resnet import ResNet
 from ..runtime.errors import StudyInputError
@@ -190,6 +190,4 @@ def _figure(out, cfg, points, fits=()):
     ax_L.set_title("the same points against depth\n(dashed: the slope fitted against L)",
                    fontsize=9)  # fmt: skip
     ax_L.legend(fontsize=7)
-    layout(fig, dpi=120)
-    fig.savefig(Path(out) / "tangent_kernel.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, Path(out) / "tangent_kernel.png", dpi=120)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io.plotting import layout, use_agg
+from ..io.plotting import save_figure, use_agg
 
 
 def _figures(out: Path, cfg, cells):
@@ -43,9 +43,7 @@ def _figures(out: Path, cfg, cells):
         fig.suptitle(f"Residual weights along depth before and after training (L = {cfg['L']}, "
                      f"d = {cfg['d']}, {cfg['data_description'].split(':')[0]})",
                      fontsize=10)  # fmt: skip
-        layout(fig, dpi=110)
-        fig.savefig(out / "weights_along_depth.png", dpi=110)
-        plt.close(fig)
+        save_figure(fig, out / "weights_along_depth.png", dpi=110)
 
     # 2. test accuracy over (β, H), the iid and smooth rows beside
     rows = [("iid", None)] if "iid" in cfg["inits"] else []
@@ -77,9 +75,7 @@ def _figures(out: Path, cfg, cells):
                  f"(mean over {cfg['seeds']} networks; ×: every draw exploded, *: some did)",
                  fontsize=9)  # fmt: skip
     fig.colorbar(im, ax=ax, label="test accuracy")
-    layout(fig, dpi=110)
-    fig.savefig(out / "accuracy_heatmap.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "accuracy_heatmap.png", dpi=110)
 
     # 3. regularity: partial sums before vs after (left), the update against β (middle), the
     # path of V_k itself before vs after (right)
@@ -130,9 +126,7 @@ def _figures(out: Path, cfg, cells):
     ax.set(xlabel="β", ylabel="Hurst index of the update V_after − V_before along k/L",
            title="what training adds: its regularity against β")  # fmt: skip
     ax.legend(fontsize=6, ncol=2)
-    layout(fig, dpi=110)
-    fig.savefig(out / "regularity.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "regularity.png", dpi=110)
 
 
 EXAMPLE_CELLS = (("iid", 0.5), ("iid", 1.0), ("smooth", 1.0))  # (init, β)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io.plotting import layout, loglog_series, size_ticks
+from ..io.plotting import loglog_series, save_figure, size_ticks
 
 
 def _limits_figure(out, cfg, points, by_fit, k):
@@ -70,10 +70,8 @@ def _limits_figure(out, cfg, points, by_fit, k):
         f"{cfg['seeds']} draws, bars ×/÷ their geometric spread",
         fontsize=10,
     )
-    layout(fig, dpi=120)
     stem = "two_layer_limits" if k == K else f"two_layer_limits_step{k}"
-    fig.savefig(Path(out) / f"{stem}.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, Path(out) / f"{stem}.png", dpi=120)
 
 
 def _criteria_figure(out, cfg, points, by_fit):
@@ -183,9 +181,7 @@ def _criteria_figure(out, cfg, points, by_fit):
         "(feature diversity: 256 units, up to 8 draws per D; dotted: theory slopes)",
         fontsize=9,
     )
-    layout(fig, dpi=110)
-    fig.savefig(Path(out) / "two_layer_criteria.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, Path(out) / "two_layer_criteria.png", dpi=110)
 
 
 def _critical_figure(out, critical):
@@ -213,9 +209,7 @@ def _critical_figure(out, critical):
            ylabel="σ_v with RMS→RMS gain 1 of V/M")  # fmt: skip
     ax.set_title("part (c): critical output scale (operator-norm heuristic)", fontsize=9)
     ax.legend(fontsize=7)
-    layout(fig, dpi=120)
-    fig.savefig(Path(out) / "two_layer_critical_scale.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, Path(out) / "two_layer_critical_scale.png", dpi=120)
 
 
 def _series(points, part, key, fixed, against, quantity, k):

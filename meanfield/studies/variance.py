@@ -14,7 +14,7 @@ import jax.random as jr
 import numpy as np
 
 from ..blocks.two_layer import TwoLayerBlock
-from ..io.plotting import layout, series_by, size_ticks, use_agg
+from ..io.plotting import save_figure, series_by, size_ticks, use_agg
 from ..laws.unit import TwoLayerGaussianLaw
 from ..runtime.errors import StudyInputError
 from ..stats.fits import fit_loglog, judge_theory, split_exploded
@@ -528,8 +528,6 @@ def _figure(out, cfg, points, c):
     )
     ax_b.title.set_fontsize(9)
     ax_b.legend(fontsize=7)
-    layout(fig, dpi=120)
     from pathlib import Path
 
-    fig.savefig(Path(out) / "variance_law.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, Path(out) / "variance_law.png", dpi=120)
