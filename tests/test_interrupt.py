@@ -106,5 +106,9 @@ def test_an_interrupt_inside_a_del_or_a_gc_callback_is_not_swallowed(where):
     proc = subprocess.run([sys.executable, "-c", SWALLOWED, where], capture_output=True,
                           text=True, timeout=60)  # fmt: skip
     assert proc.returncode == 130, (proc.stdout, proc.stderr)
-    assert proc.stdout.split() == ["finished", "answered", "2"], proc.stdout
+    # answered once, last: after the work (it ended before the signal was sent again, 50
+    # ms later) or inside it (a loaded machine: CI once printed "finishedanswered 2", the
+    # signal landing between `print`'s text and its newline)
+    assert proc.stdout.count("answered") == 1, proc.stdout
+    assert proc.stdout.endswith("answered 2\n"), proc.stdout
     assert proc.stderr == "", proc.stderr
