@@ -142,7 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--compile-cache",
         metavar="DIR",
         help="persistent JAX compilation cache folder, or 'off' (also none, 0, false) "
-        "(default: $MEANFIELD_COMPILE_CACHE, else ~/.cache/meanfield/jax)",
+        "(default: $MEANFIELD_COMPILE_CACHE, else ~/.cache/meanfield/jax); programs go to "
+        "a subfolder per CPU model and features and jaxlib release",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

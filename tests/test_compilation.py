@@ -6,7 +6,8 @@ import pytest
 
 import meanfield as mf
 from meanfield.cli import main
-from meanfield.runtime.compilation import CompileCounter, disable_compilation_cache
+from meanfield.runtime import compilation
+from meanfield.runtime.compilation import CompileCounter, disable_compilation_cache, host_key
 
 
 def test_persistent_cache_round_trip(tmp_path, monkeypatch):
@@ -15,13 +16,14 @@ def test_persistent_cache_round_trip(tmp_path, monkeypatch):
     monkeypatch.delenv("MEANFIELD_COMPILE_CACHE", raising=False)
     folder = tmp_path / "cache"
     try:
-        assert mf.enable_compilation_cache(folder) == folder
+        used = mf.enable_compilation_cache(folder)
+        assert used == folder / host_key()
         f = lambda x: jnp.sin(x) * 3.25 + jnp.cos(x) ** 2  # a program no other test compiles
         x = jnp.arange(17.0)
         with CompileCounter() as first:
             expected = jax.jit(f)(x)
         assert first.compiles == 1 and first.cache_misses == 1 and first.cache_hits == 0
-        assert any(folder.iterdir())
+        assert any(used.iterdir())
         jax.clear_caches()
         with CompileCounter() as second:
             again = jax.jit(f)(x)
@@ -37,8 +39,8 @@ def test_cache_switches(tmp_path, monkeypatch):
     assert mf.enable_compilation_cache("off") is None
     monkeypatch.setenv("MEANFIELD_COMPILE_CACHE", str(tmp_path / "env"))
     try:
-        assert mf.enable_compilation_cache() == tmp_path / "env"
-        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "env")
+        assert mf.enable_compilation_cache() == tmp_path / "env" / host_key()
+        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "env" / host_key())
         # "off" after an earlier "on" turns it off (it used to leave it on)
         assert mf.enable_compilation_cache("OFF") is None
         assert jax.config.jax_compilation_cache_dir is None
@@ -48,6 +50,35 @@ def test_cache_switches(tmp_path, monkeypatch):
     blocker.write_text("")
     with pytest.raises(ValueError, match="cannot be created"):
         mf.enable_compilation_cache(blocker / "sub")
+
+
+def test_the_cache_is_kept_per_host(tmp_path, monkeypatch):
+    """Hosts with other CPU features (or another jaxlib) never read each other's programs:
+    each writes to and reads from its own subfolder, named by the CPU's model and features
+    (this machine's `/proc/cpuinfo`, or the system's own statement of them). A program
+    compiled under one CPU description is compiled again, not read back, under another
+    that lacks one feature; read back under the first again."""
+    monkeypatch.delenv("MEANFIELD_COMPILE_CACHE", raising=False)
+    here = compilation.cpu_description()
+    assert here and here == compilation.cpu_description()
+    older = here.replace("avx512f", "").replace("avx2", "") + " (an older CPU)"
+    assert host_key(here) == host_key() != host_key(older)
+    assert host_key(here).startswith(f"{__import__('platform').system().lower()}-")
+    f = lambda x: jnp.cos(x) * 1.75 - jnp.sin(x) ** 3  # a program no other test compiles
+    x = jnp.arange(19.0)
+    counts = []
+    try:
+        for cpu in (here, older, here):
+            monkeypatch.setattr(compilation, "cpu_description", lambda cpu=cpu: cpu)
+            assert mf.enable_compilation_cache(tmp_path) == tmp_path / host_key(cpu)
+            jax.clear_caches()
+            with CompileCounter() as c:
+                jax.jit(f)(x).block_until_ready()
+            counts.append((c.cache_hits, c.cache_misses))
+    finally:
+        disable_compilation_cache()
+    assert counts == [(0, 1), (0, 1), (1, 0)], counts
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({host_key(here), host_key(older)})
 
 
 def test_cli_rejects_bad_cache_folder(tmp_path, capsys):

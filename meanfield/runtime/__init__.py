@@ -18,6 +18,7 @@ from . import compilation as compilation
 from .compilation import enable_compilation_cache as enable_compilation_cache
 from .compilation import disable_compilation_cache as disable_compilation_cache
 from .compilation import CompileCounter as CompileCounter
+from .compilation import host_key as host_key
 from . import sharding as sharding
 from .sharding import seed_mesh as seed_mesh
 from .sharding import disable_jit_active as disable_jit_active
