@@ -344,3 +344,18 @@ def test_critical_beta_note_says_what_was_measured():
     off_grid = {"ci95": [0.6, 0.7], "theory": 0.8, "slopes": [0.5, -0.1, -0.3]}
     assert "slope is" not in theory_note(cfg, betas, off_grid)
     assert theory_note(cfg, betas, {"ci95": None, "theory": 0.75, "slopes": [0, 0, 0]}) is None
+
+
+def test_phases_png_says_where_a_line_has_no_median():
+    """A β whose median ratio overflowed at some depths (more than half its draws infinite)
+    is named in the panel's title with those depths; a median over draws of which only a
+    minority overflowed is drawn, and not named."""
+    from meanfield.studies.phases_plot import missing_medians
+
+    draws = np.ones((2, 3, 5))  # (β, L, draws)
+    assert missing_medians([0.0, 0.5], [16, 256, 4096], draws) == []
+    draws[0, 2, :3] = np.inf  # β = 0 at L = 4096: 3 of 5 draws overflowed
+    draws[1, 1, :2] = np.inf  # β = 0.5 at L = 256: 2 of 5, the median is finite
+    assert missing_medians([0.0, 0.5], [16, 256, 4096], draws) == ["β=0: none at L = 4096"]
+    draws[0, 1, :] = np.nan
+    assert missing_medians([0.0, 0.5], [16, 256, 4096], draws) == ["β=0: none at L = 256, 4096"]

@@ -72,6 +72,18 @@ def _estimate(critical, quantity: str):
     return critical if key is None else critical.get(key)
 
 
+def missing_medians(betas, Ls, samples) -> list[str]:
+    """For each β whose line in `phases.png` has gaps, "β=B: none at L = ...": the depths
+    where the median of the draws `samples[i, j]` (β index i, depth index j) is not finite
+    (more than half the draws overflowed)."""
+    out = []
+    for i, b in enumerate(betas):
+        missing = [L for j, L in enumerate(Ls) if not math.isfinite(_finite_median(samples[i, j]))]
+        if missing:
+            out.append(f"β={b:g}: none at L = {', '.join(map(str, missing))}")
+    return out
+
+
 def phase_labels(betas, critical, quantity: str) -> list[str]:
     """The legend of the `quantity` panel ("forward", "gradient" or "forward_max") of
     `phases.png`: each β with the phase of that ratio (the ratios' phases may differ)."""
@@ -101,6 +113,7 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
             continue
         cmap = plt.get_cmap("viridis")
         labels = phase_labels(betas, critical, q)
+        cut = missing_medians(betas, Ls, samples[q])
         for i in range(len(betas)):
             med = [_finite_median(samples[q][i, j]) for j in range(len(Ls))]
             with np.errstate(invalid="ignore"):  # quartiles between overflowed (inf)
@@ -110,6 +123,12 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
             colour = cmap(i / max(len(betas) - 1, 1))
             ax.plot(Ls, med, "o-", color=colour, ms=3, label=labels[i])
             ax.fill_between(Ls, lo, hi, color=colour, alpha=0.12, lw=0)
+        if cut:  # say in the panel why a line stops short (in its title: no data covered)
+            ax.set_title(
+                f"{RATIO_PANELS[q]} against depth\nno median where over half the draws "
+                f"overflowed: {'; '.join(cut)}",
+                fontsize=8,
+            )
         ax.set_xscale("log")
         ax.set_yscale("log")
         size_ticks(ax, Ls)
