@@ -92,16 +92,20 @@ def predicted_curve(architecture, activation, init, alpha):
 fig, axes = plt.subplots(1, 2, figsize=(11, 4))
 colors = {"normal": "tab:red", "xavier": "tab:blue", "he": "tab:green"}
 for ax, act in zip(axes, ("relu", "sigmoid"), strict=True):
+    kept = [1.0]  # the y-range: the Xavier and He curves whole, N(0, 1)'s may leave it
     for init, color in colors.items():
         g = log_gradients("plain", act, init, 1.0, jr.key(0))
         g = g - g[:, -1:]
-        ax.plot(g.mean(0) / math.log(10), color=color, label=f"{init} (measured)")
-        ax.plot(predicted_curve("plain", act, init, 1.0) / math.log(10), ":", color=color,
-                label=f"{init} (infinite width)")  # fmt: skip
+        measured = g.mean(0) / math.log(10)
+        predicted = predicted_curve("plain", act, init, 1.0) / math.log(10)
+        ax.plot(measured, color=color, label=f"{init} (measured)")
+        ax.plot(predicted, ":", color=color, label=f"{init} (infinite width)")
+        if init != "normal":
+            kept += [float(np.max(np.abs(measured))), float(np.max(np.abs(predicted)))]
     ax.set_xlabel("layer l")
     ax.set_ylabel("log10 ‖∂L/∂h^l‖² − log10 ‖∂L/∂h^L‖²")
     ax.set_title(f"plain {act} network, N = {S['N']}, L = {S['L']}")
-    ax.set_ylim(-60, 60)
+    ax.set_ylim(-1.3 * max(kept), 1.3 * max(kept))
     ax.legend(fontsize=7)
 fig.tight_layout()
 show("plain_gradients")

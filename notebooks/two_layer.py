@@ -49,7 +49,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from meanfield.coupling import perceptron as shallow_coupling
-from meanfield.io.plotting import show
+from meanfield.io.plotting import show, size_ticks
 from meanfield.limits import perceptron as shallow_limits
 from meanfield.models import perceptron as shallow
 from meanfield.models.embedding import Embedding, norm_d
@@ -115,11 +115,14 @@ for D in S["dims"]:
     axes[0].loglog(S["widths"], out_err, "o-", label=f"D={D}")
     axes[1].loglog([D / M for M in S["widths"]], hid_err, "o-", label=f"D={D}")
 axes[0].set(xlabel="width M", ylabel="max_i |f̂_5 − f_5| (mean over draws)",
-            title="outputs: ~ 1/sqrt(M), the same for every D")  # fmt: skip
+            title="outputs (theory: ~ 1/sqrt(M), the same for every D)")  # fmt: skip
 axes[1].set(xlabel="D/M", ylabel="max_i ‖ĥ_5 − h_5‖_D (mean over draws)",
-            title="hidden field: ~ sqrt(D/M), curves collapse")  # fmt: skip
+            title="hidden field (theory: ~ sqrt(D/M), the curves collapse)")  # fmt: skip
+size_ticks(axes[0], S["widths"])
+size_ticks(axes[1], [D / M for D in S["dims"] for M in S["widths"]])
 for ax in axes:
     ax.legend(fontsize=8)
+fig.tight_layout()
 show("rates")
 
 # %% [markdown]
