@@ -144,6 +144,12 @@ def _drawable(value):
 
 
 def variance(stem, results):
+    if stem == "embedding_law":  # Chaintron's scaling (--sigma-vs): against σ_v²/(LM)
+        return [
+            (f"mean deviation at L={p['L']}, σ_v={p['sigma_v']}", "first forward pass",
+             p["sigma_v"] ** 2 / (p["L"] * results["config"]["M"]), _drawable(p["mean"]))
+            for p in results["points"]
+        ]  # fmt: skip
     if stem != "variance_law":
         return None
     out = []

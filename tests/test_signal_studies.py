@@ -332,3 +332,52 @@ def test_the_tail_shape_verdict_follows_the_data():
     e = _power_and_exponential(layers, expo, 1e-3 * expo, 0, rng)
     assert p["better_fit"] == "power law" and p["power_exponent"] == pytest.approx(0.4)
     assert e["better_fit"] == "exponential" and e["exponential_length"] == pytest.approx(30.0)
+
+
+def test_variance_under_chaintrons_scaling_swept_in_sigma_v(tmp_path, capsys):
+    """`--sigma-vs`: α = 1/(LM), σ_v swept (Chaintron's slides, the 2LP ResNet on an
+    embedding). Each point's mean deviation against the ReLU closed form computed here,
+    `(1 + σ_v²/(2 L² M))^L − 1` (c = (d/2) σ_u² σ_v² = σ_v²/2), within 4 standard errors;
+    where σ_v²/(LM) ≤ 1/16 the deviation is Θ(σ_v²/(LM)): `Δ² LM/σ_v²` within 8% of c = 1/2;
+    the slope against L is −1 where no point explodes; the figure is `embedding_law.png`."""
+    M, Ls, sweep = 4, [4, 16], [0.5, 2.0, 16.0]
+    r = _run(
+        "variance", tmp_path / "v", "--sigma-vs", ",".join(map(str, sweep)), "--L",
+        ",".join(map(str, Ls)), "--M", str(M), "--nets", "3000", "--c-samples", "20000",
+    )  # fmt: skip
+    assert r["config"]["sigma_vs"] == sweep and r["config"]["gammas"] == []
+    assert len(r["points"]) == len(Ls) * len(sweep)
+    for p in r["points"]:
+        L, s = p["L"], p["sigma_v"]
+        law = (1 + s**2 / (2 * L**2 * M)) ** L - 1
+        assert abs(p["mean"] - law) < 4 * p["se"], p
+        assert p["alpha"] == 1 / (L * M)
+        assert p["regime"] == ("explosion" if s**2 > L * M else "Θ(σ_v²/(LM))")
+        if s**2 / (L * M) <= 1 / 16:
+            assert abs(p["mean"] * L * M / s**2 - 0.5) < 0.04, p
+    fits = {f["fixed"]["sigma_v"]: f for f in r["fits"]}
+    assert set(fits) == {0.5, 2.0}  # σ_v = 16 explodes at L = 4 and 16: no line
+    assert all(abs(f["slope"] + 1) < 0.1 and f["theory"] == -1 for f in fits.values())
+    assert (tmp_path / "v" / "embedding_law.png").exists()
+    assert not (tmp_path / "v" / "variance_law.png").exists()
+    # `plot` redraws it from results.json, and refuses an edited one in one line
+    assert main(["plot", str(tmp_path / "v")]) == 0
+    del r["points"][1]["sigma_v2_over_LM"]
+    (tmp_path / "v" / "results.json").write_text(json.dumps(r))
+    capsys.readouterr()
+    assert main(["plot", str(tmp_path / "v")]) == 2
+    assert "points[1].sigma_v2_over_LM" in capsys.readouterr().err
+    for argv, flag in (
+        (["--sigma-vs", "1,2", "--block", "meanfield.blocks.attention:AttentionHead",
+          "--law", "meanfield.blocks.attention:AttentionLaw"], "--sigma-vs"),
+        (["--sigma-vs", "1,2", "--sigma-v", "2"], "--sigma-v"),
+        (["--sigma-vs", "1,1"], "--sigma-vs"),
+        (["--sigma-vs", "0,1"], "--sigma-vs"),
+    ):  # fmt: skip
+        out = tmp_path / flag.strip("-")
+        try:  # refused by the parser (SystemExit) or by the study (status 2)
+            code = main(["study", "variance", "--out", str(out), "--no-progress", *argv])
+        except SystemExit as stop:
+            code = stop.code
+        assert code == 2 and not out.exists(), argv
+        assert flag in capsys.readouterr().err

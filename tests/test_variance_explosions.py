@@ -98,7 +98,8 @@ def test_an_unknown_c_leaves_the_law_out_of_the_figure(tmp_path, capsys):
 
 
 def test_the_legend_names_points_with_no_finite_network():
-    from meanfield.studies.variance import _exploded_warning, _no_finite
+    from meanfield.studies.variance import _exploded_warning
+    from meanfield.studies.variance_plot import _no_finite
 
     rows = [{"L": 4, "gamma": 0.5, "mean": 1.0, "exploded": 3},
             {"L": 16, "gamma": 0.5, "mean": None, "exploded": 10}]  # fmt: skip

@@ -77,13 +77,13 @@ def host_key(cpu: str | None = None) -> str:
     `SYSTEM-MACHINE-jaxlibVERSION-DIGEST`, `DIGEST` the first 12 hex digits of the SHA-256
     of `cpu` (default: `cpu_description()`), so that hosts with other CPU features or
     another jaxlib never read each other's programs."""
-    import jaxlib
+    from .releases import installed
 
     cpu = cpu_description() if cpu is None else cpu
     digest = hashlib.sha256(cpu.encode()).hexdigest()[:12]
     system = platform.system().lower() or "unknown"
     machine = platform.machine().lower() or "unknown"
-    return f"{system}-{machine}-jaxlib{jaxlib.__version__}-{digest}"
+    return f"{system}-{machine}-jaxlib{installed()['jaxlib']}-{digest}"
 
 
 def cpu_description() -> str:

@@ -4,6 +4,11 @@ Monte-Carlo estimate of c in `E‖φ(h, Z_0)‖² = c‖h‖²`, then `E‖h^L �
 networks against `((1 + cα²M)^L − 1)‖x‖²`, for α = L^{-γ}/sqrt(M) with γ below, at and
 above 1/2 as L grows: explosion (γ < 1/2), a finite limit e^c − 1 (γ = 1/2), and the
 identity (γ > 1/2, where Δ_L² ~ c L^{1−2γ}).
+
+With `--sigma-vs`, Chaintron's scaling of the 2LP ResNet on an embedding instead: α =
+1/(LM) (the `1/(LM) Σ_j v_j ρ(⟨u_j, h⟩_D)` of the slides, `σ_u = √D` there being `σ_u =
+1/√d` here), swept in σ_v: `Δ_L² = ((1 + c σ_v²/(L² M))^L − 1)‖x‖²` (exact for ReLU), that
+is `Θ(σ_v²/(LM))` while `σ_v = O(√(LM))` and an explosion beyond.
 """
 
 import math
@@ -14,7 +19,6 @@ import jax.random as jr
 import numpy as np
 
 from ..blocks.two_layer import TwoLayerBlock
-from ..io.plotting import save_figure, series_by, size_ticks, use_agg
 from ..laws.unit import TwoLayerGaussianLaw
 from ..runtime.errors import StudyInputError
 from ..stats.fits import fit_loglog, judge_theory, split_exploded
@@ -32,10 +36,12 @@ from .args import (
     check_costs,
     check_scale,
     check_unit_arguments,
+    float_list,
     positive_float,
     positive_int,
 )
 from .runner import start_study, study_precision
+from .variance_plot import _figure, _lm_figure
 
 HELP = "variance of the first forward pass: Chizat's Prop. 2.1 and its three regimes"
 DEFAULT_X64 = True
@@ -61,6 +67,12 @@ def add_arguments(parser):
     )
     parser.add_argument("--law", help="the law of your block's parameters (with --block)")
     parser.add_argument(
+        "--sigma-vs",
+        type=float_list,
+        help="Chaintron's scaling instead of --gammas: α = 1/(LM) and these values of σ_v "
+        "(e.g. 0.5,2,8,32; the built-in 2LP only)",
+    )
+    parser.add_argument(
         "--c-samples",
         type=positive_int,
         default=200_000,
@@ -85,7 +97,7 @@ def cost_parts(cfg, law) -> list:
     unit = 4 * P + 10 * d  # operations of one unit at one state
     batch = min(nets, NETS_PER_BATCH)
     per_net = L * M * (P + 4 * d) + 6 * (L + 1) * d
-    points = len(cfg["gammas"]) * math.fsum(
+    points = len(cfg.get("sigma_vs") or cfg["gammas"]) * math.fsum(
         nets * Lk * M * unit + 3 * back * Lk * M * unit + PYTHON_STEP for Lk in cfg["L"]
     )
     return [
@@ -129,6 +141,16 @@ def run(args):
             f"--c-samples: need at least 2 for an error bar, got {args.c_samples}"
         )
     check_scale("--sigma-v", args.sigma_v, MAX_SIGMA_V, "the outputs' variance overflows")
+    sweep = args.sigma_vs
+    if sweep is not None:
+        if args.block is not None or args.law is not None:
+            raise StudyInputError("--sigma-vs: sweeps σ_v of the built-in 2LP, not with --block")
+        if args.sigma_v != 1.0:
+            raise StudyInputError("--sigma-v: not used with --sigma-vs (the σ_v values swept)")
+        if not all(v > 0 for v in sweep):
+            raise StudyInputError(f"--sigma-vs: values must be positive, got {sweep}")
+        for v in sweep:
+            check_scale("--sigma-vs", v, MAX_SIGMA_V, "the outputs' variance overflows")
     cfg = {
         **{name: getattr(args, name) for name in UNIT_OPTIONS},
         "sigma_u": 1 / math.sqrt(args.d),
@@ -139,6 +161,9 @@ def run(args):
         "backward_nets": min(args.nets or PRESETS[args.preset]["nets"], BACKWARD_NETS),
         "c_samples": args.c_samples,
         "c_at_norm": 1.0,  # ‖x‖: c is estimated at states of the input's norm
+        # Chaintron's scaling α = 1/(LM), swept in σ_v (c estimated at σ_v = 1, then
+        # c σ_v²: v ~ σ_v N(0, I)); None: α = L^-γ/√M at each γ
+        **({"sigma_vs": list(sweep), "gammas": []} if sweep is not None else {}),
         "seed": args.seed,
         "x64": args.x64,
         "preset": args.preset,
@@ -157,6 +182,8 @@ def run(args):
     direction = jnp.zeros(cfg["d"]).at[0].set(1.0)  # b^L, a unit vector
 
     def point(spec):
+        if "sigma_v" in spec:  # Chaintron's scaling, its own networks (tag 4)
+            return lm_point(spec)
         L, g, M = spec["L"], spec["gamma"], cfg["M"]
         alpha = L ** (-g) / math.sqrt(M)
         devs, final = sampled_deviation(
@@ -182,24 +209,10 @@ def run(args):
                 nets=cfg["backward_nets"],
             )
         )  # fmt: skip
-        # networks that overflowed are counted, not averaged (the explosion regime at
-        # large depth); the law itself is then inf (stored as null)
-        dev, exploded = split_exploded(devs[:, -1], threshold=math.inf)
-        mean = float(dev.mean()) if dev.size else None
-        se = float(dev.std(ddof=1) / math.sqrt(dev.size)) if dev.size > 1 else None
-        theory = float(variance_law(c, alpha, M, L, 1.0))
-        finite = mean is not None and se is not None and se > 0 and math.isfinite(theory)
         return {
-            "draws": int(devs.shape[0]),
-            "mean_state": _mean_state(final),
-            "maximal_bound": _maximal_bound(devs.max(axis=1), theory),
+            **_forward_point(devs, final, float(variance_law(c, alpha, M, L, 1.0))),
             "alpha": alpha,
             "MLalpha2": M * L * alpha**2,
-            "mean": mean,
-            "se": se,
-            "exploded": exploded,
-            "theory": theory,
-            "z": (mean - theory) / se if finite and mean is not None and se else None,
             "regime": "explosion" if g < 0.5 else "critical" if g == 0.5 else "identity",
             "backward": {
                 "end": _mean_se(back[:, 0]),
@@ -209,8 +222,31 @@ def run(args):
             },
         }
 
-    specs = [{"L": L, "gamma": g} for g in cfg["gammas"] for L in cfg["L"]]
-    points = runner.run_points(specs, point, describe=lambda s: f"L={s['L']} γ={s['gamma']}")
+    def lm_point(spec):
+        L, s, M = spec["L"], spec["sigma_v"], cfg["M"]
+        alpha = 1.0 / (L * M)
+        law_s = TwoLayerGaussianLaw(cfg["d"], sigma_u=cfg["sigma_u"], sigma_v=s)
+        devs, final = sampled_deviation(
+            block, law_s, L=L, M=M, alpha=alpha, x=x,
+            key=jr.fold_in(jr.fold_in(jr.fold_in(master, 4), L), round(1e6 * s)),
+            nets=cfg["nets"], final_state=True,
+        )  # fmt: skip
+        devs, final = np.asarray(devs), np.asarray(final)
+        devs = np.where(np.isnan(devs), np.inf, devs)
+        return {
+            **_forward_point(devs, final, float(variance_law(c * s**2, alpha, M, L, 1.0))),
+            "alpha": alpha,
+            "MLalpha2": M * L * alpha**2,
+            "sigma_v2_over_LM": s**2 / (L * M),
+            "theory_leading": c * s**2 / (L * M),  # the Θ(σ_v²/(LM)) term: c σ_v²/(LM)
+            "regime": "Θ(σ_v²/(LM))" if s**2 <= L * M else "explosion",
+        }
+
+    if cfg.get("sigma_vs"):
+        specs = [{"L": L, "sigma_v": s} for s in cfg["sigma_vs"] for L in cfg["L"]]
+    else:
+        specs = [{"L": L, "gamma": g} for g in cfg["gammas"] for L in cfg["L"]]
+    points = runner.run_points(specs, point, describe=_at)
     exploded = _exploded_warning(points, cfg["nets"])
     if exploded:
         runner.warn(exploded)
@@ -225,6 +261,19 @@ def run(args):
                 against="L",
                 fixed={"gamma": g},
                 theory=1 - 2 * g,
+            )
+            fit["ci95"] = None
+            fits.append(judge_theory(fit))
+    for sv in cfg.get("sigma_vs") or []:  # Δ_L² ≈ c σ_v²/(LM): slope −1 against L
+        rows = [p for p in points if p["sigma_v"] == sv and p["mean"] is not None]
+        if len(rows) >= 2 and all(p["regime"] != "explosion" for p in rows):
+            fit = fit_loglog(
+                [p["L"] for p in rows],
+                [[p["mean"]] for p in rows],
+                quantity="delta_L^2",
+                against="L",
+                fixed={"sigma_v": sv, "alpha": "1/(LM)"},
+                theory=-1.0,
             )
             fit["ci95"] = None
             fits.append(judge_theory(fit))
@@ -267,6 +316,11 @@ def run(args):
         "c_assumption_exact": cfg["block"] is None and cfg["activation"] in ("relu", "identity"),
         "error_estimate": float(c_ref["se"]),
         "critical_limit": math.exp(c) - 1,
+        **(
+            {"c_meaning": "c at sigma_v = 1; each point's law uses c sigma_v^2"}
+            if cfg.get("sigma_vs")
+            else {}
+        ),
     }
     runner.finish(
         {
@@ -287,7 +341,11 @@ def run(args):
 def plot(out, results) -> None:
     """The figure from `results.json` alone (`meanfield plot DIR`)."""
     c = results["reference"]["c"]  # null where no draw of the law gave a finite φ
-    _figure(out, results["config"], results["points"], math.nan if c is None else c)
+    c = math.nan if c is None else c
+    if results["config"].get("sigma_vs"):
+        _lm_figure(out, results["config"], results["points"], c)
+    else:
+        _figure(out, results["config"], results["points"], c)
 
 
 def _estimate_c(block, law, cfg, *, key) -> dict:
@@ -339,6 +397,35 @@ def _c_warning(exploded: int, samples: int) -> str:
     )
 
 
+def _forward_point(devs, final, theory: float) -> dict:
+    """A point's forward-pass record from the deviations `devs` `(nets, L + 1)` (overflowed
+    networks as inf) and final states: the mean and standard error at l = L over the
+    finite networks (those that overflowed are counted, not averaged: the explosion
+    regime at large depth; the law itself is then inf, stored as null), the law
+    `theory`, the z-score, `E[h^L] = x` and the maximal bound."""
+    dev, exploded = split_exploded(devs[:, -1], threshold=math.inf)
+    mean = float(dev.mean()) if dev.size else None
+    se = float(dev.std(ddof=1) / math.sqrt(dev.size)) if dev.size > 1 else None
+    finite = mean is not None and se is not None and se > 0 and math.isfinite(theory)
+    return {
+        "draws": int(devs.shape[0]),
+        "mean_state": _mean_state(final),
+        "maximal_bound": _maximal_bound(devs.max(axis=1), theory),
+        "mean": mean,
+        "se": se,
+        "exploded": exploded,
+        "theory": theory,
+        "z": (mean - theory) / se if finite and mean is not None and se else None,
+    }
+
+
+def _at(p) -> str:
+    """A point's name: `L=4 γ=0.5`, or `L=4 σ_v=2` under Chaintron's scaling."""
+    if "sigma_v" in p:
+        return f"L={p['L']} σ_v={p['sigma_v']:g}"
+    return f"L={p['L']} γ={p['gamma']:g}"
+
+
 def _exploded_warning(points, nets: int) -> str | None:
     """The warning line naming how many networks exploded (a non-finite or overflowed
     state), at which points, and the points left with no finite network."""
@@ -346,14 +433,14 @@ def _exploded_warning(points, nets: int) -> str | None:
     if not hit:
         return None
     total = sum(p["exploded"] for p in hit)
-    where = ", ".join(f"L={p['L']} γ={p['gamma']:g} ({p['exploded']})" for p in hit)
+    where = ", ".join(f"{_at(p)} ({p['exploded']})" for p in hit)
     line = (
         f"{total} network(s) exploded (a non-finite or overflowed state) at {len(hit)} "
         f"of {len(points)} point(s), of {nets} each: {where}; the means are over the others"
     )
     gone = [p for p in hit if p["mean"] is None]
     if gone:
-        names = ", ".join(f"L={p['L']} γ={p['gamma']:g}" for p in gone)
+        names = ", ".join(_at(p) for p in gone)
         line += f"; no finite network at {names} (exploded: left out of the fits and figure)"
     return line
 
@@ -433,101 +520,3 @@ def _maximal_bound(sup_sq, variance) -> list[dict]:
              "holds": frac <= min(bound, 1.0) + 2 * se}
         )  # fmt: skip
     return rows
-
-
-DRAW_MAX = 1e150  # larger values are not drawn (a log axis to 1e308 overflows its ticks)
-
-
-def _num(value, default=math.nan) -> float:
-    """A stored number for a figure (null, an overflow, or above `DRAW_MAX` as `default`:
-    NaN is not drawn)."""
-    return default if value is None or not abs(float(value)) <= DRAW_MAX else float(value)
-
-
-def _beyond(rows, known: bool = True) -> bool:
-    """Whether a row's mean or its law lies beyond what the figure draws (a law stored as
-    null overflowed, unless c itself is unknown: `known` False)."""
-    return any(
-        v is not None and not abs(v) <= DRAW_MAX for p in rows for v in (p["mean"], p["theory"])
-    ) or (known and any(p["theory"] is None for p in rows))
-
-
-def _no_finite(rows) -> str:
-    """The legend's note of the points with no finite network (not drawn)."""
-    gone = [p["L"] for p in rows if p["mean"] is None]
-    return f", no finite network at L = {', '.join(map(str, gone))} (not drawn)" if gone else ""
-
-
-def _figure(out, cfg, points, c):
-    use_agg()
-    import matplotlib.pyplot as plt
-
-    fig, (ax, ax_b) = plt.subplots(1, 2, figsize=(11, 4.2))
-    # every γ with a finished point (the configured ones first, in their order)
-    for g, color, rows in series_by(points, "gamma", cfg["gammas"]):
-        Ls = np.array([p["L"] for p in rows])
-        exploded = sum(p.get("exploded", 0) for p in rows)
-        ax.errorbar(
-            Ls,
-            [_num(p["mean"]) for p in rows],
-            [2 * _num(p["se"], 0.0) for p in rows],
-            fmt="o",
-            color=color,
-            label=f"γ={g} ({rows[0]['regime']})"
-            + (f", {exploded} exploded network(s) left out" if exploded else "")
-            + _no_finite(rows)
-            + (
-                f", values above {DRAW_MAX:.0e} not drawn"
-                if _beyond(rows, math.isfinite(c))
-                else ""
-            ),
-        )
-        fine = np.geomspace(Ls.min(), Ls.max(), 50)
-        a = fine ** (-g) / math.sqrt(cfg["M"])
-        law = variance_law(c, a, cfg["M"], fine, 1.0)
-        ax.plot(fine, np.where(law <= DRAW_MAX, law, np.nan), "-", color=color, lw=1)
-        ax_b.errorbar(
-            [p["MLalpha2"] for p in rows],
-            [_num(p["backward"]["sup"]["mean"]) for p in rows],
-            [2 * _num(p["backward"]["sup"]["se"], 0.0) for p in rows],
-            fmt="o-",
-            color=color,
-            label=f"γ={g}: L = {Ls.min()}..{Ls.max()}",
-        )
-        ax_b.plot(
-            [p["MLalpha2"] for p in rows],
-            [_num(p["backward"]["end"]["mean"]) for p in rows],
-            "o:",
-            color=color,
-            mfc="none",
-            ms=6,
-            lw=0.8,
-        )
-    ax_b.plot([], [], "o:", color="0.4", mfc="none", label="open: at l = 0 (end), not the sup")
-    if math.isfinite(c):
-        ax.axhline(math.exp(c) - 1, color="gray", ls=":", label="e^c − 1")
-    ax.set(
-        xscale="log",
-        yscale="log",
-        xlabel="depth L",
-        ylabel="E‖h^L − x‖² / ‖x‖²",
-        title="forward pass against the variance law (lines)\n"
-        + f"α = L^-γ/√M, M={cfg['M']}, "
-        + (f"{cfg['activation']} 2LP" if cfg["block"] is None else str(cfg["block"]))
-        + (f", c={c:.3f}" if math.isfinite(c) else ", c unknown (φ not finite): no law"),
-    )
-    ax.title.set_fontsize(9)
-    size_ticks(ax, cfg["L"])
-    ax.legend(fontsize=7)
-    ax_b.set(
-        xscale="log",
-        yscale="log",
-        xlabel="M L α²",
-        ylabel="E sup_l ‖b^l − b^L‖² / ‖b^L‖²",
-        title="first backward pass: the identity as M L α² → 0 (Chizat's notes, §3.1)",
-    )
-    ax_b.title.set_fontsize(9)
-    ax_b.legend(fontsize=7)
-    from pathlib import Path
-
-    save_figure(fig, Path(out) / "variance_law.png", dpi=120)
