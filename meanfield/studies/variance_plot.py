@@ -138,7 +138,11 @@ def _lm_figure(out, cfg, points, c):
         ylabel="E‖h^L − x‖² / ‖x‖²",
         title="first forward pass, α = 1/(LM): Θ(σ_v²/(LM)) while σ_v = O(√(LM))\n"
         f"(Chaintron's slides), M={cfg['M']}, d={cfg['d']}, {cfg['activation']} 2LP; lines: "
-        "the exact law of each L",
+        + (
+            "the exact law of each L"
+            if cfg["activation"] in ("relu", "identity")
+            else "each L's law,\nc taken at ‖h‖ = 1 (exact for ReLU only)"
+        ),
     )
     ax.title.set_fontsize(9)
     ax.legend(fontsize=7)
