@@ -168,4 +168,4 @@ def test_fbm_note_states_the_local_slopes_measured():
     steepening = rows([-0.55, -0.7, -0.9])
     note = fbm_note(steepening, "error_final", -0.5)
     assert "not nearer the theory" in note and "flattening" not in note
-    assert "no local slope" in fbm_note(rows([-0.8]), "error_final", -0.5)
+    assert "no change\nof the local slope" in fbm_note(rows([-0.8]), "error_final", -0.5)

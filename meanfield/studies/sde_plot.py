@@ -30,7 +30,10 @@ def fbm_note(rows, quantity, theory) -> str:
     they do not (and the note says so)."""
     local = local_slopes(rows, quantity)
     if len(local) < 2:
-        return "the theory slope −(2H − 1) is asymptotic (two depths: no local slope to show)"
+        return (
+            "the theory slope −(2H − 1) is asymptotic (fewer than three depths: no change\n"
+            "of the local slope to show)"
+        )
     (a0, b0, s0), (a1, b1, s1) = local[0], local[-1]
     towards = abs(s1 - theory) < abs(s0 - theory)
     return (
