@@ -200,8 +200,6 @@ def run(args):
             nets=cfg["nets"],
             final_state=True,
         )
-        devs, final = np.asarray(devs), np.asarray(final)
-        devs = np.where(np.isnan(devs), np.inf, devs)  # an overflowed network: exploded
         back = np.asarray(
             sampled_backward_deviation(
                 block, law, L=L, M=M, alpha=alpha, x=x, direction=direction,
@@ -231,8 +229,6 @@ def run(args):
             key=jr.fold_in(jr.fold_in(jr.fold_in(master, 4), L), round(1e6 * s)),
             nets=cfg["nets"], final_state=True,
         )  # fmt: skip
-        devs, final = np.asarray(devs), np.asarray(final)
-        devs = np.where(np.isnan(devs), np.inf, devs)
         return {
             **_forward_point(devs, final, float(variance_law(c * s**2, alpha, M, L, 1.0))),
             "alpha": alpha,
@@ -398,11 +394,13 @@ def _c_warning(exploded: int, samples: int) -> str:
 
 
 def _forward_point(devs, final, theory: float) -> dict:
-    """A point's forward-pass record from the deviations `devs` `(nets, L + 1)` (overflowed
-    networks as inf) and final states: the mean and standard error at l = L over the
-    finite networks (those that overflowed are counted, not averaged: the explosion
-    regime at large depth; the law itself is then inf, stored as null), the law
+    """A point's forward-pass record from the deviations `devs` `(nets, L + 1)` (a NaN, an
+    overflowed network, counted as inf) and final states: the mean and standard error at
+    l = L over the finite networks (those that overflowed are counted, not averaged: the
+    explosion regime at large depth; the law itself is then inf, stored as null), the law
     `theory`, the z-score, `E[h^L] = x` and the maximal bound."""
+    devs, final = np.asarray(devs), np.asarray(final)
+    devs = np.where(np.isnan(devs), np.inf, devs)  # an overflowed network: exploded
     dev, exploded = split_exploded(devs[:, -1], threshold=math.inf)
     mean = float(dev.mean()) if dev.size else None
     se = float(dev.std(ddof=1) / math.sqrt(dev.size)) if dev.size > 1 else None
