@@ -2,8 +2,9 @@
 """Closed forms at infinite width: the Gaussian expectations of an activation
 (`gain`, `second_moment`), the response function and its optimal residual scaling
 (`response`, `optimal_scaling`), the variance law of the first forward pass, the tangent
-kernel and its shallow approximation, and gradients through depth of plain and residual
-networks (`predicted_log_ratio`).
+kernel and its shallow approximation, gradients through depth of plain and residual
+networks (`predicted_log_ratio`), and exact ReLU constructions (`approximation`: x² from p
+ReLUs, the sawtooth in depth, parity, piecewise-linear interpolation in d dimensions).
 """
 
 from . import gaussian as gaussian
@@ -37,3 +38,9 @@ from .gradients import gaussian_moments as gaussian_moments
 from .gradients import finite_width_log_ratios as finite_width_log_ratios
 from .gradients import population as population
 from .gradients import predicted_log_ratio as predicted_log_ratio
+from . import approximation as approximation
+from .approximation import ShallowReLU as ShallowReLU
+from .approximation import square_staircase as square_staircase
+from .approximation import sawtooth as sawtooth
+from .approximation import count_pieces as count_pieces
+from .approximation import simplex_interpolate as simplex_interpolate
