@@ -117,6 +117,8 @@ TINY = {
     "tangent-kernel": ["--L", "4,16", "--nets", "4"],
     "response": ["--depths", "2,5", "--width", "50", "--inits", "10",
                  "--alpha-star-inits", "10"],
+    "approximation": ["--budgets", "32,64", "--seeds", "2", "--steps", "5",
+                      "--targets", "square,parity", "--parity-n", "3"],
 }  # fmt: skip
 G = str(10**9)
 SIZE_CASES = [
@@ -189,6 +191,10 @@ SIZE_CASES = [
     ("tangent-kernel", ["--M", G], "--M"),
     ("response", ["--inits", G], "--inits"),
     ("response", ["--alpha-star-inits", G], "--alpha-star-inits"),
+    ("approximation", ["--steps", G], "--steps"),
+    ("approximation", ["--seeds", G], "--seeds"),
+    ("approximation", ["--train-points", G], "--train-points"),
+    ("approximation", ["--budgets", f"32,{G}"], "--budgets"),
 ]
 
 

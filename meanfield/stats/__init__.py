@@ -1,6 +1,7 @@
 # ruff: noqa: I001  (grouped by module, in the order data flows)
 """Statistics: summaries with explosions set apart, log-log and rate fits with bootstrap
-intervals over independent draws, and the verdicts computed from them.
+intervals over independent draws, two arms compared (`difference_interval`, Welch's
+interval over each arm's draws), and the verdicts computed from them.
 """
 
 from . import fits as fits
@@ -21,3 +22,6 @@ from . import rate_law as rate_law
 from .rate_law import fit_rate_sum as fit_rate_sum
 from .rate_law import fit_rate_law as fit_rate_law
 from .rate_law import optimal_shape as optimal_shape
+from . import compare as compare
+from .compare import difference_interval as difference_interval
+from .compare import lower_arm as lower_arm

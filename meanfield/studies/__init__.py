@@ -29,6 +29,7 @@ _MODULES: dict[str, str] = {
     "plain-vs-residual": "meanfield.studies.plain_vs_residual",
     "trained-weights": "meanfield.studies.trained_weights",
     "regimes": "meanfield.studies.regimes",
+    "approximation": "meanfield.studies.approximation",
 }
 
 

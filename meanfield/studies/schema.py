@@ -8,6 +8,9 @@ The per-study tables (`SCHEMAS`, in the schema language of
 helpers it calls read: a key the plot does not read is not checked (the files carry much
 more).
 
+Why this file is long: one short table per study (twelve), kept side by side so that a
+change to what the figures read is checked against every study's table in one place.
+
 ```python
 validate(results)  # raises StudyInputError("DIR: results.json: points[3].L: ...")
 ```
@@ -545,6 +548,38 @@ REGIMES = study(
     },
 )  # fmt: skip
 
+# ------------------------------------------------------------------ approximation
+
+_ARM = Record(
+    {
+        "depth": Member(POS, "config.depths"),
+        "parameters": POS,
+        "rms": List(Maybe(Num(positive=True))),
+        "exploded": NAT,
+    }
+)
+APPROXIMATION = study(
+    {"targets": List(Str(), min_len=1), "depths": List(POS, min_len=1), "lrs": List(NUM),
+     "steps": POS, "seeds": POS, "sawtooth_k": POS, "parity_n": POS, "seed": NAT},
+    {
+        "points": List(Record({"target": Member(Str(), "config.targets"), "budget": POS,
+                               "constant_rms": Num(positive=True),
+                               "arms": List(_ARM, min_len=1)}), min_len=1),
+        "comparisons": List(Record({"target": Str(), "budget": POS, "lower": Str()})),
+        "constructions": Record({
+            "square": List(Record({"relus": POS, "max_error": Num(positive=True)}), min_len=1),
+            "sawtooth": List(Record({"k": POS, "pieces": POS, "predicted_pieces": POS,
+                                     "deep_units": POS, "shallow_units": NAT}), min_len=1),
+            "parity": List(Record({"n": POS, "shallow_wrong": NAT, "deep_wrong": NAT,
+                                   "shallow_units": POS, "deep_units": NAT,
+                                   "lookup_units": POS}), min_len=1),
+            "curse": List(Record({"d": POS, "slope": NUM, "predicted_slope": NUM,
+                                  "rows": List(Record({"pieces": POS, "rms": Num(positive=True)}),
+                                               min_len=1)})),
+        }),
+    },
+)  # fmt: skip
+
 # ------------------------------------------------------------------ the tables
 
 SCHEMAS: dict[str, Spec] = {
@@ -559,6 +594,7 @@ SCHEMAS: dict[str, Spec] = {
     "plain-vs-residual": PLAIN_VS_RESIDUAL,
     "trained-weights": TRAINED_WEIGHTS,
     "regimes": REGIMES,
+    "approximation": APPROXIMATION,
 }
 
 _COMMON = Record({"study": Str(), "config": Record({"x64?": Bool()})})

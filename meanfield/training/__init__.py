@@ -2,7 +2,8 @@
 """Training: the one gradient-descent loop (`gd_loop`, any optax optimiser) and each
 model's training on it: `train` (a `ResNet`), and in their modules
 `meanfield.training.perceptron.train`, `meanfield.training.deep_embedded.train`,
-`train_classifier` (plain networks) and `train_res1`.
+`train_classifier` (plain networks), `train_res1` and `fit_mlp` (a ReLU network fitted
+to a function, `meanfield.training.approximation`).
 """
 
 from . import loop as loop
@@ -21,3 +22,5 @@ from .plain import train_classifier as train_classifier
 from . import res1 as res1
 from .res1 import Res1Training as Res1Training
 from .res1 import train_res1 as train_res1
+from . import approximation as approximation
+from .approximation import fit_mlp as fit_mlp

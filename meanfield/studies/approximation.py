@@ -1,0 +1,479 @@
+"""`meanfield study approximation`: why depth, measured (the first half of the lecture
+"Universal approximation & going deep"; docs: Mathematics §10).
+
+Two parts:
+
+* **The exact constructions** (`meanfield.theory.approximation`, float64, no training):
+  x² on [0, 1] from p ReLUs (the lecture's 4, at knots 0, 1/4, 1/2, 3/4) with its maximal
+  error measured against `1/(4p²)`; the sawtooth, the k-fold tent map, whose linear pieces
+  are counted (2^k) against the units it takes in depth (2k) and in one hidden layer
+  (at least 2^k − 1); parity of n bits, checked on all 2^n inputs, through a depth-2 ReLU
+  network of n units (on Σ x_i) and a tree of XOR gates (2(n − 1) units at depth
+  ⌈log₂ n⌉), against the 2^(n − 1) units of the enumerating network the lecture counts;
+  the curse of dimensionality: the continuous piecewise-linear interpolant of a smooth
+  function on [0, 1]^d (the Kuhn triangulation of a grid, which a ReLU network
+  represents), its RMS error against its number of pieces fitted for d = 1..4 against
+  the rate P^(−2/d), i.e. P ≈ ε^(−d/2) pieces for an error ε.
+* **Trained networks** (`meanfield.training.approximation`): fully connected ReLU networks
+  (`eqx.nn.MLP`, one output) of each depth in `--depths` (1: one hidden layer), at each
+  parameter budget, their width the largest the budget holds, trained by full-batch Adam
+  on the mean squared error for `--steps` steps at each learning rate of `--lrs`, on x²,
+  the sawtooth of `--sawtooth-k` teeth, sin(50x) (1-D: trained on a grid of
+  `--train-points` points of [0, 1], the error the RMS on 4096 cell midpoints between
+  them) and parity of `--parity-n` bits (trained and measured on all 2^n inputs).
+  Per depth and budget the learning rate with the lowest mean final training loss is
+  kept; the error of each of the `--seeds` networks (independent initialisations) at
+  it is recorded. Deepest against shallowest at each budget: the difference of the
+  mean log₁₀ RMS errors with Welch's 95% interval over the networks
+  (`meanfield.stats.compare`), and which is lower where the interval excludes 0.
+
+Everything runs in float64 (`--no-x64`: float32, about half the time): trained networks
+fit parity to RMS errors near 2e-7, about float32's round-off.
+"""
+
+import math
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+
+from ..runtime.errors import StudyInputError
+from ..stats.compare import difference_interval, lower_arm
+from ..stats.fits import line_fit
+from ..theory import approximation as A
+from ..training.approximation import fit_mlp, mlp_shape, predict, sample_mlp
+from .args import float_list, int_list, positive_int
+from .runner import start_study
+
+HELP = "why depth: exact ReLU constructions, and trained shallow against deep networks"
+DEFAULT_X64 = True
+TARGETS = ("square", "sawtooth", "sin50", "parity")
+PRESETS = {
+    "quick": {
+        "budgets": [32, 128, 512, 2048],
+        "depths": [1, 4],
+        "seeds": 10,
+        "steps": 3000,
+        "lrs": [0.003, 0.01, 0.03],
+    },
+    "paper": {
+        "budgets": [32, 64, 128, 256, 512, 1024, 2048, 4096, 8192],
+        "depths": [1, 2, 4, 8],
+        "seeds": 16,
+        "steps": 20000,
+        "lrs": [0.001, 0.003, 0.01, 0.03],
+    },
+}
+TEST_POINTS = 4096
+# the constructions: square with these many ReLUs, sawtooth and parity up to these sizes,
+# the curse of dimensionality in these dimensions and grid sizes (cells per side)
+SQUARE_PIECES = (1, 2, 4, 8, 16, 32, 64)
+SAWTOOTH_K = tuple(range(1, 11))
+PARITY_N = tuple(range(2, 13))
+CURSE_CELLS = {1: (4, 8, 16, 32, 64), 2: (4, 8, 16, 32), 3: (2, 4, 8, 16), 4: (2, 4, 8, 12)}
+CURSE_POINTS = 20000
+EPSILON = 1e-3
+SELF_CHECK_STEPS = 2
+MAX_LR = 10.0
+
+
+def _quick(name) -> str:
+    value = PRESETS["quick"][name]
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def add_arguments(parser):
+    parser.add_argument(
+        "--budgets",
+        type=int_list,
+        help=f"parameter budgets, increasing (quick: {_quick('budgets')})",
+    )
+    parser.add_argument(
+        "--depths",
+        type=int_list,
+        help=f"hidden layers per network, 1 (shallow) and deeper (quick: {_quick('depths')})",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=positive_int,
+        help=f"networks per depth and budget (quick: {_quick('seeds')})",
+    )
+    parser.add_argument(
+        "--steps",
+        type=positive_int,
+        help=f"full-batch Adam steps per network (quick: {_quick('steps')})",
+    )
+    parser.add_argument(
+        "--lrs",
+        type=float_list,
+        help=f"Adam learning rates tried, increasing (quick: {_quick('lrs')})",
+    )
+    parser.add_argument("--targets", help=f"comma list among {', '.join(TARGETS)} (default: all)")
+    parser.add_argument(
+        "--sawtooth-k",
+        type=positive_int,
+        default=4,
+        help="the sawtooth target's tent maps composed (2^k teeth; default 4)",
+    )
+    parser.add_argument(
+        "--parity-n",
+        type=positive_int,
+        default=8,
+        help="bits of the parity target (default 8; all 2^n inputs)",
+    )
+    parser.add_argument("--train-points", type=positive_int, default=256,
+                        help="grid points of [0, 1] the 1-D targets are trained on")  # fmt: skip
+
+
+def _config(args) -> dict:
+    preset = PRESETS[args.preset]
+    targets = list(TARGETS)
+    if args.targets is not None:
+        targets = [t.strip() for t in args.targets.split(",")]
+        if (
+            not targets
+            or any(t not in TARGETS for t in targets)
+            or len(set(targets)) < len(targets)
+        ):
+            raise StudyInputError(
+                f"--targets: need distinct names among {', '.join(TARGETS)}, got {args.targets!r}"
+            )
+    cfg = {
+        "budgets": args.budgets or preset["budgets"],
+        "depths": args.depths or preset["depths"],
+        "seeds": args.seeds or preset["seeds"],
+        "steps": args.steps or preset["steps"],
+        "lrs": args.lrs or preset["lrs"],
+        "targets": targets,
+        "sawtooth_k": args.sawtooth_k,
+        "parity_n": args.parity_n,
+        "train_points": args.train_points,
+        "test_points": TEST_POINTS,
+        "seed": args.seed,
+        "x64": args.x64,
+        "preset": args.preset,
+    }
+    if 1 not in cfg["depths"] or len(cfg["depths"]) < 2:
+        raise StudyInputError(
+            f"--depths: need 1 (one hidden layer) and at least one deeper, got {cfg['depths']}"
+        )
+    if not all(0 < lr <= MAX_LR for lr in cfg["lrs"]):
+        raise StudyInputError(f"--lrs: Adam learning rates in (0, {MAX_LR:g}], got {cfg['lrs']}")
+    if cfg["seeds"] < 2:
+        raise StudyInputError("--seeds: need at least 2 networks for an interval")
+    if cfg["sawtooth_k"] > 16:
+        raise StudyInputError(f"--sawtooth-k: at most 16 (2^16 teeth), got {cfg['sawtooth_k']}")
+    if cfg["parity_n"] > 16:
+        raise StudyInputError(f"--parity-n: at most 16 (2^16 inputs), got {cfg['parity_n']}")
+    if cfg["train_points"] < 2:
+        raise StudyInputError(f"--train-points: need at least 2, got {cfg['train_points']}")
+    for budget in cfg["budgets"]:
+        for depth in cfg["depths"]:
+            for d in {_dimension(cfg, t) for t in targets}:
+                try:
+                    mlp_shape(budget, d, depth)
+                except ValueError as err:
+                    raise StudyInputError(f"--budgets/--depths: {err}") from None
+    _check_cost(cfg)
+    return cfg
+
+
+def _check_cost(cfg) -> None:
+    """Refuse, before anything runs, a configuration beyond the memory, array-size or work
+    limits: every network's forward and backward pass over its training set per step."""
+    from .args import PYTHON_STEP, Cost, check_costs
+
+    nets = cfg["seeds"] * len(cfg["lrs"])
+    work, memory, elements = 0.0, 0.0, 0.0
+    for target in cfg["targets"]:
+        n = _train_size(cfg, target)
+        for budget in cfg["budgets"]:
+            for depth in cfg["depths"]:
+                width, params = mlp_shape(budget, _dimension(cfg, target), depth)
+                work += nets * (6.0 * cfg["steps"] * n * params + PYTHON_STEP)
+                # the activations of every layer kept for the gradient, Adam's state, and
+                # the training loss of every step (the loss curve)
+                memory = max(
+                    memory, nets * 8.0 * (2 * n * width * depth + 4 * params + cfg["steps"])
+                )
+                elements = max(elements, nets * n * width)
+    check_costs([Cost("--budgets/--depths/--seeds/--lrs/--steps/--parity-n/--train-points",
+                      "the trained networks", memory=memory, work=work, elements=elements,
+                      array="the hidden activations of a depth's networks")])  # fmt: skip
+
+
+def _dimension(cfg, target) -> int:
+    return cfg["parity_n"] if target == "parity" else 1
+
+
+def _train_size(cfg, target) -> int:
+    return 2 ** cfg["parity_n"] if target == "parity" else cfg["train_points"]
+
+
+def target_data(cfg, target):
+    """`(x_train, y_train, x_test, y_test)` of a target (float64 numpy)."""
+    if target == "parity":
+        n = cfg["parity_n"]
+        bits = (np.arange(2**n)[:, None] >> np.arange(n)) & 1
+        x = bits.astype(float)
+        y = (bits.sum(axis=1) % 2).astype(float)
+        return x, y, x, y
+    x = np.linspace(0.0, 1.0, cfg["train_points"])[:, None]
+    x_test = ((np.arange(cfg["test_points"]) + 0.5) / cfg["test_points"])[:, None]
+    f = {
+        "square": lambda x: x**2,
+        "sawtooth": lambda x: A.sawtooth(x, cfg["sawtooth_k"]),
+        "sin50": lambda x: np.sin(50.0 * x),
+    }[target]
+    return x, f(x[:, 0]), x_test, f(x_test[:, 0])
+
+
+@eqx.filter_jit
+def _train(keys, lrs, data, *, width, depth, steps):
+    """Every (learning rate, initialisation) network trained: test RMS errors, final
+    training losses and test predictions' wrong signs (parity), each `(lrs, seeds)`."""
+    x, y, x_test, y_test = data
+
+    def one(key, lr):
+        model = sample_mlp(key, d=x.shape[1], width=width, depth=depth)
+        model, losses = fit_mlp(model, x, y, steps=steps, lr=lr)
+        pred = predict(model, x_test)
+        rms = jnp.sqrt(jnp.mean((pred - y_test) ** 2))
+        final = jnp.mean((predict(model, x) - y) ** 2)
+        wrong = jnp.mean(jnp.abs(jnp.round(pred) - y_test) > 0.5)
+        return rms, final, wrong, losses
+
+    return jax.vmap(lambda lr: jax.vmap(lambda k: one(k, lr))(keys))(lrs)
+
+
+def _point(cfg, spec, master, steps=None):
+    target, budget = spec["target"], spec["budget"]
+    dtype = jnp.result_type(float)
+    data = tuple(jnp.asarray(a, dtype) for a in target_data(cfg, target))
+    d = _dimension(cfg, target)
+    lrs = jnp.asarray(cfg["lrs"], dtype)
+    steps = cfg["steps"] if steps is None else steps
+    arms = []
+    for depth in cfg["depths"]:
+        width, params = mlp_shape(budget, d, depth)
+        index = TARGETS.index(target) * 10**6 + budget * 100 + depth
+        keys = jr.split(jr.fold_in(master, index), cfg["seeds"])
+        rms, final, wrong, losses = (
+            np.asarray(a, dtype=float)
+            for a in _train(keys, lrs, data, width=width, depth=depth, steps=steps)
+        )
+        ok = np.isfinite(rms) & np.isfinite(final)
+        mean_final = [
+            float(f[o].mean()) if o.any() else math.inf for f, o in zip(final, ok, strict=True)
+        ]
+        best = int(np.argmin(mean_final))
+        arm = {
+            "depth": depth,
+            "width": width,
+            "parameters": params,
+            "lr": cfg["lrs"][best],
+            "rms": [float(v) if o else None for v, o in zip(rms[best], ok[best], strict=True)],
+            "train_mse": [
+                float(v) if o else None for v, o in zip(final[best], ok[best], strict=True)
+            ],
+            "exploded": int((~ok[best]).sum()),
+            "median_rms_per_lr": [
+                float(np.median(r[o])) if o.any() else None for r, o in zip(rms, ok, strict=True)
+            ],
+            "loss_curve": losses[best][ok[best]].mean(axis=0)[:: max(1, steps // 100)].tolist()
+            if ok[best].any()
+            else [],
+        }
+        if target == "parity":
+            arm["wrong"] = [
+                float(v) if o else None for v, o in zip(wrong[best], ok[best], strict=True)
+            ]
+        arms.append(arm)
+    # the error of the best constant (the mean of f): a network on it learned nothing
+    constant = float(np.std(np.asarray(data[3], dtype=float)))
+    return {"target": target, "budget": budget, "constant_rms": constant, "arms": arms}
+
+
+# an arm whose geometric-mean error is above this fraction of the best constant's learned
+# (next to) nothing: two such arms are not ranked
+LEARNED_NOTHING = 0.9
+
+
+def compare_depths(point) -> dict:
+    """The deepest arm of a point against its one-hidden-layer arm: the difference of
+    their mean log₁₀ RMS errors (deep − shallow) with Welch's interval over the networks,
+    and which is lower; "neither learned" where both arms' geometric-mean errors are
+    above `LEARNED_NOTHING` times the best constant's (`constant_rms`), whatever the
+    interval says."""
+    by = {a["depth"]: a for a in point["arms"]}
+    shallow, deep = by[1], by[max(by)]
+
+    def logs(arm):
+        return [math.log10(v) for v in arm["rms"] if v is not None and v > 0]
+
+    out = difference_interval(logs(shallow), logs(deep))
+    out["deep_depth"] = deep["depth"]
+    out["lower"] = lower_arm(out, ("one hidden layer", f"depth {deep['depth']}"))
+    floor = math.log10(LEARNED_NOTHING * point["constant_rms"])
+    if all(logs(a) and float(np.mean(logs(a))) > floor for a in (shallow, deep)):
+        out["lower"] = "neither learned"
+    return out
+
+
+def verdict_counts(comparisons) -> dict:
+    """How many (target, budget) points each verdict of `compare_depths` got: the one
+    hidden layer lower, the deeper networks lower, not resolved, neither learned."""
+    counts = {"one hidden layer": 0, "deeper": 0, "not resolved": 0, "neither learned": 0,
+              "no interval": 0}  # fmt: skip
+    for c in comparisons:
+        counts["deeper" if c["lower"].startswith("depth ") else c["lower"]] += 1
+    return counts
+
+
+# ------------------------------------------------------------------ the constructions
+
+
+def constructions(seed: int) -> dict:
+    """The exact constructions, measured (float64)."""
+    grid = np.linspace(0.0, 1.0, 2**14 + 1)  # holds every knot and cell midpoint used
+    square = []
+    for p in SQUARE_PIECES:
+        net = A.square_staircase(p)
+        error = float(np.max(np.abs(net(grid) - grid**2)))
+        square.append({"relus": net.units, "parameters": net.parameters, "max_error": error,
+                       "predicted": A.square_staircase_error(p)})  # fmt: skip
+    sawtooth = []
+    for k in SAWTOOTH_K:
+        points = 2 ** (k + 3) + 1
+        pieces = A.count_pieces(lambda x, k=k: A.sawtooth(x, k), 0.0, 1.0, points)
+        sawtooth.append({"k": k, "pieces": pieces, "predicted_pieces": A.sawtooth_pieces(k),
+                         "deep_units": A.sawtooth_deep_units(k),
+                         "shallow_units": A.shallow_units_needed(pieces)})  # fmt: skip
+    parity = []
+    for n in PARITY_N:
+        bits = ((np.arange(2**n)[:, None] >> np.arange(n)) & 1).astype(float)
+        truth = bits.sum(axis=1) % 2
+        parity.append({
+            "n": n,
+            "shallow_wrong": int(np.sum(np.abs(A.parity_shallow(n)(bits) - truth) > 1e-9)),
+            "deep_wrong": int(np.sum(np.abs(A.parity_deep(n)(bits) - truth) > 1e-9)),
+            "shallow_units": A.parity_shallow_units(n), "deep_units": A.parity_deep_units(n),
+            "deep_depth": A.parity_deep_depth(n), "lookup_units": A.parity_lookup_units(n),
+        })  # fmt: skip
+    rng = np.random.default_rng([seed, 11])
+    curse = []
+    for d, cells_list in CURSE_CELLS.items():
+        x = rng.random((CURSE_POINTS, d))
+        rows = [
+            {"cells": c, "pieces": A.simplex_pieces(c, d),
+             "rms": A.interpolation_error(smooth_function, d, c, x)}
+            for c in cells_list
+        ]  # fmt: skip
+        slope, intercept = line_fit(
+            np.log([r["pieces"] for r in rows]), np.log([r["rms"] for r in rows])
+        )
+        needed = math.exp((math.log(EPSILON) - intercept) / slope) if slope < 0 else None
+        curse.append({"d": d, "rows": rows, "slope": slope, "predicted_slope": -2.0 / d,
+                      "pieces_for_epsilon": needed})  # fmt: skip
+    return {"square": square, "sawtooth": sawtooth, "parity": parity, "curse": curse,
+            "epsilon": EPSILON, "function": "exp(-2 |x - c|²), c = (0.5, ..., 0.5)"}  # fmt: skip
+
+
+def smooth_function(x):
+    """The curse-of-dimensionality part's smooth function on [0, 1]^d, rows of `x`."""
+    return np.exp(-2.0 * np.sum((x - 0.5) ** 2, axis=1))
+
+
+def construction_checks(c: dict) -> dict:
+    """What the constructions' numbers say, computed from them: the staircase's worst
+    relative deviation from 1/(4p²), the sawtooth's pieces against 2^k, parity's wrong
+    inputs, and how many dimensions' fitted rates lie within 0.15 of −2/d."""
+    square_dev = max(abs(r["max_error"] - r["predicted"]) / r["predicted"] for r in c["square"])
+    saw_ok = sum(r["pieces"] == r["predicted_pieces"] for r in c["sawtooth"])
+    wrong = sum(r["shallow_wrong"] + r["deep_wrong"] for r in c["parity"])
+    rates = sum(abs(r["slope"] - r["predicted_slope"]) <= 0.15 for r in c["curse"])
+    return {
+        "square_worst_relative_deviation": square_dev,
+        "sawtooth_pieces_as_predicted": [int(saw_ok), len(c["sawtooth"])],
+        "parity_wrong_inputs": int(wrong),
+        "curse_rates_within_0.15": [int(rates), len(c["curse"])],
+    }
+
+
+# ------------------------------------------------------------------ the study
+
+
+def run(args):
+    cfg = _config(args)
+    runner = start_study(args, cfg)
+    master = jr.key(cfg["seed"])
+    specs = [{"target": t, "budget": b} for t in cfg["targets"] for b in cfg["budgets"]]
+
+    def short(spec):  # the self-check: 2 steps (round-off grows along thousands)
+        out = _point(cfg, spec, master, steps=SELF_CHECK_STEPS)
+        for arm in out["arms"]:
+            arm.pop("wrong", None)  # a count of rounded signs, which round-off can flip
+        return out
+
+    points = runner.run_points(
+        specs, lambda s: _point(cfg, s, master), variant=short,
+        describe=lambda s: f"{s['target']} P={s['budget']}",
+        check_cost=lambda s: float(s["budget"]),
+        route=f"op by op (jax.disable_jit), with {SELF_CHECK_STEPS} training steps compiled "
+        "and op by op",
+    )  # fmt: skip
+    comparisons = [{"target": p["target"], "budget": p["budget"], **compare_depths(p)}
+                   for p in points]  # fmt: skip
+    exploded = sum(a["exploded"] for p in points for a in p["arms"])
+    if exploded:
+        runner.warn(f"{exploded} trained network(s) exploded (non-finite), left out of every "
+                    "mean and counted in the arms' `exploded`")  # fmt: skip
+    built = constructions(cfg["seed"])
+    checks = construction_checks(built)
+    largest = max(cfg["budgets"])
+    at_largest = {c["target"]: c["lower"] for c in comparisons if c["budget"] == largest}
+    counts = verdict_counts(comparisons)
+    headline = [
+        f"x² from p ReLUs: max error 1/(4p²) to {checks['square_worst_relative_deviation']:.1e} "
+        f"(relative); sawtooth pieces 2^k in {checks['sawtooth_pieces_as_predicted'][0]} of "
+        f"{checks['sawtooth_pieces_as_predicted'][1]} k; parity nets wrong on "
+        f"{checks['parity_wrong_inputs']} inputs",
+        "curse of dimensionality, fitted rate of the piecewise-linear error against pieces: "
+        + ", ".join(
+            f"d={r['d']} {r['slope']:+.2f} (−2/d = {r['predicted_slope']:+.2f})"
+            for r in built["curse"]
+        ),  # fmt: skip
+        f"trained, lower mean log error at {largest} parameters: "
+        + ", ".join(f"{t}: {v}" for t, v in at_largest.items()),
+        f"over all {len(comparisons)} (target, budget) points: one hidden layer lower at "
+        f"{counts['one hidden layer']}, deeper at {counts['deeper']}, not resolved at "
+        f"{counts['not resolved']}, neither learned at {counts['neither learned']}",
+    ]
+    runner.finish(
+        {
+            "points": points,
+            "comparisons": comparisons,
+            "verdict_counts": counts,
+            "constructions": built,
+            "construction_checks": checks,
+            "reference": {
+                "method": "exact ReLU constructions in float64 (meanfield.theory."
+                "approximation); trained networks judged against each other",
+                "error": "RMS over the test points (1-D: 4096 cell midpoints of [0, 1]; "
+                "parity: all 2^n inputs); the comparison on the mean of log10 RMS over "
+                "networks, Welch's 95% interval",
+            },
+            "headline": headline,
+        },
+        plot=plot,
+    )
+
+
+def plot(out, results) -> None:
+    """The figures from `results.json` alone (`meanfield plot DIR`)."""
+    from .approximation_plot import figures
+
+    figures(Path(out), results)

@@ -1,0 +1,156 @@
+"""The figures of the approximation study: `constructions.png` (the exact ReLU
+constructions, measured) and `trained.png` (trained networks' error against their
+parameter count, one line per depth)."""
+
+import math
+
+import numpy as np
+
+from ..io.plotting import save_figure, size_ticks, use_agg
+
+TITLES = {
+    "square": "x² on [0, 1]",
+    "sawtooth": "sawtooth: tent map composed {k}×",
+    "sin50": "sin(50x) on [0, 1]",
+    "parity": "parity of {n} bits (all inputs)",
+}
+
+
+def figures(out, results) -> list:
+    use_agg()
+    return [_constructions(out, results), _trained(out, results)]
+
+
+def _constructions(out, results):
+    import matplotlib.pyplot as plt
+
+    c = results["constructions"]
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+    ax = axes[0, 0]
+    p = np.array([r["relus"] for r in c["square"]], float)
+    ax.loglog(p, [r["max_error"] for r in c["square"]], "o", label="measured (grid of 2^14 + 1)")
+    ax.loglog(p, 1 / (4 * p**2), "k--", lw=1, label="1/(4p²)")
+    ax.set(xlabel="ReLUs p (knots k/p)", ylabel="max |x² − net(x)| on [0, 1]",
+           title="x² from p ReLUs (the lecture's p = 4: 1/64)")  # fmt: skip
+    ax.legend(fontsize=8)
+    ax = axes[0, 1]
+    k = np.array([r["k"] for r in c["sawtooth"]])
+    ax.semilogy(k, [r["deep_units"] for r in c["sawtooth"]], "o-", label="in depth: 2k units")
+    ax.semilogy(k, [r["shallow_units"] for r in c["sawtooth"]], "s-",
+                label="one hidden layer: pieces − 1 units (at least)")  # fmt: skip
+    counted = sum(r["pieces"] == r["predicted_pieces"] for r in c["sawtooth"])
+    ax.set(xlabel="tent maps composed k", ylabel="ReLU units",
+           title=f"sawtooth: 2^k pieces counted at {counted} of {len(k)} k")  # fmt: skip
+    ax.legend(fontsize=8)
+    ax = axes[1, 0]
+    n = np.array([r["n"] for r in c["parity"]])
+    ax.semilogy(n, [r["shallow_units"] for r in c["parity"]], "o-",
+                label="depth 2 on Σx: n units")  # fmt: skip
+    ax.semilogy(n, [r["deep_units"] for r in c["parity"]], "s-",
+                label="XOR tree: 2(n − 1) units, depth ⌈log₂ n⌉")  # fmt: skip
+    ax.semilogy(n, [r["lookup_units"] for r in c["parity"]], "^-",
+                label="enumerating network: 2^(n − 1) units")  # fmt: skip
+    wrong = sum(r["shallow_wrong"] + r["deep_wrong"] for r in c["parity"])
+    ax.set(xlabel="bits n", ylabel="ReLU units",
+           title=f"parity: both ReLU nets wrong on {wrong} of all 2^n inputs")  # fmt: skip
+    ax.legend(fontsize=8)
+    ax = axes[1, 1]
+    for row in c["curse"]:
+        pieces = [r["pieces"] for r in row["rows"]]
+        (line,) = ax.loglog(pieces, [r["rms"] for r in row["rows"]], "o",
+                            label=f"d = {row['d']}: rate {row['slope']:+.2f} "
+                            f"(−2/d = {row['predicted_slope']:+.2f})")  # fmt: skip
+        x = np.array([min(pieces), max(pieces)], float)
+        y0 = row["rows"][0]["rms"] * (x / pieces[0]) ** row["predicted_slope"]
+        ax.loglog(x, y0, "--", color=line.get_color(), lw=1)
+    lowest = min(r["rms"] for row in c["curse"] for r in row["rows"])
+    ax.set_ylim(bottom=lowest / 100)  # room below the points for the legend
+    ax.set(xlabel="linear pieces (simplices)", ylabel="RMS error",
+           title="curse of dimensionality: piecewise-linear fit of a smooth f")  # fmt: skip
+    ax.legend(
+        fontsize=8,
+        title="dashed: P^(−2/d) from the first point",
+        title_fontsize=8,
+        loc="lower right",
+    )
+    cfg = results["config"]
+    return save_figure(fig, out / "constructions.png", dpi=110,
+                       title=f"Exact ReLU constructions (float64; seed {cfg['seed']})")  # fmt: skip
+
+
+def _interval(values):
+    """Mean of log10 and its 95% t half-width over the finite positive values."""
+    from scipy.stats import t as student
+
+    logs = np.log10([v for v in values if v is not None and v > 0])
+    if logs.size == 0:
+        return math.nan, math.nan
+    if logs.size == 1:
+        return float(logs[0]), math.nan
+    half = student.ppf(0.975, logs.size - 1) * logs.std(ddof=1) / math.sqrt(logs.size)
+    return float(logs.mean()), float(half)
+
+
+def _plain_log_ticks(ax) -> None:
+    """A log y axis spanning less than two decades: a few ticks labelled as plain numbers
+    (0.29, not 2.9×10^-1), no minor labels."""
+    from matplotlib.ticker import NullFormatter
+
+    lo, hi = ax.get_ylim()
+    if not (0 < lo < hi) or hi / lo >= 100:
+        return
+    ticks = np.geomspace(lo, hi, 5)[1:-1]
+    ax.set_yticks(ticks, [f"{t:.3g}" for t in ticks])
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _trained(out, results):
+    import matplotlib.pyplot as plt
+
+    cfg = results["config"]
+    targets = [t for t in cfg["targets"] if any(p["target"] == t for p in results["points"])]
+    cols = min(2, len(targets)) or 1
+    rows = math.ceil(len(targets) / cols) or 1
+    fig, axes = plt.subplots(rows, cols, figsize=(5.6 * cols, 4.2 * rows), squeeze=False)
+    verdicts = {(c["target"], c["budget"]): c for c in results["comparisons"]}
+    for ax, target in zip(axes.ravel(), targets, strict=False):
+        pts = sorted((p for p in results["points"] if p["target"] == target),
+                     key=lambda p: p["budget"])  # fmt: skip
+        for depth in cfg["depths"]:
+            arms = [a for p in pts for a in p["arms"] if a["depth"] == depth]
+            stats = [_interval(a["rms"]) for a in arms]
+            params = [a["parameters"] for a in arms]
+            means = np.array([10**m for m, _ in stats])
+            lo = np.array([10**m - 10 ** (m - h) if h == h else 0.0 for m, h in stats])
+            hi = np.array([10 ** (m + h) - 10**m if h == h else 0.0 for m, h in stats])
+            exploded = sum(a["exploded"] for a in arms)
+            label = "one hidden layer" if depth == 1 else f"{depth} hidden layers"
+            if exploded:
+                label += f" ({exploded} exploded, left out)"
+            ax.errorbar(params, means, [lo, hi], fmt="o-", capsize=3, label=label)
+        ax.axhline(pts[0]["constant_rms"], color="0.5", ls=":", lw=1,
+                   label="the best constant (the mean of f)")  # fmt: skip
+        if target == "square":
+            P = np.array([min(a["parameters"] for p in pts for a in p["arms"]),
+                          max(a["parameters"] for p in pts for a in p["arms"])], float)  # fmt: skip
+            units = np.maximum((P - 1) / 3, 1)
+            ax.plot(P, 1 / (math.sqrt(30) * units**2), "k--", lw=1,
+                    label="interpolant at even knots: 1/(√30 p²), P = 3p + 1")  # fmt: skip
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        size_ticks(ax, [p["budget"] for p in pts])
+        _plain_log_ticks(ax)
+        largest = pts[-1]["budget"] if pts else None
+        verdict = verdicts.get((target, largest), {}).get("lower", "no interval")
+        title = TITLES[target].format(k=cfg["sawtooth_k"], n=cfg["parity_n"])
+        ax.set(
+            xlabel="parameters (ticks: the budgets; points: each depth's own count)",
+            ylabel="test RMS error (geometric mean, 95% interval)",
+            title=f"{title}\nlower at {largest} parameters: {verdict}",
+        )
+        ax.legend(fontsize=8)
+    for ax in axes.ravel()[len(targets) :]:
+        ax.axis("off")
+    title = (f"Trained ReLU networks: best of learning rates {cfg['lrs']}, {cfg['steps']} Adam "
+             f"steps, {cfg['seeds']} initialisations per point")  # fmt: skip
+    return save_figure(fig, out / "trained.png", dpi=110, title=title)

@@ -1,0 +1,41 @@
+"""What the approximation study's figures must show (tests/figure_points.py), read from
+its results.json independently of the plotting code."""
+
+import math
+
+import numpy as np
+
+
+def approximation(stem, results):
+    c = results.get("constructions")
+    out = []
+    if stem == "constructions":
+        for r in c["square"]:
+            out.append((f"x² error with {r['relus']} ReLUs", "x² from p ReLUs", r["relus"],
+                        r["max_error"]))  # fmt: skip
+        for r in c["sawtooth"]:
+            out.append((f"sawtooth depth units at k={r['k']}", "sawtooth", r["k"], r["deep_units"]))
+            out.append((f"sawtooth shallow units at k={r['k']}", "sawtooth", r["k"],
+                        r["shallow_units"]))  # fmt: skip
+        for r in c["parity"]:
+            for key in ("shallow_units", "deep_units", "lookup_units"):
+                out.append((f"parity {key} at n={r['n']}", "parity", r["n"], r[key]))
+        for row in c["curse"]:
+            for r in row["rows"]:
+                out.append((f"curse d={row['d']} at {r['pieces']} pieces", "curse",
+                            r["pieces"], r["rms"]))  # fmt: skip
+        return out
+    if stem == "trained":
+        titles = {"square": "x²", "sawtooth": "sawtooth", "sin50": "sin(50x)", "parity": "parity"}
+        for p in results["points"]:
+            for arm in p["arms"]:
+                good = [v for v in arm["rms"] if v is not None and v > 0]
+                value = 10 ** float(np.mean(np.log10(good))) if good else None
+                what = f"{p['target']} depth {arm['depth']} at budget {p['budget']}"
+                if value is not None and math.isfinite(value):
+                    out.append((what, titles[p["target"]], arm["parameters"], value))
+        return out
+    return None
+
+
+SPECS = {"approximation": approximation}
