@@ -26,7 +26,13 @@ def approximation(stem, results):
                             r["pieces"], r["rms"]))  # fmt: skip
         return out
     if stem == "trained":
-        titles = {"square": "x²", "sawtooth": "sawtooth", "sin50": "sin(50x)", "parity": "parity"}
+        titles = {
+            "square": "x²",
+            "sawtooth": "sawtooth",
+            "sin50": "sin(50x)",
+            "parity": "parity",
+            "spirals": "two spirals",
+        }
         for p in results["points"]:
             for arm in p["arms"]:
                 good = [v for v in arm["rms"] if v is not None and v > 0]

@@ -227,3 +227,21 @@ def test_the_lectures_four_relus_err_by_one_64th():
         "relus": 4, "parameters": 13, "max_error": 1 / 64, "predicted": 1 / 64
     }  # fmt: skip
     assert math.isclose(S.smooth_function(np.full((1, 3), 0.5))[0], 1.0)
+
+
+def test_the_two_spirals_interleave_and_the_test_points_lie_between_the_training_ones():
+    x, y = S.two_spirals(64)
+    assert x.shape == (128, 2) and y.tolist() == [0.0] * 64 + [1.0] * 64
+    radius = np.hypot(x[:, 0], x[:, 1])
+    np.testing.assert_allclose(radius[:64], 0.1 + 0.9 * np.arange(64) / 64, rtol=1e-14)
+    np.testing.assert_allclose(x[64:], -x[:64], rtol=0, atol=0)  # the second: turned by π
+    # the angle along the first spiral turns SPIRAL_TURNS times over t in [0, 1)
+    unwrapped = np.unwrap(np.arctan2(x[:64, 1], x[:64, 0]))
+    assert unwrapped[-1] == pytest.approx(2 * np.pi * S.SPIRAL_TURNS * 63 / 64)
+    cfg = {"train_points": 128, "test_points": 4096}
+    xt, yt, xs, ys = S.target_data(cfg, "spirals")
+    assert xs.shape == (4096, 2) and S._dimension({"parity_n": 8}, "spirals") == 2
+    assert S._train_size(cfg, "spirals") == len(xt) == 128
+    # no test point is a training point: each lies half a step along its spiral
+    gap = np.min(np.linalg.norm(xs[:, None, :] - xt[None, :, :], axis=-1))
+    assert gap > 1e-4

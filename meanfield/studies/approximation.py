@@ -20,7 +20,10 @@ Two parts:
   on the mean squared error for `--steps` steps at each learning rate of `--lrs`, on x²,
   the sawtooth of `--sawtooth-k` teeth, sin(50x) (1-D: trained on a grid of
   `--train-points` points of [0, 1], the error the RMS on 4096 cell midpoints between
-  them) and parity of `--parity-n` bits (trained and measured on all 2^n inputs).
+  them), parity of `--parity-n` bits (trained and measured on all 2^n inputs) and the
+  two-spirals task (labels 0/1 on two interleaved spirals of 1.5 turns: trained on
+  `--train-points` points, measured on 4096 between them along the spirals; also the
+  fraction misclassified, as for parity).
   Per depth and budget the learning rate with the lowest mean final training loss is
   kept; the error of each of the `--seeds` networks (independent initialisations) at
   it is recorded. Deepest against shallowest at each budget: the difference of the
@@ -50,7 +53,9 @@ from .runner import start_study
 
 HELP = "why depth: exact ReLU constructions, and trained shallow against deep networks"
 DEFAULT_X64 = True
-TARGETS = ("square", "sawtooth", "sin50", "parity")
+TARGETS = ("square", "sawtooth", "sin50", "parity", "spirals")
+# the two-spirals task: labels 0 and 1 on two interleaved spirals of this many turns
+SPIRAL_TURNS = 1.5
 PRESETS = {
     "quick": {
         "budgets": [32, 128, 512, 2048],
@@ -150,6 +155,7 @@ def _config(args) -> dict:
         "targets": targets,
         "sawtooth_k": args.sawtooth_k,
         "parity_n": args.parity_n,
+        "spiral_turns": SPIRAL_TURNS,
         "train_points": args.train_points,
         "test_points": TEST_POINTS,
         "seed": args.seed,
@@ -206,11 +212,23 @@ def _check_cost(cfg) -> None:
 
 
 def _dimension(cfg, target) -> int:
-    return cfg["parity_n"] if target == "parity" else 1
+    return {"parity": cfg["parity_n"], "spirals": 2}.get(target, 1)
 
 
 def _train_size(cfg, target) -> int:
+    if target == "spirals":
+        return 2 * (cfg["train_points"] // 2)
     return 2 ** cfg["parity_n"] if target == "parity" else cfg["train_points"]
+
+
+def two_spirals(count: int, offset: float = 0.0):
+    """`count` points on each of two interleaved spirals of `SPIRAL_TURNS` turns in the
+    unit disc, at t = (j + offset)/count: radius 0.1 + 0.9 t, angle 2π turns t, the second
+    spiral the first turned by π. **Returns:** `(x (2 count, 2), labels 0/1)`."""
+    t = (np.arange(count) + offset) / count
+    radius, angle = 0.1 + 0.9 * t, 2 * np.pi * SPIRAL_TURNS * t
+    arm = np.stack([radius * np.cos(angle), radius * np.sin(angle)], axis=1)
+    return np.concatenate([arm, -arm]), np.repeat([0.0, 1.0], count)
 
 
 def target_data(cfg, target):
@@ -221,6 +239,10 @@ def target_data(cfg, target):
         x = bits.astype(float)
         y = (bits.sum(axis=1) % 2).astype(float)
         return x, y, x, y
+    if target == "spirals":  # tested between the training points along each spiral
+        x, y = two_spirals(cfg["train_points"] // 2)
+        x_test, y_test = two_spirals(cfg["test_points"] // 2, offset=0.5)
+        return x, y, x_test, y_test
     x = np.linspace(0.0, 1.0, cfg["train_points"])[:, None]
     x_test = ((np.arange(cfg["test_points"]) + 0.5) / cfg["test_points"])[:, None]
     f = {
@@ -287,7 +309,7 @@ def _point(cfg, spec, master, steps=None):
             if ok[best].any()
             else [],
         }
-        if target == "parity":
+        if target in ("parity", "spirals"):
             arm["wrong"] = [
                 float(v) if o else None for v, o in zip(wrong[best], ok[best], strict=True)
             ]

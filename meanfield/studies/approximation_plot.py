@@ -13,6 +13,7 @@ TITLES = {
     "sawtooth": "sawtooth: tent map composed {k}×",
     "sin50": "sin(50x) on [0, 1]",
     "parity": "parity of {n} bits (all inputs)",
+    "spirals": "two spirals ({turns} turns), labels 0/1",
 }
 
 
@@ -142,7 +143,9 @@ def _trained(out, results):
         _plain_log_ticks(ax)
         largest = pts[-1]["budget"] if pts else None
         verdict = verdicts.get((target, largest), {}).get("lower", "no interval")
-        title = TITLES[target].format(k=cfg["sawtooth_k"], n=cfg["parity_n"])
+        title = TITLES[target].format(
+            k=cfg["sawtooth_k"], n=cfg["parity_n"], turns=cfg["spiral_turns"]
+        )
         ax.set(
             xlabel="parameters (ticks: the budgets; points: each depth's own count)",
             ylabel="test RMS error (geometric mean, 95% interval)",

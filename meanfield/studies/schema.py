@@ -560,7 +560,8 @@ _ARM = Record(
 )
 APPROXIMATION = study(
     {"targets": List(Str(), min_len=1), "depths": List(POS, min_len=1), "lrs": List(NUM),
-     "steps": POS, "seeds": POS, "sawtooth_k": POS, "parity_n": POS, "seed": NAT},
+     "steps": POS, "seeds": POS, "sawtooth_k": POS, "parity_n": POS, "seed": NAT,
+     "spiral_turns": Num(positive=True)},
     {
         "points": List(Record({"target": Member(Str(), "config.targets"), "budget": POS,
                                "constant_rms": Num(positive=True),
