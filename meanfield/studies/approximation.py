@@ -85,37 +85,21 @@ SELF_CHECK_STEPS = 2
 MAX_LR = 10.0
 
 
-def _quick(name) -> str:
-    value = PRESETS["quick"][name]
-    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+# the options a preset sets: (flag, type, what it is)
+PRESET_OPTIONS = (
+    ("--budgets", int_list, "parameter budgets, increasing"),
+    ("--depths", int_list, "hidden layers per network, 1 (shallow) and deeper"),
+    ("--seeds", positive_int, "networks per depth and budget"),
+    ("--steps", positive_int, "full-batch Adam steps per network"),
+    ("--lrs", float_list, "Adam learning rates tried, increasing"),
+)
 
 
 def add_arguments(parser):
-    parser.add_argument(
-        "--budgets",
-        type=int_list,
-        help=f"parameter budgets, increasing (quick: {_quick('budgets')})",
-    )
-    parser.add_argument(
-        "--depths",
-        type=int_list,
-        help=f"hidden layers per network, 1 (shallow) and deeper (quick: {_quick('depths')})",
-    )
-    parser.add_argument(
-        "--seeds",
-        type=positive_int,
-        help=f"networks per depth and budget (quick: {_quick('seeds')})",
-    )
-    parser.add_argument(
-        "--steps",
-        type=positive_int,
-        help=f"full-batch Adam steps per network (quick: {_quick('steps')})",
-    )
-    parser.add_argument(
-        "--lrs",
-        type=float_list,
-        help=f"Adam learning rates tried, increasing (quick: {_quick('lrs')})",
-    )
+    for flag, kind, what in PRESET_OPTIONS:
+        value = PRESETS["quick"][flag.removeprefix("--")]
+        quick = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+        parser.add_argument(flag, type=kind, help=f"{what} (quick: {quick})")
     parser.add_argument("--targets", help=f"comma list among {', '.join(TARGETS)} (default: all)")
     parser.add_argument(
         "--sawtooth-k",
