@@ -171,8 +171,9 @@ def test_study_end_to_end_and_a_point_equals_a_direct_computation(tmp_path, self
     width, params = mlp_shape(64, 1, 4)
     assert (arm["width"], arm["parameters"]) == (width, params)
     x, y, xt, yt = (jnp.asarray(a) for a in S.target_data(cfg, "square"))
-    index = 0 * 10**6 + 64 * 100 + 4  # target 0 (square), budget 64, depth 4
-    keys = jr.split(jr.fold_in(jr.key(cfg["seed"]), index), cfg["seeds"])
+    # target 0 (square), budget 64, depth 4, folded in one after another
+    key = jr.fold_in(jr.fold_in(jr.fold_in(jr.key(cfg["seed"]), 0), 64), 4)
+    keys = jr.split(key, cfg["seeds"])
 
     @eqx.filter_jit
     def one(key, lr):  # one network, trained alone (the study trains them all vmapped)
