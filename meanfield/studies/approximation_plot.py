@@ -94,15 +94,11 @@ def _interval(values):
 
 def _plain_log_ticks(ax) -> None:
     """A log y axis spanning less than two decades: a few ticks labelled as plain numbers
-    (0.29, not 2.9×10^-1), no minor labels."""
-    from matplotlib.ticker import NullFormatter
-
+    (0.29, not 2.9×10^-1), no minor labels (`size_ticks` at three rounded values)."""
     lo, hi = ax.get_ylim()
     if not (0 < lo < hi) or hi / lo >= 100:
         return
-    ticks = np.geomspace(lo, hi, 5)[1:-1]
-    ax.set_yticks(ticks, [f"{t:.3g}" for t in ticks])
-    ax.yaxis.set_minor_formatter(NullFormatter())
+    size_ticks(ax, [float(f"{t:.3g}") for t in np.geomspace(lo, hi, 5)[1:-1]], axis="y")
 
 
 def _trained(out, results):
