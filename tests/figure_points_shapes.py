@@ -216,7 +216,7 @@ def plain_vs_residual(stem, results):
         return out
     if stem == "degradation":
         for c in results["degradation"]:
-            what = f"{c['architecture']} at L={c['L']}"
+            what = f"{c.get('name', c['architecture'])} at L={c['L']}"
             if _positive(c["train_loss"]):  # a cross-entropy, on a log axis
                 out.append(
                     (f"training loss of {what}", "final training loss", c["L"], c["train_loss"])
@@ -228,14 +228,40 @@ def plain_vs_residual(stem, results):
         for c in results["degradation"]:
             if c["train_loss"] is None:
                 continue  # every draw exploded: no curve (its count is recorded)
-            panel = f"training loss curves, {c['architecture']} "
+            # the panel's title: the architecture, " + BN", the initialisation and α, the
+            # shortcut of a network that widens
+            arch, bn = c["architecture"], " + BN" if c.get("norm") else ""
+            tail = "(He)" if arch == "plain" else f"(He, α = {c['alpha']})"
+            shortcut = c.get("shortcut")
+            if shortcut is not None:
+                tail += ", widening" if shortcut == "none" else f", {shortcut} shortcut"
+            panel = f"training loss curves, {arch}{bn} {tail}"
             # the loss before each recorded step, then after the last (train_loss)
             curve = [(j * stride, v) for j, v in enumerate(c["loss_curve"])]
             for step, v in [*curve, (cfg["train_steps"], c["train_loss"])]:
                 # a cross-entropy, on a log axis; non-finite where every draw's loss was
                 if v is not None and math.isfinite(v) and v > 0:
-                    what = f"training loss of {c['architecture']} at L={c['L']}, step {step}"
+                    what = f"training loss of {c.get('name')} at L={c['L']}, step {step}"
                     out.append((what, panel, step, v))
+        return out
+    if stem == "init_scale":
+        # the mean square of h^l at initialisation relative to h^0's (means over draws):
+        # every layer at the deepest depth, the last layer at every depth
+        cells = [c for c in results["degradation"] if c.get("init_mean_square")]
+        deep = max(c["L"] for c in cells)
+        for c in cells:
+            ms = c["init_mean_square"]["mean"]
+            if ms[0] is None:
+                continue
+            name = c["name"]
+            if c["L"] == deep:
+                for layer, v in enumerate(ms):
+                    if v is not None:
+                        what = f"ms ratio of {name} at layer {layer}"
+                        out.append((what, "per layer", layer, v / ms[0]))
+            if ms[-1] is not None:
+                what = f"ms ratio of {name} at L={c['L']}"
+                out.append((what, "against depth", c["L"], ms[-1] / ms[0]))
         return out
     return None
 

@@ -296,19 +296,22 @@ def test_study_small_run_and_refusals(tmp_path, self_checked):
     assert all(r["fitted_depths"] == [2, 4] for r in res["gradient_rates"])
     for r in res["gradient_rates"]:
         assert {"architecture", "activation", "init", "rate", "rate_ci", "predicted"} <= set(r)
-    assert {c["architecture"] for c in res["degradation"]} == {
-        "plain",
-        "post-activation",
-        "pre-activation",
-    }
+    assert [c["name"] for c in res["degradation"] if c["L"] == 2] == [
+        "plain", "post-activation", "pre-activation",
+    ]  # fmt: skip
     for c in res["degradation"]:
-        assert {"architecture", "L", "train_loss", "test_accuracy"} <= set(c)
-    for name in ("gradient_norms.png", "gradient_rates.png", "degradation.png"):
+        assert {"architecture", "L", "train_loss", "test_accuracy", "norm"} <= set(c)
+        assert len(c["init_mean_square"]["mean"]) == c["L"] + 1
+    assert res["init_checks"] == {} and res["shortcut_comparison"] == []
+    names = ("gradient_norms.png", "gradient_rates.png", "degradation.png", "init_scale.png")
+    for name in names:
         assert (tmp_path / "s" / name).exists()
     with pytest.raises(meanfield.studies.StudyInputError, match="--activations"):
         run_study("plain-vs-residual", out=str(tmp_path / "t"), activations="relu,swish")
     with pytest.raises(meanfield.studies.StudyInputError, match="--L"):
         run_study("plain-vs-residual", out=str(tmp_path / "u"), L=[4])
+    with pytest.raises(meanfield.studies.StudyInputError, match="^--train-N, --projection"):
+        run_study("plain-vs-residual", out=str(tmp_path / "u"), train_N=1, projection=True)
     assert not (tmp_path / "t").exists() and not (tmp_path / "u").exists()
     # no rate measured (every configuration exploded at its fitted depths): `plot` still
     # draws every figure, the rates' one saying so (it took min() of nothing)
@@ -325,6 +328,37 @@ def test_study_small_run_and_refusals(tmp_path, self_checked):
     assert (tmp_path / "s" / "gradient_rates.png").stat().st_mtime_ns != before
 
 
+def test_study_batch_norm_and_projection_options(tmp_path):
+    """`--batch-norm` and `--projection` add their seven networks after the default three,
+    the exact check of pre-activation + BN's scale at
+    initialisation, and the shortcut comparison; every figure draws them (conftest). The
+    self-check is left out here (the test above runs it on a training point)."""
+    res = run_study(
+        "plain-vs-residual", out=str(tmp_path / "s"), L=[2, 4], N=64, seeds=3,
+        activations="relu", train_L=[2, 3], train_steps=2, train_seeds=2, seed=1,
+        no_progress=True, batch_norm=True, projection=True, no_self_check=True,
+    )  # fmt: skip
+    assert [c["name"] for c in res["degradation"] if c["L"] == 2] == [
+        "plain", "post-activation", "pre-activation", "pre-activation, α = 1", "plain + BN",
+        "post-activation + BN", "pre-activation + BN", "plain, widening",
+        "post-activation, zero-pad shortcut", "post-activation, projection shortcut",
+    ]  # fmt: skip
+    assert list(res["degradation_verdict"]) == [c["name"] for c in res["degradation"][:10]]
+    assert [c["L"] for c in res["shortcut_comparison"]] == [2, 3]
+    for c in res["shortcut_comparison"]:
+        assert c["lower"] in ("zero-pad", "projection", "not resolved")
+    for c in res["degradation"]:
+        assert {"architecture", "L", "train_loss", "test_accuracy", "norm"} <= set(c)
+        assert len(c["init_mean_square"]["mean"]) == c["L"] + 1
+        assert (c["init_check"] is not None) == (c["name"] == "pre-activation + BN")
+    # the one network with an exact expectation at initialisation: + 1 per layer
+    checks = res["init_checks"]["pre-activation + BN"]
+    assert [d["L"] for d in checks["depths"]] == [2, 3] and checks["judged"] == 2
+    for d in checks["depths"]:
+        assert d["increment_ci95"][0] < d["increment"] < d["increment_ci95"][1]
+        assert abs(d["increment"] - d["L"]) < 0.1 * d["L"]
+
+
 def test_agreement_is_relative_to_the_measurement_and_can_fail():
     """No absolute floor: a rate measured at 0.015 [0.012, 0.018] does not agree with a
     prediction of 0 (it did, within 0.02); one whose interval holds 0 does; a large rate
@@ -338,9 +372,10 @@ def test_agreement_is_relative_to_the_measurement_and_can_fail():
 
 
 def test_degradation_needs_a_spread_to_be_judged():
-    from meanfield.studies.plain_vs_residual import TRAIN_ARCHITECTURES, _degradation_verdict
+    from meanfield.studies.degradation import TRAIN_ARCHITECTURES
+    from meanfield.studies.degradation import degradation_verdict as _degradation_verdict
 
-    arch = TRAIN_ARCHITECTURES[0][0]
+    arch = TRAIN_ARCHITECTURES[0].name
     cells = [
         {"architecture": arch, "L": 2, "train_loss": 0.01, "train_loss_std": None, "draws": 1},
         {"architecture": arch, "L": 64, "train_loss": 0.2, "train_loss_std": None, "draws": 1},

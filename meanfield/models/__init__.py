@@ -1,9 +1,9 @@
 # ruff: noqa: I001  (grouped by module, in the order data flows)
 """The finite networks: the ResNet on the engine (`ResNet`), the matrix ResNet of the
-neural SDE (`matrix_resnet`), res-1 classifiers, plain and residual networks, and the
-networks on an embedding (`Embedding`; the two-layer `Perceptron` and the
-`DeepEmbeddedResNet`). Their training is in `meanfield.training`, their limits in
-`meanfield.limits`.
+neural SDE (`matrix_resnet`), res-1 classifiers, plain and residual networks (of one
+width, or widening with shortcuts: `StagedClassifier`), and the networks on an embedding
+(`Embedding`; the two-layer `Perceptron` and the `DeepEmbeddedResNet`). Their training
+is in `meanfield.training`, their limits in `meanfield.limits`.
 """
 
 from . import resnet as resnet
@@ -17,6 +17,8 @@ from .plain import weight_gain as weight_gain
 from .plain import LayeredNet as LayeredNet
 from .plain import Classifier as Classifier
 from .plain import teacher_task as teacher_task
+from . import staged as staged
+from .staged import StagedClassifier as StagedClassifier
 from . import embedding as embedding
 from .embedding import inner_d as inner_d
 from .embedding import norm_d as norm_d

@@ -9,6 +9,14 @@ gradients through depth at initialisation, their infinite-width predictions, and
 * `pre-activation`:  `h^l = h^{l-1} + α (W_l σ(h^{l-1}) + b_l)` (the library's
   `ResNet(DenseBlock(σ), ...)`, tested equal).
 
+**Batch normalisation** (`norm="batch"`, the lecture's `Linear → BatchNorm → ReLU`): every
+`W_l u` above becomes `γ_l ⊙ BN(W_l u)`, where BN centres and scales each unit by its
+mean and (biased) variance over a batch of inputs (ε = 1e-5, PyTorch's default), `γ_l`
+(ones at initialisation) is trained, and `b_l` plays BN's shift. Such a network maps a
+batch, not one input (`LayeredNet.batch_layers`); a classifier evaluates test inputs with
+the statistics of a reference batch (its training set: the values that BN's running
+averages estimate, taken exactly at the final weights).
+
 **Initialisations**: entries of `W_l` i.i.d. `N(0, σ_w²/N)` with
 
 * `normal`: N(0, 1), σ_w² = N (the lecture's worked example of explosion);
@@ -44,6 +52,7 @@ factor fluctuates by O(1/sqrt(N))).
 
 import math
 from collections.abc import Callable
+from typing import Protocol
 
 import equinox as eqx
 import jax
@@ -57,6 +66,9 @@ from .._validation import check_choice, check_finite_arguments, check_positive_i
 from ..blocks.activations import resolve_activation
 
 ARCHITECTURES = ("plain", "post-activation", "pre-activation")
+NORMS = ("batch",)
+# BN's ε, added to each unit's variance (PyTorch's `BatchNorm1d` default)
+BATCH_NORM_EPS = 1e-5
 
 
 INITS = ("normal", "xavier", "he")
@@ -80,14 +92,41 @@ def _layer(architecture: str, sigma: Callable, h, W, b, alpha, scale: "float | A
     return h + alpha * (scale * (W @ sigma(h)) + b), h
 
 
+def batch_norm(u: Float[Array, "n N"], count: int) -> Float[Array, "n N"]:
+    """Each column of `u` centred and scaled by the mean and (biased) variance of its first
+    `count` rows (the reference batch), `BATCH_NORM_EPS` added to the variance."""
+    ref = u[:count]
+    mean, var = ref.mean(0, keepdims=True), ref.var(0, keepdims=True)
+    return (u - mean) * lax.rsqrt(var + BATCH_NORM_EPS)
+
+
+def _batch_layer(architecture, sigma, H, W, b, gamma, alpha, scale, count):
+    """`_layer` for a batch `H` (n, N); with `gamma` (batch normalisation) each `W u` is
+    `γ ⊙ BN(W u)` over the first `count` rows."""
+
+    def branch(u):
+        v = scale * (u @ W.T)
+        return (v if gamma is None else gamma[None] * batch_norm(v, count)) + b[None]
+
+    if architecture == "plain":
+        a = branch(H)
+        return sigma(a), a
+    if architecture == "post-activation":
+        a = H + alpha * branch(H)
+        return sigma(a), a
+    return H + alpha * branch(sigma(H)), H
+
+
 class LayeredNet(eqx.Module):
     """A plain or residual network of `L` square layers (module docstring).
 
     `W` (L, N, N), `b` (L, N); `alpha` the residual scale (unused by `plain`); the
     layers use `scale · W` (default 1: one standard-normal draw of W then serves every
-    initialisation without a scaled copy of the weights). Concrete `W`, `b`, `alpha`,
-    `scale` and inputs must be finite: a one-line error naming the first NaN or inf
-    (traced ones, under `jit` or `vmap`, are not checked).
+    initialisation without a scaled copy of the weights); `norm="batch"` with `gamma`
+    (L, N): batch normalisation of every `W u` (module docstring), and only a batch is
+    mapped (`batch_layers`). Concrete `W`, `b`, `alpha`, `scale`, `gamma` and inputs must
+    be finite: a one-line error naming the first NaN or inf (traced ones, under `jit` or
+    `vmap`, are not checked).
     """
 
     W: Float[Array, "L N N"]
@@ -96,11 +135,26 @@ class LayeredNet(eqx.Module):
     architecture: str = eqx.field(static=True)
     activation: str | Callable = eqx.field(static=True)
     scale: float | Array = 1.0
+    gamma: Float[Array, "L N"] | None = None
+    norm: str | None = eqx.field(static=True, default=None)
 
     def __check_init__(self):
         check_choice(self.architecture, ARCHITECTURES, "architecture")
         resolve_activation(self.activation)
         check_finite_arguments(W=self.W, b=self.b, alpha=self.alpha, scale=self.scale)
+        if self.norm is not None:
+            check_choice(self.norm, NORMS, "norm")
+        if (self.norm is None) != (self.gamma is None):
+            raise ValueError(
+                f"gamma: given with norm={self.norm!r}; batch normalisation (norm='batch') "
+                "takes gamma (L, N), no normalisation none"
+            )
+        if self.gamma is not None:
+            check_finite_arguments(gamma=self.gamma)
+            if jnp.shape(self.gamma) != jnp.shape(self.b):
+                raise ValueError(
+                    f"gamma: shape {jnp.shape(self.gamma)}, need the biases' {jnp.shape(self.b)}"
+                )
 
     @classmethod
     def sample(
@@ -113,15 +167,50 @@ class LayeredNet(eqx.Module):
         activation: str | Callable = "relu",
         init: str = "he",
         alpha: float = 1.0,
+        norm: str | None = None,
     ) -> "LayeredNet":
-        """Weights drawn i.i.d. N(0, σ_w²/N) (`weight_gain`), biases zero."""
+        """Weights drawn i.i.d. N(0, σ_w²/N) (`weight_gain`), biases zero; with
+        `norm="batch"`, γ = 1."""
         check_positive_int(L, "L")
         gain = weight_gain(init, N)
         W = jr.normal(key, (L, N, N)) * math.sqrt(gain / N)
-        return cls(W, jnp.zeros((L, N), W.dtype), alpha, architecture, activation)
+        b = jnp.zeros((L, N), W.dtype)
+        gamma = None if norm is None else jnp.ones((L, N), W.dtype)
+        return cls(W, b, alpha, architecture, activation, gamma=gamma, norm=norm)
+
+    def batch_layers(
+        self, xs: Float[Array, "n N"], count: int | None = None
+    ) -> tuple[Array, Array]:
+        """`(hs, pre)` for a batch: the states h^0..h^L (L+1, n, N) and each layer's
+        argument of σ (L, n, N). With batch normalisation, its statistics are those of the
+        first `count` rows (default: all), a reference batch that the other rows are
+        mapped with; without, each row is mapped alone (`layers`)."""
+        check_finite_arguments(xs=xs)
+        n = xs.shape[0]
+        count = n if count is None else count
+        if not 0 < count <= n:
+            raise ValueError(f"count={count}: need 1 <= count <= the batch's {n} rows")
+        sigma = resolve_activation(self.activation)
+        gammas = self.b if self.gamma is None else self.gamma  # scanned, unused without BN
+
+        def step(H, wbg):
+            W, b, g = wbg
+            g = None if self.gamma is None else g
+            H, a = _batch_layer(self.architecture, sigma, H, W, b, g, self.alpha, self.scale, count)
+            return H, (H, a)
+
+        _, (hs, pre) = lax.scan(step, xs, (self.W, self.b, gammas))
+        return jnp.concatenate([xs[None], hs]), pre
+
+    def _single(self) -> None:
+        if self.norm is not None:
+            raise ValueError(
+                "norm='batch' normalises over a batch: map one with `batch_layers(xs)`"
+            )
 
     def layers(self, x: Float[Array, " N"]) -> tuple[Array, Array]:
         """`(hs, pre)`: the states h^0..h^L (L+1, N) and each layer's argument of σ (L, N)."""
+        self._single()
         check_finite_arguments(x=x)
         sigma = resolve_activation(self.activation)
 
@@ -140,6 +229,7 @@ class LayeredNet(eqx.Module):
         `p_{l-1} = J_lᵀ p_l` (vector-Jacobian products of each layer) renormalised at every
         layer, so that neither a vanishing nor an exploding gradient under- or overflows."""
         check_finite_arguments(readout=readout)
+        self._single()
         hs, _ = self.layers(x)
         sigma = resolve_activation(self.activation)
 
@@ -163,7 +253,9 @@ class LayeredNet(eqx.Module):
 
 class Classifier(eqx.Module):
     """`logits = C h^L(A x)`: an embedding A (N×d_in), a `LayeredNet`, a readout C
-    (classes×N); every part trained."""
+    (classes×N); every part trained. With batch normalisation (`norm="batch"` to
+    `sample`), a batch of inputs is normalised by its own statistics, or by those of a
+    `reference` batch (the training set, to evaluate test inputs)."""
 
     A: Array
     net: LayeredNet
@@ -181,18 +273,44 @@ class Classifier(eqx.Module):
         C = jr.normal(kc, (classes, N)) / math.sqrt(N)
         return cls(A, net, C)
 
-    def __call__(self, xs: Float[Array, "n d_in"]) -> Float[Array, "n classes"]:
+    def __call__(
+        self, xs: Float[Array, "n d_in"], reference: Float[Array, "m d_in"] | None = None
+    ) -> Float[Array, "n classes"]:
         check_finite_arguments(xs=xs)
-        return jax.vmap(lambda x: self.C @ self.net(self.A @ x))(xs)
+        if self.net.norm is None:  # each input alone; `reference` changes nothing
+            return jax.vmap(lambda x: self.C @ self.net(self.A @ x))(xs)
+        if reference is None:
+            hs, _ = self.net.batch_layers(xs @ self.A.T)
+            return hs[-1] @ self.C.T
+        check_finite_arguments(reference=reference)
+        both = jnp.concatenate([reference, xs])
+        hs, _ = self.net.batch_layers(both @ self.A.T, count=reference.shape[0])
+        return hs[-1][reference.shape[0] :] @ self.C.T
+
+    def mean_squares(self, xs: Float[Array, "n d_in"]) -> Float[Array, " L+1"]:
+        """The mean square of h^0..h^L over the inputs `xs` (normalised by their own
+        statistics) and the units."""
+        hs, _ = self.net.batch_layers(xs @ self.A.T)
+        return jnp.mean(hs**2, axis=(1, 2))
 
 
-def cross_entropy(model: Classifier, xs, labels) -> Array:
+class Classifies(Protocol):
+    """A classifier of this module's kind (`Classifier`, `staged.StagedClassifier`): the
+    logits of a batch, normalised by a `reference` batch where it normalises."""
+
+    def __call__(self, xs: Array, reference: Array | None = None) -> Array: ...
+
+
+def cross_entropy(model: Classifies, xs, labels) -> Array:
+    """The mean cross-entropy over the batch `xs` (normalised by its own statistics)."""
     logits = model(xs)
     return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels))
 
 
-def accuracy(model: Classifier, xs, labels) -> Array:
-    return jnp.mean(jnp.argmax(model(xs), axis=-1) == labels)
+def accuracy(model: Classifies, xs, labels, reference=None) -> Array:
+    """The fraction of `xs` classified as `labels`; with batch normalisation, by the
+    statistics of `reference` (default: of `xs` itself)."""
+    return jnp.mean(jnp.argmax(model(xs, reference), axis=-1) == labels)
 
 
 def teacher_task(

@@ -1,5 +1,6 @@
-"""Two arms compared: the difference of their means with Welch's interval over each
-arm's independent draws (networks), and the verdict read from it."""
+"""One sample's mean with Student's interval, and two arms compared: the difference of
+their means with Welch's interval over each arm's independent draws (networks), and the
+verdict read from it."""
 
 import math
 
@@ -36,6 +37,29 @@ def difference_interval(a, b, *, level: float = 0.95) -> dict:
     dof = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
     half = float(student.ppf(0.5 + level / 2, dof)) * se
     out["ci95"] = [difference - half, difference + half]
+    return out
+
+
+def mean_interval(x, *, level: float = 0.95) -> dict:
+    """The mean of the finite entries of one sample of independent draws (a network
+    each), with Student's t interval at `level` (tests/test_batch_norm.py checks its
+    coverage on simulated draws).
+
+    **Returns:** `{"mean", "ci95", "draws"}`; `ci95` None below two finite draws, `mean`
+    None with none."""
+    from scipy.stats import t as student
+
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    x = np.asarray(x, dtype=float).ravel()
+    x = x[np.isfinite(x)]
+    out: dict = {"mean": float(x.mean()) if x.size else None, "ci95": None, "draws": int(x.size)}
+    if x.size < 2:
+        return out
+    half = (
+        float(student.ppf(0.5 + level / 2, x.size - 1)) * float(x.std(ddof=1)) / math.sqrt(x.size)
+    )
+    out["ci95"] = [out["mean"] - half, out["mean"] + half]
     return out
 
 

@@ -21,7 +21,13 @@ Two parts (the networks: `meanfield.models.plain`; the predictions:
 * **Degradation.** Plain and residual ReLU networks (He initialisation, residual α =
   1/sqrt(L)) of growing depth trained on one teacher classification task with the same
   optimiser budget (full-batch Adam, same steps and learning rate): final training loss
-  and test accuracy against depth.
+  and test accuracy against depth, and each network's scale at initialisation (the mean
+  square of h^l over the training inputs and units, over `INIT_DRAWS` draws) beside its
+  exact expectation where there is one. `--batch-norm` adds seed 001's "batch
+  normalization or scaling": the pre-activation network at α = 1 (neither: its mean
+  square doubles per layer), and the three architectures at α = 1 with batch
+  normalisation (`meanfield.models.plain`; pre-activation + BN adds exactly 1 per layer
+  in expectation).
 """
 
 import functools
@@ -37,9 +43,20 @@ from ..models import plain as P
 from ..runtime.errors import StudyInputError
 from ..stats.fits import line_fit
 from ..theory import gradients as P_theory
-from ..training import plain as P_training
 from .args import int_list, positive_float, positive_int
-from .plain_vs_residual_plot import RELATIVE_TOLERANCE, TRAIN_ARCHITECTURES, _figures
+from .degradation import (
+    INIT_DRAWS,
+    TASK,
+    alpha_value,
+    degradation_verdict,
+    init_checks,
+    init_headline,
+    shortcut_comparison,
+    shortcut_headline,
+    train_architectures,
+    train_point,
+)
+from .plain_vs_residual_plot import RELATIVE_TOLERANCE, _figures
 from .runner import start_study
 
 HELP = "gradients through plain and residual networks, and the degradation problem"
@@ -75,7 +92,6 @@ SELF_CHECK_STEPS = 2
 # L/sqrt(N) (post-activation ReLU, He, α = 1, L = 32: log-ratio 24.32, 23.59, 23.33,
 # 23.18 at N = 128..1024 against 22.57); deeper points are measured and shown, not fitted
 FIT_DEPTH_RATIO = 1 / 16
-TASK = {"d_in": 16, "classes": 4, "n_train": 512, "n_test": 2048}
 
 
 def add_arguments(parser):
@@ -91,6 +107,18 @@ def add_arguments(parser):
     parser.add_argument("--train-seeds", type=positive_int, help="draws per trained depth")
     parser.add_argument("--train-N", type=positive_int, help="width of the trained networks")
     parser.add_argument("--lr", type=positive_float, default=1e-3, help="Adam learning rate")
+    parser.add_argument(
+        "--batch-norm",
+        action="store_true",
+        help="also train the pre-activation network at alpha = 1, and the three "
+        "architectures at alpha = 1 with batch normalisation (degradation part)",
+    )
+    parser.add_argument(
+        "--projection",
+        action="store_true",
+        help="also train networks that widen from train-N/2 to train-N halfway: plain, and "
+        "post-activation with zero-padding and projection shortcuts (degradation part)",
+    )
 
 
 def configurations(activations) -> list[dict]:
@@ -104,10 +132,6 @@ def configurations(activations) -> list[dict]:
                         {"architecture": arch, "activation": act, "init": init, "alpha": alpha}
                     )
     return out
-
-
-def alpha_value(alpha: str, L: int) -> float:
-    return 1.0 if alpha == "1" else 1.0 / math.sqrt(L)
 
 
 # temporaries of the compiled programs (float64; XLA's memory analysis on a CPU): a draw
@@ -141,8 +165,11 @@ def cost_parts(cfg) -> list:
     n = TASK["n_train"] + TASK["n_test"] // 4  # the training set each step, the test once
     tL = max(cfg["train_L"])
     per_net = TRAIN_BYTES[0] * TASK["n_train"] * tL * TN + TRAIN_BYTES[1] * tL * TN * TN
+    archs = len(train_architectures(cfg))
+    # the training, and the initial scale (INIT_DRAWS forward passes of the training set)
     train_work = math.fsum(
-        len(TRAIN_ARCHITECTURES) * (TS * 6 * (T + 1) * n * Lk * TN * TN + PYTHON_STEP)
+        archs * (TS * 6 * (T + 1) * n * Lk * TN * TN + PYTHON_STEP)
+        + archs * INIT_DRAWS * 2 * TASK["n_train"] * Lk * TN * TN
         for Lk in cfg["train_L"]
     )
     return [
@@ -198,6 +225,9 @@ def run(args):
         "train_seeds": args.train_seeds or preset["train_seeds"],
         "train_N": args.train_N or preset["train_N"],
         "lr": args.lr,
+        "batch_norm": bool(args.batch_norm),
+        "projection": bool(args.projection),
+        "init_draws": INIT_DRAWS,
         "task": TASK,
         "seed": args.seed,
         "x64": args.x64,
@@ -207,6 +237,11 @@ def run(args):
         raise StudyInputError(
             f"--L, --N: a rate needs at least two depths L <= N/{round(1 / FIT_DEPTH_RATIO)}, "
             f"got L = {cfg['L']} at N = {cfg['N']}"
+        )
+    if cfg["projection"] and cfg["train_N"] < 2:
+        raise StudyInputError(
+            f"--train-N, --projection: a network that widens from train-N // 2 needs "
+            f"train-N >= 2, got {cfg['train_N']}"
         )
     if cfg["seeds"] < 2 or cfg["train_seeds"] < 2:
         raise StudyInputError("--seeds, --train-seeds: need at least 2 draws for a spread")
@@ -220,12 +255,15 @@ def run(args):
     def point(spec):
         if spec["part"] == "gradients":
             return _gradient_point(cfg, configs, spec["L"], master, spec["L"] == max(cfg["L"]))
-        return _train_point(cfg, spec["L"], master)
+        return train_point(cfg, spec["L"], master)
 
     def short(spec):  # the self-check's training: 2 steps (round-off grows along 400)
         if spec["part"] == "gradients":
             return point(spec)
-        out = _train_point({**cfg, "train_steps": SELF_CHECK_STEPS}, spec["L"], master)
+        # and 4 draws of the initial scale (64 op by op are minutes at large L)
+        out = train_point(
+            {**cfg, "train_steps": SELF_CHECK_STEPS, "init_draws": 4}, spec["L"], master
+        )
         # compared without the test accuracies: a count of argmaxes, which round-off flips
         # at a test input on the decision boundary (the losses it compares are continuous)
         for cell in out["cells"]:
@@ -236,13 +274,15 @@ def run(args):
     points = runner.run_points(
         specs, point, describe=lambda s: f"{s['part']} L={s['L']}", variant=short,
         route=f"op by op (jax.disable_jit), the training part with {SELF_CHECK_STEPS} "
-        "steps compiled and op by op",
+        "steps and 4 draws of the initial scale compiled and op by op",
     )  # fmt: skip
     grad_points = [p for p in points if p["part"] == "gradients"]
     rates = _rates(cfg, configs, grad_points)
     agree, judged, agree_inf = agreement_counts(rates)
     degradation = [c for p in points if p["part"] == "train" for c in p["cells"]]
-    verdict = _degradation_verdict(degradation)
+    verdict = degradation_verdict(degradation)
+    checks = init_checks(degradation)
+    shortcuts = shortcut_comparison(degradation)
     for what, cells in (("gradients", rates), ("training", degradation)):
         exploded = sum(c["exploded"] for c in cells)
         if exploded:
@@ -275,11 +315,15 @@ def run(args):
                 "for plain and pre-activation, a population of coordinate paths for "
                 "post-activation)"
             },
+            "init_checks": checks,
+            "shortcut_comparison": shortcuts,
             "headline": [
                 f"rates within tolerance of the width-N prediction: {agree} of {judged} "
                 f"(of the infinite-width one: {agree_inf})",
                 "degrades with depth: "
                 + ", ".join(f"{k}: {v.get('degrades')}" for k, v in verdict.items()),
+                init_headline(checks),
+                *([shortcut_headline(shortcuts)] if shortcuts else []),
             ],
         },
         plot=plot,
@@ -493,86 +537,6 @@ def _bounded(rates):
                 "predicted": [math.exp(v / 2) for v in r["predicted_log_ratio"]],
             }
         )
-    return out
-
-
-# -------------------------------------------------------------------- degradation
-
-
-@functools.partial(jax.jit, static_argnames=("arch", "L", "N", "steps"))
-def _train_draws(keys, data, alpha, lr, *, arch, L, N, steps):
-    def one(key):
-        model = P.Classifier.sample(
-            key, d_in=TASK["d_in"], classes=TASK["classes"], L=L, N=N,
-            architecture=arch, activation="relu", init="he", alpha=alpha,
-        )  # fmt: skip
-        model, losses, acc = P_training.train_classifier(model, data, steps=steps, lr=lr)
-        final = P.cross_entropy(model, data[0], data[1])
-        return final, acc, losses
-
-    return jax.vmap(one)(keys)
-
-
-def _train_point(cfg, L, master):
-    data = P.teacher_task(jr.fold_in(master, 10**6), **TASK)
-    cells = []
-    for index, (arch, init, alpha) in enumerate(TRAIN_ARCHITECTURES):
-        keys = jr.split(jr.fold_in(master, 2 * 10**6 + 1000 * index + L), cfg["train_seeds"])
-        final, acc, losses = (
-            np.asarray(a)
-            for a in _train_draws(
-                keys, data, alpha_value(alpha, L), cfg["lr"], arch=arch, L=L,
-                N=cfg["train_N"], steps=cfg["train_steps"],
-            )
-        )  # fmt: skip
-        ok = np.isfinite(final)
-        cells.append(
-            {
-                "architecture": arch,
-                "activation": "relu",
-                "init": init,
-                "alpha": alpha,
-                "L": L,
-                "train_loss": float(final[ok].mean()) if ok.any() else None,
-                "train_loss_std": float(final[ok].std(ddof=1)) if ok.sum() > 1 else None,
-                "test_accuracy": float(acc[ok].mean()) if ok.any() else None,
-                "test_accuracy_std": float(acc[ok].std(ddof=1)) if ok.sum() > 1 else None,
-                "exploded": int((~ok).sum()),
-                "draws": int(ok.sum()),
-                # the mean over the finite draws (none: no curve, and no empty mean)
-                "loss_curve": (
-                    losses[ok].mean(0) if ok.any() else np.full(losses.shape[1], np.nan)
-                )[:: max(1, cfg["train_steps"] // 100)].tolist(),
-            }
-        )
-    return {"cells": cells}
-
-
-def _degradation_verdict(cells):
-    """At the largest depth: is each architecture's training loss above its shallowest
-    depth's by more than twice their combined standard error?"""
-    out = {}
-    for arch, _, _ in TRAIN_ARCHITECTURES:
-        mine = sorted((c for c in cells if c["architecture"] == arch), key=lambda c: c["L"])
-        if len(mine) < 2 or mine[0]["train_loss"] is None or mine[-1]["train_loss"] is None:
-            out[arch] = {"degrades": None, "reason": "explosion or fewer than two depths"}
-            continue
-        a, b = mine[0], mine[-1]
-        if a["train_loss_std"] is None or b["train_loss_std"] is None:  # one draw: no spread
-            out[arch] = {"degrades": None, "reason": "a depth with fewer than two draws"}
-            continue
-        se = math.hypot(
-            a["train_loss_std"] / math.sqrt(a["draws"]),
-            b["train_loss_std"] / math.sqrt(b["draws"]),
-        )
-        out[arch] = {
-            "shallow_L": a["L"],
-            "deep_L": b["L"],
-            "shallow_loss": a["train_loss"],
-            "deep_loss": b["train_loss"],
-            "difference_se": se,
-            "degrades": bool(b["train_loss"] - a["train_loss"] > 2 * se),
-        }
     return out
 
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..io.plotting import log_spread, save_figure, size_ticks, use_agg
 from ..models import plain as P
+from .degradation import cells_of, train_architectures
 
 
 def _figures(out: Path, cfg, configs, points, rates, degradation):
@@ -90,15 +91,15 @@ def _figures(out: Path, cfg, configs, points, rates, degradation):
     save_figure(fig, out / "gradient_rates.png", dpi=110)
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for arch, _, alpha in TRAIN_ARCHITECTURES:
-        mine = sorted((c for c in degradation if c["architecture"] == arch), key=lambda c: c["L"])
+    for net in train_architectures(cfg):
+        mine = sorted(cells_of(degradation, net), key=lambda c: c["L"])
         mine = [c for c in mine if c["train_loss"] is not None]
         Ls = [c["L"] for c in mine]
-        label = f"{arch} (He, α = {alpha})" if arch != "plain" else "plain (He)"
         for ax, key in zip(axes, ("train_loss", "test_accuracy"), strict=True):
             means, stds = [c[key] for c in mine], [c[key + "_std"] or 0 for c in mine]
             bars = log_spread(means, stds) if key == "train_loss" else stds  # log axis: ×/÷
-            ax.errorbar(Ls, means, yerr=bars, marker="o", capsize=3, label=label)
+            ax.errorbar(Ls, means, yerr=bars, marker="o", capsize=3,
+                        ls=_style(net), label=net.label)  # fmt: skip
     for ax, key in zip(axes, ("final training loss (cross-entropy)", "test accuracy"), strict=True):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("depth L")
@@ -115,6 +116,83 @@ def _figures(out: Path, cfg, configs, points, rates, degradation):
     )
     save_figure(fig, out / "degradation.png", dpi=110)
     _training_curves(out, cfg, degradation)
+    _init_scale(out, cfg, degradation)
+
+
+# the zoomed panel of init_scale.png shows ratios up to this (an exploding network leaves it)
+ZOOM_TOP = 1e3
+
+
+def _init_scale(out, cfg, degradation):
+    """The mean square of the hidden state at initialisation, relative to the input
+    layer's: per layer at the deepest trained depth (all, and zoomed to ratios below
+    `ZOOM_TOP`), and at the last layer against depth; dotted, the exact expectation where
+    the study judges one (pre-activation + BN at α = 1: + 1 per layer)."""
+    import matplotlib.pyplot as plt
+
+    cells = [c for c in degradation if c.get("init_mean_square")]
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
+    if not cells:
+        for ax in axes:
+            _say_if_empty(ax, "no initialisation recorded (results from before it was)")
+        save_figure(fig, out / "init_scale.png", dpi=110)
+        return
+    deep = max(c["L"] for c in cells)
+    lowest = np.inf
+    for i, net in enumerate(train_architectures(cfg)):
+        mine = sorted(cells_of(cells, net), key=lambda c: c["L"])
+        style = {"color": f"C{i % 10}", "ls": _style(net)}
+        for c in mine:
+            ms = np.array([np.nan if v is None else v for v in c["init_mean_square"]["mean"]])
+            if c["L"] != deep:
+                continue
+            layers, ratio = np.arange(ms.size), ms / ms[0]
+            lowest = min(lowest, np.nanmin(ratio))
+            for ax in axes[:2]:
+                ax.plot(layers, ratio, marker=".", markersize=3, label=net.label, **style)
+            check = c.get("init_check")
+            if check is not None:  # E ms(h^l) = E ms(h^0) + (increment / L) l
+                line = 1 + check["predicted_increment"] / c["L"] * layers / ms[0]
+                for ax in axes[:2]:
+                    ax.plot(layers, line, "k:", lw=1.5, zorder=5)
+        pts = [(c["L"], c["init_mean_square"]["mean"]) for c in mine]
+        pts = [(L, m[-1] / m[0]) for L, m in pts if m[-1] is not None and m[0] is not None]
+        if pts:
+            axes[2].plot(*zip(*pts, strict=True), marker="o", label=net.label, **style)
+        checks = [c for c in mine if c.get("init_check")]
+        if checks:
+            ratio = [1 + c["init_check"]["predicted_increment"] /
+                     c["init_mean_square"]["mean"][0] for c in checks]  # fmt: skip
+            axes[2].plot([c["L"] for c in checks], ratio, "k:", lw=1.5, zorder=5)
+    for ax in axes[:2]:
+        ax.set_xlabel(f"layer l (L = {deep})")
+        ax.set_ylabel("mean of ms(h^l) / mean of ms(h^0)")
+    axes[0].set_title(f"per layer, at the deepest trained depth L = {deep}", fontsize=10)
+    axes[1].set_title(f"per layer, L = {deep}, ratios up to {ZOOM_TOP:g} (zoomed)", fontsize=10)
+    axes[2].set_xscale("log", base=2)
+    axes[2].set_xlabel("depth L")
+    axes[2].set_ylabel("mean of ms(h^L) / mean of ms(h^0)")
+    axes[2].set_title("at the last layer, against depth", fontsize=10)
+    axes[2].plot(
+        [], [], "k:", lw=1.5, label="exact expectation (pre-activation + BN: + 1 per layer)"
+    )
+    for ax in axes:
+        ax.set_yscale("log")
+    axes[1].set_ylim(0.7 * lowest if np.isfinite(lowest) else None, ZOOM_TOP)
+    axes[2].legend(fontsize=7)
+    fig.suptitle(
+        "Scale of the hidden state at initialisation (ms: mean square over the "
+        f"{cfg['task']['n_train']} training inputs and the {cfg['train_N']} units; mean over "
+        f"{cfg.get('init_draws')} draws)",
+        fontsize=10,
+    )
+    save_figure(fig, out / "init_scale.png", dpi=110)
+
+
+def _style(net) -> str:
+    """Solid for the default networks, dashed with batch normalisation, dotted-dashed for
+    those that widen."""
+    return "--" if net.norm else ("-." if net.shortcut else "-")
 
 
 def _log_ratio_figure(out, cfg, configs, points, rates, colors, styles):
@@ -217,14 +295,16 @@ def _training_curves(out, cfg, degradation):
     import matplotlib.pyplot as plt
 
     stride = max(1, cfg["train_steps"] // 100)  # the recorded steps (_train_point)
-    n = len(TRAIN_ARCHITECTURES)
-    fig, axes = plt.subplots(1, n, figsize=(5 * n, 4.2), squeeze=False)
+    archs = train_architectures(cfg)
+    cols = min(len(archs), 4)
+    rows = -(-len(archs) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 4.2 * rows), squeeze=False)
+    for ax in axes.flat[len(archs) :]:
+        ax.set_visible(False)
     Ls = sorted({c["L"] for c in degradation})
     colors = plt.cm.viridis(np.linspace(0.1, 0.85, len(Ls)))
-    for ax, (arch, _, alpha) in zip(axes[0], TRAIN_ARCHITECTURES, strict=True):
-        for c in sorted(
-            (c for c in degradation if c["architecture"] == arch), key=lambda c: c["L"]
-        ):
+    for ax, net in zip(axes.flat, archs, strict=False):
+        for c in sorted(cells_of(degradation, net), key=lambda c: c["L"]):
             if c["train_loss"] is None:
                 continue
             curve = [np.nan if v is None else v for v in c["loss_curve"]]
@@ -233,8 +313,7 @@ def _training_curves(out, cfg, degradation):
                     markersize=2, label=f"L = {c['L']}")  # fmt: skip
         ax.set_yscale("log")
         ax.set(xlabel="Adam step", ylabel="mean training loss (cross-entropy)")
-        label = f"{arch} (He, α = {alpha})" if arch != "plain" else "plain (He)"
-        ax.set_title(f"training loss curves, {label}", fontsize=10)
+        ax.set_title(f"training loss curves, {net.label}", fontsize=10)
         if not _say_if_empty(ax, "every draw exploded at every depth"):
             ax.legend(fontsize=7, ncol=2)
     fig.suptitle(
@@ -250,13 +329,6 @@ def _training_curves(out, cfg, degradation):
 # (the finite-width allowance where the interval is narrower than the model's accuracy);
 # no absolute floor, which made every rate predicted near 0 agree whatever was measured
 RELATIVE_TOLERANCE = 0.10
-
-
-TRAIN_ARCHITECTURES = (
-    ("plain", "he", "1"),
-    ("post-activation", "he", "1/sqrt(L)"),
-    ("pre-activation", "he", "1/sqrt(L)"),
-)
 
 
 # the per-layer diagnostics of the deepest gradient point, one figure each:

@@ -470,7 +470,10 @@ PLAIN_VS_RESIDUAL = study(
         "degradation": List(Record({
             "architecture": Str(), "L": POS, "train_loss": OPT_NUM, "train_loss_std": OPT_NUM,
             "test_accuracy": OPT_NUM, "test_accuracy_std": OPT_NUM,
-            "loss_curve": List(OPT_NUM)})),
+            "loss_curve": List(OPT_NUM), "name?": Str(), "norm?": Maybe(Str(("batch",))),
+            "shortcut?": Maybe(Str(("none", "zero-pad", "projection"))),
+            "train_losses?": List(OPT_NUM),
+            "init_mean_square?": Record({"mean": List(OPT_NUM, min_len=2)})})),
     },
 )  # fmt: skip
 

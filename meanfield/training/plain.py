@@ -1,5 +1,6 @@
-"""Training the classifiers of `meanfield.models.plain` (plain or residual) by gradient
-descent on the cross-entropy."""
+"""Training the classifiers of `meanfield.models.plain` (plain or residual) and
+`meanfield.models.staged` (widening, with shortcuts) by gradient descent on the
+cross-entropy."""
 
 import equinox as eqx
 import jax
@@ -7,13 +8,37 @@ import optax
 
 from .._validation import check_finite_arguments
 from ..models.plain import Classifier, accuracy, cross_entropy
+from ..models.staged import StagedClassifier
 from .loop import gd_loop
 
 
-def train_classifier(model: Classifier, data, *, steps: int, lr: float):
+def _trained(model):
+    """The filter of the trained arrays: every weight and bias (and batch normalisation's
+    γ, a projection shortcut's S), never α or a weight scale."""
+    spec = jax.tree.map(lambda _: False, model)
+    if isinstance(model, StagedClassifier):
+        parts = (model.A, model.first.W, model.first.b, model.W, model.b, model.S,
+                 model.second.W, model.second.b, model.C)  # fmt: skip
+        present = [i for i, a in enumerate(parts) if a is not None]
+
+        def where(m):
+            every = (m.A, m.first.W, m.first.b, m.W, m.b, m.S, m.second.W, m.second.b, m.C)
+            return tuple(every[i] for i in present)
+
+        return eqx.tree_at(where, spec, replace=(True,) * len(present))
+    spec = eqx.tree_at(lambda m: (m.A, m.net.W, m.net.b, m.C), spec, replace=(True,) * 4)
+    if model.net.gamma is not None:
+        spec = eqx.tree_at(lambda m: m.net.gamma, spec, replace=True)
+    return spec
+
+
+def train_classifier(model: Classifier | StagedClassifier, data, *, steps: int, lr: float):
     """`steps` full-batch Adam steps (learning rate `lr`) on the cross-entropy of
     `data = (x_train, y_train, x_test, y_test)` (labels integers), through `meanfield.gd_loop`;
-    the weights A, W, b, C are trained, the residual scale α is not.
+    the weights A, W, b, C (and batch normalisation's γ; of a `StagedClassifier`, every
+    stage's, the widening layer's and a projection's S) are trained, the residual scale α
+    is not; with batch normalisation every step normalises by the training set's
+    statistics, and the test inputs are classified with them.
 
     **Returns:** `(model, losses, test_accuracy)`: the trained model, the training loss
     before each step (steps,), and the final test accuracy. Jittable and vmappable."""
@@ -22,9 +47,7 @@ def train_classifier(model: Classifier, data, *, steps: int, lr: float):
     # the weights A, W, b, C are trained; the residual scale α and the weights' scale are
     # not, whether Python floats or (under jit, vmap) arrays: partitioning by "is an
     # inexact array" trained α in a compiled call and not in an eager one
-    spec = jax.tree.map(lambda _: False, model)
-    spec = eqx.tree_at(lambda m: (m.A, m.net.W, m.net.b, m.C), spec, replace=(True,) * 4)
-    params, static = eqx.partition(model, spec)
+    params, static = eqx.partition(model, _trained(model))
 
     def grad_fn(p, _):
         loss, g = jax.value_and_grad(lambda p_: cross_entropy(eqx.combine(p_, static), x, y))(p)
@@ -32,4 +55,4 @@ def train_classifier(model: Classifier, data, *, steps: int, lr: float):
 
     final, losses = gd_loop(grad_fn, params, optax.adam(lr), steps, history=False)
     model = eqx.combine(final, static)
-    return model, losses, accuracy(model, x_test, y_test)
+    return model, losses, accuracy(model, x_test, y_test, reference=x)
