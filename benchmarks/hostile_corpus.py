@@ -49,7 +49,8 @@ TINY = {
     "trained-weights": "--L 32 --d 4 --betas 0.5,1 --steps 10 --seeds 2",
     "regimes": "--L 4,8,16 --gammas 0.5,1 --lambdas 0,1 --seeds 2 --transfer-L 4,8,16 "
     "--transfer-steps 5 --transfer-seeds 2",
-    "approximation": "--budgets 32,64 --seeds 2 --steps 5 --targets square,parity --parity-n 3",
+    "approximation": "--budgets 32,64 --seeds 2 --steps 5 --targets square,parity --parity-n 3 "
+    "--exercise-seeds 2 --exercise-steps 2",
 }
 
 REFUSED = frozenset({"refused"})

@@ -41,6 +41,13 @@ def approximation(stem, results):
                 if value is not None and math.isfinite(value):
                     out.append((what, titles[p["target"]], arm["parameters"], value))
         return out
+    if stem == "exercise":
+        # each network's test error, in the panel of the exercise
+        for arm in results["exercise"]["arms"]:
+            for j, v in enumerate(arm["test_error"]):
+                if v is not None:
+                    out.append((f"{arm['name']} network {j}", "784 → ? → 10", None, v))
+        return out
     return None
 
 

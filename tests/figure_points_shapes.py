@@ -235,7 +235,7 @@ def plain_vs_residual(stem, results):
             shortcut = c.get("shortcut")
             if shortcut is not None:
                 tail += ", widening" if shortcut == "none" else f", {shortcut} shortcut"
-            panel = f"training loss curves, {arch}{bn} {tail}"
+            panel = f"{arch}{bn} {tail}"
             # the loss before each recorded step, then after the last (train_loss)
             curve = [(j * stride, v) for j, v in enumerate(c["loss_curve"])]
             for step, v in [*curve, (cfg["train_steps"], c["train_loss"])]:

@@ -16,6 +16,7 @@ import pytest
 from meanfield.cli import main
 from meanfield.stats.compare import difference_interval, lower_arm
 from meanfield.studies import approximation as S
+from meanfield.studies.approximation_exercise import exercise_comparison
 from meanfield.training.approximation import fit_mlp, mlp_parameters, mlp_shape, sample_mlp
 
 
@@ -152,7 +153,8 @@ def test_the_construction_checks_count_what_they_are_fed():
 
 
 TINY = ["--budgets", "64", "--seeds", "3", "--steps", "30", "--targets", "square,parity",
-        "--parity-n", "3", "--lrs", "0.01,0.03"]  # fmt: skip
+        "--parity-n", "3", "--lrs", "0.01,0.03", "--exercise-seeds", "2",
+        "--exercise-steps", "3"]  # fmt: skip
 
 
 def test_study_end_to_end_and_a_point_equals_a_direct_computation(tmp_path, self_checked):
@@ -190,6 +192,14 @@ def test_study_end_to_end_and_a_point_equals_a_direct_computation(tmp_path, self
     # the verdict recorded is the one its numbers give
     for c, p in zip(r["comparisons"], r["points"], strict=True):
         assert c["lower"] == S.compare_depths(p)["lower"]
+    # the exercise: the lecture's counts at 784 inputs, the digits' at 64, its verdict
+    ex = r["exercise"]
+    assert [a["name"] for a in ex["arms"]] == ["shallow-wide", "deep-narrow"]
+    assert [a["parameters_784"] for a in ex["arms"]] == [1_628_170, 217_354]
+    assert [a["parameters"] for a in ex["arms"]] == [153_610, 125_194]
+    assert all(len(a["test_error"]) == 2 for a in ex["arms"])
+    assert ex["comparison"]["lower"] == exercise_comparison(ex)["lower"]
+    assert (out / "exercise.png").exists()
     # the figures redraw from results.json alone
     assert main(["plot", str(out)]) == 0
 
@@ -246,3 +256,53 @@ def test_the_two_spirals_interleave_and_the_test_points_lie_between_the_training
     # no test point is a training point: each lies half a step along its spiral
     gap = np.min(np.linalg.norm(xs[:, None, :] - xt[None, :, :], axis=-1))
     assert gap > 1e-4
+
+
+def test_parameter_counts_of_the_exercise_against_the_networks_leaves():
+    """The lecture's "~1.63 M" and "~0.22 M" (7× apart) at 784 inputs, against the sizes of
+    the leaves of the `eqx.nn.MLP` the study trains (10 outputs)."""
+    for (width, depth), stated in (((2048, 1), 1.63e6), ((128, 8), 0.22e6)):
+        count = mlp_parameters(784, width, depth, outputs=10)
+        net = sample_mlp(jr.key(0), d=784, width=width, depth=depth, outputs=10)
+        leaves = jax.tree.leaves(eqx.filter(net, eqx.is_inexact_array))
+        assert count == sum(leaf.size for leaf in leaves)
+        assert abs(count - stated) / stated < 0.02
+    ratio = mlp_parameters(784, 2048, 1, outputs=10) / mlp_parameters(784, 128, 8, outputs=10)
+    assert 7.0 <= ratio < 7.5
+    with pytest.raises(ValueError, match="^outputs"):
+        mlp_parameters(4, 8, 2, outputs=0)
+
+
+def test_cross_entropy_fit_learns_and_refuses_an_unknown_loss():
+    x = jr.normal(jr.key(1), (60, 3))
+    y = (x[:, 0] > 0).astype(jnp.int32) + (x[:, 1] > 0).astype(jnp.int32)  # 3 classes
+    model = sample_mlp(jr.key(2), d=3, width=16, depth=2, outputs=3)
+    trained, losses = fit_mlp(model, x, y, steps=200, lr=1e-2, loss="cross_entropy")
+    assert float(losses[-1]) < 0.3 * float(losses[0])
+    logits = jax.vmap(trained)(x)
+    want = jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, y))
+    _, again = fit_mlp(trained, x, y, steps=1, lr=0.0, loss="cross_entropy")
+    np.testing.assert_allclose(float(again[0]), float(want), rtol=1e-12)
+    with pytest.raises(ValueError, match="^loss='hinge'"):
+        fit_mlp(model, x, y, steps=1, lr=1e-2, loss="hinge")
+
+
+def test_the_exercise_verdict_reads_the_networks_and_can_go_either_way():
+    """Deep − shallow test error with Welch's interval: deep clearly lower says
+    "deep-narrow", the reverse "shallow-wide", equal errors "not resolved"; an exploded
+    network (None) is left out."""
+    rng = np.random.default_rng(3)
+
+    def point(shallow, deep):
+        arms = []
+        for name, mean, size in (("shallow-wide", shallow, 1_628_170),
+                                 ("deep-narrow", deep, 217_354)):  # fmt: skip
+            errors = list(np.clip(rng.normal(mean, 0.004, 8), 0, 1)) + [None]
+            arms.append({"name": name, "test_error": errors, "parameters_784": size})
+        return {"arms": arms}
+
+    assert exercise_comparison(point(0.05, 0.03))["lower"] == "deep-narrow"
+    assert exercise_comparison(point(0.03, 0.05))["lower"] == "shallow-wide"
+    c = exercise_comparison(point(0.04, 0.04))
+    assert c["lower"] == "not resolved" and c["draws"] == [8, 8]
+    assert c["ratio_784"] == pytest.approx(1_628_170 / 217_354)

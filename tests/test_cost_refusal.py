@@ -118,7 +118,8 @@ TINY = {
     "response": ["--depths", "2,5", "--width", "50", "--inits", "10",
                  "--alpha-star-inits", "10"],
     "approximation": ["--budgets", "32,64", "--seeds", "2", "--steps", "5",
-                      "--targets", "square,parity", "--parity-n", "3"],
+                      "--targets", "square,parity", "--parity-n", "3", "--exercise-seeds", "2",
+                      "--exercise-steps", "2"],
 }  # fmt: skip
 G = str(10**9)
 SIZE_CASES = [
@@ -195,6 +196,8 @@ SIZE_CASES = [
     ("approximation", ["--seeds", G], "--seeds"),
     ("approximation", ["--train-points", G], "--train-points"),
     ("approximation", ["--budgets", f"32,{G}"], "--budgets"),
+    ("approximation", ["--exercise-steps", G], "--exercise-steps"),
+    ("approximation", ["--exercise-seeds", G], "--exercise-seeds"),
 ]
 
 

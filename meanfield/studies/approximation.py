@@ -29,6 +29,15 @@ Two parts:
   it is recorded. Deepest against shallowest at each budget: the difference of the
   mean log₁₀ RMS errors with Welch's 95% interval over the networks
   (`meanfield.stats.compare`), and which is lower where the interval excludes 0.
+* **The parameter-budget exercise** ("on a 784 → ? → 10 classifier": one hidden layer of
+  2048 units against eight of 128): both networks' parameter counts at 784 inputs, exact,
+  against the lecture's "~1.63 M" and "~0.22 M" (7× more for the wide one), and the
+  lecture's "deep-narrow typically wins on natural data" measured on natural data that
+  installs offline, scikit-learn's handwritten digits (64 inputs, 10 classes, 1438
+  training and 359 test images): `--exercise-seeds` networks of each (`eqx.nn.MLP`, 10
+  outputs) trained by full-batch Adam on the cross-entropy for `--exercise-steps` steps
+  at each learning rate of `EXERCISE_LRS` (the one with the lowest mean final training
+  loss kept), their test errors compared by Welch's interval (deep − shallow).
 
 Everything runs in float64 (`--no-x64`: float32, about half the time): trained networks
 fit parity to RMS errors near 2e-8, below float32's round-off.
@@ -48,6 +57,13 @@ from ..stats.compare import difference_interval, lower_arm
 from ..stats.fits import line_fit
 from ..theory import approximation as A
 from ..training.approximation import fit_mlp, mlp_shape, predict, sample_mlp
+from .approximation_exercise import (
+    EXERCISE_LRS,
+    exercise_comparison,
+    exercise_cost,
+    exercise_headline,
+    exercise_point,
+)
 from .args import float_list, int_list, positive_int
 from .runner import start_study
 
@@ -63,6 +79,8 @@ PRESETS = {
         "seeds": 10,
         "steps": 3000,
         "lrs": [0.003, 0.01, 0.03],
+        "exercise_seeds": 8,
+        "exercise_steps": 300,
     },
     "paper": {
         "budgets": [32, 64, 128, 256, 512, 1024, 2048, 4096, 8192],
@@ -70,6 +88,8 @@ PRESETS = {
         "seeds": 16,
         "steps": 20000,
         "lrs": [0.001, 0.003, 0.01, 0.03],
+        "exercise_seeds": 16,
+        "exercise_steps": 1000,
     },
 }
 TEST_POINTS = 4096
@@ -92,12 +112,14 @@ PRESET_OPTIONS = (
     ("--seeds", positive_int, "networks per depth and budget"),
     ("--steps", positive_int, "full-batch Adam steps per network"),
     ("--lrs", float_list, "Adam learning rates tried, increasing"),
+    ("--exercise-seeds", positive_int, "networks per architecture of the 784 → ? → 10 exercise"),
+    ("--exercise-steps", positive_int, "full-batch Adam steps of the exercise's networks"),
 )
 
 
 def add_arguments(parser):
     for flag, kind, what in PRESET_OPTIONS:
-        value = PRESETS["quick"][flag.removeprefix("--")]
+        value = PRESETS["quick"][flag.removeprefix("--").replace("-", "_")]
         quick = ",".join(map(str, value)) if isinstance(value, list) else str(value)
         parser.add_argument(flag, type=kind, help=f"{what} (quick: {quick})")
     parser.add_argument("--targets", help=f"comma list among {', '.join(TARGETS)} (default: all)")
@@ -136,6 +158,9 @@ def _config(args) -> dict:
         "seeds": args.seeds or preset["seeds"],
         "steps": args.steps or preset["steps"],
         "lrs": args.lrs or preset["lrs"],
+        "exercise_seeds": args.exercise_seeds or preset["exercise_seeds"],
+        "exercise_steps": args.exercise_steps or preset["exercise_steps"],
+        "exercise_lrs": list(EXERCISE_LRS),
         "targets": targets,
         "sawtooth_k": args.sawtooth_k,
         "parity_n": args.parity_n,
@@ -154,6 +179,8 @@ def _config(args) -> dict:
         raise StudyInputError(f"--lrs: Adam learning rates in (0, {MAX_LR:g}], got {cfg['lrs']}")
     if cfg["seeds"] < 2:
         raise StudyInputError("--seeds: need at least 2 networks for an interval")
+    if cfg["exercise_seeds"] < 2:
+        raise StudyInputError("--exercise-seeds: need at least 2 networks for an interval")
     if cfg["sawtooth_k"] > 16:
         raise StudyInputError(f"--sawtooth-k: at most 16 (2^16 teeth), got {cfg['sawtooth_k']}")
     if cfg["parity_n"] > 16:
@@ -192,7 +219,8 @@ def _check_cost(cfg) -> None:
                 elements = max(elements, nets * n * width)
     check_costs([Cost("--budgets/--depths/--seeds/--lrs/--steps/--parity-n/--train-points",
                       "the trained networks", memory=memory, work=work, elements=elements,
-                      array="the hidden activations of a depth's networks")])  # fmt: skip
+                      array="the hidden activations of a depth's networks"),
+                 exercise_cost(cfg)])  # fmt: skip
 
 
 def _dimension(cfg, target) -> int:
@@ -420,23 +448,40 @@ def run(args):
     runner = start_study(args, cfg)
     master = jr.key(cfg["seed"])
     specs = [{"target": t, "budget": b} for t in cfg["targets"] for b in cfg["budgets"]]
+    specs.append({"exercise": "digits"})
+
+    def point(spec):
+        if "exercise" in spec:
+            return exercise_point(cfg, master)
+        return _point(cfg, spec, master)
 
     def short(spec):  # the self-check: 2 steps (round-off grows along thousands)
+        if "exercise" in spec:
+            out = exercise_point(cfg, master, steps=SELF_CHECK_STEPS)
+            for arm in out["arms"]:
+                arm.pop("test_error")  # a count of argmaxes, which round-off can flip
+            return out
         out = _point(cfg, spec, master, steps=SELF_CHECK_STEPS)
         for arm in out["arms"]:
             arm.pop("wrong", None)  # a count of rounded signs, which round-off can flip
         return out
 
-    points = runner.run_points(
-        specs, lambda s: _point(cfg, s, master), variant=short,
-        describe=lambda s: f"{s['target']} P={s['budget']}",
-        check_cost=lambda s: float(s["budget"]),
+    def cost(spec):  # the exercise's networks are the largest
+        return float(spec.get("budget", 10**6))
+
+    every = runner.run_points(
+        specs, point, variant=short,
+        describe=lambda s: f"{s['target']} P={s['budget']}" if "target" in s else "784 → ? → 10",
+        check_cost=cost,
         route=f"op by op (jax.disable_jit), with {SELF_CHECK_STEPS} training steps compiled "
         "and op by op",
     )  # fmt: skip
+    points = [p for p in every if "target" in p]
+    (exercise,) = [p for p in every if "exercise" in p]
+    exercise["comparison"] = exercise_comparison(exercise)
     comparisons = [{"target": p["target"], "budget": p["budget"], **compare_depths(p)}
                    for p in points]  # fmt: skip
-    exploded = sum(a["exploded"] for p in points for a in p["arms"])
+    exploded = sum(a["exploded"] for p in every for a in p["arms"])
     if exploded:
         runner.warn(f"{exploded} trained network(s) exploded (non-finite), left out of every "
                     "mean and counted in the arms' `exploded`")  # fmt: skip
@@ -460,12 +505,14 @@ def run(args):
         f"over all {len(comparisons)} (target, budget) points: one hidden layer lower at "
         f"{counts['one hidden layer']}, deeper at {counts['deeper']}, not resolved at "
         f"{counts['not resolved']}, neither learned at {counts['neither learned']}",
+        exercise_headline(exercise["comparison"]),
     ]
     runner.finish(
         {
             "points": points,
             "comparisons": comparisons,
             "verdict_counts": counts,
+            "exercise": exercise,
             "constructions": built,
             "construction_checks": checks,
             "reference": {

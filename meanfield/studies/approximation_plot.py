@@ -1,6 +1,6 @@
 """The figures of the approximation study: `constructions.png` (the exact ReLU
-constructions, measured) and `trained.png` (trained networks' error against their
-parameter count, one line per depth)."""
+constructions, measured), `trained.png` (trained networks' error against their parameter
+count, one line per depth) and `exercise.png` (the 784 → ? → 10 exercise on the digits)."""
 
 import math
 
@@ -19,7 +19,49 @@ TITLES = {
 
 def figures(out, results) -> list:
     use_agg()
-    return [_constructions(out, results), _trained(out, results)]
+    done = [_constructions(out, results), _trained(out, results)]
+    if results.get("exercise"):  # results from before the exercise existed have none
+        done.append(_exercise(out, results))
+    return done
+
+
+def _exercise(out, results):
+    """Each network's test error on the digits, per architecture, with the mean and its
+    95% Student interval; the parameter counts at 784 and 64 inputs in the labels."""
+    import matplotlib.pyplot as plt
+    from scipy.stats import t as student
+
+    ex = results["exercise"]
+    c = ex["comparison"]
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    labels = []
+    for i, arm in enumerate(ex["arms"]):
+        errors = np.array([v for v in arm["test_error"] if v is not None], float)
+        jitter = np.linspace(-0.12, 0.12, errors.size) if errors.size > 1 else np.zeros(1)
+        ax.plot(i + jitter[: errors.size], errors, "o", color=f"C{i}", alpha=0.6, ms=5,
+                label=f"one network ({arm['name']})")  # fmt: skip
+        if errors.size > 1:
+            half = student.ppf(0.975, errors.size - 1) * errors.std(ddof=1) / math.sqrt(errors.size)
+            ax.errorbar(i + 0.3, errors.mean(), yerr=half, fmt="D", color="k", capsize=4,
+                        label="mean, 95% interval" if i == 0 else None)  # fmt: skip
+        width, depth = arm["width"], arm["depth"]
+        shape = f"{width}" if depth == 1 else f"{width}×{depth}"
+        labels.append(f"{arm['name']}: → {shape} → 10\n{arm['parameters_784']:,} parameters "
+                      f"at 784 inputs\n{arm['parameters']:,} at the digits' 64 "
+                      f"(Adam lr {arm['lr']:g})")  # fmt: skip
+    ax.set_xticks(range(len(labels)), labels, fontsize=8)
+    ax.set_xlim(-0.6, len(labels) - 0.4)
+    ax.set_ylabel("test error on the digits (fraction misclassified)")
+    ci = c["ci95"]
+    measured = "no interval" if ci is None else (
+        f"{c['difference']:+.4f} [{ci[0]:+.4f}, {ci[1]:+.4f}]"
+    )  # fmt: skip
+    ax.set_title(f"784 → ? → 10, on the digits: deep − shallow {measured}; lower: {c['lower']}",
+                 fontsize=9)  # fmt: skip
+    ax.legend(fontsize=8)
+    title = (f"The lecture's parameter-budget exercise: {c['ratio_784']:.2f}× more parameters\n"
+             f"for the wide one at 784 inputs; {ex['steps']} full-batch Adam steps")  # fmt: skip
+    return save_figure(fig, out / "exercise.png", dpi=110, title=title)
 
 
 def _constructions(out, results):

@@ -90,7 +90,9 @@ def _figures(out: Path, cfg, configs, points, rates, degradation):
     ax.legend(fontsize=7, loc="upper left")
     save_figure(fig, out / "gradient_rates.png", dpi=110)
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    nets = train_architectures(cfg)
+    rows = -(-len(nets) // 3)  # of the legend below the panels, three networks a row
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2 + 0.25 * rows))
     for net in train_architectures(cfg):
         mine = sorted(cells_of(degradation, net), key=lambda c: c["L"])
         mine = [c for c in mine if c["train_loss"] is not None]
@@ -105,16 +107,16 @@ def _figures(out: Path, cfg, configs, points, rates, degradation):
         ax.set_xlabel("depth L")
         ax.set_ylabel(key)
         ax.set_title(f"{key} against depth", fontsize=10)
-        if not _say_if_empty(ax, "every draw exploded at every depth"):
-            ax.legend(fontsize=8)
+        _say_if_empty(ax, "every draw exploded at every depth")
     axes[0].set_yscale("log")
+    bottom = _legend_below(fig, axes[0], rows)
     fig.suptitle(
         f"Degradation: same budget ({cfg['train_steps']} full-batch Adam steps, lr {cfg['lr']}), "
         f"width {cfg['train_N']}, ReLU, teacher task; mean over {cfg['train_seeds']} draws, "
         "bars: loss ×/÷ its geometric spread, accuracy ± std",
         fontsize=9,
     )
-    save_figure(fig, out / "degradation.png", dpi=110)
+    save_figure(fig, out / "degradation.png", dpi=110, rect=(0, bottom, 1, 1))
     _training_curves(out, cfg, degradation)
     _init_scale(out, cfg, degradation)
 
@@ -131,7 +133,8 @@ def _init_scale(out, cfg, degradation):
     import matplotlib.pyplot as plt
 
     cells = [c for c in degradation if c.get("init_mean_square")]
-    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
+    rows = -(-(len(train_architectures(cfg)) + 1) // 3)
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8 + 0.25 * rows))
     if not cells:
         for ax in axes:
             _say_if_empty(ax, "no initialisation recorded (results from before it was)")
@@ -179,14 +182,23 @@ def _init_scale(out, cfg, degradation):
     for ax in axes:
         ax.set_yscale("log")
     axes[1].set_ylim(0.7 * lowest if np.isfinite(lowest) else None, ZOOM_TOP)
-    axes[2].legend(fontsize=7)
+    bottom = _legend_below(fig, axes[2], rows)
     fig.suptitle(
         "Scale of the hidden state at initialisation (ms: mean square over the "
         f"{cfg['task']['n_train']} training inputs and the {cfg['train_N']} units; mean over "
         f"{cfg.get('init_draws')} draws)",
         fontsize=10,
     )
-    save_figure(fig, out / "init_scale.png", dpi=110)
+    save_figure(fig, out / "init_scale.png", dpi=110, rect=(0, bottom, 1, 1))
+
+
+def _legend_below(fig, ax, rows: int) -> float:
+    """The legend of `ax`'s lines, below the panels in rows of three; **returns** the
+    fraction of the figure's height it takes (the layout's bottom)."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    return (0.012 + 0.045 * rows) * 4.6 / fig.get_figheight()
 
 
 def _style(net) -> str:
@@ -313,15 +325,15 @@ def _training_curves(out, cfg, degradation):
                     markersize=2, label=f"L = {c['L']}")  # fmt: skip
         ax.set_yscale("log")
         ax.set(xlabel="Adam step", ylabel="mean training loss (cross-entropy)")
-        ax.set_title(f"training loss curves, {net.label}", fontsize=10)
+        ax.set_title(net.label, fontsize=9)
         if not _say_if_empty(ax, "every draw exploded at every depth"):
             ax.legend(fontsize=7, ncol=2)
-    fig.suptitle(
-        f"Degradation: the training runs ({cfg['train_steps']} full-batch Adam steps, lr "
-        f"{cfg['lr']}, width {cfg['train_N']}); mean over {cfg['train_seeds']} draws",
-        fontsize=10,
+    title = (
+        f"Degradation: the training loss curves ({cfg['train_steps']} full-batch Adam steps, "
+        f"lr {cfg['lr']}, width {cfg['train_N']}); mean over {cfg['train_seeds']} draws"
     )
-    save_figure(fig, out / "training_curves.png", dpi=110)
+    top = 1 - 0.3 / fig.get_figheight()  # room for the title above the first row's
+    save_figure(fig, out / "training_curves.png", dpi=110, title=title, rect=(0, 0, 1, top))
 
 
 # a rate agrees with its prediction when the prediction lies inside the rate's 95% interval

@@ -570,6 +570,12 @@ APPROXIMATION = study(
                                "constant_rms": Num(positive=True),
                                "arms": List(_ARM, min_len=1)}), min_len=1),
         "comparisons": List(Record({"target": Str(), "budget": POS, "lower": Str()})),
+        "exercise?": Record({
+            "arms": List(Record({"name": Str(), "width": POS, "depth": POS, "parameters": POS,
+                                 "parameters_784": POS, "test_error": List(OPT_NUM, min_len=1)}),
+                         length=2),
+            "comparison": Record({"lower": Str(), "ci95": Maybe(PAIR)}),
+        }),
         "constructions": Record({
             "square": List(Record({"relus": POS, "max_error": Num(positive=True)}), min_len=1),
             "sawtooth": List(Record({"k": POS, "pieces": POS, "predicted_pieces": POS,

@@ -1,11 +1,13 @@
 """Fitting a function with a fully connected ReLU network (the lecture "Universal
 approximation & going deep"): `mlp_shape` (the width that spends a parameter budget at a
 given depth), `sample_mlp` (equinox's `eqx.nn.MLP`, its default initialisation) and
-`fit_mlp` (full-batch Adam on the mean squared error, through `meanfield.gd_loop`).
+`fit_mlp` (full-batch Adam on the mean squared error, or on the cross-entropy of a
+classifier's logits, through `meanfield.gd_loop`).
 
-A network of `depth` hidden layers of `width` ReLU units, input dimension `d`, one output:
+A network of `depth` hidden layers of `width` ReLU units, input dimension `d`, `outputs`
+outputs (one by default):
 
-    parameters = (d + 1) width + (depth − 1)(width + 1) width + width + 1.
+    parameters = (d + 1) width + (depth − 1)(width + 1) width + (width + 1) outputs.
 """
 
 import math
@@ -19,13 +21,13 @@ from .._validation import check_finite_arguments
 from .loop import gd_loop
 
 
-def mlp_parameters(d: int, width: int, depth: int) -> int:
+def mlp_parameters(d: int, width: int, depth: int, outputs: int = 1) -> int:
     """The number of weights and biases of `depth` hidden ReLU layers of `width` units on
-    `d` inputs, with one output."""
-    for name, value in (("d", d), ("width", width), ("depth", depth)):
+    `d` inputs, with `outputs` outputs."""
+    for name, value in (("d", d), ("width", width), ("depth", depth), ("outputs", outputs)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return (d + 1) * width + (depth - 1) * (width + 1) * width + width + 1
+    return (d + 1) * width + (depth - 1) * (width + 1) * width + (width + 1) * outputs
 
 
 def mlp_shape(budget: int, d: int, depth: int) -> tuple[int, int]:
@@ -51,32 +53,43 @@ def mlp_shape(budget: int, d: int, depth: int) -> tuple[int, int]:
     return width, mlp_parameters(d, width, depth)
 
 
-def sample_mlp(key, *, d: int, width: int, depth: int) -> eqx.nn.MLP:
-    """`eqx.nn.MLP(d, 1, width, depth, relu)` with its default initialisation (each
-    layer's weights and biases uniform on ±1/sqrt(fan_in))."""
-    return eqx.nn.MLP(d, "scalar", width, depth, activation=jax.nn.relu, key=key)
+def sample_mlp(key, *, d: int, width: int, depth: int, outputs: int | None = None) -> eqx.nn.MLP:
+    """`eqx.nn.MLP(d, outputs, width, depth, relu)` with its default initialisation (each
+    layer's weights and biases uniform on ±1/sqrt(fan_in)); one scalar output by default."""
+    out = "scalar" if outputs is None else outputs
+    return eqx.nn.MLP(d, out, width, depth, activation=jax.nn.relu, key=key)
 
 
 def predict(model: eqx.nn.MLP, xs):
-    """The network at each row of `xs` `(n, d)`: shape `(n,)`."""
+    """The network at each row of `xs` `(n, d)`: shape `(n,)` (`(n, outputs)` with
+    several outputs)."""
     return jax.vmap(model)(xs)
 
 
-def fit_mlp(model: eqx.nn.MLP, xs, ys, *, steps: int, lr):
-    """`steps` full-batch Adam steps (learning rate `lr`, a number or a traced scalar) on
-    the mean squared error of `model` on `(xs, ys)`. Jittable and vmappable (over keys and
-    learning rates).
+LOSSES = ("mse", "cross_entropy")
 
-    **Returns:** `(model, losses)`: the trained model and the mean squared error before
-    each step, `(steps,)`."""
+
+def fit_mlp(model: eqx.nn.MLP, xs, ys, *, steps: int, lr, loss: str = "mse"):
+    """`steps` full-batch Adam steps (learning rate `lr`, a number or a traced scalar) on
+    the mean squared error of `model` on `(xs, ys)`, or (`loss="cross_entropy"`) on the
+    cross-entropy of its logits against the integer labels `ys`. Jittable and vmappable
+    (over keys and learning rates).
+
+    **Returns:** `(model, losses)`: the trained model and the loss before each step,
+    `(steps,)`."""
     check_finite_arguments(xs=xs, ys=ys, lr=lr)
+    if loss not in LOSSES:
+        raise ValueError(f"loss={loss!r}: use one of {', '.join(LOSSES)}")
     params, static = eqx.partition(model, eqx.is_inexact_array)
 
-    def loss(p):
-        return jnp.mean((predict(eqx.combine(p, static), xs) - ys) ** 2)
+    def mean_loss(p):
+        out = predict(eqx.combine(p, static), xs)
+        if loss == "cross_entropy":
+            return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(out, ys))
+        return jnp.mean((out - ys) ** 2)
 
     def grad_fn(p, _):
-        value, g = jax.value_and_grad(loss)(p)
+        value, g = jax.value_and_grad(mean_loss)(p)
         return g, value
 
     final, losses = gd_loop(grad_fn, params, optax.adam(lr), steps, history=False)
