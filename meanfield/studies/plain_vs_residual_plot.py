@@ -104,6 +104,7 @@ def _figures(out: Path, cfg, configs, points, rates, degradation):
                         ls=_style(net), label=net.label)  # fmt: skip
     for ax, key in zip(axes, ("final training loss (cross-entropy)", "test accuracy"), strict=True):
         ax.set_xscale("log", base=2)
+        size_ticks(ax, [c["L"] for c in degradation])
         ax.set_xlabel("depth L")
         ax.set_ylabel(key)
         ax.set_title(f"{key} against depth", fontsize=10)
@@ -141,7 +142,7 @@ def _init_scale(out, cfg, degradation):
         save_figure(fig, out / "init_scale.png", dpi=110)
         return
     deep = max(c["L"] for c in cells)
-    lowest = np.inf
+    lowest, highest = np.inf, 0.0
     for i, net in enumerate(train_architectures(cfg)):
         mine = sorted(cells_of(cells, net), key=lambda c: c["L"])
         style = {"color": f"C{i % 10}", "ls": _style(net)}
@@ -150,7 +151,7 @@ def _init_scale(out, cfg, degradation):
             if c["L"] != deep:
                 continue
             layers, ratio = np.arange(ms.size), ms / ms[0]
-            lowest = min(lowest, np.nanmin(ratio))
+            lowest, highest = min(lowest, np.nanmin(ratio)), max(highest, np.nanmax(ratio))
             for ax in axes[:2]:
                 ax.plot(layers, ratio, marker=".", markersize=3, label=net.label, **style)
             check = c.get("init_check")
@@ -171,17 +172,21 @@ def _init_scale(out, cfg, degradation):
         ax.set_xlabel(f"layer l (L = {deep})")
         ax.set_ylabel("mean of ms(h^l) / mean of ms(h^0)")
     axes[0].set_title(f"per layer, at the deepest trained depth L = {deep}", fontsize=10)
-    axes[1].set_title(f"per layer, L = {deep}, ratios up to {ZOOM_TOP:g} (zoomed)", fontsize=10)
+    zoomed = highest > ZOOM_TOP
+    note = f"ratios up to {ZOOM_TOP:g} (zoomed)" if zoomed else "every ratio below 1000: not zoomed"
+    axes[1].set_title(f"per layer, L = {deep}, {note}", fontsize=10)
     axes[2].set_xscale("log", base=2)
+    size_ticks(axes[2], [c["L"] for c in cells])
     axes[2].set_xlabel("depth L")
     axes[2].set_ylabel("mean of ms(h^L) / mean of ms(h^0)")
     axes[2].set_title("at the last layer, against depth", fontsize=10)
-    axes[2].plot(
-        [], [], "k:", lw=1.5, label="exact expectation (pre-activation + BN: + 1 per layer)"
-    )
+    if any(c.get("init_check") for c in cells):
+        label = "exact expectation (pre-activation + BN: + 1 per layer)"
+        axes[2].plot([], [], "k:", lw=1.5, label=label)
     for ax in axes:
         ax.set_yscale("log")
-    axes[1].set_ylim(0.7 * lowest if np.isfinite(lowest) else None, ZOOM_TOP)
+    if zoomed:
+        axes[1].set_ylim(0.7 * lowest if np.isfinite(lowest) else None, ZOOM_TOP)
     bottom = _legend_below(fig, axes[2], rows)
     fig.suptitle(
         "Scale of the hidden state at initialisation (ms: mean square over the "
