@@ -3,10 +3,10 @@ classifiers of growing depth trained with the same budget on one teacher task, t
 scale at initialisation, and the verdicts read from them.
 
 The networks (`TrainNet`): by default plain, post- and pre-activation (He, residual α =
-1/sqrt(L)); `--batch-norm` adds seed 001's "batch normalization or scaling" (the
+1/sqrt(L)); `--batch-norm` adds Marion et al.'s "batch normalization or scaling" (the
 pre-activation network at α = 1 with neither: its mean square doubles per layer; the three
 architectures at α = 1 with batch normalisation, `meanfield.models.plain`); `--projection`
-adds seed 003's "projection shortcuts when shapes change" (networks that widen from N/2 to
+adds the lecture's "projection shortcuts when shapes change" (networks that widen from N/2 to
 N halfway, `meanfield.models.staged`: plain, and post-activation with He et al.'s
 zero-padding (A) and projection (B) shortcuts, compared depth by depth).
 """

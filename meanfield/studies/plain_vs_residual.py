@@ -23,7 +23,7 @@ Two parts (the networks: `meanfield.models.plain`; the predictions:
   optimiser budget (full-batch Adam, same steps and learning rate): final training loss
   and test accuracy against depth, and each network's scale at initialisation (the mean
   square of h^l over the training inputs and units, over `INIT_DRAWS` draws) beside its
-  exact expectation where there is one. `--batch-norm` adds seed 001's "batch
+  exact expectation where there is one. `--batch-norm` adds Marion et al.'s "batch
   normalization or scaling": the pre-activation network at α = 1 (neither: its mean
   square doubles per layer), and the three architectures at α = 1 with batch
   normalisation (`meanfield.models.plain`; pre-activation + BN adds exactly 1 per layer
