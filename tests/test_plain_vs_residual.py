@@ -326,6 +326,17 @@ def test_study_small_run_and_refusals(tmp_path, self_checked):
     before = (tmp_path / "s" / "gradient_rates.png").stat().st_mtime_ns
     assert main(["plot", str(tmp_path / "s")]) == 0
     assert (tmp_path / "s" / "gradient_rates.png").stat().st_mtime_ns != before
+    # results written before the networks had names and an initial scale: the degradation
+    # figures still draw them (by architecture), and no empty init_scale.png is written
+    for c in edited["degradation"]:
+        for key in ("name", "norm", "shortcut", "init_mean_square", "init_check", "train_losses"):
+            c.pop(key)
+    (tmp_path / "s" / "results.json").write_text(json.dumps(edited))
+    (tmp_path / "s" / "init_scale.png").unlink()
+    before = (tmp_path / "s" / "degradation.png").stat().st_mtime_ns
+    assert main(["plot", str(tmp_path / "s")]) == 0
+    assert (tmp_path / "s" / "degradation.png").stat().st_mtime_ns != before
+    assert not (tmp_path / "s" / "init_scale.png").exists()
 
 
 def test_study_batch_norm_and_projection_options(tmp_path):

@@ -278,7 +278,7 @@ def _train(keys, lrs, data, *, width, depth, steps):
         pred = predict(model, x_test)
         rms = jnp.sqrt(jnp.mean((pred - y_test) ** 2))
         final = jnp.mean((predict(model, x) - y) ** 2)
-        wrong = jnp.mean(jnp.abs(jnp.round(pred) - y_test) > 0.5)
+        wrong = jnp.mean((jnp.abs(jnp.round(pred) - y_test) > 0.5).astype(pred.dtype))
         return rms, final, wrong, losses
 
     return jax.vmap(lambda lr: jax.vmap(lambda k: one(k, lr))(keys))(lrs)

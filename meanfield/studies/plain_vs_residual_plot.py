@@ -134,13 +134,10 @@ def _init_scale(out, cfg, degradation):
     import matplotlib.pyplot as plt
 
     cells = [c for c in degradation if c.get("init_mean_square")]
+    if not cells:  # results from before the initial scale was recorded: no figure
+        return
     rows = -(-(len(train_architectures(cfg)) + 1) // 3)
     fig, axes = plt.subplots(1, 3, figsize=(17, 4.8 + 0.25 * rows))
-    if not cells:
-        for ax in axes:
-            _say_if_empty(ax, "no initialisation recorded (results from before it was)")
-        save_figure(fig, out / "init_scale.png", dpi=110)
-        return
     deep = max(c["L"] for c in cells)
     lowest, highest = np.inf, 0.0
     for i, net in enumerate(train_architectures(cfg)):
