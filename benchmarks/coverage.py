@@ -143,7 +143,7 @@ def _fig6_tail(rng, r, by_inits=True, tilt_sd=0.3, inits=1000, kappa=1.5):
 
 
 def _plain_rate(rng, r):
-    from meanfield.studies.plain_vs_residual import slope_interval
+    from meanfield.stats.compare import slope_interval
 
     L, slope = np.array([4.0, 8, 16, 32]), -0.69
     samples = [slope * x + rng.normal(0.0, 0.05 * math.sqrt(x), 16) for x in L]

@@ -32,6 +32,9 @@ def approximation(stem, results):
             "sin50": "sin(50x)",
             "parity": "parity",
             "spirals": "two spirals",
+            "smooth1": "on [0, 1]\n",
+            "smooth2": "on [0, 1]²",
+            "smooth4": "on [0, 1]⁴",
         }
         for p in results["points"]:
             for arm in p["arms"]:

@@ -152,7 +152,7 @@ def test_the_construction_checks_count_what_they_are_fed():
     assert bad["square_worst_relative_deviation"] == pytest.approx(0.01)
 
 
-TINY = ["--budgets", "64", "--seeds", "3", "--steps", "30", "--targets", "square,parity",
+TINY = ["--budgets", "64", "--seeds", "3", "--steps", "30", "--targets", "square,parity,smooth2",
         "--parity-n", "3", "--lrs", "0.01,0.03", "--exercise-seeds", "2",
         "--exercise-steps", "3"]  # fmt: skip
 
@@ -162,8 +162,14 @@ def test_study_end_to_end_and_a_point_equals_a_direct_computation(tmp_path, self
     assert main(["study", "approximation", *TINY, "--out", str(out), "--no-progress"]) == 0
     r = json.loads((out / "results.json").read_text())
     self_checked(r)
-    assert [(p["target"], p["budget"]) for p in r["points"]] == [("square", 64), ("parity", 64)]
-    assert len(r["comparisons"]) == 2
+    assert [(p["target"], p["budget"]) for p in r["points"]] == [
+        ("square", 64), ("parity", 64), ("smooth2", 64)
+    ]  # fmt: skip
+    assert len(r["comparisons"]) == 3
+    # one budget: the smooth target's rate is recorded without a slope
+    assert [(t["target"], t["depth"], t["slope"]) for t in r["trained_rates"]] == [
+        ("smooth2", 1, None), ("smooth2", 4, None)
+    ]  # fmt: skip
     assert r["construction_checks"]["parity_wrong_inputs"] == 0
     assert (out / "constructions.png").exists() and (out / "trained.png").exists()
     # the square point at 64 parameters, depth 4, recomputed with the library directly
@@ -306,3 +312,40 @@ def test_the_exercise_verdict_reads_the_networks_and_can_go_either_way():
     c = exercise_comparison(point(0.04, 0.04))
     assert c["lower"] == "not resolved" and c["draws"] == [8, 8]
     assert c["ratio_784"] == pytest.approx(1_628_170 / 217_354)
+
+
+def test_smooth_targets_in_d_dimensions():
+    cfg = {"seed": 3, "train_points": 50, "test_points": 70, "parity_n": 4}
+    for d in (1, 2, 4):
+        x, y, xt, yt = S.target_data(cfg, f"smooth{d}")
+        assert x.shape == (50, d) and xt.shape == (70, d) and S._dimension(cfg, f"smooth{d}") == d
+        assert np.all((x >= 0) & (x <= 1))
+        np.testing.assert_allclose(y, np.exp(-2 * np.sum((x - 0.5) ** 2, axis=1)), rtol=1e-15)
+        np.testing.assert_allclose(yt, np.exp(-2 * np.sum((xt - 0.5) ** 2, axis=1)), rtol=1e-15)
+    assert "smooth2" not in S.DEFAULT_TARGETS and "smooth2" in S.TARGETS
+
+
+def test_trained_rates_read_the_slope_and_can_disagree():
+    """The fitted slope of mean log10 RMS against log10 parameters, with its interval over
+    the networks: data made with slope −1 (smooth2: −2/d = −1) hold the construction's
+    rate, data with slope −0.5 do not; a target with one budget has no slope; the
+    non-smooth targets are not fitted."""
+    rng = np.random.default_rng(4)
+
+    def points(target, slope, budgets=(64, 256, 1024, 4096)):
+        out = []
+        for b in budgets:
+            rms = list(10 ** (slope * np.log10(b) + rng.normal(0, 0.05, 8)))
+            out.append({"target": target, "budget": b,
+                        "arms": [{"depth": 1, "parameters": b, "rms": rms + [None]}]})  # fmt: skip
+        return out
+
+    (good,) = S.trained_rates(points("smooth2", -1.0))
+    assert good["holds_predicted"] is True and abs(good["slope"] + 1) < 0.05
+    assert good["ci95"][0] < good["slope"] < good["ci95"][1] and good["budgets"] == 4
+    (bad,) = S.trained_rates(points("smooth2", -0.5))
+    assert bad["holds_predicted"] is False
+    (one,) = S.trained_rates(points("smooth4", -0.5, budgets=(64,)))
+    assert one["slope"] is None and one["holds_predicted"] is None
+    assert S.trained_rates(points("square", -1.0)) == []
+    assert "smooth2 depth 1 -1.0" in S.rates_headline([good])

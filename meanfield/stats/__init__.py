@@ -25,4 +25,5 @@ from .rate_law import optimal_shape as optimal_shape
 from . import compare as compare
 from .compare import difference_interval as difference_interval
 from .compare import mean_interval as mean_interval
+from .compare import slope_interval as slope_interval
 from .compare import lower_arm as lower_arm

@@ -1,6 +1,7 @@
-"""One sample's mean with Student's interval, and two arms compared: the difference of
-their means with Welch's interval over each arm's independent draws (networks), and the
-verdict read from it."""
+"""One sample's mean with Student's interval, the slope of independent samples' means
+with a Welch–Satterthwaite interval, and two arms compared: the difference of their means
+with Welch's interval over each arm's independent draws (networks), and the verdict read
+from it."""
 
 import math
 
@@ -61,6 +62,28 @@ def mean_interval(x, *, level: float = 0.95) -> dict:
     )
     out["ci95"] = [out["mean"] - half, out["mean"] + half]
     return out
+
+
+def slope_interval(x, samples) -> list[float]:
+    """The 95% interval of the least-squares slope of the means of independent samples
+    (`samples[j]`, the draws at `x[j]`: a depth, a parameter count) against `x`: the
+    slope is `Σ_j c_j mean_j`, the draws of different points independent, so its
+    standard error is `sqrt(Σ_j c_j² s_j² / n_j)`, with a Student-t quantile at the
+    Welch–Satterthwaite degrees of freedom (exact for Gaussian draws; a percentile
+    bootstrap over 16 draws covers less than 95%)."""
+    from scipy import stats
+
+    x = np.asarray(x, float)
+    c = (x - x.mean()) / ((x - x.mean()) @ (x - x.mean()))
+    means = np.array([s.mean() for s in samples])
+    terms = np.array([c_j**2 * s.var(ddof=1) / s.size for c_j, s in zip(c, samples, strict=True)])
+    se = math.sqrt(terms.sum())
+    slope = float(c @ means)
+    if se == 0:
+        return [slope, slope]
+    dof = terms.sum() ** 2 / np.sum(terms**2 / np.array([s.size - 1 for s in samples]))
+    q = float(stats.t.ppf(0.975, dof))
+    return [slope - q * se, slope + q * se]
 
 
 def lower_arm(interval: dict, names: tuple[str, str]) -> str:

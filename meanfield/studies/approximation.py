@@ -23,7 +23,12 @@ Two parts:
   them), parity of `--parity-n` bits (trained and measured on all 2^n inputs) and the
   two-spirals task (labels 0/1 on two interleaved spirals of 1.5 turns: trained on
   `--train-points` points, measured on 4096 between them along the spirals; also the
-  fraction misclassified, as for parity).
+  fraction misclassified, as for parity), and — on request, `--targets smooth1,smooth2,
+  smooth4` — the curse of dimensionality's smooth function `exp(−2 |x − c|²)` on [0, 1]^d
+  (trained on `--train-points` uniform random points, measured on 4096 others), whose
+  trained error against the parameter count is fitted per depth (`trained_rates`: the
+  slope of the mean log₁₀ RMS against log₁₀ parameters with a Welch–Satterthwaite
+  interval over the independent networks) against the construction's −2/d.
   Per depth and budget the learning rate with the lowest mean final training loss is
   kept; the error of each of the `--seeds` networks (independent initialisations) at
   it is recorded. Deepest against shallowest at each budget: the difference of the
@@ -53,7 +58,7 @@ import jax.random as jr
 import numpy as np
 
 from ..runtime.errors import StudyInputError
-from ..stats.compare import difference_interval, lower_arm
+from ..stats.compare import difference_interval, lower_arm, slope_interval
 from ..stats.fits import line_fit
 from ..theory import approximation as A
 from ..training.approximation import fit_mlp, mlp_shape, predict, sample_mlp
@@ -69,7 +74,9 @@ from .runner import start_study
 
 HELP = "why depth: exact ReLU constructions, and trained shallow against deep networks"
 DEFAULT_X64 = True
-TARGETS = ("square", "sawtooth", "sin50", "parity", "spirals")
+TARGETS = ("square", "sawtooth", "sin50", "parity", "spirals", "smooth1", "smooth2", "smooth4")
+# the targets run by default (the smooth d-dimensional ones on request)
+DEFAULT_TARGETS = TARGETS[:5]
 # the two-spirals task: labels 0 and 1 on two interleaved spirals of this many turns
 SPIRAL_TURNS = 1.5
 PRESETS = {
@@ -122,7 +129,10 @@ def add_arguments(parser):
         value = PRESETS["quick"][flag.removeprefix("--").replace("-", "_")]
         quick = ",".join(map(str, value)) if isinstance(value, list) else str(value)
         parser.add_argument(flag, type=kind, help=f"{what} (quick: {quick})")
-    parser.add_argument("--targets", help=f"comma list among {', '.join(TARGETS)} (default: all)")
+    parser.add_argument(
+        "--targets",
+        help=f"comma list among {', '.join(TARGETS)} (default: {','.join(DEFAULT_TARGETS)})",
+    )
     parser.add_argument(
         "--sawtooth-k",
         type=positive_int,
@@ -141,7 +151,7 @@ def add_arguments(parser):
 
 def _config(args) -> dict:
     preset = PRESETS[args.preset]
-    targets = list(TARGETS)
+    targets = list(DEFAULT_TARGETS)
     if args.targets is not None:
         targets = [t.strip() for t in args.targets.split(",")]
         if (
@@ -224,6 +234,8 @@ def _check_cost(cfg) -> None:
 
 
 def _dimension(cfg, target) -> int:
+    if target.startswith("smooth"):
+        return int(target.removeprefix("smooth"))
     return {"parity": cfg["parity_n"], "spirals": 2}.get(target, 1)
 
 
@@ -245,6 +257,11 @@ def two_spirals(count: int, offset: float = 0.0):
 
 def target_data(cfg, target):
     """`(x_train, y_train, x_test, y_test)` of a target (float64 numpy)."""
+    if target.startswith("smooth"):  # uniform points of [0, 1]^d, fixed by d and the seed
+        d = _dimension(cfg, target)
+        rng = np.random.default_rng([cfg["seed"], 12, d])
+        x, x_test = rng.random((cfg["train_points"], d)), rng.random((cfg["test_points"], d))
+        return x, smooth_function(x), x_test, smooth_function(x_test)
     if target == "parity":
         n = cfg["parity_n"]
         bits = (np.arange(2**n)[:, None] >> np.arange(n)) & 1
@@ -368,6 +385,49 @@ def verdict_counts(comparisons) -> dict:
     for c in comparisons:
         counts["deeper" if c["lower"].startswith("depth ") else c["lower"]] += 1
     return counts
+
+
+def trained_rates(points) -> list[dict]:
+    """Per smooth d-dimensional target and depth: the least-squares slope of the mean
+    log₁₀ test RMS against log₁₀ parameters over the budgets, with its 95% interval over
+    the independent networks of each budget (`slope_interval`), against the piecewise-
+    linear construction's −2/d, and whether the interval holds it (None below two
+    budgets with two networks each)."""
+    out = []
+    for target in dict.fromkeys(p["target"] for p in points):
+        if not target.startswith("smooth"):
+            continue
+        d = int(target.removeprefix("smooth"))
+        mine = sorted((p for p in points if p["target"] == target), key=lambda p: p["budget"])
+        for depth in sorted({a["depth"] for p in mine for a in p["arms"]}):
+            xs, samples = [], []
+            for p in mine:
+                arm = next(a for a in p["arms"] if a["depth"] == depth)
+                logs = np.log10([v for v in arm["rms"] if v is not None and v > 0])
+                if logs.size >= 2:
+                    xs.append(math.log10(arm["parameters"]))
+                    samples.append(logs)
+            rec = {"target": target, "d": d, "depth": depth, "predicted": -2.0 / d,
+                   "budgets": len(xs), "slope": None, "ci95": None,
+                   "holds_predicted": None}  # fmt: skip
+            if len(xs) >= 2 and len(set(xs)) == len(xs):
+                ci = slope_interval(xs, samples)
+                rec.update(slope=line_fit(xs, [a.mean() for a in samples])[0], ci95=ci,
+                           holds_predicted=bool(ci[0] <= -2.0 / d <= ci[1]))  # fmt: skip
+            out.append(rec)
+    return out
+
+
+def rates_headline(rates) -> str:
+    """The headline line of `trained_rates` (called where there is a smooth target)."""
+    parts = []
+    for r in rates:
+        measured = "—"
+        if r["slope"] is not None:
+            lo, hi = r["ci95"]
+            measured = f"{r['slope']:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+        parts.append(f"{r['target']} depth {r['depth']} {measured} (−2/d = {r['predicted']:+.2f})")
+    return "trained, test RMS against parameters in d dimensions: " + "; ".join(parts)
 
 
 # ------------------------------------------------------------------ the constructions
@@ -507,12 +567,16 @@ def run(args):
         f"{counts['not resolved']}, neither learned at {counts['neither learned']}",
         exercise_headline(exercise["comparison"]),
     ]
+    rates = trained_rates(points)
+    if rates:
+        headline.append(rates_headline(rates))
     runner.finish(
         {
             "points": points,
             "comparisons": comparisons,
             "verdict_counts": counts,
             "exercise": exercise,
+            "trained_rates": rates,
             "constructions": built,
             "construction_checks": checks,
             "reference": {

@@ -14,6 +14,9 @@ TITLES = {
     "sin50": "sin(50x) on [0, 1]",
     "parity": "parity of {n} bits (all inputs)",
     "spirals": "two spirals ({turns} turns), labels 0/1",
+    "smooth1": "exp(−2|x − c|²) on [0, 1]",
+    "smooth2": "exp(−2|x − c|²) on [0, 1]²",
+    "smooth4": "exp(−2|x − c|²) on [0, 1]⁴",
 }
 
 
@@ -175,6 +178,14 @@ def _trained(out, results):
             units = np.maximum((P - 1) / 3, 1)
             ax.plot(P, 1 / (math.sqrt(30) * units**2), "k--", lw=1,
                     label="interpolant at even knots: 1/(√30 p²), P = 3p + 1")  # fmt: skip
+        rates = [r for r in results.get("trained_rates", []) if r["target"] == target]
+        if rates and pts:  # the construction's rate −2/d through the shallow arm's first point
+            first = next(a for a in pts[0]["arms"] if a["depth"] == 1)
+            P = np.array([first["parameters"], max(a["parameters"] for a in pts[-1]["arms"])])
+            start = 10 ** _interval(first["rms"])[0]
+            rate = rates[0]["predicted"]
+            ax.plot(P, start * (P / P[0]) ** rate, "k--", lw=1,
+                    label=f"slope −2/d = {rate:.2f} (the construction)")  # fmt: skip
         ax.set_xscale("log")
         ax.set_yscale("log")
         size_ticks(ax, [p["budget"] for p in pts])
@@ -184,6 +195,11 @@ def _trained(out, results):
         title = TITLES[target].format(
             k=cfg["sawtooth_k"], n=cfg["parity_n"], turns=cfg["spiral_turns"]
         )
+        if rates:  # the fitted slopes, depth by depth
+            fitted = ", ".join(
+                f"depth {r['depth']} {r['slope']:+.2f}" for r in rates if r["slope"] is not None
+            )
+            title += f"\nslopes {fitted}"
         ax.set(
             xlabel="parameters (ticks: the budgets; points: each depth's own count)",
             ylabel="test RMS error (geometric mean, 95% interval)",

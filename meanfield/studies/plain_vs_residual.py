@@ -41,6 +41,7 @@ import numpy as np
 
 from ..models import plain as P
 from ..runtime.errors import StudyInputError
+from ..stats.compare import slope_interval
 from ..stats.fits import line_fit
 from ..theory import gradients as P_theory
 from .args import int_list, positive_float, positive_int
@@ -477,27 +478,6 @@ def _rates(cfg, configs, points):
         )
         out.append(rec)
     return out
-
-
-def slope_interval(x, samples) -> list[float]:
-    """The 95% interval of the least-squares slope of the depths' mean log-ratios against
-    `x`: the slope is `Σ_j c_j mean_j`, the draws of different depths independent, so its
-    standard error is `sqrt(Σ_j c_j² s_j² / n_j)`, with a Student-t quantile at the
-    Welch–Satterthwaite degrees of freedom (exact for Gaussian draws; a percentile
-    bootstrap over 16 draws covers less than 95%)."""
-    from scipy import stats
-
-    x = np.asarray(x, float)
-    c = (x - x.mean()) / ((x - x.mean()) @ (x - x.mean()))
-    means = np.array([s.mean() for s in samples])
-    terms = np.array([c_j**2 * s.var(ddof=1) / s.size for c_j, s in zip(c, samples, strict=True)])
-    se = math.sqrt(terms.sum())
-    slope = float(c @ means)
-    if se == 0:
-        return [slope, slope]
-    dof = terms.sum() ** 2 / np.sum(terms**2 / np.array([s.size - 1 for s in samples]))
-    q = float(stats.t.ppf(0.975, dof))
-    return [slope - q * se, slope + q * se]
 
 
 def agreement_counts(rates) -> tuple[int, int, int]:
