@@ -27,7 +27,9 @@ Two parts (the networks: `meanfield.models.plain`; the predictions:
   normalization or scaling": the pre-activation network at α = 1 (neither: its mean
   square doubles per layer), and the three architectures at α = 1 with batch
   normalisation (`meanfield.models.plain`; pre-activation + BN adds exactly 1 per layer
-  in expectation).
+  in expectation); `--projection` the lecture's shortcuts when shapes change (networks
+  that widen halfway, with zero-padding or projection shortcuts, compared depth by
+  depth). The networks, their training and verdicts: `meanfield.studies.degradation`.
 """
 
 import functools
