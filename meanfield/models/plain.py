@@ -229,8 +229,7 @@ class LayeredNet(eqx.Module):
         `p_{l-1} = J_lᵀ p_l` (vector-Jacobian products of each layer) renormalised at every
         layer, so that neither a vanishing nor an exploding gradient under- or overflows."""
         check_finite_arguments(readout=readout)
-        self._single()
-        hs, _ = self.layers(x)
+        hs, _ = self.layers(x)  # refuses a batch-normalised network
         sigma = resolve_activation(self.activation)
 
         def step(carry, inputs):

@@ -105,17 +105,16 @@ class StagedClassifier(eqx.Module):
         return cls(A, first, W, jnp.zeros(N, W.dtype), S, second, C, shortcut)
 
     def _widen(self, h: Float[Array, " N1"]) -> Float[Array, " N"]:
-        sigma = resolve_activation(self.first.activation)
-        branch = self.W @ h + self.b
+        sigma, alpha = resolve_activation(self.first.activation), self.first.alpha
         if self.shortcut == "none":
-            return sigma(branch)
+            return sigma(self.W @ h + self.b)
         if self.S is not None:  # the projection
             skip = self.S @ h
         else:  # zero-padding
             skip = jnp.concatenate([h, jnp.zeros(self.W.shape[0] - h.shape[0], h.dtype)])
         if self.first.architecture == "pre-activation":
-            return skip + self.first.alpha * (self.W @ sigma(h) + self.b)
-        return sigma(skip + self.first.alpha * branch)
+            return skip + alpha * (self.W @ sigma(h) + self.b)
+        return sigma(skip + alpha * (self.W @ h + self.b))
 
     def states(self, x: Float[Array, " d_in"]) -> list[Array]:
         """`[h^0..h^{t−1} (t, N1), h^t..h^L (L − t + 1, N)]`: the states of one input, by

@@ -101,10 +101,15 @@ def train_architectures(cfg) -> tuple[TrainNet, ...]:
     return out
 
 
-def cells_of(cells, net: TrainNet) -> list:
-    """A network's cells (results written before the options existed have no name: one
+def cell_name(cell) -> str:
+    """A cell's network name (results written before the options existed have none: one
     network per architecture)."""
-    return [c for c in cells if c.get("name", c["architecture"]) == net.name]
+    return cell.get("name", cell["architecture"])
+
+
+def cells_of(cells, net: TrainNet) -> list:
+    """A network's cells."""
+    return [c for c in cells if cell_name(c) == net.name]
 
 
 def _sample(key, alpha, *, net: TrainNet, L, N):
@@ -225,10 +230,8 @@ def degradation_verdict(cells):
     """At the largest depth: is each network's training loss above its shallowest
     depth's by more than twice their combined standard error?"""
     out = {}
-    for arch in dict.fromkeys(c.get("name", c["architecture"]) for c in cells):
-        mine = sorted(
-            (c for c in cells if c.get("name", c["architecture"]) == arch), key=lambda c: c["L"]
-        )
+    for arch in dict.fromkeys(cell_name(c) for c in cells):
+        mine = sorted((c for c in cells if cell_name(c) == arch), key=lambda c: c["L"])
         if len(mine) < 2 or mine[0]["train_loss"] is None or mine[-1]["train_loss"] is None:
             out[arch] = {"degrades": None, "reason": "explosion or fewer than two depths"}
             continue

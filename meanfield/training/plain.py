@@ -12,24 +12,21 @@ from ..models.staged import StagedClassifier
 from .loop import gd_loop
 
 
+def _trained_parts(m) -> tuple:
+    """The trained arrays of a classifier: every weight and bias (and batch
+    normalisation's γ, a projection shortcut's S where there is one), never α or a weight
+    scale."""
+    if isinstance(m, StagedClassifier):
+        parts = (m.A, m.first.W, m.first.b, m.W, m.b, m.S, m.second.W, m.second.b, m.C)
+    else:
+        parts = (m.A, m.net.W, m.net.b, m.net.gamma, m.C)
+    return tuple(a for a in parts if a is not None)
+
+
 def _trained(model):
-    """The filter of the trained arrays: every weight and bias (and batch normalisation's
-    γ, a projection shortcut's S), never α or a weight scale."""
+    """The filter of `_trained_parts` (True there, False everywhere else)."""
     spec = jax.tree.map(lambda _: False, model)
-    if isinstance(model, StagedClassifier):
-        parts = (model.A, model.first.W, model.first.b, model.W, model.b, model.S,
-                 model.second.W, model.second.b, model.C)  # fmt: skip
-        present = [i for i, a in enumerate(parts) if a is not None]
-
-        def where(m):
-            every = (m.A, m.first.W, m.first.b, m.W, m.b, m.S, m.second.W, m.second.b, m.C)
-            return tuple(every[i] for i in present)
-
-        return eqx.tree_at(where, spec, replace=(True,) * len(present))
-    spec = eqx.tree_at(lambda m: (m.A, m.net.W, m.net.b, m.C), spec, replace=(True,) * 4)
-    if model.net.gamma is not None:
-        spec = eqx.tree_at(lambda m: m.net.gamma, spec, replace=True)
-    return spec
+    return eqx.tree_at(_trained_parts, spec, replace=(True,) * len(_trained_parts(model)))
 
 
 def train_classifier(model: Classifier | StagedClassifier, data, *, steps: int, lr: float):
