@@ -266,4 +266,24 @@ def plain_vs_residual(stem, results):
     return None
 
 
-SPECS = {"shapes": shapes, "two-layer": two_layer, "plain-vs-residual": plain_vs_residual}
+def two_layer_phases(stem, results):
+    if stem != "two_layer_phases":
+        return None
+    out = []
+    for p in results["points"]:
+        at = f"D={p['D']}, s_v={p['s_v']}"
+        out.append((f"cell at {at}", "phase diagram", p["D"], p["sigma_v"]))
+        if _positive(mean(p["local_update"])):
+            out.append((f"local update at {at}", "criterion 5", p["s_v"], mean(p["local_update"])))
+        for q in ("decay", "decay_u_unscaled"):
+            if _positive(mean(p[q])):
+                out.append((f"{q} at {at}", "criterion 3", p["s_v"], mean(p[q])))
+    for f in results.get("fits") or []:
+        if f["against"] == "D" and f.get("slope") is not None:
+            out.append((f"{f['quantity']} slope at s_v={f['fixed']['s_v']}", "slopes in D",
+                        None, f["slope"]))  # fmt: skip
+    return out
+
+
+SPECS = {"shapes": shapes, "two-layer": two_layer, "plain-vs-residual": plain_vs_residual,
+         "two-layer-phases": two_layer_phases}  # fmt: skip

@@ -1,7 +1,8 @@
 # ruff: noqa: I001  (grouped by module, in the order data flows)
 """What a network does at initialisation and in training: phases in depth
 (`critical_beta`, `depth_ratios`), signal propagation (`simulate_response`), training
-regimes (`regime_diagnostics`) and the regularity of trained weights (`estimate_hurst`).
+regimes (`regime_diagnostics`), Chaintron's scaling criteria on the two-layer perceptron
+(`criteria_rates`) and the regularity of trained weights (`estimate_hurst`).
 """
 
 from . import phases as phases
@@ -28,6 +29,9 @@ from .regimes import feature_changes as feature_changes
 from .regimes import regime_diagnostics as regime_diagnostics
 from .regimes import predicted_exponents as predicted_exponents
 from .regimes import predicted_regime as predicted_regime
+from . import criteria as criteria
+from .criteria import CriteriaRates as CriteriaRates
+from .criteria import criteria_rates as criteria_rates
 from . import regularity as regularity
 from .regularity import HurstEstimate as HurstEstimate
 from .regularity import variogram as variogram

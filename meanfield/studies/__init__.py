@@ -25,6 +25,7 @@ _MODULES: dict[str, str] = {
     "variance": "meanfield.studies.variance",
     "tangent-kernel": "meanfield.studies.tangent_kernel",
     "two-layer": "meanfield.studies.two_layer",
+    "two-layer-phases": "meanfield.studies.two_layer_phases",
     "shapes": "meanfield.studies.shapes",
     "plain-vs-residual": "meanfield.studies.plain_vs_residual",
     "trained-weights": "meanfield.studies.trained_weights",

@@ -8,7 +8,7 @@ The per-study tables (`SCHEMAS`, in the schema language of
 helpers it calls read: a key the plot does not read is not checked (the files carry much
 more).
 
-Why this file is long: one short table per study (twelve), kept side by side so that a
+Why this file is long: one short table per study (thirteen), kept side by side so that a
 change to what the figures read is checked against every study's table in one place.
 
 ```python
@@ -387,6 +387,21 @@ TWO_LAYER = study(
 )  # fmt: skip
 # (`fit_record(sizes=...)` makes sizes required; two-layer's fits all have them)
 
+# ------------------------------------------------------------------ two-layer-phases
+
+_MEAN = Record({"mean": OPT_NUM})
+TWO_LAYER_PHASES = study(
+    {"M": POS, "time": Num(positive=True), "s_v_sweep": List(Num(positive=True), min_len=1)},
+    {
+        "points": List(Record({"D": POS, "s_v": Member(Num(positive=True), "config.s_v_sweep"),
+                               "sigma_v": Num(positive=True), "hidden": _MEAN, "decay": _MEAN,
+                               "decay_u_unscaled": _MEAN, "local_update": _MEAN}),
+                       min_len=1),  # no point: nothing on the log axes
+        "fits?": Maybe(List(fit_record(theory=NUM))),
+        "mlu_points?": Maybe(List(Record({"D": POS, "s_v": OPT_NUM, "sigma_v": OPT_NUM}))),
+    },
+)  # fmt: skip
+
 # ------------------------------------------------------------------ shapes
 
 _SHAPE = Record({"L": NUM, "M": NUM, "D": NUM})
@@ -600,6 +615,7 @@ SCHEMAS: dict[str, Spec] = {
     "variance": VARIANCE,
     "tangent-kernel": TANGENT_KERNEL,
     "two-layer": TWO_LAYER,
+    "two-layer-phases": TWO_LAYER_PHASES,
     "shapes": SHAPES,
     "plain-vs-residual": PLAIN_VS_RESIDUAL,
     "trained-weights": TRAINED_WEIGHTS,

@@ -11,6 +11,10 @@ from ..models.perceptron import Perceptron, loss
 from .loop import gd_loop
 
 
+def _with_units(net: Perceptron, theta) -> Perceptron:
+    return eqx.tree_at(lambda n: (n.u, n.v), net, (theta["u"], theta["v"]))
+
+
 def train(net: Perceptron, xs, ys, *, lr_u: float, lr_v: float, steps: int):
     """`steps` GD steps in the seed's convention (`η · D · M · ∇`; `W_in`, `W_out` frozen),
     through `meanfield.gd_loop`.
@@ -23,12 +27,9 @@ def train(net: Perceptron, xs, ys, *, lr_u: float, lr_v: float, steps: int):
     D, M = net.embedding.D, net.M
     scale = {"u": lr_u * D * M, "v": lr_v * D * M}
 
-    def with_units(theta):
-        return eqx.tree_at(lambda n: (n.u, n.v), net, (theta["u"], theta["v"]))
-
     def grad_fn(theta, k):
-        grads = jax.grad(lambda t: loss(with_units(t), xs, ys))(theta)
-        current = with_units(theta)
+        grads = jax.grad(lambda t: loss(_with_units(net, t), xs, ys))(theta)
+        current = _with_units(net, theta)
         return {name: scale[name] * g for name, g in grads.items()}, (
             current(xs),
             current.hidden(xs),
@@ -36,3 +37,25 @@ def train(net: Perceptron, xs, ys, *, lr_u: float, lr_v: float, steps: int):
 
     thetas, (outputs, hidden) = gd_loop(grad_fn, {"u": net.u, "v": net.v}, optax.sgd(1.0), steps)
     return thetas, outputs, hidden
+
+
+def flow(net: Perceptron, xs, ys, *, lr_u: float, lr_v: float, time: float, dt: float):
+    """The seed's gradient flow `u̇ = −η_u·D·M·∇_u 𝓛`, `v̇ = −η_v·D·M·∇_v 𝓛` up to `time`,
+    by Euler steps of size `dt` (`round(time / dt)` of them; GD at rates `η·dt`, through
+    `meanfield.gd_loop` without its history: memory O(1) in the steps).
+
+    **Returns:** the perceptron at `time`."""
+    check_finite_arguments(colon=True, time=time, dt=dt)
+    if not dt > 0 or not time >= 0:
+        raise ValueError(f"time, dt: need time >= 0 and dt > 0, got {time!r}, {dt!r}")
+    D, M = net.embedding.D, net.M
+    scale = {"u": lr_u * D * M, "v": lr_v * D * M}
+
+    def grad_fn(theta, k):
+        grads = jax.grad(lambda t: loss(_with_units(net, t), xs, ys))(theta)
+        return {name: scale[name] * g for name, g in grads.items()}, None
+
+    theta, _ = gd_loop(
+        grad_fn, {"u": net.u, "v": net.v}, optax.sgd(dt), round(time / dt), history=False
+    )
+    return _with_units(net, theta)
