@@ -99,6 +99,14 @@ def two_layer(stem, results):
     if stem.startswith("two_layer_limits_step"):
         return _two_layer_limits(points, int(stem.removeprefix("two_layer_limits_step")))
     out = []
+    if stem == "two_layer_inputs":
+        for r in (results.get("input_factor") or {}).get("rows") or []:
+            if r.get("ratio") is None:
+                continue
+            at = f"{r['family']} n={r['n']} δ={r['delta']}"
+            out.append((f"quantile at {at}", "log(n/δ) factor", r["n"], r["quantile_sqrt_M"]))
+            out.append((f"ratio at {at}", "union bound", None, r["ratio"]))
+        return out
     if stem == "two_layer_criteria":
         for p in points:
             if p["part"] == "criteria":

@@ -210,7 +210,7 @@ def test_small_study_end_to_end(tmp_path, self_checked):
     r = mf.run_study(
         "two-layer", out=str(tmp_path / "tl"), M=[64, 256, 1024], D=[4, 16],
         D_limit=[16, 256], s_v_sweep=[0.5, 2.0, 8.0], sweep_M=[64], sweep_D=8, seeds=4,
-        steps=1, no_progress=True,
+        steps=1, n_sweep=[2, 16], input_draws=60, input_M=64, input_D=32, no_progress=True,
     )  # fmt: skip
     self_checked(r)
     widths = [p for p in r["points"] if p["part"] == "width"]
@@ -226,7 +226,19 @@ def test_small_study_end_to_end(tmp_path, self_checked):
     assert theory == {"feature_movement": -1.0, "kernel_change": -2.0}  # as the docstring
     assert r["error_definitions"]["output_error"].startswith("max over the inputs")
     assert r["critical_scale"]["rows"]
-    for name in ("two_layer_limits", "two_layer_criteria", "two_layer_critical_scale"):
+    rows = r["input_factor"]["rows"]
+    assert {(row["family"], row["n"]) for row in rows} == {
+        (f, n) for f in ("orthogonal", "arc") for n in (2, 16)
+    }
+    assert all(row["ci95"][0] <= row["ratio"] <= row["ci95"][1] for row in rows)
+    assert set(r["input_factor"]["summary"]) == {"orthogonal", "arc"}
+    assert any(line.startswith("log(n/δ) factor") for line in r["verdict_lines"])
+    for name in (
+        "two_layer_limits",
+        "two_layer_criteria",
+        "two_layer_critical_scale",
+        "two_layer_inputs",
+    ):
         assert (tmp_path / "tl" / f"{name}.png").exists()
     on_disk = json.loads((tmp_path / "tl" / "results.json").read_text())
     assert on_disk["limit"]["infinite_D"]["error_estimate"] < 1e-4

@@ -365,7 +365,8 @@ _STEPS = List(Record({"mean": OPT_NUM, "std": OPT_NUM}), min_len=Ref("config.ste
 TWO_LAYER = study(
     {"steps": NAT, "D": List(POS), "M": List(POS), "D_limit": List(POS), "sweep_M": List(POS),
      "s_v_sweep": List(NUM), "activation": Any(), "s_u": Any(), "s_v": Any(), "lr_u": Any(),
-     "lr_v": Any(), "seeds": Any(), "sweep_D": Any()},
+     "lr_v": Any(), "seeds": Any(), "sweep_D": Any(), "input_M?": POS, "input_D?": POS,
+     "input_draws?": POS},
     {
         "points": List(Tagged("part", {
             "width": Record({"D": POS, "M": POS, "output_error": _STEPS,
@@ -378,7 +379,13 @@ TWO_LAYER = study(
                                 "first_step_decrease": STAT, "feature_movement": STAT,
                                 "kernel_change": STAT}),
             "diversity": Record({"D": POS, "scaled": STAT, "unscaled": STAT}),
+            "inputs": Record({"family": Str(("orthogonal", "arc")), "n": POS}),
         }), min_len=1),  # no point: nothing on the log axes
+        # part (e), the log(n/δ) factor: its figure reads the rows alone
+        "input_factor?": Record({"rows": List(Record({
+            "family": Str(("orthogonal", "arc")), "n": POS, "delta": Num(positive=True),
+            "ratio": OPT_NUM, "ci95?": Maybe(PAIR), "quantile_sqrt_M?": OPT_NUM,
+            "predicted_sqrt_M?": OPT_NUM}))}),
         "fits": Where(List(fit_record(sizes=List(Num(positive=True)))), _two_layer_fits),
         "critical_scale": Record({"rows": List(Record({
             "min_sqrt": Num(positive=True), "sigma_v_star": OPT_NUM, "d_out": POS,

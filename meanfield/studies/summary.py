@@ -80,6 +80,7 @@ def _verdict_lines(results: dict) -> list[str]:
             f"of {len(fwd)} (L, δ); the gradient's mean is consistent with its bounds at "
             f"{sum(g is True for g in grad)} of {len(grad)} depths"
         )
+    lines += [line for line in results.get("verdict_lines") or [] if isinstance(line, str)]
     identity = results.get("gradient_flow_identity")
     if isinstance(identity, dict) and "holds" in identity:
         verdict = {True: "holds", False: "FAILS", None: "not judged"}.get(identity["holds"])

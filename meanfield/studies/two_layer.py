@@ -20,7 +20,10 @@
     in a and cancel in the mean over units, so the change is O(1/s_v²) as M → ∞ (slope
     −2), plus a fluctuation O(1/(s_v sqrt(M))) that flattens the slope at small M.
 
-Why this file is long: it is one study with four parts, (a) to (d), sharing one
+(e) **Inputs**: the `log(n/δ)` factor of the width bound at n inputs, orthogonal or on an
+    arc, against the max of n independent Gaussians (`two_layer_inputs`).
+
+Why this file is long: it is one study with five parts, (a) to (e), sharing one
 configuration, cost model and run; its figures are `two_layer_plot`, its shared options
 and `--data` file `embedded_options`.
 """
@@ -43,6 +46,7 @@ from ..models.embedding import Embedding, norm_d
 from ..runtime.errors import StudyInputError
 from ..stats.fits import fit_loglog, fit_values, summarize
 from ..training import perceptron as shallow_training
+from . import two_layer_inputs
 from .args import (
     PYTHON_STEP,
     Cost,
@@ -58,6 +62,7 @@ from .two_layer_plot import (
     CRITERIA_THEORY,
     _criteria_figure,
     _critical_figure,
+    _inputs_figure,
     _limits_figure,
     _series,
 )
@@ -73,6 +78,10 @@ PRESETS = {
         "sweep_M": [512, 4096],
         "sweep_D": 64,
         "seeds": 16,
+        "n_sweep": [2, 8, 32, 128],
+        "input_draws": 400,
+        "input_M": 512,
+        "input_D": 256,
     },
     "paper": {
         "M": [256, 1024, 4096, 16384, 65536],
@@ -82,8 +91,13 @@ PRESETS = {
         "sweep_M": [1024, 16384],
         "sweep_D": 256,
         "seeds": 32,
+        "n_sweep": [2, 8, 32, 128, 512],
+        "input_draws": 2000,
+        "input_M": 4096,
+        "input_D": 1024,
     },
 }
+MIN_INPUT_DRAWS = 50  # part (e)'s quantiles at δ = 0.02 rest on at least one draw above
 S_V_FIT = 2.0  # the criteria's slopes against s_v are fitted over s_v >= S_V_FIT
 JUDGE = 10.0  # a point is fitted only if its error is JUDGE x its reference's own error
 
@@ -97,6 +111,10 @@ def add_arguments(parser):
     parser.add_argument("--sweep-M", type=int_list, help="widths of parts (c), (d)")
     parser.add_argument("--sweep-D", type=positive_int, help="embedding dimension of (c), (d)")
     parser.add_argument("--seeds", type=positive_int, help="independent draws per point")
+    parser.add_argument("--n-sweep", type=int_list, help="numbers of inputs n of part (e)")
+    parser.add_argument("--input-draws", type=positive_int, help="draws per point of part (e)")
+    parser.add_argument("--input-M", type=positive_int, help="width of part (e)")
+    parser.add_argument("--input-D", type=positive_int, help="embedding dimension of part (e)")
 
 
 # the largest scales and rates taken: beyond them the first GD step overflows float64
@@ -164,6 +182,8 @@ def cost_parts(cfg, n: int, d_in: int, d_out: int) -> list[Cost]:
         return memory, work, steps * M * D
 
     M_max, D_max = max(cfg["M"]), max(cfg["D"])
+    Mi, Di, max_n = cfg["input_M"], cfg["input_D"], max(cfg["n_sweep"])
+    inputs_batch = max(1, min(cfg["input_draws"], two_layer_inputs.BATCH_ELEMENTS // (Mi * Di)))
     width_mem, _, width_elements = net(M_max, D_max)
     width_work = math.fsum(S * net(M, D)[1] for M in cfg["M"] for D in cfg["D"])
     width_work += S * len(cfg["D"]) * lim_work
@@ -217,6 +237,18 @@ def cost_parts(cfg, n: int, d_in: int, d_out: int) -> list[Cost]:
             array="the limit's particles along training, (steps + 1, nodes, n)",
         ),
         Cost(
+            "--n-sweep/--input-draws/--input-M/--input-D",
+            "the inputs part (e)",
+            memory=width * inputs_batch * (3 * Mi * Di + Di * (max_n + 1) + max_n * Mi)
+            + 16.0 * cfg["input_draws"] * (2 + two_layer_inputs.N_BOOT),
+            work=2
+            * cfg["input_draws"]
+            * math.fsum(4 * n * Mi * Di + 4 * Mi * Di + PYTHON_STEP / 64 for n in cfg["n_sweep"]),
+            elements=max(inputs_batch * Mi * Di, cfg["input_draws"] * two_layer_inputs.N_BOOT),
+            array="the units of a batch of part (e)'s draws, (batch, input-M, input-D)",
+            memory_flags="--n-sweep/--input-draws/--input-M/--input-D",
+        ),
+        Cost(
             "--D-limit",
             "the feature diversity",
             memory=width * 256 * dim_D * 4,
@@ -249,11 +281,15 @@ def run(args):
         "sweep_M": args.sweep_M or preset["sweep_M"],
         "sweep_D": args.sweep_D or preset["sweep_D"],
         "seeds": args.seeds or preset["seeds"],
+        "n_sweep": args.n_sweep or preset["n_sweep"],
+        "input_draws": args.input_draws or preset["input_draws"],
+        "input_M": args.input_M or preset["input_M"],
+        "input_D": args.input_D or preset["input_D"],
         "seed": args.seed,
         "x64": args.x64,
         "preset": args.preset,
     }
-    for name in ("M", "D", "D_limit", "sweep_M"):
+    for name in ("M", "D", "D_limit", "sweep_M", "n_sweep"):
         if any(v < 1 for v in cfg[name]) or len(set(cfg[name])) != len(cfg[name]):
             flag = "--" + name.replace("_", "-")
             raise StudyInputError(f"{flag}: need distinct positive integers, got {cfg[name]}")
@@ -261,6 +297,11 @@ def run(args):
         raise StudyInputError(f"--s-v-sweep: values must be > 0, got {cfg['s_v_sweep']}")
     if cfg["seeds"] < 2:
         raise StudyInputError(f"--seeds: need at least 2 draws for a spread, got {cfg['seeds']}")
+    if cfg["input_draws"] < MIN_INPUT_DRAWS:
+        raise StudyInputError(
+            f"--input-draws: need at least {MIN_INPUT_DRAWS} for the quantiles at δ = "
+            f"{min(two_layer_inputs.DELTAS):g}, got {cfg['input_draws']}"
+        )
     if min(cfg["D"] + cfg["D_limit"]) < x.shape[0]:
         raise StudyInputError(
             f"--D, --D-limit: the Gram of {x.shape[0]} inputs is singular below D = {x.shape[0]}"
@@ -278,6 +319,11 @@ def run(args):
             for rule in ("balanced", "unscaled")
         ]
         + [{"part": "diversity", "D": D} for D in cfg["D_limit"]]
+        + [
+            {"part": "inputs", "family": f, "n": n}
+            for f in two_layer_inputs.FAMILIES
+            for n in cfg["n_sweep"]
+        ]
     )
     points = runner.run_points(specs, study.point, describe=_describe)
     fits, collapse, warnings = _fits(cfg, points, study.infinite)
@@ -285,6 +331,8 @@ def run(args):
         runner.warn(w)
     critical = critical_scale(jr.fold_in(jr.key(cfg["seed"]), 7))
     table = _criteria_table(cfg, points)
+    factor = two_layer_inputs.factor_rows(cfg, points)
+    factor_summary = two_layer_inputs.factor_summary(factor)
     runner.finish(
         {
             "points": points,
@@ -292,6 +340,8 @@ def run(args):
             "collapse": collapse,
             "critical_scale": critical,
             "criteria_table": table,
+            "input_factor": {"rows": factor, "summary": factor_summary},
+            "verdict_lines": two_layer_inputs.factor_lines(factor_summary),
             "error_definitions": ERROR_DEFINITIONS,
             "limit": {
                 "infinite_D": {
@@ -317,8 +367,9 @@ def run(args):
 
 def plot(out, results) -> None:
     """The figures from `results.json` alone (`meanfield plot DIR`)."""
+    factor = (results.get("input_factor") or {}).get("rows")
     _figures(out, results["config"], results["points"], results["fits"],
-             results["critical_scale"])  # fmt: skip
+             results["critical_scale"], factor)  # fmt: skip
 
 
 def _describe(spec):
@@ -326,6 +377,8 @@ def _describe(spec):
         return f"width D={spec['D']} M={spec['M']}"
     if spec["part"] == "criteria":
         return f"criteria M={spec['M']} s_v={spec['s_v']} {spec['rule']}"
+    if spec["part"] == "inputs":
+        return f"inputs {spec['family']} n={spec['n']}"
     return f"{spec['part']} D={spec['D']}"
 
 
@@ -432,6 +485,14 @@ class _Study:
             "feature_movement": summarize(np.asarray(move)),
             "kernel_change": summarize(np.asarray(kernel)),
         }
+
+    def inputs(self, spec):
+        """Part (e): the max over n inputs of the output error at initialisation."""
+        family = two_layer_inputs.FAMILIES.index(spec["family"])
+        key = jr.fold_in(jr.fold_in(jr.fold_in(self.master, 4), family), spec["n"])
+        return two_layer_inputs.point(
+            jr.split(key, self.cfg["input_draws"]), spec["family"], spec["n"], self.cfg
+        )
 
     def diversity(self, spec):
         """RMS of the initial pre-activations over units and inputs, with σ_u = s_u sqrt(D)
@@ -679,7 +740,7 @@ def _collapse(cfg, points):
     return out
 
 
-def _figures(out, cfg, points, fits, critical):
+def _figures(out, cfg, points, fits, critical, factor=None):
     """The figures: the limits after each step k (`two_layer_limits.png` at k = K,
     `two_layer_limits_step{k}.png` before), the criteria and the critical scale."""
     use_agg()
@@ -691,3 +752,5 @@ def _figures(out, cfg, points, fits, critical):
         _limits_figure(out, cfg, points, by_fit, k)
     _criteria_figure(out, cfg, points, by_fit)
     _critical_figure(out, critical)
+    if factor:
+        _inputs_figure(out, cfg, factor)
