@@ -90,7 +90,9 @@ def independent_quantile(sigma, n: int, delta: float):
     return sigma * ndtri((1 + (1 - delta) ** (1 / n)) / 2)
 
 
-def ratio_interval(top, square, n: int, delta: float, *, n_boot: int = N_BOOT, seed=0):
+def ratio_interval(
+    top, square, n: int, delta: float, *, n_boot: int = N_BOOT, seed: int | list[int] = 0
+):
     """The empirical `1 − δ` quantile of `top` over `independent_quantile` at σ̂ =
     sqrt(mean(square)), and its 95% percentile bootstrap interval (the draws resampled,
     both estimates recomputed on each resample). Returns (ratio, [lo, hi])."""
