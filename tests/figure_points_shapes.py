@@ -293,5 +293,24 @@ def two_layer_phases(stem, results):
     return out
 
 
+def stochastic_approximation(stem, results):
+    if stem != "stochastic_approximation":
+        return None
+    cfg, out = results["config"], []
+    for against, other in (("L", "M"), ("M", "L")):
+        panel = "against depth L" if against == "L" else "samples per layer M"
+        for p in results["points"]:
+            if p[other] != max(cfg[other]):
+                continue
+            for kind in ("initial", "function", "samples"):
+                for e in cfg["sizes"]:
+                    q = f"{kind}_{e:g}"
+                    out.append((f"{q} at L={p['L']}, M={p['M']}", panel, p[against], mean(p[q])))
+            out.append((f"base error at {p['L']}, {p['M']}", panel, p[against],
+                        mean(p["base_error"])))  # fmt: skip
+    return out
+
+
 SPECS = {"shapes": shapes, "two-layer": two_layer, "plain-vs-residual": plain_vs_residual,
-         "two-layer-phases": two_layer_phases}  # fmt: skip
+         "two-layer-phases": two_layer_phases,
+         "stochastic-approximation": stochastic_approximation}  # fmt: skip

@@ -8,7 +8,7 @@ The per-study tables (`SCHEMAS`, in the schema language of
 helpers it calls read: a key the plot does not read is not checked (the files carry much
 more).
 
-Why this file is long: one short table per study (thirteen), kept side by side so that a
+Why this file is long: one short table per study (fourteen), kept side by side so that a
 change to what the figures read is checked against every study's table in one place.
 
 ```python
@@ -397,6 +397,21 @@ TWO_LAYER = study(
 # ------------------------------------------------------------------ two-layer-phases
 
 _MEAN = Record({"mean": OPT_NUM})
+
+
+def _every_response(points, root):
+    """Each point carries the response of every ε term at every size (its mean drawn)."""
+    sizes = root["config"]["sizes"]
+    for i, p in enumerate(points):
+        for kind in ("initial", "function", "samples"):
+            for e in sizes:
+                key = f"{kind}_{e:g}"
+                found = _need(p, key, _MEAN, "the figure draws every ε term at every size")
+                if found:
+                    return f"[{i}]" + found[0], found[1]
+    return None
+
+
 TWO_LAYER_PHASES = study(
     {"M": POS, "time": Num(positive=True), "s_v_sweep": List(Num(positive=True), min_len=1)},
     {
@@ -406,6 +421,19 @@ TWO_LAYER_PHASES = study(
                        min_len=1),  # no point: nothing on the log axes
         "fits?": Maybe(List(fit_record(theory=NUM))),
         "mlu_points?": Maybe(List(Record({"D": POS, "s_v": OPT_NUM, "sigma_v": OPT_NUM}))),
+    },
+)  # fmt: skip
+
+# ------------------------------------------------------------------ stochastic-approximation
+
+STOCHASTIC_APPROXIMATION = study(
+    {"L": List(POS, min_len=1), "M": List(POS, min_len=1),
+     "sizes": List(Num(positive=True), min_len=1), "seeds": POS},
+    {
+        "points": Where(List(Record({"L": Member(POS, "config.L"), "M": Member(POS, "config.M"),
+                                     "base_error": _MEAN}), min_len=1), _every_response),
+        "fits?": Maybe(List(fit_record())),
+        "limit_responses?": Map(Map(Num())),
     },
 )  # fmt: skip
 
@@ -623,6 +651,7 @@ SCHEMAS: dict[str, Spec] = {
     "tangent-kernel": TANGENT_KERNEL,
     "two-layer": TWO_LAYER,
     "two-layer-phases": TWO_LAYER_PHASES,
+    "stochastic-approximation": STOCHASTIC_APPROXIMATION,
     "shapes": SHAPES,
     "plain-vs-residual": PLAIN_VS_RESIDUAL,
     "trained-weights": TRAINED_WEIGHTS,

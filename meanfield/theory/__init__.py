@@ -3,8 +3,10 @@
 (`gain`, `second_moment`), the response function and its optimal residual scaling
 (`response`, `optimal_scaling`), the variance law of the first forward pass, the tangent
 kernel and its shallow approximation, gradients through depth of plain and residual
-networks (`predicted_log_ratio`), and exact ReLU constructions (`approximation`: x² from p
-ReLUs, the sawtooth in depth, parity, piecewise-linear interpolation in d dimensions).
+networks (`predicted_log_ratio`), exact ReLU constructions (`approximation`: x² from p
+ReLUs, the sawtooth in depth, parity, piecewise-linear interpolation in d dimensions), and
+the stochastic-approximation lemma for mean ODEs (`stochastic_approximation`: the
+Euler–Monte Carlo scheme, its ε terms, and a mean ODE whose expectation is exact).
 """
 
 from . import gaussian as gaussian
@@ -44,3 +46,4 @@ from .approximation import square_staircase as square_staircase
 from .approximation import sawtooth as sawtooth
 from .approximation import count_pieces as count_pieces
 from .approximation import simplex_interpolate as simplex_interpolate
+from . import stochastic_approximation as stochastic_approximation

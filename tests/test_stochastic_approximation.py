@@ -1,0 +1,104 @@
+"""Chaintron's stochastic-approximation proposition (`meanfield.theory.stochastic_approximation`)
+and `meanfield study stochastic-approximation`."""
+
+import math
+
+import jax.numpy as jnp
+import jax.random as jr
+import numpy as np
+import pytest
+
+import meanfield as mf
+from meanfield.studies import StudyInputError
+from meanfield.studies import stochastic_approximation as study
+from meanfield.theory import stochastic_approximation as sa
+
+
+def test_the_scheme_is_a_plain_loop():
+    """`euler_monte_carlo` (a scan) against the recursion written as a Python loop."""
+    ex = sa.SteinExample.make(3, key=jr.key(0))
+    u, v = ex.sample(jr.key(1), 5, 7)
+    path = sa.euler_monte_carlo(sa.stein_f, ex.a0, (u, v), shift=jnp.array([0.1, 0.0, -0.2]))
+    a = np.asarray(ex.a0)
+    for ell in range(5):
+        drift = np.mean([np.asarray(v[ell, j]) * math.tanh(float(np.dot(u[ell, j], a)))
+                         for j in range(7)], axis=0)  # fmt: skip
+        a = a + (drift + np.array([0.1, 0.0, -0.2])) / 5
+        np.testing.assert_allclose(path[ell + 1], a, rtol=1e-13, atol=1e-14)
+
+
+def test_the_mean_field_against_monte_carlo():
+    """Stein's closed form `g(‖a‖²) B a` against the mean of f over 400 000 samples (within
+    4 standard errors per coordinate)."""
+    ex = sa.SteinExample.make(4, key=jr.key(2))
+    a = jnp.array([0.3, -1.2, 0.5, 0.8])
+    u, v = ex.sample(jr.key(3), 1, 400_000)
+    values = np.asarray(v[0] * np.tanh(np.asarray(u[0] @ a))[:, None])
+    se = values.std(axis=0) / math.sqrt(values.shape[0])
+    assert np.all(np.abs(values.mean(axis=0) - np.asarray(ex.mean_field(a))) < 4 * se)
+
+
+def test_the_scheme_converges_to_the_limit_and_its_epsilon_terms_are_exact():
+    """The unperturbed error falls with L and M towards the solved limit (whose own error is
+    far below it); each ε term moves what it says: â^0 by e, f by e, each v by e."""
+    ex = sa.SteinExample.make(3, key=jr.key(4))
+    errors = []
+    for L, M in ((8, 8), (64, 256)):
+        ref, ref_error = ex.limit(L)
+        assert ref_error < 1e-7
+        zs = ex.sample(jr.key(5), L, M)
+        errors.append(float(jnp.max(jnp.linalg.norm(
+            sa.euler_monte_carlo(sa.stein_f, ex.a0, zs) - ref, axis=-1))))  # fmt: skip
+    assert errors[1] < errors[0] / 4
+    w = jnp.array([1.0, 0.0, 0.0])
+    zs = ex.sample(jr.key(6), 4, 3)
+    base = sa.euler_monte_carlo(sa.stein_f, ex.a0, zs)
+    init = sa.perturbed_scheme(sa.stein_f, ex.a0, zs, "initial", 0.2, w)
+    np.testing.assert_allclose(init[0] - base[0], 0.2 * w, atol=1e-15)
+    shifted = sa.perturbed_scheme(sa.stein_f, ex.a0, zs, "function", 0.2, w)
+    direct = sa.euler_monte_carlo(lambda s, a, z: sa.stein_f(s, a, z) + 0.2 * w, ex.a0, zs)
+    np.testing.assert_allclose(shifted, direct, atol=1e-14)
+    with pytest.raises(ValueError, match="kind:"):
+        sa.perturbed_scheme(sa.stein_f, ex.a0, zs, "weights", 0.2, w)
+
+
+def test_the_flat_verdict_follows_the_data():
+    """A slope whose interval lies inside ±FLAT is flat; a response that grows like L^0.5
+    (the terms accumulating) is not."""
+    fits = [
+        {"quantity": "initial_0.1", "against": "L", "slope": 0.01, "ci95": [-0.01, 0.03]},
+        {"quantity": "samples_0.1", "against": "L", "slope": 0.5, "ci95": [0.45, 0.55]},
+        {"quantity": "function_0.1", "against": "M", "slope": 0.04, "ci95": [0.0, 0.08]},
+        {"quantity": "function_0.1", "against": "L", "slope": -0.4, "ci95": [-0.5, -0.3]},
+        {"quantity": "base_error", "against": "L", "slope": -1.0, "ci95": [-1.1, -0.9]},
+    ]
+    verdicts = [c["verdict"] for c in study.flat_checks(fits)]
+    assert verdicts == ["flat", "grows", "undecided", "falls"]
+    lines = study.headline(study.flat_checks(fits), [])
+    assert any("'samples'" in line and "at 0 of 1" in line and "grows" in line for line in lines)
+
+
+def test_small_study_end_to_end(tmp_path, self_checked):
+    r = mf.run_study(
+        "stochastic-approximation", out=str(tmp_path / "sa"), L=[4, 16], M=[4, 16],
+        sizes=[0.05], seeds=8, d=3, no_progress=True,
+    )  # fmt: skip
+    self_checked(r)
+    assert len(r["points"]) == 4 and len(r["flat"]) == 6
+    assert {x["kind"] for x in r["limit_ratios"]} == {"initial", "function"}
+    assert all(abs(x["ratio"] - 1) < 0.2 for x in r["limit_ratios"])
+    assert r["reference"]["error_estimate"] < 1e-6
+    assert (tmp_path / "sa" / "stochastic_approximation.png").exists()
+
+
+def test_bad_inputs_are_refused(tmp_path):
+    cases = [
+        ({"L": [4]}, "^--L: need at least 2 distinct values"),
+        ({"sizes": [0.0]}, r"^--sizes: need distinct values in \(0, 1\]"),
+        ({"seeds": 2}, "^--seeds: need at least 4"),
+        ({"d": 100}, "^--d: at most 64"),
+    ]
+    for options, message in cases:
+        with pytest.raises(StudyInputError, match=message):
+            mf.run_study("stochastic-approximation", out=str(tmp_path / "s"), no_progress=True,
+                         **options)  # fmt: skip
