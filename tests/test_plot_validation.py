@@ -208,7 +208,7 @@ TWO_LAYER = {
 
 TWO_LAYER_REFUSED = [
     (_set(["points", 0, "part"], "widths"),
-     'points[0].part: expected one of "width", "dimension", "criteria", "diversity", '
+     'points[0].part: expected one of "width", "dimension", "criteria", "diversity", "inputs", '
      'got "widths"'),
     (_drop(["points", 1, "part"]), "points[1].part: missing (expected one of "),
     (_set(["points", 2, "s_v"], 99.0), "points[2].s_v: 99.0 is not one of config.s_v_sweep"),
