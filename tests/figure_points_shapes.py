@@ -28,6 +28,19 @@ def shapes(stem, results):
     points = results["points"]
     if stem == "shapes_errors":
         return _shapes_errors(points, K)
+    if stem == "shapes_trajectories":
+        traj, out = results["trajectory"], []
+        s = [l / traj["L"] for l in range(traj["L"] + 1)]
+        for name, panel in (("h", "coordinates of h^l"), ("b", "coordinates of b^l")):
+            for i, row in enumerate(traj[name]):
+                out += [(f"{name} coordinate {i} at s={x:.3f}", panel, x, v)
+                        for x, v in zip(s, row, strict=True)]  # fmt: skip
+        for p in points:
+            if p["steps"] == K and p["hidden_error"]["mean"] is not None:
+                P = 2 * p["L"] * p["M"] * p["D"]
+                out.append((f"hidden error at L={p['L']} M={p['M']} D={p['D']}",
+                            "against the budget P", P, p["hidden_error"]["mean"]))  # fmt: skip
+        return out
     if stem.startswith("shapes_errors_step"):
         return _shapes_errors(points, int(stem.removeprefix("shapes_errors_step")))
     out = []

@@ -189,6 +189,8 @@ SIZE_CASES = [
     ("shapes", ["--lr-v", "1e300"], "--lr-v"),
     ("shapes", ["--s-u", "1e300"], "--s-u"),
     ("shapes", ["--s-v", "1e300"], "--s-v"),
+    ("shapes", ["--lr-in", "1e300"], "--lr-in"),
+    ("shapes", ["--lr-out", "1e300"], "--lr-out"),
     ("trained-weights", ["--steps", G], "--steps"),
     ("trained-weights", ["--batch-size", G], "--batch-size"),
     ("trained-weights", ["--seeds", G], "--seeds"),

@@ -85,7 +85,7 @@ def _unit_maps(eta, zeta, gram, lr_u, lr_v, n):
 def _vector_field(s, y, args):
     eta, zeta, ymat = y
     k, gram, cov, coef = args
-    lr_u, lr_v, su2, sv2 = coef
+    lr_u, lr_v, su2, sv2 = coef[0], coef[1], coef[2], coef[3]
     n, p = eta.shape[1], gram.shape[0]
     s_u, s_v = jnp.eye(p, 2 * p), jnp.eye(p, 2 * p, p)
     mus, mvs = _unit_maps(eta, zeta, gram, lr_u, lr_v, n)
@@ -98,30 +98,48 @@ def _vector_field(s, y, args):
     return deta, dzeta, -rt[k] @ ymat
 
 
-def _solves(xs, ys, gram, ts, steps, solve_k, propagate, backward):
+def _solves(xs, ys, gram, ts, steps, solve_k, propagate, backward, lr_in=0.0, lr_out=0.0):
     """The solves k = 0..`steps` of the limit, one `lax.scan` (items 4–5): solve k is
-    `solve_k(eta0, zeta0, k)` (a dense solution of (η, ζ, Y) from η_0 = the padded inputs
-    and the backward coefficients of the earlier solves); its ζ_k(0) is
-    `propagate(Y(1), ζ_k(1))`, and its backward coefficients on `ts` are
-    `einsum(backward, Y(ts), ζ_k(0))`. **Returns:** the outputs, hidden and backward
-    coefficients and the solves' `ok`, each with a leading axis k."""
+    `solve_k(eta0, zeta0, k)` (a dense solution of (η, ζ, Y) from the forward coefficients
+    η_a(0) of every step a and the backward coefficients of the earlier solves); its ζ_k(0)
+    is `propagate(Y(1), ζ_k(1))`, and its backward coefficients on `ts` are
+    `einsum(backward, Y(ts), ζ_k(0))`.
+
+    **Trainable embedding** (item 9; `lr_in`, `lr_out` > 0): the embedding stays in the
+    span of its initial columns, `W_in,k = E C_in,k`, `W_out,k = E C_out,k` (E = [W_in,
+    W_out] at initialisation, C_in,0 = [I; 0], C_out,0 = [0; I]), since its gradients are
+    `Σ_i b(0; x_i) x_iᵀ` and `Σ_i h(1; x_i) g_iᵀ`, fields in that span. Step k starts from
+    `η_k(0; x) = C_in,k x`, reads out `f = C_out,kᵀ G η_k(1)`, ends at `ζ_k(1) = C_out,k g`,
+    and updates `C_in,k+1 = C_in,k − (lr_in/n) Σ_i ζ_k(0; x_i) x_iᵀ`,
+    `C_out,k+1 = C_out,k − (lr_out/n) Σ_i η_k(1; x_i) g_iᵀ` (GD on W_in, W_out at rates
+    `η · D · ∇`). Frozen (the default), C stays at its start and this is the frozen limit.
+
+    **Returns:** the outputs, hidden and backward coefficients and the solves' `ok`, each
+    with a leading axis k."""
     n, d_in = xs.shape
     p = gram.shape[0]
-    eta0 = jnp.broadcast_to(jnp.pad(xs, ((0, 0), (0, p - d_in))), (steps + 1, n, p))
+    c_in = jnp.eye(p, d_in, dtype=gram.dtype)
+    c_out = jnp.eye(p, p - d_in, -d_in, dtype=gram.dtype)
+    eta0 = jnp.broadcast_to(xs @ c_in.T, (steps + 1, n, p))
 
-    def step(zeta0, k):
+    def step(carry, k):
+        zeta0, eta0, c_in, c_out = carry
         sol = solve_k(eta0, zeta0, k)
         eta1, _, y1 = sol.evaluate(1.0)
-        f = eta1[k] @ gram[:, d_in:]
-        zeta_end = jnp.pad(f - ys, ((0, 0), (d_in, 0)))
-        zeta_k0 = propagate(y1, zeta_end)
+        f = eta1[k] @ gram @ c_out
+        g = f - ys
+        zeta_k0 = propagate(y1, g @ c_out.T)
         etas, _, ymats = evaluate_many(sol, ts)  # (S, K+1, n, p), Y: (S, p, p) or (S, n, p, p)
         hidden = jnp.moveaxis(etas[:, k], 0, 1)  # (n, S, p)
         backward_k = jnp.einsum(backward, ymats, zeta_k0)
-        return zeta0.at[k].set(zeta_k0), (f, hidden, backward_k, sol.ok)
+        c_in = c_in - lr_in / n * zeta_k0.T @ xs
+        c_out = c_out - lr_out / n * eta1[k].T @ g
+        # step k + 1 starts from the updated embedding (dropped after the last step)
+        eta0 = eta0.at[k + 1].set(xs @ c_in.T, mode="drop")
+        return (zeta0.at[k].set(zeta_k0), eta0, c_in, c_out), (f, hidden, backward_k, sol.ok)
 
     zeta0 = jnp.zeros((steps + 1, n, p), gram.dtype)
-    _, out = lax.scan(step, zeta0, jnp.arange(steps + 1))
+    _, out = lax.scan(step, (zeta0, eta0, c_in, c_out), jnp.arange(steps + 1))
     return out
 
 
@@ -140,6 +158,7 @@ def _solve(xs, ys, gram, ts, coef, rtol, *, steps):
     return _solves(
         xs, ys, gram, ts, steps, solve_k,
         lambda y1, zeta_end: jnp.linalg.solve(y1, zeta_end.T).T, "spq,nq->nsp",
+        coef[4], coef[5],
     )  # fmt: skip
 
 
@@ -185,17 +204,23 @@ def _arguments(
     sigma_out=1.0,
     gram=None,
     ts=None,
+    eta_in=0.0,
+    eta_out=0.0,
 ):
     """The keyword arguments shared by `linear_limit` and `limit`, with their defaults: the
     learning rates `eta_u`, `eta_v` and scales `s_u`, `s_v` (as in
     `DeepEmbeddedResNet.sample` and `train`), `sigma_in`, `sigma_out` (of the default
     Gram) and `gram`, `ts`; checked by `_problem`.
 
-    **Returns:** `(xs, ys, gram, ts, coef)` as float arrays, `coef = [η_u, η_v, s_u², s_v²]`.
+    `eta_in`, `eta_out` (default 0: frozen) train the embedding (`_solves`, item 9).
+
+    **Returns:** `(xs, ys, gram, ts, coef)` as float arrays,
+    `coef = [η_u, η_v, s_u², s_v², η_in, η_out]`.
     """
-    rates = {"eta_u": eta_u, "eta_v": eta_v, "s_u": s_u, "s_v": s_v}
+    rates = {"eta_u": eta_u, "eta_v": eta_v, "s_u": s_u, "s_v": s_v, "eta_in": eta_in,
+             "eta_out": eta_out}  # fmt: skip
     xs, ys, gram, ts = _problem(xs, ys, gram, ts, sigma_in, sigma_out, **rates)
-    return xs, ys, gram, ts, jnp.asarray([eta_u, eta_v, s_u**2, s_v**2], float)
+    return xs, ys, gram, ts, jnp.asarray([eta_u, eta_v, s_u**2, s_v**2, eta_in, eta_out], float)
 
 
 def linear_limit(
@@ -306,7 +331,7 @@ def _solve_nonlinear(xs, ys, gram, ts, coef, rtol, z, w, *, steps, activation):
     return _solves(
         xs, ys, gram, ts, steps, solve_k,
         lambda y1, zeta_end: jnp.linalg.solve(y1, zeta_end[..., None])[..., 0],  # (n, p)
-        "snpq,nq->nsp",
+        "snpq,nq->nsp", coef[4], coef[5],
     )  # fmt: skip
 
 

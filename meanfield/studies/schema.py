@@ -458,6 +458,12 @@ SHAPES = study(
         "optimal_shape": Record({"bound": _SHAPE, "conjecture": _SHAPE,
                                  "output_error?": Record({"L?": NUM, "M?": NUM, "D?": NUM}),
                                  "hidden_error?": Record({"L?": NUM, "M?": NUM, "D?": NUM})}),
+        # one network's fields against its fixed-D limit (shapes_trajectories.png)
+        "trajectory?": Record({
+            "L": POS, "M": POS, "D": POS, "steps": NAT,
+            **{k: List(List(NUM)) for k in ("h", "h_limit", "b", "b_limit")},
+            **{k: List(NUM, min_len=1) for k in ("h_last", "h_last_limit", "b_first",
+                                                 "b_first_limit")}}),
     },
 )  # fmt: skip
 

@@ -43,10 +43,20 @@ from ..runtime.errors import StudyInputError
 from ..stats.fits import fit_loglog, fit_values, summarize
 from ..stats.rate_law import RATE_THEORIES, fit_rate_law, optimal_shape
 from ..training import deep_embedded as de_training
-from .args import check_activation, int_list, positive_int
+from .args import check_activation, int_list, positive_float, positive_int
 from .embedded_options import add_model_arguments, load_data, model_config
 from .runner import start_study
-from .shapes_plot import ERRORS, QUANTITIES, REGIME, THEORY, _errors_figure, _figures, _rows
+from .shapes_plot import (
+    ERRORS,
+    QUANTITIES,
+    REGIME,
+    THEORY,
+    _errors_figure,
+    _figures,
+    _rows,
+    _trajectory_figure,
+)
+from .two_layer import MAX_RATE
 
 HELP = "the joint limit in depth L, width M and dimension D: rates, rate law, optimal shape"
 DEFAULT_X64 = True
@@ -74,6 +84,12 @@ def add_arguments(parser):
     parser.add_argument("--M", type=int_list, help="widths (comma list)")
     parser.add_argument("--D", type=int_list, help="embedding dimensions (comma list)")
     parser.add_argument("--seeds", type=positive_int, help="independent draws per point")
+    parser.add_argument(
+        "--lr-in", type=positive_float, help="η_in: train W_in at η_in·D·∇ (default: frozen)"
+    )
+    parser.add_argument(
+        "--lr-out", type=positive_float, help="η_out: train W_out at η_out·D·∇ (default: frozen)"
+    )
 
 
 # temporaries of a point's compiled program per draw (float64; XLA's memory analysis on
@@ -223,6 +239,12 @@ def run(args):
         "x64": args.x64,
         "preset": args.preset,
     }
+    if args.lr_in or args.lr_out:  # a trainable embedding (absent: frozen, as before)
+        cfg.update(lr_in=args.lr_in or 0.0, lr_out=args.lr_out or 0.0)
+        for name in ("lr_in", "lr_out"):
+            if cfg[name] > MAX_RATE:
+                flag = "--" + name.replace("_", "-")
+                raise StudyInputError(f"{flag}: at most {MAX_RATE:g}, got {cfg[name]:g}")
     for name in ("L", "M", "D"):
         values = cfg[name]
         if any(v < 1 for v in values) or len(set(values)) != len(values):
@@ -236,6 +258,7 @@ def run(args):
     points = runner.run_points(
         specs, study.point, describe=lambda s: f"L={s['L']} M={s['M']} D={s['D']}"
     )
+    trajectory = study.trajectory()
     warnings: list[str] = [w for w in [_failed_solves(points)] if w]
     points = _per_step(points, cfg["steps"])
     rate_laws = {q: _rate_law(cfg, points, q, warnings) for q in QUANTITIES}
@@ -251,6 +274,7 @@ def run(args):
             "rate_law": rate_laws,
             "optimal_shape": shapes,
             "error_definitions": ERROR_DEFINITIONS,
+            "trajectory": trajectory,
             "limit": {
                 "kind": study.kind,
                 "outputs": joint.outputs,
@@ -297,6 +321,8 @@ def plot(out, results) -> None:
              results["optimal_shape"])  # fmt: skip
     for k in sorted({p["steps"] for p in points}):
         _errors_figure(out, cfg, points, k)
+    if results.get("trajectory"):
+        _trajectory_figure(out, cfg, points, results["trajectory"])
 
 
 class _Study:
@@ -325,6 +351,7 @@ class _Study:
             de_limits.limit, self.x, self.y, activation=c["activation"], steps=c["steps"],
             eta_u=c["lr_u"], eta_v=c["lr_v"], s_u=c["s_u"], s_v=c["s_v"],
             sigma_in=c["sigma_in"], sigma_out=c["sigma_out"], ts=jnp.asarray(self.ts),
+            eta_in=c.get("lr_in", 0.0), eta_out=c.get("lr_out", 0.0),
         )  # fmt: skip
         if gram is None:
             return solve()
@@ -344,13 +371,51 @@ class _Study:
             self._fixed[D] = (embs, self._limit(jax.vmap(de_limits.basis_gram)(embs)))
         return self._fixed[D]
 
+    def _draw_keys(self, L, M, D):
+        return jr.split(jr.fold_in(jr.fold_in(jr.fold_in(self.master, D), L), M), self.cfg["seeds"])
+
+    def trajectory(self, coordinates: int = 4) -> dict:
+        """Draw 0 of the deepest, widest point at the middle D, trained again with its
+        last network kept: the first `coordinates` coordinates of `h^l(x_0)` and of the
+        rescaled backward field `b^l(x_0) = n D ∂𝓛/∂h^l` along l/L after the last step,
+        against its fixed-D limit's `H_K(s)`, `b_K(s)`; and every coordinate of `h^L` and
+        `b^0` (all inputs) for their histograms (Chaintron's authors' trajectory and
+        histogram figures)."""
+        c = self.cfg
+        L, M, D, K = max(c["L"]), max(c["M"]), c["D"][len(c["D"]) // 2], c["steps"]
+        embs, fixed = self.fixed_d(D)
+        emb = jax.tree.map(lambda a: a[0], embs)
+        lim = _on_grid(jax.tree.map(lambda a: a[0], fixed), np.searchsorted(
+            self.ts, np.arange(L + 1) / L))  # fmt: skip
+        net = de.DeepEmbeddedResNet.sample(
+            self._draw_keys(L, M, D)[0], L=L, M=M, D=D, d_in=self.x.shape[1],
+            d_out=self.y.shape[1], activation=c["activation"],
+        )  # fmt: skip
+        net = eqx.tree_at(lambda n: (n.embedding, n.u, n.v), net,
+                          (emb, c["s_u"] * net.u, c["s_v"] * net.v))  # fmt: skip
+        _, hidden, last = de_training.train_with_final(
+            net, self.x, self.y, eta_u=c["lr_u"], eta_v=c["lr_v"], steps=K,
+            eta_in=c.get("lr_in", 0.0), eta_out=c.get("lr_out", 0.0),
+        )  # fmt: skip
+        h, b = np.asarray(hidden[K]), np.asarray(de_training.backward_fields(last, self.x, self.y))
+        h_lim, b_lim = np.asarray(lim.hidden(emb)[K]), np.asarray(lim.backward(emb)[K])
+        d = min(coordinates, D)
+        return {
+            "L": L, "M": M, "D": D, "steps": K,
+            "h": h[0, :, :d].T.tolist(), "h_limit": h_lim[0, :, :d].T.tolist(),
+            "b": b[0, :, :d].T.tolist(), "b_limit": b_lim[0, :, :d].T.tolist(),
+            "h_last": h[:, -1].ravel().tolist(), "h_last_limit": h_lim[:, -1].ravel().tolist(),
+            "b_first": b[:, 0].ravel().tolist(), "b_first_limit": b_lim[:, 0].ravel().tolist(),
+        }  # fmt: skip
+
     def point(self, spec):
         c = self.cfg
         L, M, D = spec["L"], spec["M"], spec["D"]
         embs, fixed = self.fixed_d(D)
         idx = np.searchsorted(self.ts, np.arange(L + 1) / L)
-        keys = jr.split(jr.fold_in(jr.fold_in(jr.fold_in(self.master, D), L), M), c["seeds"])
-        run = _program(L, M, D, self.x.shape[1], self.y.shape[1], c["activation"], c["steps"])
+        keys = self._draw_keys(L, M, D)
+        run = _program(L, M, D, self.x.shape[1], self.y.shape[1], c["activation"], c["steps"],
+                       (c.get("lr_in", 0.0), c.get("lr_out", 0.0)))  # fmt: skip
         joint = _on_grid(self.joint, idx)
         fixed = _on_grid(fixed, idx)
         out = run(
@@ -403,9 +468,12 @@ def _on_grid(limit, idx):
 _PROGRAMS: dict = {}
 
 
-def _program(L, M, D, d_in, d_out, activation, steps):
-    """One compiled program per shape: every draw of a point, vmapped."""
-    key = (L, M, D, d_in, d_out, activation, steps)
+def _program(L, M, D, d_in, d_out, activation, steps, embedding_rates=(0.0, 0.0)):
+    """One compiled program per shape: every draw of a point, vmapped. `embedding_rates`
+    (η_in, η_out), Python numbers: (0, 0) keeps the embedding frozen (the program of a
+    frozen embedding, which computes no gradient for it)."""
+    key = (L, M, D, d_in, d_out, activation, steps, tuple(embedding_rates))
+    lr_in, lr_out = embedding_rates
     if key not in _PROGRAMS:
 
         def one(k, emb, x, y, joint, fixed, scalars):
@@ -416,7 +484,9 @@ def _program(L, M, D, d_in, d_out, activation, steps):
             net = eqx.tree_at(
                 lambda n: (n.embedding, n.u, n.v), net, (emb, s_u * net.u, s_v * net.v)
             )
-            outputs, hidden = de_training.train(net, x, y, eta_u=lr_u, eta_v=lr_v, steps=steps)
+            outputs, hidden = de_training.train(
+                net, x, y, eta_u=lr_u, eta_v=lr_v, steps=steps, eta_in=lr_in, eta_out=lr_out
+            )
             e_f, e_h = de_coupling.errors(outputs, hidden, joint, emb)
             f_f, f_h = de_coupling.errors(outputs, hidden, fixed, emb)
             gap_f = jnp.sqrt(jnp.mean((fixed.outputs - joint.outputs) ** 2, axis=(-2, -1)))

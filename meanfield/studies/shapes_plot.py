@@ -182,3 +182,50 @@ ERROR_LABELS = {
     "output_D_gap": "output: fixed-D vs joint limit",
     "hidden_D_gap": "hidden: fixed-D vs joint limit",
 }
+
+
+def _trajectory_figure(out, cfg, points, traj):
+    """`shapes_trajectories.png`: one network (draw 0 of the deepest, widest point at the
+    middle D) after the last step against its fixed-D limit — (a) coordinates of h^l(x_0)
+    along l/L, (b) of the rescaled backward field b^l(x_0), (d) the histogram of the
+    coordinates of h^L and (e) of b^0 over every input; (c) the hidden error after the last
+    step of every point against the parameter budget P = 2LMD, one colour per D (the
+    authors' errH_vs_P)."""
+    use_agg()
+    import matplotlib.pyplot as plt
+
+    fig, grid = plt.subplots(2, 3, figsize=(16, 9))
+    axes = [grid[0, 0], grid[0, 1], grid[1, 0], grid[1, 1], grid[0, 2]]
+    grid[1, 2].axis("off")
+    L, M, D, K = traj["L"], traj["M"], traj["D"], traj["steps"]
+    s = np.arange(L + 1) / L
+    trained = "trainable embedding" if cfg.get("lr_in") or cfg.get("lr_out") else "frozen embedding"
+    for ax, name, label in ((axes[0], "h", "h^l"), (axes[1], "b", "b^l = n D ∂L/∂h^l")):
+        for i, (fin, lim) in enumerate(zip(traj[name], traj[name + "_limit"], strict=True)):
+            ax.plot(s, fin, "o", color=f"C{i}", ms=2.5, label=f"coordinate {i}, network")
+            ax.plot(s, lim, "-", color=f"C{i}", lw=1, label=f"coordinate {i}, fixed-D limit")
+        ax.set(xlabel="depth s = l/L", ylabel=f"{label} (input 0)")
+        ax.set_title(f"({'ab'[name == 'b']}) coordinates of {label} after {K} steps\n(L = {L}, "
+                     f"M = {M}, D = {D}, {trained})", fontsize=9)  # fmt: skip
+        ax.legend(fontsize=6, ncol=2)
+    for ax, name, label, tag in ((axes[2], "h_last", "h^L", "d"), (axes[3], "b_first", "b^0", "e")):
+        fin, lim = np.asarray(traj[name]), np.asarray(traj[name + "_limit"])
+        bins = np.linspace(min(fin.min(), lim.min()), max(fin.max(), lim.max()), 30)
+        ax.hist(fin, bins=bins, alpha=0.5, color="C0", label="network")
+        ax.hist(lim, bins=bins, histtype="step", color="k", lw=1.2, label="fixed-D limit")
+        ax.set(xlabel=f"coordinates of {label} (every input)", ylabel="count")
+        ax.set_title(f"({tag}) histogram of the coordinates of {label}\nafter {K} steps",
+                     fontsize=9)  # fmt: skip
+        ax.legend(fontsize=7)
+    ax = axes[4]
+    last = [p for p in points if p["steps"] == K and p["hidden_error"]["mean"] is not None]
+    for i, d in enumerate(sorted({p["D"] for p in last})):
+        mine = sorted((p for p in last if p["D"] == d), key=lambda p: 2 * p["L"] * p["M"] * d)
+        ax.plot([2 * p["L"] * p["M"] * d for p in mine], [p["hidden_error"]["mean"] for p in mine],
+                "o", color=f"C{i}", ms=4, label=f"D = {d}")  # fmt: skip
+    ax.set(xscale="log", yscale="log", xlabel="parameters P = 2LMD",
+           ylabel="hidden error vs the joint limit")  # fmt: skip
+    ax.set_title(f"(c) hidden error after {K} steps against the budget P\n(every point; "
+                 "mean over draws)", fontsize=9)  # fmt: skip
+    ax.legend(fontsize=7)
+    save_figure(fig, Path(out) / "shapes_trajectories.png", dpi=100)
