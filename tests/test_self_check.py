@@ -21,8 +21,9 @@ from meanfield.studies.runner import SelfCheckError, StudyRunner, compare_points
 
 TINY_TWO_LAYER = dict(
     M=[64, 256], D=[4, 8], D_limit=[16, 64], s_v_sweep=[0.5, 2.0], sweep_M=[64], sweep_D=8,
-    seeds=2, steps=1, no_progress=True,
+    seeds=2, steps=1, n_sweep=[2, 4], input_draws=50, input_M=16, input_D=8, no_progress=True,
 )  # fmt: skip
+POINTS = 16  # 4 width, 2 dimension, 4 criteria, 2 diversity and 4 input points
 
 
 @pytest.fixture(autouse=True)
@@ -38,7 +39,8 @@ def test_no_self_check_skips_it_and_says_so(tmp_path, monkeypatch):
     results.json and the printed summary say it was skipped."""
     argv = ["study", "two-layer", "--no-progress", "--M", "64,256", "--D", "4,8",
             "--D-limit", "16,64", "--s-v-sweep", "0.5,2", "--sweep-M", "64", "--sweep-D", "8",
-            "--seeds", "2", "--steps", "1"]  # fmt: skip
+            "--seeds", "2", "--steps", "1", "--n-sweep", "2,4", "--input-draws", "50",
+            "--input-M", "16", "--input-D", "8"]  # fmt: skip
     assert main([*argv, "--out", str(tmp_path / "a"), "--no-self-check"]) == 0
     r = json.loads((tmp_path / "a" / "results.json").read_text())
     assert r["self_check"] == [] and "--no-self-check" in r["self_check_skipped"]
@@ -89,8 +91,10 @@ def _wrong_when_compiled(monkeypatch):
 
 
 def _seed_checking_a_width_point() -> int:
-    """A seed whose self-check draws one of the 4 width points (the first 4 of 12)."""
-    return next(s for s in range(100) if runner_module.self_check_index(s, "two-layer", 0, 12) < 4)
+    """A seed whose self-check draws one of the 4 width points (the first 4 of 16)."""
+    return next(
+        s for s in range(100) if runner_module.self_check_index(s, "two-layer", 0, POINTS) < 4
+    )
 
 
 def test_the_point_checked_is_drawn_from_the_cheaper_half():
@@ -113,20 +117,23 @@ def test_a_miscompiled_path_stops_the_study_naming_the_point(tmp_path, monkeypat
     out, seed = tmp_path / "s", _seed_checking_a_width_point()
     argv = ["study", "two-layer", "--out", str(out), "--no-progress", "--M", "64,256",
             "--D", "4,8", "--D-limit", "16,64", "--s-v-sweep", "0.5,2", "--sweep-M", "64",
-            "--sweep-D", "8", "--seeds", "2", "--steps", "1", "--seed", str(seed)]  # fmt: skip
+            "--sweep-D", "8", "--seeds", "2", "--steps", "1", "--n-sweep", "2,4",
+            "--input-draws", "50", "--input-M", "16", "--input-D", "8",
+            "--seed", str(seed)]  # fmt: skip
     assert main(argv) == 3
     text = capsys.readouterr().err.strip()
     assert len(text.splitlines()) == 1
     assert text.startswith("meanfield study two-layer: error: self-check: grid point partwidth_D")
     assert "differs from its compiled result" in text and "jaxlib" in text
     assert not (out / "results.json").exists()
-    assert len(list((out / "points").glob("*.json"))) == 12  # the finished points stay
+    assert len(list((out / "points").glob("*.json"))) == POINTS  # the finished points stay
     # unpatched, the same study checks the same point and records its agreement
     monkeypatch.undo()
     r = mf.run_study("two-layer", out=str(out), seed=seed, overwrite=True, **TINY_TWO_LAYER)
     (check,) = r["self_check"]
-    assert check["agrees"] and check["point"] in text and check["of"] == len(r["points"]) == 12
-    assert check["index"] == runner_module.self_check_index(seed, "two-layer", 0, 12)
+    assert check["agrees"] and check["point"] in text
+    assert check["of"] == len(r["points"]) == POINTS
+    assert check["index"] == runner_module.self_check_index(seed, "two-layer", 0, POINTS)
     assert check["difference"] <= check["tolerance"] == 1e-6
     assert check["route"] == "op by op (jax.disable_jit)"
 

@@ -105,7 +105,7 @@ def _solves(xs, ys, gram, ts, steps, solve_k, propagate, backward, lr_in=0.0, lr
     is `propagate(Y(1), ζ_k(1))`, and its backward coefficients on `ts` are
     `einsum(backward, Y(ts), ζ_k(0))`.
 
-    **Trainable embedding** (item 9; `lr_in`, `lr_out` > 0): the embedding stays in the
+    **A trainable embedding** (`lr_in`, `lr_out` > 0): the embedding stays in the
     span of its initial columns, `W_in,k = E C_in,k`, `W_out,k = E C_out,k` (E = [W_in,
     W_out] at initialisation, C_in,0 = [I; 0], C_out,0 = [0; I]), since its gradients are
     `Σ_i b(0; x_i) x_iᵀ` and `Σ_i h(1; x_i) g_iᵀ`, fields in that span. Step k starts from
@@ -212,7 +212,8 @@ def _arguments(
     `DeepEmbeddedResNet.sample` and `train`), `sigma_in`, `sigma_out` (of the default
     Gram) and `gram`, `ts`; checked by `_problem`.
 
-    `eta_in`, `eta_out` (default 0: frozen) train the embedding (`_solves`, item 9).
+    `eta_in`, `eta_out` (default 0: frozen) train the embedding as
+    `meanfield.training.deep_embedded.train` does, at `η · D · ∇` (`_solves`).
 
     **Returns:** `(xs, ys, gram, ts, coef)` as float arrays,
     `coef = [η_u, η_v, s_u², s_v², η_in, η_out]`.
@@ -238,9 +239,11 @@ def linear_limit(
     **Arguments:** inputs `xs` (n, d_in), targets `ys` (n, d_out); `**kwargs`: the keyword
     arguments `eta_u`, `eta_v` (learning rates, default 0.1 each), `s_u`, `s_v`, `sigma_in`,
     `sigma_out` (scales, default 1.0 each: as in `DeepEmbeddedResNet.sample` and `train`),
-    `gram` and `ts` (default None each). `gram`: None for the joint limit
-    L, M, D → ∞ (`G_∞ = diag(σ_in² I, σ_out² I)`), or `basis_gram(embedding)` for the
-    fixed-D limit (L, M → ∞) at that draw (σ_in, σ_out are then unused). `ts`: the depths
+    `gram` and `ts` (default None each), `eta_in`, `eta_out` (default 0: the embedding
+    frozen; otherwise trained, kept in the span of its initial columns, `_solves`).
+    `gram`: None for the joint limit L, M, D → ∞ (`G_∞ = diag(σ_in² I, σ_out² I)`), or
+    `basis_gram(embedding)` for the fixed-D limit (L, M → ∞) at that draw (σ_in, σ_out
+    are then unused). `ts`: the depths
     s at which the fields are returned (default 33 points on [0, 1]; for a network of
     depth L pass `jnp.arange(L + 1) / L`). Solved twice, at `rtol = atol = rtol` and
     `rtol_check`; the difference is `error_estimate`. Jittable and vmappable over arrays.
@@ -430,7 +433,7 @@ def limit(
     basis_gram(embedding)`, the joint limit L, M, D → ∞ at `gram=None`.
 
     **Arguments:** as `linear_limit` (`**kwargs`: `eta_u`, `eta_v`, `s_u`, `s_v`,
-    `sigma_in`, `sigma_out`, `gram`, `ts`, with its defaults), plus
+    `sigma_in`, `sigma_out`, `gram`, `ts`, `eta_in`, `eta_out`, with its defaults), plus
     - `activation`: a name of `meanfield.blocks.activations.ACTIVATIONS` or an elementwise
       callable (static: one compilation per activation);
     - `method`: `"auto"` (ρ = identity: `linear_limit`, exact; otherwise tensor

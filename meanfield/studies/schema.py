@@ -459,11 +459,11 @@ SHAPES = study(
                                  "output_error?": Record({"L?": NUM, "M?": NUM, "D?": NUM}),
                                  "hidden_error?": Record({"L?": NUM, "M?": NUM, "D?": NUM})}),
         # one network's fields against its fixed-D limit (shapes_trajectories.png)
-        "trajectory?": Record({
+        "trajectory?": Maybe(Record({
             "L": POS, "M": POS, "D": POS, "steps": NAT,
             **{k: List(List(NUM)) for k in ("h", "h_limit", "b", "b_limit")},
             **{k: List(NUM, min_len=1) for k in ("h_last", "h_last_limit", "b_first",
-                                                 "b_first_limit")}}),
+                                                 "b_first_limit")}})),
     },
 )  # fmt: skip
 

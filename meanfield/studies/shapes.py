@@ -374,7 +374,7 @@ class _Study:
     def _draw_keys(self, L, M, D):
         return jr.split(jr.fold_in(jr.fold_in(jr.fold_in(self.master, D), L), M), self.cfg["seeds"])
 
-    def trajectory(self, coordinates: int = 4) -> dict:
+    def trajectory(self, coordinates: int = 4) -> dict | None:
         """Draw 0 of the deepest, widest point at the middle D, trained again with its
         last network kept: the first `coordinates` coordinates of `h^l(x_0)` and of the
         rescaled backward field `b^l(x_0) = n D ∂𝓛/∂h^l` along l/L after the last step,
@@ -384,6 +384,8 @@ class _Study:
         c = self.cfg
         L, M, D, K = max(c["L"]), max(c["M"]), c["D"][len(c["D"]) // 2], c["steps"]
         embs, fixed = self.fixed_d(D)
+        if not bool(np.asarray(fixed.ok).reshape(-1)[0]):
+            return None  # draw 0's fixed-D limit did not solve: nothing to draw it against
         emb = jax.tree.map(lambda a: a[0], embs)
         lim = _on_grid(jax.tree.map(lambda a: a[0], fixed), np.searchsorted(
             self.ts, np.arange(L + 1) / L))  # fmt: skip
