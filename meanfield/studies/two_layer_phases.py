@@ -172,7 +172,7 @@ def cost_parts(cfg, n: int, d_in: int, d_out: int) -> list:
 
 
 def check_config(cfg, n: int, d_in: int, d_out: int) -> None:
-    """Refuse in one line naming the option: sizes, exponents, rates and scales out of
+    """Refuse in one line naming the option: sizes, output scales, rates and scales out of
     range, then a configuration beyond this machine (`cost_parts`)."""
     for name in ("D", "s_v_sweep"):
         vals, flag = cfg[name], "--" + name.replace("_", "-")
