@@ -183,7 +183,7 @@ def cost_parts(cfg, n: int, d_in: int, d_out: int) -> list[Cost]:
 
     M_max, D_max = max(cfg["M"]), max(cfg["D"])
     Mi, Di, max_n = cfg["input_M"], cfg["input_D"], max(cfg["n_sweep"])
-    inputs_batch = max(1, min(cfg["input_draws"], two_layer_inputs.BATCH_ELEMENTS // (Mi * Di)))
+    inputs_batch = two_layer_inputs.batch_size(cfg["input_draws"], Mi, Di)
     width_mem, _, width_elements = net(M_max, D_max)
     width_work = math.fsum(S * net(M, D)[1] for M in cfg["M"] for D in cfg["D"])
     width_work += S * len(cfg["D"]) * lim_work

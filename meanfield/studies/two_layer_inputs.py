@@ -70,8 +70,12 @@ def draws(keys, x, *, M, D, activation, s_u, s_v, sigma_in, sigma_out):
         f = net(x)[:, 0]
         return jnp.max(jnp.abs(f)), jnp.mean(f**2)
 
-    batch = max(1, min(keys.shape[0], BATCH_ELEMENTS // (M * D)))
-    return jax.lax.map(one, keys, batch_size=batch)
+    return jax.lax.map(one, keys, batch_size=batch_size(keys.shape[0], M, D))
+
+
+def batch_size(draws: int, M: int, D: int) -> int:
+    """How many draws of M units in dimension D run at once (`BATCH_ELEMENTS`)."""
+    return max(1, min(draws, BATCH_ELEMENTS // (M * D)))
 
 
 def point(keys, family, n, cfg) -> dict:

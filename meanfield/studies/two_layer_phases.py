@@ -61,6 +61,7 @@ from .args import (
 from .embedded_options import load_data
 from .runner import start_study
 from .two_layer import MAX_RATE, MAX_SCALE, OPS_PER_UNIT_STEP
+from .two_layer_inputs import batch_size
 
 HELP = (
     "the two-layer perceptron's phase diagram over (sigma_v, D): criteria 1, 3, 5 and the MLU point"
@@ -92,9 +93,6 @@ DEFAULTS = {
 }
 OPTIONS = ("D", "s_v_sweep", "M", "seeds", *DEFAULTS)
 N_BOOT = 2000  # bootstrap resamples of the draws for the MLU point
-# a point's draws run in batches of at most this many unit coordinates (draws × M × D),
-# vmapped within a batch and one batch after another (`lax.map`)
-BATCH_ELEMENTS = 2**24
 # the slopes against s_v are fitted past the MLU point, where the predictions are power laws
 PAST_MLU = {"local_update": 2.0, "decay_u_unscaled": 1.0, "decay": 1.0}
 
@@ -149,12 +147,13 @@ def add_arguments(parser):
 
 
 def cost_parts(cfg, n: int, d_in: int, d_out: int) -> list:
-    """The estimated cost (`args.Cost`): a batch of a point's draws at once (`_batch`),
-    each network's units (M, D) a few times over (weights, gradients, the flow's state),
-    the flow's `time / dt` steps and the rates at two times, and every draw's records."""
+    """The estimated cost (`args.Cost`): a batch of a point's draws at once
+    (`two_layer_inputs.batch_size`), each network's units (M, D) a few times over
+    (weights, gradients, the flow's state), the flow's `time / dt` steps and the rates at
+    two times, and every draw's records."""
     width = 8 if cfg["x64"] else 4
     M, S, D_max = cfg["M"], cfg["seeds"], max(cfg["D"])
-    batch = _batch(S, M, D_max)
+    batch = batch_size(S, M, D_max)
     steps = round(cfg["time"] / cfg["dt"]) + 3
     return [
         Cost(
@@ -325,16 +324,12 @@ def _draws(
         )
         net = eqx.tree_at(lambda n: n.v, net, s_v * net.v)
         start = criteria_rates(net, x, y, lr_u=lr_u, lr_v=lr_v)
-        unscaled = criteria_rates(net, x, y, lr_u=lr_u_unscaled, lr_v=lr_v)
+        # the inner weights' share is linear in η_u: the unscaled rate's without a second pass
+        unscaled = start._replace(decay_u=start.decay_u * (lr_u_unscaled / lr_u))
         later_net = shallow_training.flow(net, x, y, lr_u=lr_u, lr_v=lr_v, time=time, dt=dt)
         return start, unscaled, criteria_rates(later_net, x, y, lr_u=lr_u, lr_v=lr_v)
 
-    return jax.lax.map(one, keys, batch_size=_batch(keys.shape[0], M, D))
-
-
-def _batch(seeds: int, M: int, D: int) -> int:
-    """How many draws of M units in dimension D run at once (`BATCH_ELEMENTS`)."""
-    return max(1, min(seeds, BATCH_ELEMENTS // (M * D)))
+    return jax.lax.map(one, keys, batch_size=batch_size(keys.shape[0], M, D))
 
 
 def _ci(fit) -> str:
