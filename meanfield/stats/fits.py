@@ -169,6 +169,10 @@ def _studentized_slope(goods, w, *, paired, n_boot, seed):
         slope, se, _ = stats(E)
         idx = rng.integers(0, E.shape[0], size=(n_boot, E.shape[0]))
         bslope, bse, good = stats(E[idx])
+        # one draw repeated: no spread (exactly 0, not the variance's rounding)
+        rows = E[idx]
+        same = np.all((rows == rows[:, :1]) | (np.isnan(rows) & np.isnan(rows[:, :1])), axis=(1, 2))
+        bse = np.where(same, 0.0, bse)
     else:
         m = np.array([g.mean() for g in goods])
         v = np.array([g.var(ddof=1) if g.size > 1 else 0.0 for g in goods])
@@ -180,7 +184,11 @@ def _studentized_slope(goods, w, *, paired, n_boot, seed):
         for i, g in enumerate(goods):
             r = g[rng.integers(0, g.size, size=(n_boot, g.size))]
             bm[:, i] = r.mean(axis=1)
-            bv[:, i] = r.var(axis=1, ddof=1) if g.size > 1 else 0.0
+            # a resample of one repeated value has no spread: exactly 0, where the
+            # variance's rounding (its mean need not equal the value) would leave ~1e-33
+            # and a studentized draw of ~1e16 that rounding decides to keep or not
+            spread = np.ptp(r, axis=1) > 0
+            bv[:, i] = np.where(spread, r.var(axis=1, ddof=1), 0.0) if g.size > 1 else 0.0
         good = np.all(bm > 0, axis=1)
         bslope = np.log(np.where(bm > 0, bm, 1.0)) @ w
         bse = np.sqrt(np.sum(w**2 * bv / (n * np.where(bm > 0, bm, 1.0) ** 2), axis=1))
