@@ -12,6 +12,7 @@ whose self-check finds a miscompiled grid point stops with one line and exit cod
 
 import argparse
 import math
+import os
 import platform
 import re
 import sys
@@ -225,14 +226,49 @@ def main(argv: list[str] | None = None) -> int:
         print(f"meanfield plot: redrew {len(written)} figure(s) in {args.dir}: "
               + ", ".join(p.name for p in written))  # fmt: skip
         return 0
+    from .studies import distributed_settings
+
+    where = f"meanfield study {args.study}"
+    try:
+        settings = distributed_settings(args)
+    except StudyInputError as err:
+        print(f"{where}: error: {err}", file=sys.stderr)
+        return 2
+    if settings is None:
+        return _study_command(parser, args, where)
+    # several processes: each says who it is; an error or a stop ends it at once (the
+    # runtime's shutdown would wait for the others), which the others see within seconds
+    import jax
+
+    from .runtime import distribution
+
+    procs = distribution.start_processes(**settings)
+    procs.where = where
+    detected = distribution.cluster_detected()
+    print(f"{where}: process {procs.index} of {procs.count}"
+          + (f" ({detected} detected)" if detected else "")
+          + f", {len(jax.local_devices())} device(s) here; process 0 writes the folder",
+          flush=True)  # fmt: skip
+    with distribution.on_devices(jax.local_devices()):
+        code = _study_command(parser, args, where, lock=procs.index == 0)
+    if code != 0:
+        procs.abort(f"exit status {code}")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _study_command(parser, args, where: str, *, lock: bool = True) -> int:
     from .studies import resolve_out
     from .studies.folder import probe_lock, release_all
 
     try:
         resolve_out(args)
-        probe_lock(args.out)  # a folder held by another run: refused before anything else
+        if lock:
+            probe_lock(args.out)  # a folder held by another run: refused before anything else
     except StudyInputError as err:
-        print(f"meanfield study {args.study}: error: {err}", file=sys.stderr)
+        print(f"{where}: error: {err}", file=sys.stderr)
         return 2
     module = STUDIES[args.study]
     from .runtime.compilation import enable_compilation_cache
@@ -246,7 +282,6 @@ def main(argv: list[str] | None = None) -> int:
     from .runtime.interrupt import Interrupted, message, stop_on_signals
 
     x64 = jax.config.read("jax_enable_x64")
-    where = f"meanfield study {args.study}"
     try:
         with stop_on_signals(where, args.out):
             module.run(args)

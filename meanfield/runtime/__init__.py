@@ -1,5 +1,6 @@
 # ruff: noqa: I001  (grouped by module, in the order data flows)
-"""Running: seeds over devices (`shard_seeds`), the persistent compilation cache, the
+"""Running: seeds over devices (`shard_seeds`), grid points over devices and processes
+(`distribution`), the persistent compilation cache, the
 JAX releases known to compute wrong results, the machine's memory, signals, and the
 error a bad input raises.
 """
@@ -25,6 +26,11 @@ from .sharding import disable_jit_active as disable_jit_active
 from .sharding import shard_seeds as shard_seeds
 from .sharding import SeedProgram as SeedProgram
 from .sharding import gather_processes as gather_processes
+from .sharding import default_devices as default_devices
+from . import distribution as distribution
+from .distribution import on_devices as on_devices
+from .distribution import map_on_devices as map_on_devices
+from .distribution import start_processes as start_processes
 from . import interrupt as interrupt
 from .interrupt import Interrupted as Interrupted
 from .interrupt import finished_points as finished_points

@@ -41,9 +41,21 @@ def _shard_map(f, mesh, in_specs, out_specs):
     return shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_rep=False)
 
 
+def default_devices() -> list:
+    """The devices seeds spread over when none are named: the running grid point's
+    (`distribution.on_devices`), else this process's in a study run by several processes
+    (each computes its own points), else every device of every process."""
+    from . import distribution
+
+    named = distribution.point_devices()
+    if named is not None:
+        return named
+    return jax.local_devices() if distribution.active() is not None else jax.devices()
+
+
 def seed_mesh(devices: Sequence | None = None) -> Mesh:
-    """A one-axis mesh named `"seeds"` over `devices` (default: every device)."""
-    devices = list(jax.devices() if devices is None else devices)
+    """A one-axis mesh named `"seeds"` over `devices` (default: `default_devices()`)."""
+    devices = list(default_devices() if devices is None else devices)
     if not devices:
         raise ValueError("devices must hold at least one device")
     return Mesh(np.array(devices), (SEED_AXIS,))
@@ -94,7 +106,8 @@ def shard_seeds(
       for arguments shared by every seed (one entry per argument, or one for all).
     - `batch_size`: seeds computed at once on a device, at most (`lax.map` in equal
       chunks); `None`: all of the device's seeds at once.
-    - `devices`: the devices to use (default: `jax.devices()`, every process's).
+    - `devices`: the devices to use (default: `default_devices()`: the running grid
+      point's, else every device of every process).
 
     **Returns:** a jitted function of the same arguments returning `fn`'s outputs
     stacked along a leading seed axis, in seed order (one compiled program per
@@ -154,8 +167,12 @@ class SeedProgram:
 
 def gather_processes(out):
     """`out` (a pytree of seed-sharded arrays) whole on every process; the identity with
-    one process."""
-    if jax.process_count() > 1:
+    one process, and for arrays this process holds whole (a mesh of its own devices, as
+    in a study run by several processes, each on its own points)."""
+    leaves = jax.tree.leaves(out)
+    if jax.process_count() > 1 and not all(
+        getattr(x, "is_fully_addressable", True) for x in leaves
+    ):
         from jax.experimental import multihost_utils
 
         out = multihost_utils.process_allgather(out, tiled=True)

@@ -9,10 +9,11 @@ writes `DIR/results.json` with the top-level keys `study`, `config`, `points`,
 
 import argparse
 import importlib
+import os
 import re
 
 from ..runtime.errors import StudyInputError as StudyInputError
-from .args import seed_int
+from .args import nonnegative_int, positive_int, seed_int
 from .runner import SelfCheckError as SelfCheckError
 from .runner import StudyRunner as StudyRunner
 
@@ -95,7 +96,55 @@ def add_common_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         "result; also MEANFIELD_NO_SELF_CHECK=1); results.json and the summary then say it "
         "was skipped",
     )
+    group = parser.add_argument_group(
+        "several processes (JAX's multi-process runtime, jax.distributed)"
+    )
+    group.add_argument(
+        "--distributed",
+        action="store_true",
+        help="run as one of several processes: each computes its share of the grid points, "
+        "process 0 writes --out; the settings come from the cluster's environment (SLURM, "
+        "Open MPI, ...) unless given by the three options below, which imply it",
+    )
+    group.add_argument(
+        "--coordinator", metavar="HOST:PORT", default=None,
+        help="process 0's address, the same for every process",
+    )  # fmt: skip
+    group.add_argument(
+        "--num-processes", type=positive_int, default=None, help="how many processes run"
+    )
+    group.add_argument(
+        "--process-id", type=nonnegative_int, default=None,
+        help="this process's index, 0 to --num-processes - 1",
+    )  # fmt: skip
     add_release_override(parser)
+
+
+def distributed_settings(args) -> dict | None:
+    """The `jax.distributed` settings the options ask for (`None`: one process); a bad
+    combination is a `StudyInputError` naming the option."""
+    given = {
+        "coordinator": getattr(args, "coordinator", None),
+        "num_processes": getattr(args, "num_processes", None),
+        "process_id": getattr(args, "process_id", None),
+    }
+    if not getattr(args, "distributed", False) and all(v is None for v in given.values()):
+        return None
+    n, i, address = given["num_processes"], given["process_id"], given["coordinator"]
+    if (n is None) != (i is None):
+        raise StudyInputError("--num-processes, --process-id: give both or neither")
+    if n is not None and i >= n:
+        raise StudyInputError(f"--process-id: {i} is not below --num-processes {n}")
+    if address is not None:
+        host, sep, port = address.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise StudyInputError(f"--coordinator: expected HOST:PORT, got {address!r}")
+    if n is not None and n > 1 and address is None:
+        from ..runtime.distribution import cluster_detected
+
+        if cluster_detected() is None and "JAX_COORDINATOR_ADDRESS" not in os.environ:
+            raise StudyInputError("--coordinator: needed with --num-processes outside a cluster")
+    return given
 
 
 def add_release_override(parser: argparse.ArgumentParser) -> None:

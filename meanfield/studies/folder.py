@@ -292,7 +292,11 @@ class StudyFolder:
         self._owned: set[str] = set()
         self._before: dict[str, int] = {}
         self._checked: dict[str, tuple[Any, str]] = {}
-        check_output_dir(self.out)
+        if self.writer:
+            check_output_dir(self.out)
+
+    # this process writes the folder (of several processes, process 0 alone does)
+    writer = True
 
     @property
     def points_dir(self) -> Path:
@@ -727,10 +731,12 @@ class StudyFolder:
         self._own(meta_path)
         return arrays
 
-    def _write_point(self, name: str, spec: dict, point: dict, seconds: float) -> None:
+    def _write_point(
+        self, name: str, spec: dict, point: dict, seconds: float, placement: dict | None = None
+    ) -> None:
         """`points/NAME.json`: the point, sealed with the configuration's hash, written
         atomically (recorded in the manifest first: a run killed in between leaves no
-        orphan)."""
+        orphan); `placement`, where it ran (process and devices), beside it."""
         path = self.points_dir / f"{name}.json"
         record = _sealed(
             {
@@ -741,6 +747,7 @@ class StudyFolder:
                 "spec": to_json(spec),
                 "point": point,
                 "seconds": seconds,
+                **({"placement": placement} if placement is not None else {}),
             }
         )
         self._own(path)

@@ -686,7 +686,7 @@ def run(args):
     try:
         raw = runner.run_points(
             specs, finite_point, describe=lambda s: f"L={s['L']} M={s['M']}",
-            check=finite_point_uncompiled,
+            check=finite_point_uncompiled, spread="seeds",
         )  # fmt: skip
         t_euler = time.perf_counter()
         # the self-check: op by op, tens of thousands of particles at every layer and GD
@@ -697,7 +697,7 @@ def run(args):
             few = _subset(euler_set, SELF_CHECK_PARTICLES)
         euler_raw = runner.run_points(
             euler_specs, euler_point, describe=lambda s: f"Euler part, L={s['L']}",
-            check=euler_point_uncompiled,
+            check=euler_point_uncompiled, spread="seeds",
             variant=None if few is None else lambda s: euler_summary(s["L"], euler_errors, few),
             route=None if few is None else f"the Euler part with {SELF_CHECK_PARTICLES} of its "
             f"{euler_set.count} particles, compiled and op by op",

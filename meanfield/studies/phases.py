@@ -379,7 +379,7 @@ def run(args):
 
     raw = runner.run_points(
         specs, compute, describe=lambda s: ", ".join(f"{k}={v}" for k, v in s.items()),
-        variant=variant,
+        variant=variant, spread="seeds",
         route=f"the chunk's draws at depths {', '.join(map(str, small['L']))}, compiled "
         "and op by op",
     )  # fmt: skip

@@ -17,14 +17,16 @@ import contextlib
 import json
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import jax
 import numpy as np
 
+from ..runtime import distribution
 from .folder import (
     StudyFolder,
     point_name,
@@ -157,6 +159,8 @@ class StudyRunner(StudyFolder):
         self.self_check = bool(self_check)
         self.self_checks: list[dict] = []
         self.self_check_seconds: list[float] = []
+        self.placement: dict[str, dict] = {}
+        self._exchanges = 0  # `run_points` calls so far: each exchanges its own points
 
     def run_points(
         self,
@@ -171,6 +175,7 @@ class StudyRunner(StudyFolder):
         check_cost: Callable[[dict], float] = depth_cost,
         variant: Callable[[dict], dict] | None = None,
         precision: str | None = None,
+        spread: str = "points",
     ) -> list[dict]:
         """Compute (or, on resume, load) one result per grid point, in order, then check
         one of them by an independent route.
@@ -203,6 +208,14 @@ class StudyRunner(StudyFolder):
         times that tolerance. `check=False` skips it (a second call whose points the first
         one's check covers). A runner made with `self_check=False` (`--no-self-check`)
         checks nothing; its `results.json` says so (`self_check_skipped`).
+
+        **Devices and processes** (`meanfield.runtime.distribution`). `spread="points"`
+        (the default) runs whole points at once, one per device of this process;
+        `"seeds"` runs one point at a time, its seeds over every device (a study whose
+        `compute` calls `shard_seeds`). Under several processes (`--distributed`) each
+        computes its share of the points and receives the others', so every process
+        returns every point; only process 0 writes them (`writer`). Where each point ran
+        goes to `results.json` (`timing.placement`: its process and devices, `mesh`).
         """
         if not self._opened:
             self.open()
@@ -211,29 +224,82 @@ class StudyRunner(StudyFolder):
         names = [point_name(s) for s in specs]
         if len(set(names)) != len(names):
             raise ValueError("grid points must be distinct")
-        results = []
-        bar = tqdm(total=len(specs), desc=self.study, disable=not self.progress, unit="pt")
-        with bar:
+        if spread not in ("points", "seeds"):
+            raise ValueError(f"spread must be 'points' or 'seeds', got {spread!r}")
+        procs = distribution.active()
+        call = self._exchanges
+        self._exchanges += 1
+        results: list = [None] * len(specs)
+        stored = {}
+        if self.writer:
             for spec, name in zip(specs, names, strict=True):
-                path = self.points_dir / f"{name}.json"
                 if self._valid_on_disk(name, spec):
-                    stored = self._checked[name][0]
-                    self.loaded.append(name)
-                    self.seconds[name] = float(stored.get("seconds") or 0.0)
-                    self._own(path)
-                    results.append(stored["point"])
-                    bar.update(1)
-                    continue
-                bar.set_postfix_str(describe(spec) if describe else name)
-                t0 = time.perf_counter()
-                point = to_json({**spec, **compute(spec)})
-                seconds = time.perf_counter() - t0
-                self._write_point(name, spec, point, seconds)
-                self.computed.append(name)
-                self.seconds[name] = seconds
-                results.append(point)
-                bar.update(1)
-        if check is not False and specs and self.self_check:
+                    record = self._checked[name][0]
+                    stored[name] = {
+                        "point": record["point"],
+                        "seconds": float(record.get("seconds") or 0.0),
+                        "placement": record.get("placement"),
+                    }
+                    self._own(self.points_dir / f"{name}.json")
+        if procs is not None:  # process 0's folder decides what is finished
+            if procs.index == 0:
+                procs.send(f"{self.study}/{call}/loaded", stored)
+            stored = procs.receive(f"{self.study}/{call}/loaded")
+        for i, name in enumerate(names):
+            if name in stored:
+                results[i] = stored[name]["point"]
+                self.loaded.append(name)
+                self.seconds[name] = stored[name]["seconds"]
+                self.placement[name] = {**(stored[name]["placement"] or {}), "loaded": True}
+        todo = [i for i, name in enumerate(names) if name not in stored]
+        mine = procs.share(todo) if procs is not None else todo
+        others = sorted(set(todo) - set(mine))
+        devices = distribution.point_devices() or jax.local_devices()
+        rank = procs.index if procs is not None else 0
+        bar = tqdm(total=len(specs), desc=self.study, disable=not self.progress, unit="pt")
+        bar.update(len(specs) - len(todo))
+
+        def done(i: int, point: dict, seconds: float, placement: dict) -> None:
+            name = names[i]
+            results[i] = point
+            if self.writer:
+                self._write_point(name, specs[i], point, seconds, placement)
+            self.computed.append(name)
+            self.seconds[name] = seconds
+            self.placement[name] = placement
+            bar.update(1)
+
+        def compute_one(i: int) -> dict:
+            if threading.current_thread() is threading.main_thread():  # the point now
+                bar.set_postfix_str(describe(specs[i]) if describe else names[i])
+            return to_json({**specs[i], **compute(specs[i])})
+
+        def receive_ready(wait: bool) -> None:
+            """The points other processes finished (all of them where `wait`)."""
+            assert procs is not None
+            for i in others:
+                if results[i] is None:
+                    key = f"{self.study}/{call}/p/{names[i]}"
+                    got = procs.receive(key) if wait else procs.poll(key)
+                    if got is not None:
+                        done(i, got["point"], got["seconds"], got["placement"])
+
+        with bar:
+            if spread == "points":
+                runs = distribution.map_on_devices(compute_one, mine, devices)
+            else:  # one point at a time, its seeds over every device (`shard_seeds`)
+                runs = ((k, *_timed(compute_one, i), len(devices)) for k, i in enumerate(mine))
+            for k, point, seconds, mesh in runs:
+                i = mine[k]
+                placement = {"process": rank, "mesh": mesh}
+                done(i, point, seconds, placement)
+                if procs is not None:
+                    record = {"point": point, "seconds": seconds, "placement": placement}
+                    procs.send(f"{self.study}/{call}/p/{names[i]}", record)
+                    receive_ready(wait=False)
+            if procs is not None:
+                receive_ready(wait=True)
+        if check is not False and specs and self.self_check and self.writer:
             recompute = compute if check is True else check
             if route is None:
                 if not eager:
@@ -360,6 +426,7 @@ class StudyRunner(StudyFolder):
         body["warnings"] = list(body.get("warnings", [])) + self.warnings
         body["versions"] = versions()
         body["self_check"] = list(self.self_checks)
+        procs = distribution.active()
         if not self.self_check:
             body["self_check_skipped"] = "--no-self-check or MEANFIELD_NO_SELF_CHECK=1"
         body["timing"] = {
@@ -371,6 +438,12 @@ class StudyRunner(StudyFolder):
             "recomputed": len(self.recomputed),
             "recomputed_points": dict(self.recomputed),
             "self_check_seconds": list(self.self_check_seconds),
+            # where each point ran: its process and the devices it used (`mesh`)
+            "placement": {
+                "processes": procs.count if procs is not None else 1,
+                "devices_per_process": len(jax.local_devices()),
+                "points": dict(self.placement),
+            },
             **(timing or {}),
         }
         path = self.out / "results.json"
@@ -389,7 +462,55 @@ class StudyRunner(StudyFolder):
                 self._own(self.out / rel)
         self.close()
         print(summary(body, self.out), flush=True)  # the result, with or without progress
+        if procs is not None:
+            procs.finished()
         return path
+
+
+class FollowerRunner(StudyRunner):
+    """A `StudyRunner` for every process but process 0 of a multi-process run: it computes
+    its share of the points and receives the others' (`run_points`), computes what every
+    process needs (`artifact`), and writes nothing: process 0 holds the folder."""
+
+    writer = False
+
+    def open(self) -> Self:
+        self._opened = True
+        return self
+
+    def close(self) -> None:
+        self._opened = False
+
+    def _own(self, path: Path) -> None:
+        pass
+
+    def _write_artifact(self, name: str, arrays: dict) -> None:
+        pass
+
+    def _load_artifact(self, name: str) -> dict | None:
+        return None  # computed here: process 0's folder may be on another machine
+
+    def finish(
+        self, results: dict, timing: dict | None = None, *, plot: Callable | None = None
+    ) -> Path:
+        procs = distribution.active()
+        assert procs is not None
+        here = sum(
+            p.get("process") == procs.index and not p.get("loaded") for p in self.placement.values()
+        )
+        print(
+            f"{self.study}: process {procs.index} of {procs.count}: computed {here} of "
+            f"{len(self.placement)} point(s) here; process 0 writes {self.out}",
+            flush=True,
+        )
+        procs.finished()
+        return self.out / "results.json"
+
+
+def _timed(fn, *args) -> tuple:
+    t0 = time.perf_counter()
+    out = fn(*args)
+    return out, time.perf_counter() - t0
 
 
 @contextlib.contextmanager
@@ -409,7 +530,9 @@ def start_study(args, cfg: dict) -> StudyRunner:
     """The common start of every study's `run`: the float64 switch from `cfg["x64"]`, then
     the runner over `args.out` with the common options, opened."""
     jax.config.update("jax_enable_x64", bool(cfg["x64"]))
-    return StudyRunner(
+    procs = distribution.active()
+    runner = StudyRunner if procs is None or procs.index == 0 else FollowerRunner
+    return runner(
         args.study,
         args.out,
         cfg,

@@ -325,6 +325,7 @@ def run(args):
         [{"chunk": i} for i in range(n_chunks)],
         compute,
         variant=variant,
+        spread="seeds",
         route=f"one path of the chunk on a grid of {SELF_CHECK_FINE} steps at depths "
         f"{', '.join(map(str, small['L']))}, compiled and op by op",
         describe=lambda s: (
