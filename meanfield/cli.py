@@ -242,7 +242,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from .runtime import distribution
 
-    procs = distribution.start_processes(**settings)
+    try:
+        procs = distribution.start_processes(**settings)
+    except Exception as err:  # noqa: BLE001 - no coordinator given or found, none answers
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        print(f"{where}: error: --distributed: cannot join the processes: {first}",
+              file=sys.stderr)  # fmt: skip
+        return 2
     procs.where = where
     detected = distribution.cluster_detected()
     print(f"{where}: process {procs.index} of {procs.count}"

@@ -10,6 +10,7 @@ run the command line in subprocesses, beside an in-process run of the same study
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -172,3 +173,20 @@ def test_map_on_devices_yields_every_item_once_on_its_device():
     with pytest.raises(ValueError, match="at least one device"):
         with distribution.on_devices([]):
             pass
+
+
+def test_distributed_with_no_coordinator_is_one_line():
+    """`--distributed` outside a cluster, no coordinator: one line, exit status 2 (in a
+    process of its own: joining the runtime is once per process)."""
+    env = _env(1)
+    for name in [k for k in env if k.startswith(("SLURM_", "OMPI_", "JAX_COORDINATOR"))]:
+        env.pop(name)
+    proc = subprocess.run(
+        [sys.executable, "-m", "meanfield", *VARIANCE, "--distributed", "--no-progress"],
+        env=env, capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    lines = [x for x in proc.stderr.splitlines() if "cpu_aot" not in x and x.strip()]
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1 and lines[0].startswith(
+        "meanfield study variance: error: --distributed: cannot join the processes: "
+    ), lines
