@@ -235,13 +235,10 @@ class Processes:
 
     # the watch
     def _try(self, key: str) -> str | None:
-        try:
-            return self.client_try(key)
-        except Exception as err:  # noqa: BLE001 - the coordinator gone
-            self._lost(f"the coordinator (process 0) stopped answering ({_first(err)})")
-            raise PeerLost(str(err)) from None
+        return self._call(self.client_try, key)
 
     def _call(self, method, *args):
+        """`method(*args)` on the key-value store; the coordinator gone: `_lost`."""
         try:
             return method(*args)
         except Exception as err:  # noqa: BLE001
