@@ -457,3 +457,74 @@ def test_reduced_field_is_the_brute_force_expectation_in_r2d(key):
     check(prop, jnp.swapaxes(dy, -1, -2))  # dy[i] = −R̃_k: column q is its action on e_q
     # the reduced field is not trivially small: the test can fail
     assert float(jnp.max(jnp.abs(deta[K]))) > 0.05 and float(jnp.max(jnp.abs(dzeta[1]))) > 0.05
+
+
+def test_padded_units_do_not_depend_on_the_box(key):
+    """`padded_units`: the (L, M, D) network drawn in a larger box has the units it has in
+    its own box (the same normals; their scaling compiled may round differently, by at most
+    an ulp), zeros elsewhere, also with L, M, D traced; its entries have
+    variance s² D (a Monte-Carlo check against 4 standard errors)."""
+    from meanfield.models.deep_embedded import padded_units
+
+    L, M, D = 3, 5, 7
+    own = padded_units(key, L=L, M=M, D=D, box=(L, M, D), **SCALES)
+    drawn = jax.jit(
+        lambda size: padded_units(key, L=size[0], M=size[1], D=size[2], box=(6, 8, 16), **SCALES)
+    )(jnp.asarray([L, M, D]))
+    for a, b in zip(own, drawn, strict=True):
+        assert b.shape == (6, 8, 16)
+        np.testing.assert_allclose(b[:L, :M, :D], a, rtol=5e-16, atol=0)
+        assert not np.any(b[L:]) and not np.any(b[:, M:]) and not np.any(b[:, :, D:])
+    big = padded_units(key, L=40, M=50, D=30, box=(40, 50, 30), **SCALES)
+    for values, s in zip(big, (SCALES["s_u"], SCALES["s_v"]), strict=True):
+        z = np.asarray(values).ravel() ** 2 / (s**2 * 30)  # mean 1, variance 2
+        assert abs(z.mean() - 1) < 4 * np.sqrt(2 / z.size), z.mean()
+
+
+@pytest.mark.parametrize(
+    ("activation", "size", "box", "embedding_rates"),
+    [
+        ("sigmoid", (4, 3, 8), (7, 5, 12), (0.0, 0.0)),  # ρ(0) != 0: the masking matters
+        ("tanh", (4, 3, 8), (4, 6, 8), (0.2, 0.3)),  # a trainable embedding, width only
+        ("identity", (16, 16, 32), (64, 64, 128), (0.0, 0.0)),  # the quick preset's box
+    ],
+)
+def test_a_padded_network_trains_as_its_own_shape(key, activation, size, box, embedding_rates):
+    """`train` with `size`: a network padded into a larger box (units by `padded_units`,
+    zero embedding rows beyond D, compiled with the sizes traced) gives its own shape's
+    outputs and hidden states (`train` unpadded, itself checked against the seed's update
+    rule above), rows beyond L repeating h^L, coordinates beyond D zero, and its padded
+    entries stay zero through training."""
+    from meanfield.blocks.activations import resolve_activation
+    from meanfield.models.deep_embedded import padded_units
+    from meanfield.training.deep_embedded import train_with_final
+
+    L, M, D = size
+    Lb, Mb, Db = box
+    k1, k2, k3, k4 = jr.split(key, 4)
+    emb = Embedding.sample(k1, D, 2, 3, 0.9, 1.1)
+    xs, ys = jr.normal(k2, (3, 2)), jr.normal(k3, (3, 3))
+    rho = resolve_activation(activation)
+    rates = dict(eta_in=embedding_rates[0], eta_out=embedding_rates[1], steps=3, **LR)
+    own = DeepEmbeddedResNet(emb, *padded_units(k4, L=L, M=M, D=D, box=size, **SCALES), rho)
+    f, h, last = train_with_final(own, xs, ys, **rates)
+
+    def padded(sizes):
+        u, v = padded_units(k4, L=sizes[0], M=sizes[1], D=sizes[2], box=box, **SCALES)
+        rows = ((0, Db - D), (0, 0))
+        big = Embedding(jnp.pad(emb.w_in, rows), jnp.pad(emb.w_out, rows))
+        net = DeepEmbeddedResNet(big, u, v, rho)
+        return train_with_final(net, xs, ys, size=tuple(sizes), **rates)
+
+    fp, hp, lastp = jax.jit(padded)(jnp.asarray(size))
+    np.testing.assert_allclose(fp, f, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(hp[:, :, : L + 1, :D], h, rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(hp[:, :, L + 1 :], np.repeat(hp[:, :, L : L + 1], Lb - L, 2))
+    assert not np.any(hp[..., D:])
+    for a, b in ((last.u, lastp.u), (last.v, lastp.v)):
+        np.testing.assert_allclose(b[:L, :M, :D], a, rtol=1e-12, atol=1e-14)
+        assert not np.any(b[L:]) and not np.any(b[:, M:]) and not np.any(b[:, :, D:])
+    for a, b in ((last.embedding.w_in, lastp.embedding.w_in),
+                 (last.embedding.w_out, lastp.embedding.w_out)):  # fmt: skip
+        np.testing.assert_allclose(b[:D], a, rtol=1e-12, atol=1e-14)
+        assert not np.any(b[D:])

@@ -211,3 +211,43 @@ def test_an_unresolved_l_term_is_replaced_and_said_a_resolved_one_kept():
     wide = {**base, "L_term_max_share": 0.3, "p_ci95": [-1.0, 2.5]}
     assert "p = 1 (both theories) used" in _optimal_shapes({"h": wide})["h"]["note"]
     assert kept != small  # p = 0.7 and p = 1 give different shapes
+
+
+def test_a_point_padded_into_a_larger_program_gives_its_own_numbers():
+    """`point` in a larger point's program (the study's batching of small shapes) against
+    the same point in its own program: every error of every draw equal to round-off.
+    The boxes: with no budget every point its own; with a budget, a smaller point goes
+    into the box that holds it with the least padding, within the budget (a plain count)."""
+    import jax.numpy as jnp
+
+    from meanfield.coupling.design import program_boxes
+    from meanfield.studies import shapes
+
+    # the grid of `test_small_study_end_to_end` (the limits' solves compiled once for both;
+    # the padding itself is checked with nonlinear ρ in `test_deep_embedded`)
+    cfg = dict(activation="identity", sigma_in=1.0, sigma_out=1.0, s_u=1.0, s_v=1.0,
+               lr_u=0.1, lr_v=0.1, steps=1, L=[4, 8, 16], M=[4, 16], D=[8, 32], seeds=3,
+               seed=0)  # fmt: skip
+    study = shapes._Study(cfg, jnp.asarray(shapes.DATA_X), jnp.asarray(shapes.DATA_Y))
+    spec = {"L": 4, "M": 4, "D": 8}
+    study.boxes = {(4, 4, 8): (16, 16, 32)}
+    padded, own = study.point(spec), study.point(spec, padded=False)
+    assert padded.keys() == own.keys()
+    for name, steps in own.items():
+        if not isinstance(steps, list):
+            assert padded[name] == own[name], name
+            continue
+        for a, b in zip(steps, padded[name], strict=True):
+            np.testing.assert_allclose(b["values"], a["values"], rtol=1e-10, err_msg=name)
+
+    points = [(L, M, D) for L in (4, 8) for M in (4, 16) for D in (8, 32)]
+    assert program_boxes(points, 3, 0, pad_depth=True) == {p: p for p in points}
+    budget = 3 * (8 * 16 * 32 - 8 * 16 * 8)  # (8, 16, 8) fits in (8, 16, 32), not smaller
+    boxes = program_boxes(points, 3, budget, pad_depth=True)
+    for p, box in boxes.items():
+        holders = [b for b in points if all(x <= y for x, y in zip(p, b, strict=True))]
+        cost = lambda b, p=p: 3 * (np.prod(b) - np.prod(p))
+        assert cost(box) <= budget and all(x <= y for x, y in zip(p, box, strict=True))
+        assert box in holders
+    assert boxes[(8, 16, 8)] == (8, 16, 32) and boxes[(4, 4, 8)] != (8, 16, 32)
+    assert program_boxes(points, 3, budget, pad_depth=False)[(4, 16, 8)][0] == 4

@@ -158,6 +158,31 @@ def test_runner_writes_atomically_and_resumes(tmp_path):
     assert not list((tmp_path / "out").glob(".*tmp"))
 
 
+def test_runner_counts_the_programs_it_compiles(tmp_path):
+    """`timing.compiles`: every program XLA compiled between the runner's start and its
+    finish, in the points' threads too, and none after (a plain count: each new shape of a
+    fresh function is one program; the same shape again is none)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    f = jax.jit(lambda x: jnp.sin(x) * 1.75 - x)  # a function no other test compiles
+    jax.jit(lambda x: x + 0.5)(np.ones(3))  # before the runner: not counted
+    runner = StudyRunner("toy", tmp_path / "out", {"a": 1}, progress=False)
+
+    def compute(spec):  # the shape n, then the shape 3 again (seen at the first point)
+        values = np.asarray(f(np.ones(spec["n"]))), np.asarray(f(np.ones(3)))
+        return {"value": float(values[0].sum() + values[1].sum())}  # NumPy: no program
+
+    specs = [{"n": 3}, {"n": 4}, {"n": 5}, {"n": 6}]
+    runner.run_points(specs, compute, check=False)
+    body = json.loads(runner.finish({"points": [], "fits": [], "reference": {}}).read_text())
+    compiles = body["timing"]["compiles"]
+    assert compiles["programs"] + compiles["cache_hits"] == len(specs), compiles
+    assert compiles["self_check_programs"] == 0 and compiles["seconds"] > 0
+    assert runner._compiles is None  # after the finish the runner no longer counts
+
+
 def test_runner_refusals(tmp_path):
     StudyRunner("toy", tmp_path / "out", {"a": 1}, progress=False).open()
     with pytest.raises(StudyInputError, match="--resume"):

@@ -6,6 +6,7 @@ grid's programs are boxed by shape and padded to share compilations (`program_bo
 `seed_program`, `pad_grid`).
 """
 
+import math
 from collections.abc import Sequence
 
 import jax
@@ -178,35 +179,37 @@ def design_lines(
 
 
 def program_boxes(
-    points: Sequence[tuple[int, int]], seeds: int, pad_units: int, pad_depth: bool = False
-) -> dict[tuple[int, int], tuple[int, int]]:
-    """The compiled program (box `(L_b, M_b)`) of every grid point `(L, M)`.
+    points: Sequence[tuple[int, ...]], seeds: int, pad_units: int, pad_depth: bool = False
+) -> dict[tuple[int, ...], tuple[int, ...]]:
+    """The compiled program (box `(L_b, M_b)`, or `(L_b, M_b, D_b)`: any number of axes,
+    depth first) of every grid point `(L, M)` (or `(L, M, D)`).
 
-    Points are taken from the largest `L·M` down; each runs in the existing box that
-    holds it with the least padding, `seeds · (L_b·M_b − L·M)` units, if that is at most
-    `pad_units`, else it opens its own box. A box has its points' own depth unless
-    `pad_depth` (the study's default on a CPU, where a padded layer costs what its units
-    cost; not on an accelerator, where each layer is a sequence of kernel launches
-    whatever its width). Padding changes no value: see `coupled_errors` (the padded
-    units are inert, the padded layers the identity, and the draws of the real units do
-    not depend on the box, `draw_units`).
+    Points are taken from the largest `L·M` (`L·M·D`) down; each runs in the existing box
+    that holds it with the least padding, `seeds · (L_b·M_b − L·M)` units (unit
+    coordinates), if that is at most `pad_units`, else it opens its own box. A box has its
+    points' own depth unless `pad_depth` (the study's default on a CPU, where a padded
+    layer costs what its units cost; not on an accelerator, where each layer is a sequence
+    of kernel launches whatever its width). Padding changes no value: see `coupled_errors`
+    (the padded units are inert, the padded layers the identity, and the draws of the real
+    units do not depend on the box, `draw_units`; for the deep network on an embedding,
+    `DeepEmbeddedResNet.hidden` with `size` and `padded_units`).
     """
-    boxes: list[tuple[int, int]] = []
+    boxes: list[tuple[int, ...]] = []
     out = {}
-    for L, M in sorted(set(points), key=lambda p: (-p[0] * p[1], -p[0])):
-        cost = lambda box, L=L, M=M: seeds * (box[0] * box[1] - L * M)
+    for point in sorted(set(points), key=lambda p: (-math.prod(p), *(-x for x in p))):
+        cost = lambda box, point=point: seeds * (math.prod(box) - math.prod(point))
         fits = [
             box
             for box in boxes
-            if box[1] >= M
-            and (box[0] >= L if pad_depth else box[0] == L)
+            if all(b >= x for b, x in zip(box[1:], point[1:], strict=True))
+            and (box[0] >= point[0] if pad_depth else box[0] == point[0])
             and cost(box) <= pad_units
         ]
         if fits:
-            out[(L, M)] = min(fits, key=lambda box: (cost(box), box))
+            out[point] = min(fits, key=lambda box: (cost(box), box))
         else:
-            boxes.append((L, M))
-            out[(L, M)] = (L, M)
+            boxes.append(point)
+            out[point] = point
     return out
 
 
@@ -274,10 +277,10 @@ def pilot_errors(
     programs = {}
     out = {"delta_h": [], "delta_b": [], "delta_z": []}
     for i, (L, M) in enumerate(points):
-        box = boxes[(L, M)]
+        box = Lb, Mb = boxes[(L, M)]
         if box not in programs:
             programs[box] = seed_program(
-                block, law, xs, ys, learning_rate, *box, seeds, units_per_batch, loop=loop
+                block, law, xs, ys, learning_rate, Lb, Mb, seeds, units_per_batch, loop=loop
             )
         keys = jr.split(jr.fold_in(key, i), seeds)
         h, b = pad_grid(reference[f"h_L{L}"], box[0]), pad_grid(reference[f"b_L{L}"], box[0])

@@ -123,7 +123,9 @@ D, L, M → ∞ is the mean ODE of Mathematics §3 in R^D with unit `φ(h; u, v)
 from collections.abc import Callable
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
+import jax.random as jr
 from jax import lax
 from jaxtyping import Array, Float
 
@@ -160,24 +162,72 @@ class DeepEmbeddedResNet(eqx.Module):
         return cls(emb, u, v, resolve_activation(activation))
 
     def hidden(
-        self, xs: Float[Array, "n d_in"], *, unroll: int | None = None
+        self,
+        xs: Float[Array, "n d_in"],
+        *,
+        unroll: int | None = None,
+        size: "tuple | None" = None,
     ) -> Float[Array, "n L+1 D"]:
         """The hidden states `h^l(x_i)`, l = 0..L, shape (n, L + 1, D) (a `lax.scan`;
         `unroll` layers per loop step, default `engine.scan.default_unroll`: 1 on a CPU,
-        8 on a GPU/TPU; it changes the speed, never the values)."""
+        8 on a GPU/TPU; it changes the speed, never the values).
+
+        `size = (L, M, D)` (Python or traced integers): the arrays hold a network of that
+        depth, width and dimension in their corner `[:L, :M, :D]`, zero elsewhere (the
+        embedding's rows beyond D too; `padded_units`), so that one compiled program serves
+        every smaller shape. Its scales are the network's own (`1/(LM)`, `⟨·,·⟩_D`); the
+        padded units are masked (they add nothing and receive no gradient, whatever ρ(0)),
+        so the padded layers are the identity and the padded coordinates stay zero: rows
+        beyond L repeat `h^L`, coordinates beyond D are 0."""
         check_finite_arguments(colon=True, xs=xs)
-        L, M, D = self.u.shape
-        unroll = min(default_unroll(unroll), L)
+        L, M, D = self.u.shape if size is None else size
+        unroll = min(default_unroll(unroll), self.u.shape[0])
         h0 = self.embedding.embed(xs)
 
-        def layer(h, uv):
-            u, v = uv
-            h = h + self.activation(h @ u.T / D) @ v / (L * M)
+        def layer(h, uvm):
+            u, v, *m = uvm
+            a = self.activation(h @ u.T / D)
+            if m:  # the padded units (of the padded layers too) add nothing
+                a = jnp.where(m[0], a, 0)
+            h = h + a @ v / (L * M)
             return h, h
 
-        _, hs = lax.scan(layer, h0, (self.u, self.v), unroll=unroll)
+        inputs = (self.u, self.v)
+        if size is not None:
+            rows, cols = jnp.arange(self.u.shape[0]), jnp.arange(self.u.shape[1])
+            inputs += ((rows[:, None] < L) & (cols[None, :] < M),)
+        _, hs = lax.scan(layer, h0, inputs, unroll=unroll)
         return jnp.concatenate([h0[:, None], jnp.moveaxis(hs, 0, 1)], axis=1)
 
     def __call__(self, xs: Float[Array, "n d_in"]) -> Float[Array, "n d_out"]:
         """The outputs `f(x_i) = W_outᵀ h^L(x_i) / D`, shape (n, d_out)."""
         return self.embedding.readout(self.hidden(xs)[:, -1])
+
+
+def padded_units(key, *, L, M, D, box: tuple[int, int, int], s_u=1.0, s_v=1.0, dtype=None):
+    """Units `u`, `v` of shape `box = (L_b, M_b, D_b)` holding an (L, M, D) network in
+    their corner (entries N(0, s_u² D), N(0, s_v² D)), zero elsewhere, such that entry
+    `(l, j, d)` depends on `(key, l, j, d)` only, not on the box: the same network drawn
+    in any box that holds it (L, M, D Python or traced integers; `DeepEmbeddedResNet.hidden`
+    with `size`). Unit (l, j) of `u` draws its D coordinates as the first D of
+    `jr.normal(fold_in(fold_in(k_u, l), j), (D_b,))`, which with JAX's partitionable
+    threefry (`jax_threefry_partitionable`, the default since JAX 0.5) are
+    `jr.normal(fold_in(fold_in(k_u, l), j), (D,))` whatever D_b (`k_u, k_v = split(key)`)."""
+    Lb, Mb, Db = box
+    dtype = jnp.result_type(float) if dtype is None else dtype
+    inside = (
+        (jnp.arange(Lb)[:, None, None] < L)
+        & (jnp.arange(Mb)[None, :, None] < M)
+        & (jnp.arange(Db)[None, None, :] < D)
+    )
+    scale = jnp.sqrt(jnp.asarray(D, dtype))
+
+    def draw(k, s):
+        def unit(l, j):
+            return jr.normal(jr.fold_in(jr.fold_in(k, l), j), (Db,), dtype)
+
+        z = jax.vmap(lambda l: jax.vmap(lambda j: unit(l, j))(jnp.arange(Mb)))(jnp.arange(Lb))
+        return jnp.where(inside, s * scale * z, 0)
+
+    k_u, k_v = jr.split(key)
+    return draw(k_u, s_u), draw(k_v, s_v)

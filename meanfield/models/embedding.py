@@ -30,9 +30,13 @@ def inner_d(a, b):
     return jnp.einsum("...d,...d->...", a, b) / a.shape[-1]
 
 
-def norm_d(a):
-    """`‖a‖_D = sqrt(⟨a, a⟩_D)`: the RMS of the coordinates, over the last axis."""
-    return jnp.sqrt(inner_d(a, a))
+def norm_d(a, D=None):
+    """`‖a‖_D = sqrt(⟨a, a⟩_D)`: the RMS of the coordinates, over the last axis. `D`
+    (default: the last axis's length): the dimension of vectors padded with zeros beyond
+    it, whose norm is then their own."""
+    if D is None:
+        return jnp.sqrt(inner_d(a, a))
+    return jnp.sqrt(jnp.einsum("...d,...d->...", a, a) / D)
 
 
 class Embedding(eqx.Module):
@@ -66,9 +70,11 @@ class Embedding(eqx.Module):
         """`h^0 = W_in x` for inputs `x` of shape (..., d_in): shape (..., D)."""
         return x @ self.w_in.T
 
-    def readout(self, h):
-        """`f = W_outᵀ h / D` for states `h` of shape (..., D): shape (..., d_out)."""
-        return h @ self.w_out / self.D
+    def readout(self, h, D=None):
+        """`f = W_outᵀ h / D` for states `h` of shape (..., D): shape (..., d_out). `D`
+        (default: the rows of `W_out`): the network's own dimension where the embedding is
+        padded with zero rows beyond it (`DeepEmbeddedResNet.hidden` with `size`)."""
+        return h @ self.w_out / (self.D if D is None else D)
 
     def grams(self, xs):
         """The two Gram matrices the shallow dynamics see of the draw: `⟨h^0_i, h^0_m⟩_D`

@@ -22,6 +22,14 @@ def positive_int(text: str) -> int:
 INT_LIMIT = 2**62
 
 
+def for_backend(table: dict):
+    """The entry of `table` for JAX's default backend ("cpu", "gpu", ...), else its
+    `"default"`: a study's setting that depends on the machine (batch sizes, padding)."""
+    import jax
+
+    return table.get(jax.default_backend(), table["default"])
+
+
 def nonnegative_int(text: str) -> int:
     """An integer in [0, 2^62) (a number of steps, a padding): 0 allowed."""
     if text.strip() == "0":

@@ -53,6 +53,7 @@ from .args import (
     check_elements,
     check_memory,
     check_size,
+    for_backend,
     int_list,
     nonnegative_int,
     positive_float,
@@ -447,20 +448,15 @@ def loop_name(loop: AbstractDepthLoop, block, law, L: int, M: int, n: int) -> st
     return "pallas" if isinstance(loop.resolve(block, params, n), FusedLoop) else "scan"
 
 
-def _for_backend(table: dict):
-    """The entry of `table` for the default backend, else its `"default"`."""
-    return table.get(jax.default_backend(), table["default"])
-
-
 def run(args):
     cfg = resolve_config(args)
     workers = args.compile_workers or max(1, min(8, os.cpu_count() or 1))
     pad_units = args.pad_units
     if pad_units is None:
-        pad_units = _for_backend(PAD_UNITS)
+        pad_units = for_backend(PAD_UNITS)
     if pad_units < 0:
         raise StudyInputError(f"--pad-units: must be >= 0, got {pad_units}")
-    units_per_batch = args.seed_batch_units or _for_backend(UNITS_PER_BATCH)
+    units_per_batch = args.seed_batch_units or for_backend(UNITS_PER_BATCH)
     check_cost(cfg, units_per_batch)
     unroll = args.unroll
     loop = depth_loop(args.depth_loop, unroll)
@@ -507,7 +503,7 @@ def run(args):
         [(s["L"], s["M"]) for s in specs],
         cfg["seeds"],
         pad_units,
-        pad_depth=_for_backend(PAD_DEPTH),
+        pad_depth=for_backend(PAD_DEPTH),
     )
     ref = None
 

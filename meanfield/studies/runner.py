@@ -27,6 +27,7 @@ import jax
 import numpy as np
 
 from ..runtime import distribution
+from ..runtime.compilation import CompileCounter
 from .folder import (
     StudyFolder,
     point_name,
@@ -161,6 +162,9 @@ class StudyRunner(StudyFolder):
         self.self_check_seconds: list[float] = []
         self.placement: dict[str, dict] = {}
         self._exchanges = 0  # `run_points` calls so far: each exchanges its own points
+        # the programs XLA compiles from here to `close`, in every thread (`timing.compiles`)
+        self._compiles: CompileCounter | None = CompileCounter().__enter__()
+        self._self_check_compiles = 0
 
     def run_points(
         self,
@@ -327,6 +331,7 @@ class StudyRunner(StudyFolder):
         t0 = time.perf_counter()
         from .._eager import op_by_op
 
+        compiled_before = self._compiles.compiles if self._compiles else 0
         reference = results[i]
         if variant is not None:  # the variant compiled, against the same op by op
             reference = to_json({**spec, **variant(spec)})
@@ -349,6 +354,8 @@ class StudyRunner(StudyFolder):
             "agrees": bool(difference <= rtol),
         }
         self.self_checks.append(record)
+        if self._compiles:  # op by op, every operation is a program of its own
+            self._self_check_compiles += self._compiles.compiles - compiled_before
         # its time goes with the timings (`timing.self_check_seconds`): the record itself is
         # the same on every run of the same points
         self.self_check_seconds.append(time.perf_counter() - t0)
@@ -444,6 +451,14 @@ class StudyRunner(StudyFolder):
                 "devices_per_process": len(jax.local_devices()),
                 "points": dict(self.placement),
             },
+            # the programs XLA compiled in this run (persistent-cache hits not counted),
+            # the self-check's op-by-op operations among them
+            "compiles": {
+                "programs": self._compiles.compiles if self._compiles else None,
+                "seconds": self._compiles.compile_seconds if self._compiles else None,
+                "cache_hits": self._compiles.cache_hits if self._compiles else None,
+                "self_check_programs": self._self_check_compiles,
+            },
             **(timing or {}),
         }
         path = self.out / "results.json"
@@ -466,6 +481,15 @@ class StudyRunner(StudyFolder):
             procs.finished()
         return path
 
+    def close(self) -> None:
+        super().close()
+        self._stop_counting()
+
+    def _stop_counting(self) -> None:
+        counter, self._compiles = getattr(self, "_compiles", None), None
+        if counter is not None:
+            counter.__exit__(None, None, None)
+
 
 class FollowerRunner(StudyRunner):
     """A `StudyRunner` for every process but process 0 of a multi-process run: it computes
@@ -480,6 +504,7 @@ class FollowerRunner(StudyRunner):
 
     def close(self) -> None:
         self._opened = False
+        self._stop_counting()
 
     def _own(self, path: Path) -> None:
         pass

@@ -35,7 +35,9 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
+from ..blocks.activations import resolve_activation
 from ..coupling import deep_embedded as de_coupling
+from ..coupling.design import program_boxes
 from ..limits import deep_embedded as de_limits
 from ..models import deep_embedded as de
 from ..models.embedding import Embedding
@@ -43,7 +45,14 @@ from ..runtime.errors import StudyInputError
 from ..stats.fits import fit_loglog, fit_values, summarize
 from ..stats.rate_law import RATE_THEORIES, fit_rate_law, optimal_shape
 from ..training import deep_embedded as de_training
-from .args import check_activation, int_list, positive_float, positive_int
+from .args import (
+    check_activation,
+    for_backend,
+    int_list,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+)
 from .embedded_options import add_model_arguments, load_data, model_config
 from .runner import start_study
 from .shapes_plot import (
@@ -76,6 +85,12 @@ DATA_Y = [[1.0], [-0.3]]
 JUDGE = 10.0  # a point enters fits only if its error is JUDGE x the reference's own error
 MEMORY_BYTES = 4 * 2**30  # the draws of a point run in batches within this much memory
 DOMINANT = 0.6  # a line is fitted against X where the term of X is this share of the law
+# a grid point runs inside a larger point's compiled program (`_program`, `program_boxes`)
+# when the padding adds at most this many unit coordinates, seeds x (extra L*M*D): on a
+# CPU, where a padded coordinate costs what a real one costs, about PAD_SECONDS of work,
+# less than a compile (`PAD_SECONDS`, measured below); on an accelerator, where small
+# shapes leave it idle, far more (a guess, not yet measured)
+PAD_COORDINATES = {"cpu": 2**22, "default": 2**28}
 
 
 def add_arguments(parser):
@@ -89,6 +104,14 @@ def add_arguments(parser):
     )
     parser.add_argument(
         "--lr-out", type=positive_float, help="η_out: train W_out at η_out·D·∇ (default: frozen)"
+    )
+    parser.add_argument(
+        "--pad-coordinates",
+        type=nonnegative_int,
+        help="run a grid point inside a larger point's compiled program when the padding "
+        "adds at most this many unit coordinates, seeds x (extra L*M*D) (default 2^22 on "
+        "CPU, 2^28 on GPU/TPU; 0: one program per (L, M, D)); the values agree up to "
+        "rounding",
     )
 
 
@@ -252,12 +275,19 @@ def run(args):
     if cfg["seeds"] < 2:
         raise StudyInputError(f"--seeds: need at least 2 draws for a spread, got {cfg['seeds']}")
     check_cost(cfg, *x.shape, y.shape[1])
+    pad = for_backend(PAD_COORDINATES) if args.pad_coordinates is None else args.pad_coordinates
     runner = start_study(args, cfg)
-    study = _Study(cfg, jnp.asarray(x), jnp.asarray(y))
     specs = [{"L": L, "M": M, "D": D} for D in cfg["D"] for L in cfg["L"] for M in cfg["M"]]
-    points = runner.run_points(
-        specs, study.point, describe=lambda s: f"L={s['L']} M={s['M']} D={s['D']}"
+    boxes = program_boxes(
+        [(s["L"], s["M"], s["D"]) for s in specs], cfg["seeds"], pad, pad_depth=True
     )
+    study = _Study(cfg, jnp.asarray(x), jnp.asarray(y), boxes)
+    # the self-check recomputes its point op by op in the point's own shape, not its box:
+    # it checks the padding as well as the compiler
+    points = runner.run_points(
+        specs, study.point, describe=lambda s: f"L={s['L']} M={s['M']} D={s['D']}",
+        check=functools.partial(study.point, padded=False),
+    )  # fmt: skip
     trajectory = study.trajectory()
     warnings: list[str] = [w for w in [_failed_solves(points)] if w]
     points = _per_step(points, cfg["steps"])
@@ -284,6 +314,13 @@ def run(args):
             },
             "reference": {"method": study.kind, "error_estimate": study.joint_error},
             "headline": _headline(rate_laws, shapes),
+        },
+        {
+            # the grid's compiled programs: each point ran in the box (L, M, D) named here
+            # (its own shape, or a larger point's, padded: the same values to round-off)
+            "pad_coordinates": pad,
+            "programs": len(set(boxes.values())),
+            "boxes": {f"L={p[0]} M={p[1]} D={p[2]}": list(b) for p, b in boxes.items()},
         },
         plot=plot,
     )
@@ -328,10 +365,11 @@ def plot(out, results) -> None:
 class _Study:
     """Per-point computations. Draw i of dimension D has one embedding, shared by every
     (L, M) at that D (so that its fixed-D limit is solved once); the units are drawn per
-    (L, M)."""
+    (L, M) (`padded_units`: the same units in any program's box)."""
 
-    def __init__(self, cfg, x, y):
+    def __init__(self, cfg, x, y, boxes=None):
         self.cfg, self.x, self.y = cfg, x, y
+        self.boxes = boxes or {}  # (L, M, D) -> the box of its program (`program_boxes`)
         self.master = jr.key(cfg["seed"])
         # every depth l/L of the grid, so that one solve serves every L
         self.ts = np.unique(np.concatenate([np.arange(L + 1) / L for L in cfg["L"]]))
@@ -389,12 +427,11 @@ class _Study:
         emb = jax.tree.map(lambda a: a[0], embs)
         lim = _on_grid(jax.tree.map(lambda a: a[0], fixed), np.searchsorted(
             self.ts, np.arange(L + 1) / L))  # fmt: skip
-        net = de.DeepEmbeddedResNet.sample(
-            self._draw_keys(L, M, D)[0], L=L, M=M, D=D, d_in=self.x.shape[1],
-            d_out=self.y.shape[1], activation=c["activation"],
+        u, v = de.padded_units(
+            self._draw_keys(L, M, D)[0], L=L, M=M, D=D, box=(L, M, D), s_u=c["s_u"],
+            s_v=c["s_v"], dtype=self.x.dtype,
         )  # fmt: skip
-        net = eqx.tree_at(lambda n: (n.embedding, n.u, n.v), net,
-                          (emb, c["s_u"] * net.u, c["s_v"] * net.v))  # fmt: skip
+        net = de.DeepEmbeddedResNet(emb, u, v, resolve_activation(c["activation"]))
         _, hidden, last = de_training.train_with_final(
             net, self.x, self.y, eta_u=c["lr_u"], eta_v=c["lr_v"], steps=K,
             eta_in=c.get("lr_in", 0.0), eta_out=c.get("lr_out", 0.0),
@@ -410,19 +447,23 @@ class _Study:
             "b_first": b[:, 0].ravel().tolist(), "b_first_limit": b_lim[:, 0].ravel().tolist(),
         }  # fmt: skip
 
-    def point(self, spec):
+    def point(self, spec, padded: bool = True):
+        """The six errors of every draw of grid point `spec` after each step, run in the
+        box of its program (`boxes`; `padded=False`: in its own shape)."""
         c = self.cfg
         L, M, D = spec["L"], spec["M"], spec["D"]
+        box = self.boxes.get((L, M, D), (L, M, D)) if padded else (L, M, D)
         embs, fixed = self.fixed_d(D)
+        rows = ((0, 0), (0, box[2] - D), (0, 0))  # the embedding's zero rows beyond D
+        embs = jax.tree.map(lambda a: jnp.pad(a, rows), embs)
         idx = np.searchsorted(self.ts, np.arange(L + 1) / L)
-        keys = self._draw_keys(L, M, D)
-        run = _program(L, M, D, self.x.shape[1], self.y.shape[1], c["activation"], c["steps"],
+        idx = np.concatenate([idx, np.full(box[0] - L, idx[-1])])  # rows beyond L: s = 1
+        run = _program(box, self.x.shape[1], self.y.shape[1], c["activation"], c["steps"],
                        (c.get("lr_in", 0.0), c.get("lr_out", 0.0)))  # fmt: skip
-        joint = _on_grid(self.joint, idx)
-        fixed = _on_grid(fixed, idx)
         out = run(
-            keys, embs, self.x, self.y, joint, fixed,
-            jnp.asarray([c["s_u"], c["s_v"], c["lr_u"], c["lr_v"]]),
+            self._draw_keys(L, M, D), embs, self.x, self.y, self.joint, fixed,
+            jnp.asarray([c["s_u"], c["s_v"], c["lr_u"], c["lr_v"]]), jnp.asarray(idx),
+            jnp.asarray([L, M, D]),
         )  # fmt: skip
         out = {k: np.asarray(v) for k, v in out.items()}  # each (seeds, K+1)
         # a draw whose fixed-D limit did not solve has no reference for its errors against
@@ -470,30 +511,34 @@ def _on_grid(limit, idx):
 _PROGRAMS: dict = {}
 
 
-def _program(L, M, D, d_in, d_out, activation, steps, embedding_rates=(0.0, 0.0)):
-    """One compiled program per shape: every draw of a point, vmapped. `embedding_rates`
-    (η_in, η_out), Python numbers: (0, 0) keeps the embedding frozen (the program of a
-    frozen embedding, which computes no gradient for it)."""
-    key = (L, M, D, d_in, d_out, activation, steps, tuple(embedding_rates))
+def _program(box, d_in, d_out, activation, steps, embedding_rates=(0.0, 0.0)):
+    """One compiled program per box `(L_b, M_b, D_b)`: every draw of a point, vmapped, for
+    every point whose (L, M, D) the box holds (`size`, traced; the units drawn in the box
+    by `padded_units`, the embedding padded with zero rows, the limits read on the point's
+    depths `idx`, padded to L_b + 1 rows by repeating s = 1). A padded point's errors are
+    the same numbers as in its own box, to round-off (`DeepEmbeddedResNet.hidden`).
+    `embedding_rates` (η_in, η_out), Python numbers: (0, 0) keeps the embedding frozen
+    (the program of a frozen embedding, which computes no gradient for it)."""
+    key = (tuple(box), d_in, d_out, activation, steps, tuple(embedding_rates))
     lr_in, lr_out = embedding_rates
     if key not in _PROGRAMS:
+        rho = resolve_activation(activation)
 
-        def one(k, emb, x, y, joint, fixed, scalars):
+        def one(k, emb, x, y, joint, fixed, scalars, idx, size):
             s_u, s_v, lr_u, lr_v = scalars
-            net = de.DeepEmbeddedResNet.sample(
-                k, L=L, M=M, D=D, d_in=d_in, d_out=d_out, activation=activation
-            )
-            net = eqx.tree_at(
-                lambda n: (n.embedding, n.u, n.v), net, (emb, s_u * net.u, s_v * net.v)
-            )
+            L, M, D = size[0], size[1], size[2]
+            u, v = de.padded_units(k, L=L, M=M, D=D, box=box, s_u=s_u, s_v=s_v, dtype=x.dtype)
+            net = de.DeepEmbeddedResNet(emb, u, v, rho)
             outputs, hidden = de_training.train(
-                net, x, y, eta_u=lr_u, eta_v=lr_v, steps=steps, eta_in=lr_in, eta_out=lr_out
-            )
-            e_f, e_h = de_coupling.errors(outputs, hidden, joint, emb)
-            f_f, f_h = de_coupling.errors(outputs, hidden, fixed, emb)
+                net, x, y, eta_u=lr_u, eta_v=lr_v, steps=steps, eta_in=lr_in, eta_out=lr_out,
+                size=(L, M, D),
+            )  # fmt: skip
+            joint, fixed = _on_grid(joint, idx), _on_grid(fixed, idx)
+            e_f, e_h = de_coupling.errors(outputs, hidden, joint, emb, D)
+            f_f, f_h = de_coupling.errors(outputs, hidden, fixed, emb, D)
             gap_f = jnp.sqrt(jnp.mean((fixed.outputs - joint.outputs) ** 2, axis=(-2, -1)))
-            gap = fixed.hidden(emb) - joint.hidden(emb)  # (K+1, n, L+1, D)
-            gap_h = jnp.max(jnp.sqrt(jnp.mean(jnp.mean(gap**2, axis=-1), axis=1)), axis=-1)
+            gap = fixed.hidden(emb) - joint.hidden(emb)  # (K+1, n, L+1, D), zero beyond D
+            gap_h = jnp.max(jnp.sqrt(jnp.mean(jnp.sum(gap**2, axis=-1) / D, axis=1)), axis=-1)
             return {
                 "output_error": e_f,
                 "hidden_error": e_h,
@@ -506,12 +551,12 @@ def _program(L, M, D, d_in, d_out, activation, steps, embedding_rates=(0.0, 0.0)
         # draws run vmapped in batches that keep a batch's weights, gradients and updates
         # (about 4 copies of u and v, float64) within MEMORY_BYTES: the paper preset's
         # 512^3 networks take 2 GB each
-        per_draw = 4 * 2 * 8 * L * M * D
+        per_draw = 4 * 2 * 8 * math.prod(box)
         batch = max(1, MEMORY_BYTES // per_draw)
 
-        def program(keys, embs, x, y, joint, fixed, scalars):
+        def program(keys, embs, x, y, joint, fixed, scalars, idx, size):
             return jax.lax.map(
-                lambda a: one(a[0], a[1], x, y, joint, a[2], scalars),
+                lambda a: one(a[0], a[1], x, y, joint, a[2], scalars, idx, size),
                 (keys, embs, fixed),
                 batch_size=int(min(batch, keys.shape[0])),
             )

@@ -25,6 +25,7 @@ def train(
     unroll: int | None = None,
     eta_in: float = 0.0,
     eta_out: float = 0.0,
+    size: tuple | None = None,
 ) -> tuple[Float[Array, "K+1 n d_out"], Float[Array, "K+1 n L+1 D"]]:
     """`steps` GD steps in the joint-limit convention (`η · LMD · ∇`, `jax.grad` of
     `𝓛 = (1/n) Σ_i ½‖f(x_i) − y_i‖²` on `u`, `v`), in a `lax.scan` (`unroll`: layers per
@@ -33,12 +34,18 @@ def train(
     gradients have entries of order 1/D: `Σ_i ∂𝓛/∂h^0_i x_iᵀ`, `(1/n) Σ_i h^L_i g_iᵀ / D`),
     as the limit with a trainable embedding assumes (`meanfield.limits.deep_embedded`).
 
+    `size = (L, M, D)` (Python or traced integers): `net`'s arrays hold a network of that
+    shape in their corner, zero elsewhere (`DeepEmbeddedResNet.hidden`): it trains with its
+    own scales and rates (`η · LMD`), its padded entries stay zero, and the hidden states
+    come padded (rows beyond L repeat `h^L`, coordinates beyond D are 0), so one compiled
+    program serves every shape its arrays hold.
+
     **Returns:** `(outputs, hidden)` after k = 0..steps updates: outputs (steps + 1, n,
     d_out) and hidden states (steps + 1, n, L + 1, D). Jittable and vmappable over `net`.
     """
     outputs, hidden, _ = train_with_final(
         net, xs, ys, eta_u=eta_u, eta_v=eta_v, steps=steps, unroll=unroll, eta_in=eta_in,
-        eta_out=eta_out,
+        eta_out=eta_out, size=size,
     )  # fmt: skip
     return outputs, hidden
 
@@ -54,6 +61,7 @@ def train_with_final(
     unroll: int | None = None,
     eta_in: float = 0.0,
     eta_out: float = 0.0,
+    size: tuple | None = None,
 ) -> tuple[Float[Array, "K+1 n d_out"], Float[Array, "K+1 n L+1 D"], DeepEmbeddedResNet]:
     """`train`, returning also the network after the last update (its embedding too):
     `(outputs, hidden, net_K)`."""
@@ -63,7 +71,7 @@ def train_with_final(
         colon=True, xs=xs, ys=ys, eta_u=eta_u, eta_v=eta_v, eta_in=eta_in, eta_out=eta_out
     )
     unroll = default_unroll(unroll)
-    L, M, D = net.u.shape
+    L, M, D = net.u.shape if size is None else size
     frozen = all(isinstance(e, int | float) and e == 0 for e in (eta_in, eta_out))
     # the parameters trained and the scale of each one's gradient step
     rates = (eta_u * L * M * D, eta_v * L * M * D) + (() if frozen else (eta_in * D, eta_out * D))
@@ -72,8 +80,8 @@ def train_with_final(
         new = eqx.tree_at(lambda m: (m.u, m.v), net, theta[:2])
         if not frozen:
             new = eqx.tree_at(lambda m: (m.embedding.w_in, m.embedding.w_out), new, theta[2:])
-        hs = new.hidden(xs, unroll=unroll)
-        return new.embedding.readout(hs[:, -1]), hs
+        hs = new.hidden(xs, unroll=unroll, size=size)
+        return new.embedding.readout(hs[:, -1], None if size is None else D), hs
 
     def loss(theta):
         f, hs = forward(theta)
