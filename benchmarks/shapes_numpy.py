@@ -32,6 +32,15 @@ ours compile (sum of compile times) and ours cold (compile + first call); the gr
 ratios are numpy / ours run (`ratio_run`) and numpy / ours cold (`ratio_cold`, ours
 charged its compilation).
 
+`--batched` also runs the whole grid (per activation) as **one** program, the way `study
+shapes` batches small shapes: every point's networks padded into the grid's largest
+shape (zero units, zero embedding rows; `train` with `size`, traced), vmapped over the
+points and their seeds, compiled once. Its outputs and hidden states are checked against
+NumPy's at every point like the per-point program's, and it is timed in rounds against
+the per-point programs run one after the other (`batched` in the JSON: numpy / batched,
+and per-point / batched; on a GPU the small shapes are latency-bound, which this
+removes).
+
 Results: `DIR/shapes_numpy.json` and `DIR/shapes_numpy.txt`.
 """
 
@@ -266,6 +275,79 @@ def run_point(key, L, M, D, seeds, activation, steps, args):
     }
 
 
+def pad_nets(nets, box):
+    """A batch of networks (leading axis the seeds) padded into `box = (L_b, M_b, D_b)`:
+    zero units beyond their own (L, M, D), zero embedding rows beyond D."""
+    import equinox as eqx
+
+    Lb, Mb, Db = box
+    L, M, D = nets.u.shape[1:]
+    units = ((0, 0), (0, Lb - L), (0, Mb - M), (0, Db - D))
+    rows = ((0, 0), (0, Db - D), (0, 0))
+    return eqx.tree_at(
+        lambda n: (n.u, n.v, n.embedding.w_in, n.embedding.w_out),
+        nets,
+        (jnp.pad(nets.u, units), jnp.pad(nets.v, units), jnp.pad(nets.embedding.w_in, rows),
+         jnp.pad(nets.embedding.w_out, rows)),
+    )  # fmt: skip
+
+
+def batched_fn(steps):
+    """`train` with `size` (traced), vmapped over the seeds and then over the points: one
+    program for every shape the box holds."""
+    from meanfield.training.deep_embedded import train
+
+    def one(net, x, y, size):
+        eta = {"eta_u": SETTING["eta_u"], "eta_v": SETTING["eta_v"]}
+        return train(net, x, y, steps=steps, size=(size[0], size[1], size[2]), **eta)
+
+    per_point = jax.vmap(one, in_axes=(0, None, None, None))
+    return jax.jit(jax.vmap(per_point, in_axes=(0, None, None, 0)))
+
+
+def run_batched(points, seeds, activation, steps, args, numpy_results):
+    """The grid `points` ((key, L, M, D) each) as one program (`--batched`): compiled once,
+    checked against `numpy_results` (per point, as `numpy_point` returns them), timed in
+    rounds against the per-point programs called one after the other."""
+    shapes = [(L, M, D) for _, L, M, D in points]
+    box = tuple(max(s[i] for s in shapes) for i in range(3))
+    nets = [sample_point(k, L, M, D, seeds, activation) for k, L, M, D in points]
+    x, y = jnp.asarray(SETTING["x"]), jnp.asarray(SETTING["y"])
+    stacked = jax.tree.map(lambda *a: jnp.stack(a), *[pad_nets(n, box) for n in nets])
+    sizes = jnp.asarray(shapes)
+    compiled, compile_s = timing.compile_jax(batched_fn(steps), stacked, x, y, sizes)
+    f, h = jax.block_until_ready(compiled(stacked, x, y, sizes))
+    max_diff = max_diff_hidden = 0.0
+    for i, (L, _, D) in enumerate(shapes):
+        d_f, d_h = _diffs(numpy_results[i], f[i], h[i, :, :, :, : L + 1, :D])
+        max_diff, max_diff_hidden = max(max_diff, d_f), max(max_diff_hidden, d_h)
+    singles = [(timing.compile_jax(ours_fn(steps), n, x, y)[0], n) for n in nets]
+
+    def per_point():
+        for program, n in singles:
+            jax.block_until_ready(program(n, x, y))
+
+    t = timing.interleaved(
+        {"batched": functools.partial(_call, compiled, stacked, x, y, sizes),
+         "per_point": per_point},
+        compile_s={"batched": compile_s},
+        min_rounds=args.min_reps,
+        max_rounds=args.max_reps,
+        target_seconds=args.target_seconds,
+    )  # fmt: skip
+    return {
+        "activation": activation,
+        "box": list(box),
+        "points": len(points),
+        "batched_s": t["batched"].median,
+        "batched_compile_s": compile_s,
+        "per_point_s": t["per_point"].median,
+        "per_point_over_batched": timing.ratio_summary(t["per_point"].times, t["batched"].times),
+        "max_diff": max_diff,
+        "max_diff_hidden": max_diff_hidden,
+    }
+
+
 def _call(program, *args):
     return jax.block_until_ready(program(*args))
 
@@ -349,6 +431,17 @@ def write(payload, *, quiet):
                     f"\n{act}, ours with {label}: run {timing.format_seconds(v['ours_run_s'])}"
                     f", numpy/run {v['ratio_run']:.3g}x"
                 )
+    for b in payload.get("batched", []):
+        text += (
+            f"\n\n{b['activation']}, the grid's {b['points']} points as one program (box "
+            f"{b['box']}): {timing.format_seconds(b['batched_s'])} (compile "
+            f"{timing.format_seconds(b['batched_compile_s'])}), the per-point programs "
+            f"{timing.format_seconds(b['per_point_s'])}, numpy "
+            f"{timing.format_seconds(b['numpy_s'])}: numpy/batched "
+            f"{b['numpy_over_batched']:.3g}x, per-point/batched "
+            f"{b['per_point_over_batched']['median']:.3g}x; max diff {b['max_diff']:.1e} / "
+            f"{b['max_diff_hidden']:.1e}"
+        )
     if not payload["complete"]:
         text += "\n\n(partial: the run has not finished)"
     timing.write_report(s["out"], NAME, payload, text, quiet=quiet)
@@ -371,6 +464,11 @@ def main(argv=None):
         "--unroll",
         type=int_list,
         help="also time ours at these unroll values (layers per loop step), e.g. 1,16",
+    )
+    parser.add_argument(
+        "--batched",
+        action="store_true",
+        help="also run the whole grid as one padded program and time it (see above)",
     )
     parser.add_argument(
         "--tolerance",
@@ -413,6 +511,7 @@ def main(argv=None):
     master = jax.random.key(args.seed)
     failures = []
     for act in acts:
+        grid, numpy_results = [], []
         for L in cfg["L"]:
             for M in cfg["M"]:
                 for D in cfg["D"]:
@@ -420,6 +519,13 @@ def main(argv=None):
                     for i in (ACTIVATIONS.index(act), L, M, D):
                         key = jax.random.fold_in(key, i)
                     row = run_point(key, L, M, D, cfg["seeds"], act, args.steps, args)
+                    grid.append((key, L, M, D))
+                    if args.batched:  # NumPy once more, for the batched program's check
+                        nets = sample_point(key, L, M, D, cfg["seeds"], act)
+                        numpy_results.append(numpy_point(
+                            to_numpy(nets), np.asarray(SETTING["x"]),
+                            np.asarray(SETTING["y"]), activation=act, steps=args.steps,
+                        ))  # fmt: skip
                     payload["rows"].append(row)
                     payload["totals"] = totals(payload["rows"])
                     payload["seconds"] = time.perf_counter() - t0
@@ -434,6 +540,23 @@ def main(argv=None):
                     )
                     if max(row["max_diff"], row["max_diff_hidden"]) > args.tolerance:
                         failures.append(row)
+        if args.batched:
+            b = run_batched(grid, cfg["seeds"], act, args.steps, args, numpy_results)
+            b["numpy_s"] = payload["totals"][act]["numpy_s"]
+            b["numpy_over_batched"] = b["numpy_s"] / b["batched_s"]
+            payload.setdefault("batched", []).append(b)
+            write(payload, quiet=True)
+            print(
+                f"{NAME}: {act}, the grid as one program (box {b['box']}): "
+                f"{b['batched_s']:.4g} s (compile {b['batched_compile_s']:.3g} s), "
+                f"per-point programs {b['per_point_s']:.4g} s, numpy {b['numpy_s']:.4g} s: "
+                f"numpy / batched {b['numpy_over_batched']:.3g}, max diff "
+                f"{b['max_diff']:.1e} / {b['max_diff_hidden']:.1e}",
+                file=sys.stderr,
+                flush=True,
+            )
+            if max(b["max_diff"], b["max_diff_hidden"]) > args.tolerance:
+                failures.append({**b, "L": b["box"][0], "M": b["box"][1], "D": b["box"][2]})
     payload["complete"] = True
     payload["agree"] = not failures
     payload["seconds"] = time.perf_counter() - t0

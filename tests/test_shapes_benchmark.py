@@ -22,7 +22,7 @@ def test_numpy_way_and_ours_train_the_same_networks(tmp_path):
     args = [
         "--out", str(tmp_path), "--L", "2,3", "--M", "2", "--D", "4", "--seeds", "2",
         "--steps", "3", "--activations", "identity,tanh", "--min-reps", "1", "--max-reps", "1",
-        "--target-seconds", "0", "--unroll", "2",
+        "--target-seconds", "0", "--unroll", "2", "--batched",
     ]  # fmt: skip
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "shapes_numpy.py"), *args],
@@ -49,6 +49,14 @@ def test_numpy_way_and_ours_train_the_same_networks(tmp_path):
     env = payload["environment"]
     assert env["x64"] and env["date"] and "git_commit" in env
     assert payload["settings"]["grid"] == {"L": [2, 3], "M": [2], "D": [4]}
+    # --batched: each activation's grid as one program, padded into (3, 2, 4), checked
+    # against NumPy at every point like the per-point programs
+    batched = payload["batched"]
+    assert [(b["activation"], b["box"], b["points"]) for b in batched] == [
+        ("identity", [3, 2, 4], 2), ("tanh", [3, 2, 4], 2)
+    ]  # fmt: skip
+    for b in batched:
+        assert b["max_diff"] < 1e-8 and b["max_diff_hidden"] < 1e-8, b
 
 
 def test_a_wrong_backward_pass_is_caught(monkeypatch, key):
