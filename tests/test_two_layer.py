@@ -215,6 +215,8 @@ def test_small_study_end_to_end(tmp_path, self_checked):
     self_checked(r)
     widths = [p for p in r["points"] if p["part"] == "width"]
     assert len(widths) == 6 and len(widths[0]["output_error"]) == 2
+    # part (a): one program per D, its widths padded into the widest (within the budget)
+    assert r["timing"]["programs"] == 2 and set(r["timing"]["boxes"].values()) == {1024}
     assert all(p["output_error"][1]["mean"] >= 10 * p["reference_error"] for p in widths)
     fit = next(
         f for f in r["fits"] if f["quantity"] == "hidden_error" and f["against"] == "M"
@@ -269,3 +271,48 @@ def test_the_collapse_verdict_follows_the_data():
         none["output_error"]["collapses_against"] is None
         and "fewer than two" in (none["output_error"]["reason"])
     )
+
+
+def test_a_padded_perceptron_trains_as_its_own_width(key):
+    """`train` with `width`: a network whose units fill the first rows of wider arrays
+    (zero beyond) trains as the narrower network itself (`train` unpadded): the same
+    outputs and hidden fields after every step, its padded rows still zero at the end,
+    also for ρ(0) != 0 (sigmoid), where an unmasked padded unit would move."""
+    k1, k2 = jr.split(key)
+    own = _net(k1, 5, 8, activation="sigmoid", s_v=1.3)
+    thetas, f, h = shallow_training.train(own, X, Y, lr_u=0.4, lr_v=0.3, steps=3)
+
+    def padded(width):
+        rows = ((0, 12 - 5), (0, 0))
+        net = shallow.Perceptron(
+            own.embedding, jnp.pad(own.u, rows), jnp.pad(own.v, rows), own.activation
+        )
+        return shallow_training.train(net, X, Y, lr_u=0.4, lr_v=0.3, steps=3, width=width)
+
+    thetas_p, f_p, h_p = jax.jit(padded)(jnp.asarray(5))
+    np.testing.assert_allclose(f_p, f, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(h_p, h, rtol=1e-12, atol=1e-14)
+    for name in ("u", "v"):
+        np.testing.assert_allclose(thetas_p[name][:, :5], thetas[name], rtol=1e-12, atol=1e-14)
+        assert not np.any(thetas_p[name][:, 5:])
+    moved = shallow_training.train(
+        shallow.Perceptron(own.embedding, jnp.pad(own.u, ((0, 7), (0, 0))),
+                           jnp.pad(own.v, ((0, 7), (0, 0))), own.activation),
+        X, Y, lr_u=0.4, lr_v=0.3, steps=3,
+    )[0]  # fmt: skip
+    assert np.any(moved["v"][-1, 5:])  # without the mask the padded units do move
+
+
+def test_part_a_padded_into_a_wider_program_gives_its_own_numbers():
+    """Part (a) of the study in a wider point's program against its own: every error of
+    every draw equal to round-off (the draws are the same: the first rows of a wider
+    draw are the narrower one's)."""
+    cfg = dict(activation="tanh", sigma_in=1.0, sigma_out=1.0, s_u=1.0, s_v=1.0,
+               lr_u=0.5, lr_v=0.5, steps=1, seeds=2, seed=0, x64=True)  # fmt: skip
+    s = study._Study(cfg, X, Y, boxes={(4, 64): (4, 1024)})
+    spec = {"part": "width", "D": 4, "M": 64}
+    padded, own = s.point(spec), s.point(spec, padded=False)
+    assert padded["reference_error"] == own["reference_error"]
+    for name in ("output_error", "hidden_error"):
+        for a, b in zip(own[name], padded[name], strict=True):
+            np.testing.assert_allclose(b["values"], a["values"], rtol=1e-10, err_msg=name)

@@ -99,18 +99,27 @@ class Perceptron(eqx.Module):
         check_finite_arguments(colon=True, xs=xs)
         return self.embedding.embed(xs) @ self.u.T / self.embedding.D
 
-    def hidden(self, xs):
-        """`h(x_i) = (1/M) Σ_j ρ(P^j(x_i)) v^j`, shape (n, D)."""
-        return self.activation(self.preactivations(xs)) @ self.v / self.M
+    def hidden(self, xs, width=None):
+        """`h(x_i) = (1/M) Σ_j ρ(P^j(x_i)) v^j`, shape (n, D).
 
-    def __call__(self, xs):
-        """`f(x_i)`, shape (n, d_out)."""
-        return self.embedding.readout(self.hidden(xs))
+        `width` (a Python or traced integer): the arrays hold a network of that many units
+        in their first rows, zero beyond (padded, so that one compiled program serves every
+        smaller width); its scale is its own `1/width`, and the padded units are masked:
+        they add nothing and receive no gradient, whatever ρ(0)."""
+        a = self.activation(self.preactivations(xs))
+        if width is None:
+            return a @ self.v / self.M
+        a = jnp.where(jnp.arange(self.M) < width, a, 0)
+        return a @ self.v / width
+
+    def __call__(self, xs, width=None):
+        """`f(x_i)`, shape (n, d_out) (`width`: as in `hidden`)."""
+        return self.embedding.readout(self.hidden(xs, width))
 
 
-def loss(net: Perceptron, xs, ys):
-    """`𝓛 = (1/n) Σ_i ½‖f(x_i) − y_i‖²`."""
-    return 0.5 * jnp.mean(jnp.sum((net(xs) - ys) ** 2, axis=-1))
+def loss(net: Perceptron, xs, ys, width=None):
+    """`𝓛 = (1/n) Σ_i ½‖f(x_i) − y_i‖²` (`width`: as in `Perceptron.hidden`)."""
+    return 0.5 * jnp.mean(jnp.sum((net(xs, width) - ys) ** 2, axis=-1))
 
 
 def reduce(net: Perceptron, xs):

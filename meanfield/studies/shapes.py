@@ -46,10 +46,10 @@ from ..stats.fits import fit_loglog, fit_values, summarize
 from ..stats.rate_law import RATE_THEORIES, fit_rate_law, optimal_shape
 from ..training import deep_embedded as de_training
 from .args import (
+    add_pad_argument,
     check_activation,
-    for_backend,
     int_list,
-    nonnegative_int,
+    pad_budget,
     positive_float,
     positive_int,
 )
@@ -85,12 +85,6 @@ DATA_Y = [[1.0], [-0.3]]
 JUDGE = 10.0  # a point enters fits only if its error is JUDGE x the reference's own error
 MEMORY_BYTES = 4 * 2**30  # the draws of a point run in batches within this much memory
 DOMINANT = 0.6  # a line is fitted against X where the term of X is this share of the law
-# a grid point runs inside a larger point's compiled program (`_program`, `program_boxes`)
-# when the padding adds at most this many unit coordinates, seeds x (extra L*M*D): on a
-# CPU, where a padded coordinate costs what a real one costs, about PAD_SECONDS of work,
-# less than a compile (`PAD_SECONDS`, measured below); on an accelerator, where small
-# shapes leave it idle, far more (a guess, not yet measured)
-PAD_COORDINATES = {"cpu": 2**22, "default": 2**28}
 
 
 def add_arguments(parser):
@@ -105,14 +99,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--lr-out", type=positive_float, help="η_out: train W_out at η_out·D·∇ (default: frozen)"
     )
-    parser.add_argument(
-        "--pad-coordinates",
-        type=nonnegative_int,
-        help="run a grid point inside a larger point's compiled program when the padding "
-        "adds at most this many unit coordinates, seeds x (extra L*M*D) (default 2^22 on "
-        "CPU, 2^28 on GPU/TPU; 0: one program per (L, M, D)); the values agree up to "
-        "rounding",
-    )
+    add_pad_argument(parser, "L*M*D")
 
 
 # temporaries of a point's compiled program per draw (float64; XLA's memory analysis on
@@ -275,7 +262,7 @@ def run(args):
     if cfg["seeds"] < 2:
         raise StudyInputError(f"--seeds: need at least 2 draws for a spread, got {cfg['seeds']}")
     check_cost(cfg, *x.shape, y.shape[1])
-    pad = for_backend(PAD_COORDINATES) if args.pad_coordinates is None else args.pad_coordinates
+    pad = pad_budget(args)
     runner = start_study(args, cfg)
     specs = [{"L": L, "M": M, "D": D} for D in cfg["D"] for L in cfg["L"] for M in cfg["M"]]
     boxes = program_boxes(

@@ -37,8 +37,10 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
+from .._mapping import map_batched
 from ..blocks.activations import resolve_activation
 from ..coupling import perceptron as shallow_coupling
+from ..coupling.design import program_boxes
 from ..io.plotting import use_agg
 from ..limits import perceptron as shallow_limits
 from ..models import perceptron as shallow
@@ -50,10 +52,12 @@ from . import two_layer_inputs
 from .args import (
     PYTHON_STEP,
     Cost,
+    add_pad_argument,
     check_activation,
     check_costs,
     float_list,
     int_list,
+    pad_budget,
     positive_int,
 )
 from .embedded_options import add_model_arguments, load_data, model_config
@@ -115,6 +119,7 @@ def add_arguments(parser):
     parser.add_argument("--input-draws", type=positive_int, help="draws per point of part (e)")
     parser.add_argument("--input-M", type=positive_int, help="width of part (e)")
     parser.add_argument("--input-D", type=positive_int, help="embedding dimension of part (e)")
+    add_pad_argument(parser, "units x D, part (a)")
 
 
 # the largest scales and rates taken: beyond them the first GD step overflows float64
@@ -135,6 +140,21 @@ RATE_OPTIONS = {"lr_u": "--lr-u", "lr_v": "--lr-v"}
 # costs this much besides its arithmetic; operations per unit, input and GD step (the
 # forward pass, its gradient and the update: about 12 multiply-adds per unit coordinate)
 OPS_PER_UNIT_STEP = 12
+# part (a) trains its draws vmapped, in batches of at most this many bytes (or one draw)
+WIDTH_BATCH_BYTES = 2**30
+
+
+def net_bytes(cfg, M: int, D: int, n: int, d_in: int, d_out: int) -> float:
+    """One draw's memory in training: its units before each of the K + 1 steps, about 12
+    more copies of them (gradients, activations, updates), its hidden fields and embedding."""
+    steps, width = cfg["steps"] + 1, 8 if cfg["x64"] else 4
+    return width * (steps * 2 * M * D + 12 * M * D + steps * n * D + D * (d_in + d_out))
+
+
+def width_batch(cfg, M: int, D: int, n: int, d_in: int, d_out: int) -> int:
+    """How many of part (a)'s draws train at once in a program `M` units wide."""
+    per_draw = net_bytes(cfg, M, D, n, d_in, d_out)
+    return int(max(1, min(cfg["seeds"], WIDTH_BATCH_BYTES // per_draw)))
 
 
 def check_scales(cfg) -> None:
@@ -170,21 +190,23 @@ def limit_cost(cfg, n: int, d_in: int, d_out: int) -> tuple[float, float, float]
 def cost_parts(cfg, n: int, d_in: int, d_out: int) -> list[Cost]:
     """The estimated cost of each part (`args.Cost`) for `n` inputs of dimension `d_in`
     and `d_out` outputs. Every draw trains with its trajectory kept (u and v before each
-    of the K + 1 steps, the hidden fields after each), one draw at a time (the criteria's
-    draws in a `lax.map`); every fixed-D limit is a quadrature (`limit_cost`)."""
+    of the K + 1 steps, the hidden fields after each): part (a) `width_batch` draws at once,
+    the criteria's one at a time in a `lax.map`; every fixed-D limit is a quadrature
+    (`limit_cost`)."""
     K, S, width = cfg["steps"], cfg["seeds"], 8 if cfg["x64"] else 4
     steps = K + 1
     lim_mem, lim_work, lim_elements = limit_cost(cfg, n, d_in, d_out)
 
     def net(M, D):  # one draw: bytes, operations, the largest array
-        memory = width * (steps * 2 * M * D + 12 * M * D + steps * n * D + D * (d_in + d_out))
         work = steps * n * M * D * OPS_PER_UNIT_STEP + PYTHON_STEP
-        return memory, work, steps * M * D
+        return net_bytes(cfg, M, D, n, d_in, d_out), work, steps * M * D
 
     M_max, D_max = max(cfg["M"]), max(cfg["D"])
     Mi, Di, max_n = cfg["input_M"], cfg["input_D"], max(cfg["n_sweep"])
     inputs_batch = two_layer_inputs.batch_size(cfg["input_draws"], Mi, Di)
     width_mem, _, width_elements = net(M_max, D_max)
+    batch = width_batch(cfg, M_max, D_max, n, d_in, d_out)
+    width_mem, width_elements = batch * width_mem, batch * width_elements
     width_work = math.fsum(S * net(M, D)[1] for M in cfg["M"] for D in cfg["D"])
     width_work += S * len(cfg["D"]) * lim_work
     dim_D = max(cfg["D_limit"])
@@ -202,9 +224,13 @@ def cost_parts(cfg, n: int, d_in: int, d_out: int) -> list[Cost]:
             memory=max(width_mem, lim_mem),
             work=width_work,
             elements=max(width_elements, lim_elements),
-            array="the trajectory of one network's units, (steps + 1, M, D)",
+            array="the trajectories of a batch of networks' units, (batch, steps + 1, M, D)",
             memory_flags="--M/--D/--steps",
-            memory_what="one network of the largest width and dimension, part (a)",
+            memory_what=(
+                "one network of the largest width and dimension, part (a)"
+                if batch == 1
+                else f"a batch of {batch} networks of the largest width and dimension, part (a)"
+            ),
         ),
         Cost(
             "--D-limit/--seeds/--steps",
@@ -307,8 +333,11 @@ def run(args):
             f"--D, --D-limit: the Gram of {x.shape[0]} inputs is singular below D = {x.shape[0]}"
         )
     check_cost(cfg, *x.shape, y.shape[1])
+    pad = pad_budget(args)
     runner = start_study(args, cfg)
-    study = _Study(cfg, jnp.asarray(x), jnp.asarray(y))
+    # part (a)'s widths at one D run in few programs: a width padded into a wider one's
+    boxes = program_boxes([(D, M) for D in cfg["D"] for M in cfg["M"]], cfg["seeds"], pad)
+    study = _Study(cfg, jnp.asarray(x), jnp.asarray(y), boxes)
     specs = (
         [{"part": "width", "D": D, "M": M} for D in cfg["D"] for M in cfg["M"]]
         + [{"part": "dimension", "D": D} for D in cfg["D_limit"]]
@@ -325,7 +354,11 @@ def run(args):
             for n in cfg["n_sweep"]
         ]
     )
-    points = runner.run_points(specs, study.point, describe=_describe)
+    # the self-check recomputes its point op by op unpadded: it checks the padding too
+    points = runner.run_points(
+        specs, study.point, describe=_describe,
+        check=functools.partial(study.point, padded=False),
+    )  # fmt: skip
     fits, collapse, warnings = _fits(cfg, points, study.infinite)
     for w in warnings:
         runner.warn(w)
@@ -361,6 +394,13 @@ def run(args):
                 "error_estimate": max(study.infinite.error_outputs, study.infinite.error_hidden),
             },
         },
+        {
+            # part (a)'s compiled programs: each point ran in the width named here (its
+            # own, or a wider point's at the same D, padded: the same values to round-off)
+            "pad_coordinates": pad,
+            "programs": len(set(boxes.values())),
+            "boxes": {f"D={D} M={M}": box[1] for (D, M), box in boxes.items()},
+        },
         plot=plot,
     )
 
@@ -385,8 +425,9 @@ def _describe(spec):
 class _Study:
     """The per-point computations; every draw is keyed by (seed, part, size, draw)."""
 
-    def __init__(self, cfg, x, y):
+    def __init__(self, cfg, x, y, boxes=None):
         self.cfg, self.x, self.y = cfg, x, y
+        self.boxes = boxes or {}  # (D, M) of part (a) -> the box of its program
         self.master = jr.key(cfg["seed"])
         self.kw = {"lr_u": cfg["lr_u"], "lr_v": cfg["lr_v"], "steps": cfg["steps"]}
         g_in, g_out = shallow_limits.infinite_d_grams(
@@ -432,17 +473,27 @@ class _Study:
             self._fixed[(D, i)] = (emb, self.limit(g_in, g_out))
         return self._fixed[(D, i)]
 
-    def point(self, spec):
+    def point(self, spec, padded: bool = True):
+        if spec["part"] == "width":
+            return self.width(spec, padded)
         return getattr(self, spec["part"])(spec)
 
-    def width(self, spec):
+    def width(self, spec, padded: bool = True):
+        """Part (a): every draw trained at once (vmapped) in the program of the point's box
+        (`boxes`: a wider point's at the same D, its units padded; `padded=False`: its own)."""
         D, M, c = spec["D"], spec["M"], self.cfg
+        box = self.boxes.get((D, M), (D, M))[1] if padded else M
         out_err, hid_err, ref_err = [], [], []
-        run = jax.jit(lambda net: shallow_training.train(net, self.x, self.y, **self.kw)[1:])
-        for i in range(c["seeds"]):
-            emb, lim = self.fixed_d(D, i)
-            net = self._net(jr.fold_in(self._draw_key(0, D, i), M), M, D, embedding=emb)
-            f_hat, h_hat = run(net)
+        fixed = [self.fixed_d(D, i) for i in range(c["seeds"])]
+        keys = jnp.stack([jr.fold_in(self._draw_key(0, D, i), M) for i in range(c["seeds"])])
+        embs = jax.tree.map(lambda *a: jnp.stack(a), *[emb for emb, _ in fixed])
+        n, d_in, d_out = *self.x.shape, self.y.shape[1]
+        batch = width_batch(c, box, D, n, d_in, d_out)
+        run = _width_program(box, d_in, d_out, c["activation"], c["s_u"], c["s_v"], c["lr_u"],
+                             c["lr_v"], c["steps"], batch)  # fmt: skip
+        outputs, hidden = (np.asarray(a) for a in run(keys, embs, self.x, self.y, jnp.asarray(M)))
+        for i, (emb, lim) in enumerate(fixed):
+            f_hat, h_hat = outputs[i], hidden[i]
             h_lim = lim.hidden_coef @ emb.w_out.T  # (K+1, n, D)
             out_err.append(np.asarray(shallow_coupling.output_error(f_hat, lim.outputs)))
             hid_err.append(np.asarray(shallow_coupling.hidden_error(h_hat, h_lim)))
@@ -506,6 +557,38 @@ class _Study:
                 vals.append(float(jnp.sqrt(jnp.mean(net.preactivations(self.x) ** 2))))
             out[name] = summarize(vals)
         return out
+
+
+@functools.cache
+def _width_program(box: int, d_in, d_out, activation, s_u, s_v, lr_u, lr_v, steps, batch):
+    """Part (a)'s program for every width up to `box` (traced `width`): per draw key, the
+    units of `_Study._net` drawn `box` wide (the first `width` rows are the narrower
+    network's own: JAX's partitionable threefry draws row j of a (box, D) normal as that
+    of any (width, D) one), the rows beyond masked to zero, trained as a `width`-unit
+    network (`train` with `width`); the draws vmapped, `batch` at a time. Returns the
+    outputs and hidden fields after each step, (draws, K+1, n, d_out) and (draws, K+1,
+    n, D)."""
+
+    def one(key, emb, x, y, width):
+        net = shallow.Perceptron.sample(
+            jr.split(key)[1], M=box, D=emb.D, d_in=d_in, d_out=d_out, activation=activation,
+            s_u=s_u, s_v=s_v,
+        )  # fmt: skip
+        rows = (jnp.arange(box) < width)[:, None]
+        net = eqx.tree_at(
+            lambda n: (n.embedding, n.u, n.v),
+            net,
+            (emb, jnp.where(rows, net.u, 0), jnp.where(rows, net.v, 0)),
+        )
+        _, outputs, hidden = shallow_training.train(
+            net, x, y, lr_u=lr_u, lr_v=lr_v, steps=steps, width=width
+        )
+        return outputs, hidden
+
+    def program(keys, embs, x, y, width):
+        return map_batched(lambda a: one(a[0], a[1], x, y, width), (keys, embs), batch)
+
+    return jax.jit(program)
 
 
 @functools.partial(
