@@ -4,6 +4,7 @@ results.json, a disagreement stops the study in one line naming the point. And a
 points are reused on --resume only by the code (meanfield source, jax, jaxlib) that
 computed them."""
 
+import functools
 import json
 import math
 
@@ -88,6 +89,12 @@ def _wrong_when_compiled(monkeypatch):
         return p if jax.config.jax_disable_jit else 1.01 * p
 
     monkeypatch.setattr(shallow.Perceptron, "preactivations", preactivations)
+    # part (a)'s programs are kept per shape (`_width_program`): programs traced before the
+    # patch would not see it, and those traced with it must not outlive this test
+    from meanfield.studies import two_layer
+
+    fresh = functools.cache(two_layer._width_program.__wrapped__)
+    monkeypatch.setattr(two_layer, "_width_program", fresh)
 
 
 def _seed_checking_a_width_point() -> int:
