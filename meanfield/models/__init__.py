@@ -28,3 +28,4 @@ from . import perceptron as perceptron
 from .perceptron import Perceptron as Perceptron
 from . import deep_embedded as deep_embedded
 from .deep_embedded import DeepEmbeddedResNet as DeepEmbeddedResNet
+from .deep_embedded import padded_units as padded_units
