@@ -1,6 +1,7 @@
 # ruff: noqa: I001  (grouped by module, in the order data flows)
 """Input and output: a study's results (`load_results`, `StudyResults`), data sets
-(the bundled digits, a user's files) and the figures' helpers.
+(the bundled digits, a user's files; text for language modelling, `load_text`) and the
+figures' helpers.
 """
 
 from . import results as results
@@ -16,6 +17,10 @@ from .datasets import files_sha256 as files_sha256
 from .datasets import npz_headers as npz_headers
 from .datasets import npz_array as npz_array
 from .datasets import load_images as load_images
+from . import text as text
+from .text import TextCorpus as TextCorpus
+from .text import load_text as load_text
+from .text import batches as batches
 from . import plotting as plotting
 from .plotting import show as show
 from .plotting import cell_edges as cell_edges
