@@ -334,3 +334,16 @@ def test_depth_loop_runs_the_fused_kernels_interpreted(tmp_path, depth_loop_read
 def flop_count_hand(d, M, L, n, which):
     per_layer = 4 * d * M + M + 2 * d + (0 if which == "forward" else 8 * d * M + 2 * M + 2 * d)
     return n * L * per_layer
+
+
+def test_the_compile_counting_wrapper(capsys):
+    """`benchmarks/compiles.py`: the command's exit status passed through and one JSON line
+    with its compilations: none for a refused input, some for a run that compiles."""
+    from benchmarks import compiles
+
+    assert compiles.main(["study", "shapes", "--seeds", "1", "--out", "unused"]) == 2
+    refused = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert refused["exit"] == 2 and refused["compiles"] == 0
+    assert compiles.main(["canary", "--probes", "compiler", "--sizes", "24"]) == 0
+    ran = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert ran["exit"] == 0 and ran["compiles"] > 0 and ran["compile_seconds"] > 0
