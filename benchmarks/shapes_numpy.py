@@ -216,6 +216,8 @@ def _diffs(res, f, h):
 
 
 def run_point(key, L, M, D, seeds, activation, steps, args):
+    """The point's row, and what `--batched` reuses of it: `(row, (nets, numpy's
+    results, our compiled program))`."""
     nets = sample_point(key, L, M, D, seeds, activation)
     x, y = jnp.asarray(SETTING["x"]), jnp.asarray(SETTING["y"])
     params = to_numpy(nets)
@@ -272,7 +274,7 @@ def run_point(key, L, M, D, seeds, activation, steps, args):
         "numpy": t["numpy"].summary(),
         "ours": t["ours"].summary(),
         "variants": variants,
-    }
+    }, (nets, res, compiled)
 
 
 def pad_nets(nets, box):
@@ -305,13 +307,14 @@ def batched_fn(steps):
     return jax.jit(jax.vmap(per_point, in_axes=(0, None, None, 0)))
 
 
-def run_batched(points, seeds, activation, steps, args, numpy_results):
-    """The grid `points` ((key, L, M, D) each) as one program (`--batched`): compiled once,
-    checked against `numpy_results` (per point, as `numpy_point` returns them), timed in
+def run_batched(points, activation, steps, args):
+    """The grid as one program (`--batched`): `points` are `run_point`'s second results
+    (each point's networks, NumPy's results and our per-point program), padded into the
+    grid's largest shape, compiled once, checked against NumPy's results, and timed in
     rounds against the per-point programs called one after the other."""
-    shapes = [(L, M, D) for _, L, M, D in points]
+    nets = [n for n, _, _ in points]
+    shapes = [tuple(n.u.shape[1:]) for n in nets]
     box = tuple(max(s[i] for s in shapes) for i in range(3))
-    nets = [sample_point(k, L, M, D, seeds, activation) for k, L, M, D in points]
     x, y = jnp.asarray(SETTING["x"]), jnp.asarray(SETTING["y"])
     stacked = jax.tree.map(lambda *a: jnp.stack(a), *[pad_nets(n, box) for n in nets])
     sizes = jnp.asarray(shapes)
@@ -319,12 +322,11 @@ def run_batched(points, seeds, activation, steps, args, numpy_results):
     f, h = jax.block_until_ready(compiled(stacked, x, y, sizes))
     max_diff = max_diff_hidden = 0.0
     for i, (L, _, D) in enumerate(shapes):
-        d_f, d_h = _diffs(numpy_results[i], f[i], h[i, :, :, :, : L + 1, :D])
+        d_f, d_h = _diffs(points[i][1], f[i], h[i, :, :, :, : L + 1, :D])
         max_diff, max_diff_hidden = max(max_diff, d_f), max(max_diff_hidden, d_h)
-    singles = [(timing.compile_jax(ours_fn(steps), n, x, y)[0], n) for n in nets]
 
     def per_point():
-        for program, n in singles:
+        for n, _, program in points:
             jax.block_until_ready(program(n, x, y))
 
     t = timing.interleaved(
@@ -346,6 +348,10 @@ def run_batched(points, seeds, activation, steps, args, numpy_results):
         "max_diff": max_diff,
         "max_diff_hidden": max_diff_hidden,
     }
+
+
+def _say(text: str) -> None:
+    print(f"{NAME}: {text}", file=sys.stderr, flush=True)
 
 
 def _call(program, *args):
@@ -511,49 +517,40 @@ def main(argv=None):
     master = jax.random.key(args.seed)
     failures = []
     for act in acts:
-        grid, numpy_results = [], []
+        grid = []
         for L in cfg["L"]:
             for M in cfg["M"]:
                 for D in cfg["D"]:
                     key = master
                     for i in (ACTIVATIONS.index(act), L, M, D):
                         key = jax.random.fold_in(key, i)
-                    row = run_point(key, L, M, D, cfg["seeds"], act, args.steps, args)
-                    grid.append((key, L, M, D))
-                    if args.batched:  # NumPy once more, for the batched program's check
-                        nets = sample_point(key, L, M, D, cfg["seeds"], act)
-                        numpy_results.append(numpy_point(
-                            to_numpy(nets), np.asarray(SETTING["x"]),
-                            np.asarray(SETTING["y"]), activation=act, steps=args.steps,
-                        ))  # fmt: skip
+                    row, checked = run_point(key, L, M, D, cfg["seeds"], act, args.steps, args)
+                    if args.batched:
+                        grid.append(checked)
                     payload["rows"].append(row)
                     payload["totals"] = totals(payload["rows"])
                     payload["seconds"] = time.perf_counter() - t0
                     write(payload, quiet=True)
-                    print(
-                        f"{NAME}: {act} L {L} M {M} D {D}: numpy {row['numpy_s']:.4g} s, "
+                    _say(
+                        f"{act} L {L} M {M} D {D}: numpy {row['numpy_s']:.4g} s, "
                         f"ours {row['ours_s']:.4g} s (compile {row['ours_compile_s']:.3g} s), "
                         f"ratio {row['ratio']['median']:.3g}, max diff {row['max_diff']:.1e} "
-                        f"/ {row['max_diff_hidden']:.1e}",
-                        file=sys.stderr,
-                        flush=True,
+                        f"/ {row['max_diff_hidden']:.1e}"
                     )
                     if max(row["max_diff"], row["max_diff_hidden"]) > args.tolerance:
                         failures.append(row)
         if args.batched:
-            b = run_batched(grid, cfg["seeds"], act, args.steps, args, numpy_results)
+            b = run_batched(grid, act, args.steps, args)
             b["numpy_s"] = payload["totals"][act]["numpy_s"]
             b["numpy_over_batched"] = b["numpy_s"] / b["batched_s"]
             payload.setdefault("batched", []).append(b)
             write(payload, quiet=True)
-            print(
-                f"{NAME}: {act}, the grid as one program (box {b['box']}): "
+            _say(
+                f"{act}, the grid as one program (box {b['box']}): "
                 f"{b['batched_s']:.4g} s (compile {b['batched_compile_s']:.3g} s), "
                 f"per-point programs {b['per_point_s']:.4g} s, numpy {b['numpy_s']:.4g} s: "
                 f"numpy / batched {b['numpy_over_batched']:.3g}, max diff "
-                f"{b['max_diff']:.1e} / {b['max_diff_hidden']:.1e}",
-                file=sys.stderr,
-                flush=True,
+                f"{b['max_diff']:.1e} / {b['max_diff_hidden']:.1e}"
             )
             if max(b["max_diff"], b["max_diff_hidden"]) > args.tolerance:
                 failures.append({**b, "L": b["box"][0], "M": b["box"][1], "D": b["box"][2]})
