@@ -22,6 +22,7 @@ Kinds:
   its quick grid (31 points, 12 draws sharing an embedding at each D).
 * `fig6-tail`: the response study's Figure 6 power-law exponent of η^l's tail over 1000
   initialisations whose layers are correlated.
+* `coord-check`: the coordinate check's slopes (`fit_loglog`), 4 sizes × 4 draws.
 * `plain-rate`: plain-vs-residual's per-layer rate (`slope_interval`), 4 depths × 16 draws.
 * `delta-quantile`: the mean-ODE study's δ-quantile slope (`convergence.delta_quantiles`),
   17 points × 10 draws, four laws of the draws.
@@ -50,6 +51,17 @@ def _loglog(rng, r, noise):
     x, p = np.array([8.0, 16, 32, 64, 128]), -1.0
     samples = [x_**p * NOISES[noise](rng, 10) for x_ in x]
     f = fit_loglog(x, samples, quantity="q", against="L", seed=r)
+    return f["ci95"], p
+
+
+def _coord_check(rng, r, sigma):
+    """The coordinate check's slopes: 4 sizes, 4 independent draws each (its quick
+    preset), sizes log-normal about a flat truth."""
+    from meanfield.stats.fits import fit_loglog
+
+    x, p = np.array([32.0, 64, 128, 256]), 0.0
+    samples = [x_**p * rng.lognormal(0.0, sigma, 4) for x_ in x]
+    f = fit_loglog(x, samples, quantity="q", against="N", seed=r)
     return f["ci95"], p
 
 
@@ -244,6 +256,7 @@ def cases() -> dict[str, list[tuple[str, Callable]]]:
     return {
         "loglog": [(f"10 draws, {n}", one(_loglog, n)) for n in NOISES],
         "loglog-paired": [(f"16 draws, {n}", one(_loglog_paired, n)) for n in NOISES],
+        "coord-check": [(f"4 draws, log-normal({s})", one(_coord_check, s)) for s in (0.1, 0.3)],
         "regularity": [(f"{g} networks, H = 0.7", one(_regularity, g)) for g in (2, 6)],
         "rate-sum": [
             (f"10 draws, {n}", lambda rng, r, n=n: list(_rate_sum(rng, r, n)))

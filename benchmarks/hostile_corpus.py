@@ -53,6 +53,8 @@ TINY = {
     "--transfer-steps 5 --transfer-seeds 2",
     "approximation": "--budgets 32,64 --seeds 2 --steps 5 --targets square,parity --parity-n 3 "
     "--exercise-seeds 2 --exercise-steps 2",
+    "coord-check": "--widths 8,16,32 --depth 1 --depths 1,2,4 --width 8 --steps 1 --seeds 2 "
+    "--batch 2 --context 4 --heads 1 --base-width 8 --base-depth 1 --parametrisations mup",
 }
 
 REFUSED = frozenset({"refused"})

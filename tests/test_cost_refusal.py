@@ -126,6 +126,9 @@ TINY = {
     "approximation": ["--budgets", "32,64", "--seeds", "2", "--steps", "5",
                       "--targets", "square,parity", "--parity-n", "3", "--exercise-seeds", "2",
                       "--exercise-steps", "2"],
+    "coord-check": ["--widths", "8,16,32", "--depth", "1", "--depths", "1,2,4", "--width", "8",
+                    "--steps", "1", "--seeds", "2", "--batch", "2", "--context", "4",
+                    "--heads", "1", "--base-width", "8", "--base-depth", "1"],
 }  # fmt: skip
 G = str(10**9)
 SIZE_CASES = [
@@ -221,6 +224,12 @@ SIZE_CASES = [
     ("approximation", ["--budgets", f"32,{G}"], "--budgets"),
     ("approximation", ["--exercise-steps", G], "--exercise-steps"),
     ("approximation", ["--exercise-seeds", G], "--exercise-seeds"),
+    ("coord-check", ["--seeds", G], "--seeds"),
+    ("coord-check", ["--widths", f"8,16,{G}"], "--widths"),
+    ("coord-check", ["--depths", f"1,2,{G}"], "--depths"),
+    ("coord-check", ["--steps", G], "--steps"),
+    ("coord-check", ["--batch", G], "--batch"),
+    ("coord-check", ["--context", G], "--context"),
 ]
 
 
@@ -295,6 +304,7 @@ def test_the_tiny_configurations_pass_the_checks(tmp_path, monkeypatch, no_study
 REFUSED_AT_24_GB = {
     ("mean-ode", "paper"): "a larger machine",
     ("plain-vs-residual", "paper"): "every machine",
+    ("coord-check", "paper"): "a larger machine",  # 38 GB: eight draws of width 1024 at once
 }
 
 

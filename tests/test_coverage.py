@@ -25,6 +25,7 @@ def window(replicates: int) -> tuple[float, float]:
         ("loglog", "10 draws, exponential", 400),  # the headline slope, heaviest-tailed law
         ("loglog", "10 draws, half-normal", 400),
         ("loglog-paired", "16 draws, chi(3)", 400),
+        ("coord-check", "4 draws, log-normal(0.3)", 400),
         ("regularity", "2 networks, H = 0.7", 400),
         ("rate-sum", "10 draws, log-normal(0.5)", 400),
         ("plain-rate", "4 depths × 16 draws, Gaussian", 400),

@@ -29,7 +29,7 @@ LAYERS = [
     ("io", ["meanfield.io"]),
     ("blocks", ["meanfield.blocks"]),
     ("laws", ["meanfield.laws"]),
-    ("scaling", ["meanfield.scaling"]),
+    ("scaling", ["meanfield.scaling", "meanfield.parametrisation"]),
     ("engine", ["meanfield.engine"]),
     ("models", ["meanfield.models"]),
     ("training", ["meanfield.training"]),

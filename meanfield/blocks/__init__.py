@@ -25,3 +25,6 @@ from .attention import AttentionParams as AttentionParams
 from .attention import AttentionHead as AttentionHead
 from . import activations as activations
 from .activations import resolve_activation as resolve_activation
+from . import transformer as transformer
+from .transformer import CausalAttention as CausalAttention
+from .transformer import MLPBranch as MLPBranch

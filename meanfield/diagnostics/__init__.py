@@ -2,7 +2,8 @@
 """What a network does at initialisation and in training: phases in depth
 (`critical_beta`, `depth_ratios`), signal propagation (`simulate_response`), training
 regimes (`regime_diagnostics`), Chaintron's scaling criteria on the two-layer perceptron
-(`criteria_rates`) and the regularity of trained weights (`estimate_hurst`).
+(`criteria_rates`), the regularity of trained weights (`estimate_hurst`) and the
+coordinate check of a Transformer (`coordinates`, `meanfield.diagnostics.coord_check`).
 """
 
 from . import phases as phases
@@ -36,3 +37,5 @@ from . import regularity as regularity
 from .regularity import HurstEstimate as HurstEstimate
 from .regularity import variogram as variogram
 from .regularity import estimate_hurst as estimate_hurst
+from . import coord_check as coord_check
+from .coord_check import coordinates as coordinates

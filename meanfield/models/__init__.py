@@ -2,7 +2,8 @@
 """The finite networks: the ResNet on the engine (`ResNet`), the matrix ResNet of the
 neural SDE (`matrix_resnet`), res-1 classifiers, plain and residual networks (of one
 width, or widening with shortcuts: `StagedClassifier`), and the networks on an embedding
-(`Embedding`; the two-layer `Perceptron` and the `DeepEmbeddedResNet`). Their training
+(`Embedding`; the two-layer `Perceptron` and the `DeepEmbeddedResNet`), and the pre-LN
+`Transformer` parametrised by a table (`meanfield.parametrisation`). Their training
 is in `meanfield.training`, their limits in `meanfield.limits`.
 """
 
@@ -29,3 +30,5 @@ from .perceptron import Perceptron as Perceptron
 from . import deep_embedded as deep_embedded
 from .deep_embedded import DeepEmbeddedResNet as DeepEmbeddedResNet
 from .deep_embedded import padded_units as padded_units
+from . import transformer as transformer
+from .transformer import Transformer as Transformer

@@ -33,6 +33,7 @@ _MODULES: dict[str, str] = {
     "trained-weights": "meanfield.studies.trained_weights",
     "regimes": "meanfield.studies.regimes",
     "approximation": "meanfield.studies.approximation",
+    "coord-check": "meanfield.studies.coord_check",
 }
 
 

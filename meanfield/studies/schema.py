@@ -8,7 +8,7 @@ The per-study tables (`SCHEMAS`, in the schema language of
 helpers it calls read: a key the plot does not read is not checked (the files carry much
 more).
 
-Why this file is long: one short table per study (fourteen), kept side by side so that a
+Why this file is long: one short table per study (fifteen), kept side by side so that a
 change to what the figures read is checked against every study's table in one place.
 
 ```python
@@ -646,6 +646,33 @@ APPROXIMATION = study(
     },
 )  # fmt: skip
 
+# ------------------------------------------------------------------ coord-check
+
+_COORD_QUANTITIES = (
+    "activation/embedding", "activation/attention", "activation/mlp", "change/attention",
+    "change/mlp", "change/logits", "update/q", "update/k", "update/v", "update/o",
+    "update/in", "update/out", "update/embedding", "update/unembedding",
+)  # fmt: skip
+_DRAWS_BY_STEP = List(List(OPT_NUM, min_len=1))
+COORD_CHECK = study(
+    {"parametrisations": List(Str(), min_len=1), "widths": List(POS, min_len=1),
+     "depths": List(POS, min_len=1), "width": POS, "depth": POS, "steps": POS, "seeds": POS,
+     "lr": Num(positive=True)},
+    {
+        "points": List(Record({
+            "parametrisation": Str(), "width": POS, "depth": POS,
+            "sizes": Record({q: _DRAWS_BY_STEP for q in _COORD_QUANTITIES}),
+        })),
+        "lines": List(Record({
+            "parametrisation": Str(), "against": Str(("width", "depth")),
+            "sizes": List(POS, min_len=1), "fixed": Map(POS), "claims_flat": Bool(),
+            "fits": Record({q: Record({"slope": OPT_NUM, "ci95?": Maybe(PAIR),
+                                       "predicted?": OPT_NUM})
+                            for q in _COORD_QUANTITIES}),
+        })),
+    },
+)  # fmt: skip
+
 # ------------------------------------------------------------------ the tables
 
 SCHEMAS: dict[str, Spec] = {
@@ -663,6 +690,7 @@ SCHEMAS: dict[str, Spec] = {
     "trained-weights": TRAINED_WEIGHTS,
     "regimes": REGIMES,
     "approximation": APPROXIMATION,
+    "coord-check": COORD_CHECK,
 }
 
 _COMMON = Record({"study": Str(), "config": Record({"x64?": Bool()})})

@@ -2,8 +2,9 @@
 """Training: the one gradient-descent loop (`gd_loop`, any optax optimiser) and each
 model's training on it: `train` (a `ResNet`), and in their modules
 `meanfield.training.perceptron.train`, `meanfield.training.deep_embedded.train`,
-`train_classifier` (plain networks), `train_res1` and `fit_mlp` (a ReLU network fitted
-to a function, `meanfield.training.approximation`).
+`train_classifier` (plain networks), `train_res1`, `fit_mlp` (a ReLU network fitted
+to a function, `meanfield.training.approximation`) and the Transformer's Adam per
+parametrisation group (`meanfield.training.transformer`).
 """
 
 from . import loop as loop
@@ -24,3 +25,4 @@ from .res1 import Res1Training as Res1Training
 from .res1 import train_res1 as train_res1
 from . import approximation as approximation
 from .approximation import fit_mlp as fit_mlp
+from . import transformer as transformer

@@ -1,0 +1,456 @@
+"""`meanfield study coord-check`: the coordinate check of a Transformer under each
+parametrisation, across width and across depth (Mathematics §10; issue 49).
+
+For every parametrisation table (`--parametrisations`: `standard`, `mup`, `depth-mup`,
+`completep`, or a user's `Parametrisation` as `MODULE:NAME` / `FILE.py:NAME`), pre-LN
+Transformers (`meanfield.models.transformer`) are trained `--steps` Adam steps (the
+table's per-group learning rate, ε and weight decay; `--lr` is the base learning rate)
+on character-level text, at every width of `--widths` (depth `--depth`) and every depth
+of `--depths` (width `--width`), `--seeds` independent draws each (a network and its
+batches). At every step the coordinates of `meanfield.diagnostics.coord_check` are
+measured on a held-out batch of the validation text: the residual stream's size, its
+change since initialisation, and every matrix's update applied to its input, per layer.
+
+**Fits.** For each table and each line (width, depth), every quantity's size after the
+last step (mean over layers) is fitted in log–log against the size over the draws
+(`fit_loglog`: a studentized bootstrap over draws). Beside each slope: the slope the
+table predicts (`predicted_slopes`) and two verdicts from the interval (`band_verdict`,
+tolerance ±0.1): `flat` (the interval inside ±0.1: "inside"; outside it: "outside";
+else "undecided") and `as_predicted` (the same about the prediction). A table
+**claims** a line when it predicts every activation and change flat there (μP and the
+depth tables claim width, depth-μP and CompleteP claim depth); its headline says how
+many of its activation and change quantities are flat, and how many lie 0.4 or more
+from flat.
+
+**The base model.** All tables give the same network at the base size (`--base-width`,
+`--base-depth`). The base standard deviation of the drawn matrices is 0.02
+(`--init-std`), that of GPT-2 and of the tables' reference implementation: the branches
+at initialisation are then small against the embedding. With a larger one (the
+1/fan-in `--init-std` `base_width^{-1/2}`, say) the branches dominate the stream at
+initialisation, and under α = 1 their zero-mean sum averages out as `L^{-1/2}`: the
+stream then shrinks towards its embedding as the network deepens, flat only once the
+embedding dominates (measured at the quick preset with `--init-std 0.177`: slopes −0.2
+to −0.4 over L = 2 … 32).
+
+**Precision.** float32 by default (`--x64` for float64): the quantities measured are
+sizes of order 1e-3 or more, compared across sizes to a few percent; float32's
+round-off (1e-7 relative per operation, 1e-5 after a training of this length) is far
+below.
+"""
+
+import functools
+import hashlib
+import math
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..diagnostics import coord_check as C
+from ..io.text import batches, load_text
+from ..models.transformer import Transformer
+from ..parametrisation import PARAMETRISATIONS, Parametrisation
+from ..runtime.errors import StudyInputError
+from ..training.loop import gd_loop
+from ..training.transformer import adam
+from .args import int_list, positive_float, positive_int
+from .runner import start_study
+
+HELP = "coordinate check of a Transformer's parametrisations across width and depth"
+DEFAULT_X64 = False
+PRESETS = {
+    "quick": {
+        "parametrisations": ["standard", "mup", "depth-mup", "completep"],
+        "widths": [32, 64, 128, 256],
+        "depth": 2,
+        "depths": [2, 4, 8, 16, 32],
+        "width": 32,
+        "steps": 4,
+        "seeds": 4,
+        "lr": 3e-3,
+        "batch": 8,
+        "context": 32,
+        "heads": 2,
+        "base_width": 32,
+        "base_depth": 2,
+    },
+    "paper": {
+        "parametrisations": ["standard", "mup", "depth-mup", "completep"],
+        "widths": [64, 128, 256, 512, 1024],
+        "depth": 2,
+        "depths": [2, 4, 8, 16, 32, 64, 128],
+        "width": 64,
+        "steps": 4,
+        "seeds": 8,
+        "lr": 3e-3,
+        "batch": 16,
+        "context": 64,
+        "heads": 4,
+        "base_width": 64,
+        "base_depth": 2,
+    },
+}
+INIT_STD = 0.02  # the base std of the drawn matrices (module docstring)
+SELF_CHECK_STEPS = 2  # the self-check trains its point this many steps (compiled and op by op)
+EVAL_BATCH = 8  # sequences of the held-out batch the coordinates are measured on
+TEXT_BYTES = 2**21  # the standard library's text read (its validation part is held out)
+OFF = 0.4  # a quantity this far or more from flat is reported as off
+SIZE_LIMIT = 2**16  # widths, depths, context: at most this
+
+
+def add_arguments(parser):
+    parser.add_argument("--parametrisations", help="tables, comma list: standard, mup, "
+                        "depth-mup, completep, or MODULE:NAME / FILE.py:NAME of a "
+                        "meanfield.parametrisation.Parametrisation")  # fmt: skip
+    parser.add_argument("--widths", type=int_list, help="widths N of the width line")
+    parser.add_argument("--depth", type=positive_int, help="depth L of the width line")
+    parser.add_argument("--depths", type=int_list, help="depths L of the depth line")
+    parser.add_argument("--width", type=positive_int, help="width N of the depth line")
+    parser.add_argument("--steps", type=positive_int, help="Adam steps")
+    parser.add_argument("--seeds", type=positive_int, help="independent draws per size")
+    parser.add_argument("--lr", type=positive_float, help="base learning rate")
+    parser.add_argument("--batch", type=positive_int, help="sequences per step")
+    parser.add_argument("--context", type=positive_int, help="tokens per sequence")
+    parser.add_argument("--heads", type=positive_int, help="attention heads")
+    parser.add_argument("--base-width", type=positive_int, help="the base model's width")
+    parser.add_argument("--base-depth", type=positive_int, help="the base model's depth")
+    parser.add_argument(
+        "--init-std", type=positive_float, help="base std of the matrices (base_width^-1/2)"
+    )
+    parser.add_argument("--data", help="a UTF-8 text FILE (default: the standard library)")
+
+
+def _tables(names) -> list[Parametrisation]:
+    from .args import load_object
+
+    out = []
+    for name in names:
+        if name in PARAMETRISATIONS:
+            out.append(PARAMETRISATIONS[name])
+            continue
+        if ":" not in name:
+            raise StudyInputError(
+                f"--parametrisations: {name!r} is not one of {sorted(PARAMETRISATIONS)} "
+                "nor MODULE:NAME"
+            )
+        table = load_object(name, "--parametrisations")
+        if not isinstance(table, Parametrisation):
+            raise StudyInputError(
+                f"--parametrisations: {name} is a {type(table).__name__}, not a Parametrisation"
+            )
+        out.append(table)
+    if len({t.name for t in out}) != len(out):
+        raise StudyInputError("--parametrisations: the tables' names must differ")
+    return out
+
+
+def _config(args) -> dict:
+    from .args import override
+
+    cfg = override(
+        dict(PRESETS[args.preset]), args,
+        ("widths", "depth", "depths", "width", "steps", "seeds", "lr", "batch", "context",
+         "heads", "base_width", "base_depth"),
+    )  # fmt: skip
+    if args.parametrisations is not None:
+        names = [n.strip() for n in args.parametrisations.split(",") if n.strip()]
+        if not names:
+            raise StudyInputError("--parametrisations: need at least one table")
+        cfg["parametrisations"] = names
+    tables = _tables(cfg["parametrisations"])
+    for flag, key in (("--widths", "widths"), ("--depths", "depths")):
+        sizes = cfg[key]
+        if len(sizes) < 3:
+            raise StudyInputError(f"{flag}: a slope needs at least three sizes, got {sizes}")
+        if sorted(set(sizes)) != sizes:
+            raise StudyInputError(f"{flag}: need increasing sizes, got {sizes}")
+    for flag, value in (("--widths", max(cfg["widths"])), ("--depths", max(cfg["depths"])),
+                        ("--width", cfg["width"]), ("--depth", cfg["depth"]),
+                        ("--context", cfg["context"]), ("--base-width", cfg["base_width"]),
+                        ("--base-depth", cfg["base_depth"])):  # fmt: skip
+        if value > SIZE_LIMIT:
+            raise StudyInputError(f"{flag}: at most {SIZE_LIMIT}, got {value}")
+    for w in [*cfg["widths"], cfg["width"]]:
+        if w % cfg["heads"]:
+            raise StudyInputError(f"--heads: {cfg['heads']} does not divide the width {w}")
+    if cfg["seeds"] < 2:
+        raise StudyInputError("--seeds: an interval needs at least 2 draws")
+    if cfg["lr"] > 10:
+        raise StudyInputError(f"--lr: at most 10, got {cfg['lr']}")
+    if cfg["steps"] > 10**5:
+        raise StudyInputError(f"--steps: at most 100000, got {cfg['steps']}")
+    if cfg["batch"] > 2**16:
+        raise StudyInputError(f"--batch: at most 65536, got {cfg['batch']}")
+    init_std = args.init_std if args.init_std is not None else INIT_STD
+    if init_std > 100:
+        raise StudyInputError(f"--init-std: at most 100, got {init_std}")
+    cfg.update(
+        init_std=init_std,
+        tables=[t.table() for t in tables],
+        data=args.data,
+        seed=args.seed,
+        x64=args.x64,
+        preset=args.preset,
+    )
+    check_cost(cfg)
+    return cfg
+
+
+def _sizes(cfg) -> list[tuple[int, int]]:
+    """The (width, depth) of every network: the width line and the depth line, once
+    each where they meet."""
+    sizes = [(n, cfg["depth"]) for n in cfg["widths"]] + [(cfg["width"], d) for d in cfg["depths"]]
+    return sorted(set(sizes), key=sizes.index)
+
+
+def _parameters(N: int, L: int, vocab: int, context: int) -> int:
+    return L * 12 * N * N + 2 * vocab * N + context * N
+
+
+def cost_parts(cfg) -> list:
+    """The estimated memory, work and largest array of the study (`args.Cost`): a point
+    trains its seeds at once; Adam keeps four copies of the parameters, the coordinate
+    measurements the per-layer states of the held-out batch."""
+    from .args import PYTHON_STEP, Cost
+
+    V, T, B, S, K = 256, cfg["context"], cfg["batch"], cfg["seeds"], cfg["steps"]
+    itemsize = 8 if cfg["x64"] else 4
+    memory, work, elements = 0.0, 0.0, 0.0
+    for N, L in _sizes(cfg):
+        P = _parameters(N, L, V, T)
+        states = (B + 2 * EVAL_BATCH) * L * T * (16 * N + T)
+        memory = max(memory, S * itemsize * (6 * P + 4 * states))
+        elements = max(elements, S * EVAL_BATCH * L * T * 4 * N, S * P)
+        per_step = 6 * P * (B + EVAL_BATCH) * T + 4 * L * T * T * N * (B + EVAL_BATCH)
+        work += len(cfg["parametrisations"]) * S * ((K + 1) * per_step + PYTHON_STEP / 20)
+    return [
+        Cost(
+            "--widths/--depths/--width/--depth/--seeds/--batch/--context/--steps",
+            "the trainings",
+            memory=memory,
+            work=work,
+            elements=elements,
+            array="the per-layer states of a point's held-out batch, (seeds, batch, L, T, 4N)",
+            memory_flags="--widths/--depths/--width/--depth/--seeds/--batch/--context",
+        )
+    ]
+
+
+def check_cost(cfg) -> None:
+    """Refuse, before the folder is made, a configuration beyond this machine's memory,
+    the array sizes XLA takes or the work limit: one line naming the options."""
+    from .args import check_costs
+
+    check_costs(cost_parts(cfg))
+
+
+def _text(cfg):
+    """The corpus: the standard library's text, or the user's `--data` file."""
+    try:
+        if cfg["data"] is None:
+            return load_text(max_bytes=TEXT_BYTES)
+        return load_text(cfg["data"], max_bytes=TEXT_BYTES)
+    except (ValueError, OSError) as err:
+        raise StudyInputError(f"--data: {err}") from None
+
+
+def _model(cfg, table: Parametrisation, N: int, L: int) -> Transformer:
+    return Transformer(
+        vocab=256, context=cfg["context"], width=N, depth=L, heads=cfg["heads"],
+        parametrisation=table, base_width=cfg["base_width"], base_depth=cfg["base_depth"],
+        init_std=cfg["init_std"],
+    )  # fmt: skip
+
+
+@functools.cache
+def _program(model: Transformer, steps: int, batch: int, context: int):
+    """One program per shape: a point's seeds trained at once (vmapped), the coordinates
+    measured at every step inside the loop."""
+
+    def one(key, lr, train_ids, eval_ids):
+        k_init, k_data, k_eval = jax.random.split(key, 3)
+        p0 = model.init(k_init)
+        data_keys = jax.random.split(k_data, steps)
+        xs, ys = jax.vmap(lambda k: batches(k, train_ids, batch=batch, context=context))(data_keys)
+        held_out, _ = batches(k_eval, eval_ids, batch=EVAL_BATCH, context=context)
+        reference = C.reference_states(model, p0, held_out)
+        grad = jax.value_and_grad(model.loss)
+
+        def grad_fn(theta, k):
+            k = jnp.minimum(k, steps - 1)
+            loss, g = grad(theta, xs[k], ys[k])
+            coords = C.coordinates(model, p0, theta, held_out, reference=reference)
+            return g, (loss, coords)
+
+        # steps + 1 passes, without the history of the parameters: the aux of pass k is
+        # measured at θ_k, k = 0..steps (the last pass's update is dropped)
+        _, (losses, coords) = gd_loop(grad_fn, p0, adam(model, lr=lr), steps + 1, history=False)
+        return losses, coords
+
+    return jax.jit(jax.vmap(one, in_axes=(0, None, None, None)))
+
+
+def _point(cfg, table: Parametrisation, N: int, L: int, master, corpus, steps=None) -> dict:
+    steps = cfg["steps"] if steps is None else steps
+    model = _model(cfg, table, N, L)
+    keys = jnp.stack([jax.random.fold_in(master, s) for s in range(cfg["seeds"])])
+    program = _program(model, steps, cfg["batch"], cfg["context"])
+    losses, coords = program(
+        keys, cfg["lr"], jnp.asarray(corpus.train), jnp.asarray(corpus.validation)
+    )
+    losses = np.asarray(
+        losses, float
+    )  # (seeds, steps + 1): the loss at θ_k (the last's batch repeats)
+    exploded = ~np.all(np.isfinite(losses), axis=1)
+    out = {"losses": _listed(losses[:, :steps]), "exploded": int(exploded.sum())}
+    sizes, per_layer = {}, {}
+    for q in C.QUANTITIES:
+        v = np.asarray(coords[q], float)  # (seeds, steps + 1[, L])
+        mean = v.reshape(v.shape[0], v.shape[1], -1).mean(axis=2)
+        mean[exploded] = np.nan
+        sizes[q] = _listed(mean)
+        if v.ndim == 3:
+            last = v[:, -1, :].copy()
+            last[exploded] = np.nan
+            per_layer[q] = _listed(last)
+    out["sizes"] = sizes
+    out["per_layer"] = per_layer
+    return out
+
+
+def _listed(a: np.ndarray) -> list:
+    return [[None if not math.isfinite(x) else float(x) for x in row] for row in a.tolist()]
+
+
+def run(args):
+    cfg = _config(args)
+    corpus = _text(cfg)
+    # the text's bytes: a --resume on other text is refused naming --data (runner); the
+    # standard library's text is the running interpreter's
+    digest = hashlib.sha256(corpus.train.tobytes() + b"\0" + corpus.validation.tobytes())
+    cfg["data_sha256"] = digest.hexdigest()
+    runner = start_study(args, cfg)
+    cfg_tables = {t["name"]: t for t in cfg["tables"]}
+    tables = {t.name: t for t in _tables(cfg["parametrisations"])}
+    assert set(tables) == set(cfg_tables)
+    master = jax.random.key(cfg["seed"])
+    specs = [
+        {"parametrisation": name, "width": N, "depth": L} for name in tables for N, L in _sizes(cfg)
+    ]
+
+    def point(spec, steps=None):
+        key = jax.random.fold_in(jax.random.fold_in(master, spec["width"]), spec["depth"])
+        return _point(cfg, tables[spec["parametrisation"]], spec["width"], spec["depth"], key,
+                      corpus, steps)  # fmt: skip
+
+    points = runner.run_points(
+        specs,
+        point,
+        describe=lambda s: f"{s['parametrisation']} N={s['width']} L={s['depth']}",
+        variant=lambda s: point(s, SELF_CHECK_STEPS),
+        route=f"op by op (jax.disable_jit), trained {SELF_CHECK_STEPS} steps compiled and op by op",
+        check_cost=lambda s: s["width"] ** 2 * s["depth"],
+    )
+    for spec, p in zip(specs, points, strict=True):
+        p.update(spec)
+        if p["exploded"]:
+            runner.warn(
+                f"{spec['parametrisation']} N={spec['width']} L={spec['depth']}: "
+                f"{p['exploded']} of {cfg['seeds']} draws exploded (left out of the fits)"
+            )
+    lines = _lines(cfg, tables, points)
+    runner.finish(
+        {
+            "points": points,
+            "lines": lines,
+            "fits": [f for line in lines for f in line["fits"].values()],
+            "reference": {"method": "slopes predicted from each table's exponents for Adam's "
+                          "first steps (meanfield.diagnostics.coord_check.predicted_slopes)"},
+            "data": {"source": cfg["data"] or "the Python standard library",
+                     "train_bytes": int(corpus.train.size),
+                     "validation_bytes": int(corpus.validation.size)},
+            "headline": _headline(lines),
+        },
+        plot=plot,
+    )  # fmt: skip
+
+
+def _lines(cfg, tables, points) -> list[dict]:
+    """Per table and line (width, depth): every quantity's slope after the last step."""
+    out = []
+    for name, table in tables.items():
+        for against, sizes, fixed in (
+            ("width", cfg["widths"], {"depth": cfg["depth"]}),
+            ("depth", cfg["depths"], {"width": cfg["width"]}),
+        ):
+            at = {(p["width"], p["depth"]): p for p in points if p["parametrisation"] == name}
+            key = (
+                (lambda n: (n, cfg["depth"]))
+                if against == "width"
+                else (lambda d: (cfg["width"], d))
+            )
+            draws = {
+                q: [
+                    np.array([np.nan if r[-1] is None else r[-1] for r in at[key(n)]["sizes"][q]])
+                    for n in sizes
+                ]
+                for q in C.QUANTITIES
+            }
+            predicted = C.predicted_slopes(table, against)
+            features = [*C.ACTIVATIONS, *C.CHANGES]
+            claims = all(predicted[q] == 0.0 for q in features)
+            # the predictions are the fits' theory only where the table claims the line
+            # flat: elsewhere they are first-step asymptotics, not a claim to test
+            fits = C.slope_fits(sizes, draws, against=against, predicted=predicted, fixed=fixed,
+                                seed=cfg["seed"], as_theory=claims)  # fmt: skip
+            slopes = {q: fits[q].get("slope") for q in C.QUANTITIES}
+            out.append(
+                {
+                    "parametrisation": name,
+                    "against": against,
+                    "sizes": list(sizes),
+                    "fixed": fixed,
+                    "claims_flat": claims,
+                    "fits": fits,
+                    "flat": sorted(q for q in C.QUANTITIES if fits[q]["flat"] == "inside"),
+                    "off": sorted(q for q, v in slopes.items() if v is not None and abs(v) >= OFF),
+                    "largest_activation_deviation": _largest(fits, C.ACTIVATIONS, predicted),
+                }
+            )
+    return out
+
+
+def _largest(fits, quantities, predicted):
+    values = [
+        abs(fits[q]["slope"] - predicted[q]) for q in quantities if fits[q].get("slope") is not None
+    ]
+    return max(values) if values else None
+
+
+def _headline(lines) -> list[str]:
+    out = []
+    for line in lines:
+        fits = line["fits"]
+        acts = ", ".join(
+            f"{q.split('/')[1]} {fits[q]['slope']:+.2f}" if fits[q].get("slope") is not None
+            else f"{q.split('/')[1]} —"
+            for q in C.ACTIVATIONS
+        )  # fmt: skip
+        features = [*C.ACTIVATIONS, *C.CHANGES]
+        flat = sum(fits[q]["flat"] == "inside" for q in features)
+        claim = "claims flat" if line["claims_flat"] else "does not claim flat"
+        out.append(
+            f"{line['parametrisation']} against {line['against']} ({claim}): activation slopes "
+            f"{acts}; {flat} of {len(features)} activations and changes flat within ±0.1 "
+            f"(intervals); {len(line['off'])} of {len(C.QUANTITIES)} quantities {OFF} or more "
+            "from flat" + (f" ({', '.join(line['off'])})" if line["off"] else "")
+        )
+    return out
+
+
+def plot(out, results) -> None:
+    """The figures from `results.json` alone (`meanfield plot DIR`)."""
+    from .coord_check_plot import figures
+
+    figures(Path(out), results)

@@ -1,0 +1,75 @@
+"""Training a `meanfield.models.transformer.Transformer` with Adam whose per-group
+learning rate, ε and weight decay follow the network's parametrisation table
+(`adam`), on batches of token sequences (`train`, through the library's one loop
+`gd_loop`)."""
+
+import jax
+import jax.numpy as jnp
+import optax
+from jaxtyping import Array, Int
+
+from ..models.transformer import Transformer
+from ..parametrisation import DECAYED, GROUPS
+from .loop import gd_loop
+
+
+def group_hyperparameters(model: Transformer, *, lr, eps=1e-8, weight_decay=0.0) -> dict[str, dict]:
+    """Adam's `lr`, `eps`, `weight_decay` for every group at the model's size: each base
+    value times the table's factor (weight decay only on `DECAYED` groups). The base
+    values may be traced (vmapped learning rates)."""
+    out = {}
+    for g in GROUPS:
+        out[g] = {
+            "lr": lr * model.factor(g, "lr"),
+            "eps": eps * model.factor(g, "eps"),
+            "weight_decay": (
+                weight_decay * model.factor(g, "weight_decay") if g in DECAYED else 0.0
+            ),
+        }
+    return out
+
+
+def adam(
+    model: Transformer, *, lr, eps=1e-8, weight_decay=0.0, b1: float = 0.9, b2: float = 0.95
+) -> optax.GradientTransformation:
+    """AdamW (`optax.adamw`, decoupled from the gradient, scaled by the learning rate as
+    PyTorch's) with each group's hyperparameters from `group_hyperparameters`."""
+    hyper = group_hyperparameters(model, lr=lr, eps=eps, weight_decay=weight_decay)
+    transforms: dict = {
+        g: optax.adamw(h["lr"], b1=b1, b2=b2, eps=h["eps"], weight_decay=h["weight_decay"])
+        for g, h in hyper.items()
+    }
+    return optax.multi_transform(transforms, model.labels)
+
+
+def train(
+    model: Transformer,
+    params: dict,
+    x: Int[Array, "steps B T"],
+    y: Int[Array, "steps B T"],
+    optimizer: optax.GradientTransformation,
+    *,
+    history: bool = False,
+):
+    """`steps` optimiser steps, step k on the batch `(x[k], y[k])`, in one `lax.scan`.
+
+    **Returns:** `(params, losses)`: with `history` (False) the parameters after the
+    last step, else before every step and after the last (leading axis `steps + 1`);
+    `losses[k]` the batch loss before update k.
+    """
+    if x.shape != y.shape or x.ndim != 3:
+        raise ValueError(
+            f"x, y: two arrays of shape (steps, batch, tokens), got {x.shape} and {y.shape}"
+        )
+    steps = x.shape[0]
+    grad = jax.value_and_grad(model.loss)
+
+    def grad_fn(theta, k):
+        k = jnp.minimum(k, steps - 1)
+        loss, g = grad(theta, x[k], y[k])
+        return g, loss
+
+    if history:
+        thetas, losses = gd_loop(grad_fn, params, optimizer, steps, last=False)
+        return thetas, losses
+    return gd_loop(grad_fn, params, optimizer, steps, history=False)
