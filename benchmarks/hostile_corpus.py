@@ -55,6 +55,9 @@ TINY = {
     "--exercise-seeds 2 --exercise-steps 2",
     "coord-check": "--widths 8,16,32 --depth 1 --depths 1,2,4 --width 8 --steps 1 --seeds 2 "
     "--batch 2 --context 4 --heads 1 --base-width 8 --base-depth 1 --parametrisations mup",
+    "transfer": "--depths 1,2,4 --width 8 --widths 8,16,32 --depth 1 --steps 2 --seeds 2 "
+    "--lrs 0.001,0.01,0.1 --batch 2 --context 4 --heads 1 --base-width 8 --base-depth 1 "
+    "--parametrisations mup --width-parametrisations mup",
 }
 
 REFUSED = frozenset({"refused"})

@@ -22,9 +22,10 @@ def test_info_says_the_precision_the_studies_use(monkeypatch):
     from meanfield.studies import STUDIES
 
     text = "\n".join(cli.precision_lines(False))
-    assert "float64, except trained-weights (float32)" in text
+    assert "float64, except trained-weights, coord-check, transfer (float32)" in text
     assert "Python API here: float32" in text
-    monkeypatch.setattr(STUDIES["trained-weights"], "DEFAULT_X64", True)
+    for name in ("trained-weights", "coord-check", "transfer"):
+        monkeypatch.setattr(STUDIES[name], "DEFAULT_X64", True)
     assert "float64 (every study)" in "\n".join(cli.precision_lines(True))
 
 

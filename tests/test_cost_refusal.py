@@ -129,6 +129,9 @@ TINY = {
     "coord-check": ["--widths", "8,16,32", "--depth", "1", "--depths", "1,2,4", "--width", "8",
                     "--steps", "1", "--seeds", "2", "--batch", "2", "--context", "4",
                     "--heads", "1", "--base-width", "8", "--base-depth", "1"],
+    "transfer": ["--depths", "1,2,4", "--width", "8", "--widths", "8,16,32", "--depth", "1",
+                 "--steps", "2", "--seeds", "2", "--lrs", "0.001,0.01,0.1", "--batch", "2",
+                 "--context", "4", "--heads", "1", "--base-width", "8", "--base-depth", "1"],
 }  # fmt: skip
 G = str(10**9)
 SIZE_CASES = [
@@ -230,6 +233,11 @@ SIZE_CASES = [
     ("coord-check", ["--steps", G], "--steps"),
     ("coord-check", ["--batch", G], "--batch"),
     ("coord-check", ["--context", G], "--context"),
+    ("transfer", ["--seeds", G], "--seeds"),
+    ("transfer", ["--depths", f"1,2,{G}"], "--depths"),
+    ("transfer", ["--widths", f"8,16,{G}"], "--widths"),
+    ("transfer", ["--steps", G], "--steps"),
+    ("transfer", ["--batch", G], "--batch"),
 ]
 
 
@@ -305,6 +313,7 @@ REFUSED_AT_24_GB = {
     ("mean-ode", "paper"): "a larger machine",
     ("plain-vs-residual", "paper"): "every machine",
     ("coord-check", "paper"): "a larger machine",  # 38 GB: eight draws of width 1024 at once
+    ("transfer", "paper"): "a larger machine",  # 29 GB: 90 networks of width 256 at once
 }
 
 

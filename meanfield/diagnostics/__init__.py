@@ -3,7 +3,8 @@
 (`critical_beta`, `depth_ratios`), signal propagation (`simulate_response`), training
 regimes (`regime_diagnostics`), Chaintron's scaling criteria on the two-layer perceptron
 (`criteria_rates`), the regularity of trained weights (`estimate_hurst`) and the
-coordinate check of a Transformer (`coordinates`, `meanfield.diagnostics.coord_check`).
+coordinate check of a Transformer (`coordinates`, `meanfield.diagnostics.coord_check`) and
+whether its layers learn lazily (`nonlinear_fractions`).
 """
 
 from . import phases as phases
@@ -39,3 +40,5 @@ from .regularity import variogram as variogram
 from .regularity import estimate_hurst as estimate_hurst
 from . import coord_check as coord_check
 from .coord_check import coordinates as coordinates
+from . import laziness as laziness
+from .laziness import nonlinear_fractions as nonlinear_fractions

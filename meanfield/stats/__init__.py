@@ -1,7 +1,8 @@
 # ruff: noqa: I001  (grouped by module, in the order data flows)
 """Statistics: summaries with explosions set apart, log-log and rate fits with bootstrap
 intervals over independent draws, two arms compared (`difference_interval`, Welch's
-interval over each arm's draws), and the verdicts computed from them.
+interval over each arm's draws), learning-rate transfer (`optimal_lr`, `drift`), and the
+verdicts computed from them.
 """
 
 from . import fits as fits
@@ -27,3 +28,6 @@ from .compare import difference_interval as difference_interval
 from .compare import mean_interval as mean_interval
 from .compare import slope_interval as slope_interval
 from .compare import lower_arm as lower_arm
+from . import transfer as transfer
+from .transfer import optimal_lr as optimal_lr
+from .transfer import drift as drift

@@ -34,6 +34,7 @@ _MODULES: dict[str, str] = {
     "regimes": "meanfield.studies.regimes",
     "approximation": "meanfield.studies.approximation",
     "coord-check": "meanfield.studies.coord_check",
+    "transfer": "meanfield.studies.transfer",
 }
 
 

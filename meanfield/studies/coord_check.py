@@ -39,8 +39,6 @@ below.
 """
 
 import functools
-import hashlib
-import math
 from pathlib import Path
 
 import jax
@@ -48,14 +46,25 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..diagnostics import coord_check as C
-from ..io.text import batches, load_text
-from ..models.transformer import Transformer
-from ..parametrisation import PARAMETRISATIONS, Parametrisation
+from ..io.text import batches
+from ..parametrisation import Parametrisation
 from ..runtime.errors import StudyInputError
 from ..training.loop import gd_loop
 from ..training.transformer import adam
 from .args import int_list, positive_float, positive_int
 from .runner import start_study
+from .transformer_options import (
+    MODEL_OPTIONS,
+    add_model_arguments,
+    check_model_options,
+    corpus,
+    data_record,
+    listed,
+    model,
+    run_sized_points,
+    table_names,
+    tables,
+)
 
 HELP = "coordinate check of a Transformer's parametrisations across width and depth"
 DEFAULT_X64 = False
@@ -91,12 +100,9 @@ PRESETS = {
         "base_depth": 2,
     },
 }
-INIT_STD = 0.02  # the base std of the drawn matrices (module docstring)
 SELF_CHECK_STEPS = 2  # the self-check trains its point this many steps (compiled and op by op)
 EVAL_BATCH = 8  # sequences of the held-out batch the coordinates are measured on
-TEXT_BYTES = 2**21  # the standard library's text read (its validation part is held out)
 OFF = 0.4  # a quantity this far or more from flat is reported as off
-SIZE_LIMIT = 2**16  # widths, depths, context: at most this
 
 
 def add_arguments(parser):
@@ -110,39 +116,7 @@ def add_arguments(parser):
     parser.add_argument("--steps", type=positive_int, help="Adam steps")
     parser.add_argument("--seeds", type=positive_int, help="independent draws per size")
     parser.add_argument("--lr", type=positive_float, help="base learning rate")
-    parser.add_argument("--batch", type=positive_int, help="sequences per step")
-    parser.add_argument("--context", type=positive_int, help="tokens per sequence")
-    parser.add_argument("--heads", type=positive_int, help="attention heads")
-    parser.add_argument("--base-width", type=positive_int, help="the base model's width")
-    parser.add_argument("--base-depth", type=positive_int, help="the base model's depth")
-    parser.add_argument(
-        "--init-std", type=positive_float, help="base std of the matrices (base_width^-1/2)"
-    )
-    parser.add_argument("--data", help="a UTF-8 text FILE (default: the standard library)")
-
-
-def _tables(names) -> list[Parametrisation]:
-    from .args import load_object
-
-    out = []
-    for name in names:
-        if name in PARAMETRISATIONS:
-            out.append(PARAMETRISATIONS[name])
-            continue
-        if ":" not in name:
-            raise StudyInputError(
-                f"--parametrisations: {name!r} is not one of {sorted(PARAMETRISATIONS)} "
-                "nor MODULE:NAME"
-            )
-        table = load_object(name, "--parametrisations")
-        if not isinstance(table, Parametrisation):
-            raise StudyInputError(
-                f"--parametrisations: {name} is a {type(table).__name__}, not a Parametrisation"
-            )
-        out.append(table)
-    if len({t.name for t in out}) != len(out):
-        raise StudyInputError("--parametrisations: the tables' names must differ")
-    return out
+    add_model_arguments(parser)
 
 
 def _config(args) -> dict:
@@ -150,49 +124,27 @@ def _config(args) -> dict:
 
     cfg = override(
         dict(PRESETS[args.preset]), args,
-        ("widths", "depth", "depths", "width", "steps", "seeds", "lr", "batch", "context",
-         "heads", "base_width", "base_depth"),
+        ("widths", "depth", "depths", "width", "steps", "seeds", "lr", *MODEL_OPTIONS),
     )  # fmt: skip
     if args.parametrisations is not None:
-        names = [n.strip() for n in args.parametrisations.split(",") if n.strip()]
-        if not names:
-            raise StudyInputError("--parametrisations: need at least one table")
-        cfg["parametrisations"] = names
-    tables = _tables(cfg["parametrisations"])
+        cfg["parametrisations"] = table_names(args.parametrisations, "--parametrisations")
+    named = tables(cfg["parametrisations"])
     for flag, key in (("--widths", "widths"), ("--depths", "depths")):
-        sizes = cfg[key]
-        if len(sizes) < 3:
-            raise StudyInputError(f"{flag}: a slope needs at least three sizes, got {sizes}")
-        if sorted(set(sizes)) != sizes:
-            raise StudyInputError(f"{flag}: need increasing sizes, got {sizes}")
-    for flag, value in (("--widths", max(cfg["widths"])), ("--depths", max(cfg["depths"])),
-                        ("--width", cfg["width"]), ("--depth", cfg["depth"]),
-                        ("--context", cfg["context"]), ("--base-width", cfg["base_width"]),
-                        ("--base-depth", cfg["base_depth"])):  # fmt: skip
-        if value > SIZE_LIMIT:
-            raise StudyInputError(f"{flag}: at most {SIZE_LIMIT}, got {value}")
-    for w in [*cfg["widths"], cfg["width"]]:
-        if w % cfg["heads"]:
-            raise StudyInputError(f"--heads: {cfg['heads']} does not divide the width {w}")
+        if len(cfg[key]) < 3:
+            raise StudyInputError(f"{flag}: a slope needs at least three sizes, got {cfg[key]}")
+    check_model_options(
+        cfg, args, [*cfg["widths"], cfg["width"]],
+        [("--widths", max(cfg["widths"])), ("--depths", max(cfg["depths"])),
+         ("--width", cfg["width"]), ("--depth", cfg["depth"])],
+    )  # fmt: skip
     if cfg["seeds"] < 2:
         raise StudyInputError("--seeds: an interval needs at least 2 draws")
     if cfg["lr"] > 10:
         raise StudyInputError(f"--lr: at most 10, got {cfg['lr']}")
     if cfg["steps"] > 10**5:
         raise StudyInputError(f"--steps: at most 100000, got {cfg['steps']}")
-    if cfg["batch"] > 2**16:
-        raise StudyInputError(f"--batch: at most 65536, got {cfg['batch']}")
-    init_std = args.init_std if args.init_std is not None else INIT_STD
-    if init_std > 100:
-        raise StudyInputError(f"--init-std: at most 100, got {init_std}")
-    cfg.update(
-        init_std=init_std,
-        tables=[t.table() for t in tables],
-        data=args.data,
-        seed=args.seed,
-        x64=args.x64,
-        preset=args.preset,
-    )
+    cfg.update(tables=[t.table() for t in named], seed=args.seed, x64=args.x64,
+               preset=args.preset)  # fmt: skip
     check_cost(cfg)
     return cfg
 
@@ -245,121 +197,83 @@ def check_cost(cfg) -> None:
     check_costs(cost_parts(cfg))
 
 
-def _text(cfg):
-    """The corpus: the standard library's text, or the user's `--data` file."""
-    try:
-        if cfg["data"] is None:
-            return load_text(max_bytes=TEXT_BYTES)
-        return load_text(cfg["data"], max_bytes=TEXT_BYTES)
-    except (ValueError, OSError) as err:
-        raise StudyInputError(f"--data: {err}") from None
-
-
-def _model(cfg, table: Parametrisation, N: int, L: int) -> Transformer:
-    return Transformer(
-        vocab=256, context=cfg["context"], width=N, depth=L, heads=cfg["heads"],
-        parametrisation=table, base_width=cfg["base_width"], base_depth=cfg["base_depth"],
-        init_std=cfg["init_std"],
-    )  # fmt: skip
-
-
 @functools.cache
-def _program(model: Transformer, steps: int, batch: int, context: int):
+def _program(net, steps: int, batch: int, context: int):
     """One program per shape: a point's seeds trained at once (vmapped), the coordinates
     measured at every step inside the loop."""
 
     def one(key, lr, train_ids, eval_ids):
         k_init, k_data, k_eval = jax.random.split(key, 3)
-        p0 = model.init(k_init)
+        p0 = net.init(k_init)
         data_keys = jax.random.split(k_data, steps)
         xs, ys = jax.vmap(lambda k: batches(k, train_ids, batch=batch, context=context))(data_keys)
         held_out, _ = batches(k_eval, eval_ids, batch=EVAL_BATCH, context=context)
-        reference = C.reference_states(model, p0, held_out)
-        grad = jax.value_and_grad(model.loss)
+        reference = C.reference_states(net, p0, held_out)
+        grad = jax.value_and_grad(net.loss)
 
         def grad_fn(theta, k):
             k = jnp.minimum(k, steps - 1)
             loss, g = grad(theta, xs[k], ys[k])
-            coords = C.coordinates(model, p0, theta, held_out, reference=reference)
+            coords = C.coordinates(net, p0, theta, held_out, reference=reference)
             return g, (loss, coords)
 
         # steps + 1 passes, without the history of the parameters: the aux of pass k is
         # measured at θ_k, k = 0..steps (the last pass's update is dropped)
-        _, (losses, coords) = gd_loop(grad_fn, p0, adam(model, lr=lr), steps + 1, history=False)
+        _, (losses, coords) = gd_loop(grad_fn, p0, adam(net, lr=lr), steps + 1, history=False)
         return losses, coords
 
     return jax.jit(jax.vmap(one, in_axes=(0, None, None, None)))
 
 
-def _point(cfg, table: Parametrisation, N: int, L: int, master, corpus, steps=None) -> dict:
+def _point(cfg, table: Parametrisation, N: int, L: int, master, text, steps=None) -> dict:
     steps = cfg["steps"] if steps is None else steps
-    model = _model(cfg, table, N, L)
+    net = model(cfg, table, N, L)
     keys = jnp.stack([jax.random.fold_in(master, s) for s in range(cfg["seeds"])])
-    program = _program(model, steps, cfg["batch"], cfg["context"])
-    losses, coords = program(
-        keys, cfg["lr"], jnp.asarray(corpus.train), jnp.asarray(corpus.validation)
-    )
+    program = _program(net, steps, cfg["batch"], cfg["context"])
+    losses, coords = program(keys, cfg["lr"], jnp.asarray(text.train), jnp.asarray(text.validation))
     losses = np.asarray(
         losses, float
     )  # (seeds, steps + 1): the loss at θ_k (the last's batch repeats)
     exploded = ~np.all(np.isfinite(losses), axis=1)
-    out = {"losses": _listed(losses[:, :steps]), "exploded": int(exploded.sum())}
+    out = {"losses": listed(losses[:, :steps]), "exploded": int(exploded.sum())}
     sizes, per_layer = {}, {}
     for q in C.QUANTITIES:
         v = np.asarray(coords[q], float)  # (seeds, steps + 1[, L])
         mean = v.reshape(v.shape[0], v.shape[1], -1).mean(axis=2)
         mean[exploded] = np.nan
-        sizes[q] = _listed(mean)
+        sizes[q] = listed(mean)
         if v.ndim == 3:
             last = v[:, -1, :].copy()
             last[exploded] = np.nan
-            per_layer[q] = _listed(last)
+            per_layer[q] = listed(last)
     out["sizes"] = sizes
     out["per_layer"] = per_layer
     return out
 
 
-def _listed(a: np.ndarray) -> list:
-    return [[None if not math.isfinite(x) else float(x) for x in row] for row in a.tolist()]
-
-
 def run(args):
     cfg = _config(args)
-    corpus = _text(cfg)
-    # the text's bytes: a --resume on other text is refused naming --data (runner); the
-    # standard library's text is the running interpreter's
-    digest = hashlib.sha256(corpus.train.tobytes() + b"\0" + corpus.validation.tobytes())
-    cfg["data_sha256"] = digest.hexdigest()
+    text = corpus(cfg)
     runner = start_study(args, cfg)
-    cfg_tables = {t["name"]: t for t in cfg["tables"]}
-    tables = {t.name: t for t in _tables(cfg["parametrisations"])}
-    assert set(tables) == set(cfg_tables)
+    named = {t.name: t for t in tables(cfg["parametrisations"])}
     master = jax.random.key(cfg["seed"])
     specs = [
-        {"parametrisation": name, "width": N, "depth": L} for name in tables for N, L in _sizes(cfg)
+        {"parametrisation": name, "width": N, "depth": L} for name in named for N, L in _sizes(cfg)
     ]
 
     def point(spec, steps=None):
         key = jax.random.fold_in(jax.random.fold_in(master, spec["width"]), spec["depth"])
-        return _point(cfg, tables[spec["parametrisation"]], spec["width"], spec["depth"], key,
-                      corpus, steps)  # fmt: skip
+        return _point(cfg, named[spec["parametrisation"]], spec["width"], spec["depth"], key,
+                      text, steps)  # fmt: skip
 
-    points = runner.run_points(
-        specs,
-        point,
-        describe=lambda s: f"{s['parametrisation']} N={s['width']} L={s['depth']}",
-        variant=lambda s: point(s, SELF_CHECK_STEPS),
-        route=f"op by op (jax.disable_jit), trained {SELF_CHECK_STEPS} steps compiled and op by op",
-        check_cost=lambda s: s["width"] ** 2 * s["depth"],
-    )
-    for spec, p in zip(specs, points, strict=True):
-        p.update(spec)
+    points = run_sized_points(runner, specs, point, SELF_CHECK_STEPS)
+    for p in points:
         if p["exploded"]:
             runner.warn(
-                f"{spec['parametrisation']} N={spec['width']} L={spec['depth']}: "
+                f"{p['parametrisation']} N={p['width']} L={p['depth']}: "
                 f"{p['exploded']} of {cfg['seeds']} draws exploded (left out of the fits)"
             )
-    lines = _lines(cfg, tables, points)
+    lines = _lines(cfg, named, points)
     runner.finish(
         {
             "points": points,
@@ -367,9 +281,7 @@ def run(args):
             "fits": [f for line in lines for f in line["fits"].values()],
             "reference": {"method": "slopes predicted from each table's exponents for Adam's "
                           "first steps (meanfield.diagnostics.coord_check.predicted_slopes)"},
-            "data": {"source": cfg["data"] or "the Python standard library",
-                     "train_bytes": int(corpus.train.size),
-                     "validation_bytes": int(corpus.validation.size)},
+            "data": data_record(cfg, text),
             "headline": _headline(lines),
         },
         plot=plot,

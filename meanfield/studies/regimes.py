@@ -49,7 +49,10 @@ from ..blocks.two_layer import TwoLayerBlock, TwoLayerParams
 from ..diagnostics import regimes as R
 from ..models.resnet import ResNet
 from ..runtime.errors import StudyInputError
-from ..stats.fits import fit_loglog, line_fit
+from ..stats.fits import fit_loglog
+from ..stats.transfer import drift
+from ..stats.transfer import drift_interval as _drift_interval  # noqa: F401  (its old home)
+from ..stats.transfer import optimal_lr as _optimum  # noqa: F401  (its old home)
 from ..training.resnet import train
 from .args import float_list, int_list, positive_float, positive_int
 from .regimes_plot import _agreement, _diagnostics_figure, _figures, drift_text
@@ -464,59 +467,12 @@ def _transfer_point(cfg, L, xs, ys, master):
     return {"parametrizations": rec}
 
 
-def _optimum(lrs, log_loss) -> float | None:
-    """lr* from the parabola through the grid minimum of log loss against log lr and its two
-    neighbours; None at an edge of the grid (unresolved)."""
-    j = int(np.argmin(log_loss))
-    if j == 0 or j == len(lrs) - 1:
-        return None
-    x = np.log(np.asarray(lrs[j - 1 : j + 2]))
-    y = np.asarray(log_loss[j - 1 : j + 2])
-    a, b, _ = np.polyfit(x, y, 2)
-    if a <= 0:
-        return float(lrs[j])
-    return float(np.exp(np.clip(-b / (2 * a), x[0], x[2])))
-
-
 def _log_losses(entry) -> np.ndarray:
     """(lrs, seeds) log final loss; a diverged run counts as its initial loss."""
     final = np.array([[np.nan if v is None else v for v in row] for row in entry["final_loss"]])
     initial = np.array([[np.nan if v is None else v for v in row] for row in entry["initial_loss"]])
     final = np.where(np.isfinite(final), np.minimum(final, initial), initial)
     return np.log(final)
-
-
-def _drift_interval(lrs, curves, logL) -> tuple[list[float] | None, int]:
-    """The 95% interval of the drift (the slope of log lr* against log L): the depths'
-    networks are independent, so the slope's variance is `Σ_L c_L² se_L²` with `se_L` the
-    jackknife standard error of log lr* over the depth's networks; a Student-t quantile at
-    the Welch–Satterthwaite degrees of freedom (a percentile bootstrap over 4 networks
-    covered 80%). **Returns:** `(ci, unresolved)`, the leave-one-out lr* that fell on a
-    grid edge (then the interval is None)."""
-    from scipy import stats
-
-    c = (logL - logL.mean()) / ((logL - logL.mean()) @ (logL - logL.mean()))
-    var, dof_terms, unresolved = [], [], 0
-    for curve in curves:  # (lrs, S)
-        S = curve.shape[1]
-        loo = [_optimum(lrs, np.delete(curve, j, axis=1).mean(axis=1)) for j in range(S)]
-        if any(v is None for v in loo) or S < 2:
-            unresolved += sum(v is None for v in loo)
-            continue
-        y = np.log(np.asarray(loo, dtype=float))
-        var.append((S - 1) / S * float(np.sum((y - y.mean()) ** 2)))
-        dof_terms.append(S - 1)
-    if unresolved or len(var) != len(curves):
-        return None, unresolved
-    terms = c**2 * np.asarray(var)
-    se = math.sqrt(float(terms.sum()))
-    optima = np.asarray([_optimum(lrs, cv.mean(axis=1)) for cv in curves], dtype=float)
-    slope = float(c @ np.log(optima))
-    if se == 0:
-        return [slope, slope], 0
-    dof = float(terms.sum() ** 2 / np.sum(terms**2 / np.asarray(dof_terms)))
-    q = float(stats.t.ppf(0.975, dof))
-    return [slope - q * se, slope + q * se], 0
 
 
 def _transfer(cfg, points):
@@ -527,32 +483,20 @@ def _transfer(cfg, points):
     out = []
     for name, (g, lam) in PARAMETRIZATIONS.items():
         curves = [_log_losses(p["parametrizations"][name]) for p in points]  # (lrs, S) each
-        optimal = [_optimum(lrs, c.mean(axis=1)) for c in curves]
+        found = drift(lrs, Ls, curves)
         rec = {
             "parametrization": name,
             "gamma": g,
             "lambda": lam,
             "L": Ls,
-            "optimal_lr": optimal,
+            "optimal_lr": found["optimal_lr"],
             "loss_curves": [c.mean(axis=1).tolist() for c in curves],
-            "drift_exponent": None,
-            "drift_ci95": None,
+            "drift_exponent": found["drift_exponent"],
+            "drift_ci95": found["drift_ci95"],
         }
-        use = [i for i, v in enumerate(optimal) if v is not None]
-        if len(use) >= 3:
-            logL = np.log([Ls[i] for i in use])
-            found = [float(v) for v in optimal if v is not None]
-            rec["drift_exponent"] = line_fit(logL, np.log(found))[0]
-            ci, dropped = _drift_interval(lrs, [curves[i] for i in use], logL)
-            rec["drift_ci95"] = ci
-            rec["interval"] = (
-                "Student-t over the depths' jackknife standard errors of log lr* (the "
-                "networks of a depth left out one at a time), Welch-Satterthwaite degrees "
-                "of freedom"
-            )
-            rec["jackknife_unresolved"] = dropped
-        else:
-            rec["reason"] = f"lr* resolved at {len(use)} depth(s) (an optimum at a grid edge)"
-        rec["unresolved_L"] = [Ls[i] for i, v in enumerate(optimal) if v is None]
+        for key in ("interval", "jackknife_unresolved", "reason"):
+            if key in found:
+                rec[key] = found[key]
+        rec["unresolved_L"] = found["unresolved"]
         out.append(rec)
     return out

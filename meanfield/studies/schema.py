@@ -8,7 +8,7 @@ The per-study tables (`SCHEMAS`, in the schema language of
 helpers it calls read: a key the plot does not read is not checked (the files carry much
 more).
 
-Why this file is long: one short table per study (fifteen), kept side by side so that a
+Why this file is long: one short table per study (sixteen), kept side by side so that a
 change to what the figures read is checked against every study's table in one place.
 
 ```python
@@ -673,6 +673,30 @@ COORD_CHECK = study(
     },
 )  # fmt: skip
 
+# ------------------------------------------------------------------ transfer
+
+_BY_RATE = List(List(OPT_NUM))  # (learning rates, networks)
+TRANSFER = study(
+    {"lrs": List(Num(positive=True), min_len=1), "steps": POS, "seeds": POS, "width": POS,
+     "depth": POS},
+    {
+        "points": List(Record({
+            "line": Str(("depth", "width")), "parametrisation": Str(), "width": POS,
+            "depth": POS, "final_loss": _BY_RATE, "initial_loss": _BY_RATE,
+            "nonlinear_attention": _BY_RATE, "nonlinear_mlp": _BY_RATE,
+        })),
+        "lines": List(Record({
+            "line": Str(("depth", "width")), "parametrisation": Str(),
+            "sizes": List(POS, min_len=1), "loss_curves": List(List(NUM)),
+            "optimal_lr": List(OPT_NUM), "drift_exponent": OPT_NUM, "drift_ci95": Maybe(PAIR),
+            "verdict": Str(("transfers", "drifts", "undecided")),
+            "laziness?": Record({"lr": Num(positive=True),
+                                 "attention": Record({"slope": OPT_NUM, "ci95?": Maybe(PAIR)}),
+                                 "mlp": Record({"slope": OPT_NUM, "ci95?": Maybe(PAIR)})}),
+        })),
+    },
+)  # fmt: skip
+
 # ------------------------------------------------------------------ the tables
 
 SCHEMAS: dict[str, Spec] = {
@@ -691,6 +715,7 @@ SCHEMAS: dict[str, Spec] = {
     "regimes": REGIMES,
     "approximation": APPROXIMATION,
     "coord-check": COORD_CHECK,
+    "transfer": TRANSFER,
 }
 
 _COMMON = Record({"study": Str(), "config": Record({"x64?": Bool()})})

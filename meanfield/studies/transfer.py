@@ -1,0 +1,406 @@
+"""`meanfield study transfer`: learning-rate transfer of a Transformer across depth and
+width under each parametrisation (Mathematics §10; issue 49).
+
+For every table of `--parametrisations` (the depth line, at width `--width`) and of
+`--width-parametrisations` (the width line, at depth `--depth`), pre-LN Transformers
+(`meanfield.models.transformer`) are trained `--steps` Adam steps at every base learning
+rate of `--lrs` (a log grid), `--seeds` networks each (a network and its batches drawn
+from one key; the learning rates share the networks), on character-level text (the
+standard library's own source, or `--data FILE`). Each run's loss is measured after
+training on held-out text (`EVAL_BATCHES` batches of the validation part); a run whose
+loss is not finite, or beyond `EXPLODED_FACTOR` times its initial loss, counts as its
+initial loss (the curve's minimum is then elsewhere) and is reported.
+
+**lr\\*.** Per size, the vertex of the parabola through the grid's minimum of the mean log
+loss and its two neighbours (`meanfield.stats.transfer.optimal_lr`); unresolved at a
+grid edge. **The drift** of log lr\\* against log size, with its 95% interval from the
+sizes' jackknife over their networks (`meanfield.stats.transfer.drift`; its coverage:
+`benchmarks/coverage.py`, kind `lr-drift`). **Verdict** per table and line: `transfers`
+when the interval lies within ±`TRANSFER_BAND` (0.15) — which an interval containing 0
+but wider than the band does not show; `drifts` when it excludes 0; `undecided`
+otherwise. **The loss at lr\\*** against the size (does depth help at fixed width?): the
+mean log loss at the grid point nearest lr\\*.
+
+**Lazy or not, per layer** (depth line): at every size, for the networks trained at the
+grid's learning rate nearest the table's lr\\* at the base depth, every branch's
+nonlinear fraction (`meanfield.diagnostics.laziness`), its mean over layers, and its
+slope against depth with an interval over the networks: CompleteP's claim is that only
+α = 1 keeps it flat (every layer learning non-linearly), α = ½ making the layers lazy
+as `L^{-1/2}`.
+
+**Precision.** float32 by default (`--x64` for float64): losses are compared across
+learning rates a factor 2^{1/2} apart, whose differences near the optimum are ~1e-2 of the
+loss; float32's round-off over a training of this length is ~1e-5 of it.
+"""
+
+import functools
+import math
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..diagnostics.laziness import nonlinear_fractions
+from ..io.text import batches
+from ..parametrisation import Parametrisation
+from ..runtime.errors import StudyInputError
+from ..stats.fits import fit_loglog
+from ..stats.transfer import drift
+from ..training.loop import gd_loop
+from ..training.transformer import adam
+from .args import float_list, int_list, positive_int
+from .runner import start_study
+from .transformer_options import (
+    MODEL_OPTIONS,
+    add_model_arguments,
+    check_model_options,
+    corpus,
+    data_record,
+    listed,
+    model,
+    run_sized_points,
+    table_names,
+    tables,
+)
+
+HELP = "learning-rate transfer of a Transformer across depth and width, per parametrisation"
+DEFAULT_X64 = False
+PRESETS = {
+    "quick": {
+        "parametrisations": ["standard", "mup", "depth-mup", "completep"],
+        "width_parametrisations": ["standard", "mup"],
+        "depths": [2, 4, 8, 16],
+        "width": 32,
+        "widths": [16, 32, 64],
+        "depth": 2,
+        "lrs": [1e-3 * 2.0 ** (k / 2) for k in range(-1, 10)],
+        "steps": 100,
+        "seeds": 4,
+        "batch": 8,
+        "context": 16,
+        "heads": 2,
+        "base_width": 32,
+        "base_depth": 2,
+    },
+    "paper": {
+        "parametrisations": ["standard", "mup", "depth-mup", "completep"],
+        "width_parametrisations": ["standard", "mup"],
+        "depths": [2, 4, 8, 16, 32],
+        "width": 64,
+        "widths": [32, 64, 128, 256],
+        "depth": 4,
+        "lrs": [1e-3 * 2.0 ** (k / 2) for k in range(-4, 11)],
+        "steps": 250,
+        "seeds": 6,
+        "batch": 16,
+        "context": 32,
+        "heads": 2,
+        "base_width": 32,
+        "base_depth": 2,
+    },
+}
+# held-out batches (of `batch` sequences) each final loss is measured on: 32 × 8 × 16 =
+# 4096 bytes at the quick preset, a standard error of about 0.02 nats (512 bytes gave
+# 0.1, the size of the differences between neighbouring learning rates near lr*)
+EVAL_BATCHES = 32
+EXPLODED_FACTOR = 2.0  # a final loss beyond this times the initial one counts as exploded
+TRANSFER_BAND = 0.15  # a drift interval within ±this shows transfer
+SELF_CHECK_STEPS = 3
+
+
+def add_arguments(parser):
+    parser.add_argument("--parametrisations", help="tables of the depth line (comma list)")
+    parser.add_argument("--width-parametrisations", help="tables of the width line")
+    parser.add_argument("--depths", type=int_list, help="depths L of the depth line")
+    parser.add_argument("--width", type=positive_int, help="width N of the depth line")
+    parser.add_argument("--widths", type=int_list, help="widths N of the width line")
+    parser.add_argument("--depth", type=positive_int, help="depth L of the width line")
+    parser.add_argument("--lrs", type=float_list, help="base learning rates (increasing)")
+    parser.add_argument("--steps", type=positive_int, help="Adam steps per run")
+    parser.add_argument("--seeds", type=positive_int, help="networks per size")
+    add_model_arguments(parser)
+
+
+def _config(args) -> dict:
+    from .args import override
+
+    cfg = override(
+        dict(PRESETS[args.preset]), args,
+        ("depths", "width", "widths", "depth", "lrs", "steps", "seeds", *MODEL_OPTIONS),
+    )  # fmt: skip
+    for flag, key in (
+        ("--parametrisations", "parametrisations"),
+        ("--width-parametrisations", "width_parametrisations"),
+    ):
+        value = getattr(args, key)
+        if value is not None:
+            cfg[key] = table_names(value, flag)
+        tables(cfg[key], flag)  # refused here, naming the option
+    for flag, key in (("--depths", "depths"), ("--widths", "widths")):
+        if len(cfg[key]) < 3:
+            raise StudyInputError(f"{flag}: a drift needs at least three sizes, got {cfg[key]}")
+    if len(cfg["lrs"]) < 3:
+        raise StudyInputError(f"--lrs: an optimum needs at least three rates, got {cfg['lrs']}")
+    if max(cfg["lrs"]) > 10:
+        raise StudyInputError(f"--lrs: at most 10, got {max(cfg['lrs'])}")
+    check_model_options(
+        cfg, args, [*cfg["widths"], cfg["width"]],
+        [("--depths", max(cfg["depths"])), ("--widths", max(cfg["widths"])),
+         ("--width", cfg["width"]), ("--depth", cfg["depth"])],
+    )  # fmt: skip
+    if cfg["seeds"] < 2:
+        raise StudyInputError("--seeds: an interval needs at least 2 networks")
+    if cfg["steps"] > 10**6:
+        raise StudyInputError(f"--steps: at most 1000000, got {cfg['steps']}")
+    named = tables(sorted({*cfg["parametrisations"], *cfg["width_parametrisations"]}))
+    cfg.update(tables=[t.table() for t in named], seed=args.seed, x64=args.x64,
+               preset=args.preset)  # fmt: skip
+    check_cost(cfg)
+    return cfg
+
+
+def _specs(cfg) -> list[dict]:
+    specs = [
+        {"line": "depth", "parametrisation": n, "width": cfg["width"], "depth": L}
+        for n in cfg["parametrisations"]
+        for L in cfg["depths"]
+    ]
+    specs += [
+        {"line": "width", "parametrisation": n, "width": N, "depth": cfg["depth"]}
+        for n in cfg["width_parametrisations"]
+        for N in cfg["widths"]
+    ]
+    return specs
+
+
+def cost_parts(cfg) -> list:
+    """The estimated memory, work and largest array (`args.Cost`): a point trains its
+    learning rates × seeds networks at once."""
+    from .args import PYTHON_STEP, Cost
+
+    V, T, B, K = 256, cfg["context"], cfg["batch"], cfg["steps"]
+    nets = len(cfg["lrs"]) * cfg["seeds"]
+    itemsize = 8 if cfg["x64"] else 4
+    memory = work = elements = 0.0
+    for spec in _specs(cfg):
+        N, L = spec["width"], spec["depth"]
+        P = L * 12 * N * N + 2 * V * N + T * N
+        states = B * L * T * (16 * N + 2 * T)
+        memory = max(memory, nets * itemsize * (6 * P + 4 * states))
+        elements = max(elements, nets * P, nets * B * L * T * 4 * N)
+        per_step = 6 * P * B * T + 4 * L * T * T * N * B
+        work += nets * ((K + EVAL_BATCHES) * per_step + PYTHON_STEP / 20)
+    return [
+        Cost(
+            "--depths/--widths/--width/--depth/--lrs/--seeds/--batch/--context/--steps",
+            "the trainings",
+            memory=memory,
+            work=work,
+            elements=elements,
+            array="a point's networks, (learning rates × seeds, parameters)",
+            memory_flags="--depths/--widths/--width/--depth/--lrs/--seeds/--batch/--context",
+        )
+    ]
+
+
+def check_cost(cfg) -> None:
+    """Refuse, before the folder is made, a configuration beyond this machine's memory,
+    the array sizes XLA takes or the work limit: one line naming the options."""
+    from .args import check_costs
+
+    check_costs(cost_parts(cfg))
+
+
+@functools.cache
+def _program(net, steps: int, batch: int, context: int):
+    """One program per shape: every (network, learning rate) of a point trained at once."""
+
+    def one(key, lr, train_ids, eval_ids):
+        k_init, k_data, k_eval = jax.random.split(key, 3)
+        p0 = net.init(k_init)
+        keys = jax.random.split(k_data, steps)
+        xs, ys = jax.vmap(lambda k: batches(k, train_ids, batch=batch, context=context))(keys)
+        ex, ey = jax.vmap(lambda k: batches(k, eval_ids, batch=batch, context=context))(
+            jax.random.split(k_eval, EVAL_BATCHES)
+        )
+        grad = jax.value_and_grad(net.loss)
+
+        def grad_fn(theta, k):
+            loss, g = grad(theta, xs[k], ys[k])
+            return g, loss
+
+        final, _ = gd_loop(grad_fn, p0, adam(net, lr=lr), steps, history=False)
+
+        def held_out(p):
+            return jnp.mean(jax.vmap(net.loss, in_axes=(None, 0, 0))(p, ex, ey))
+
+        fractions = nonlinear_fractions(net, p0, final, ex[0])
+        return held_out(p0), held_out(final), fractions
+
+    # networks (keys) outer, learning rates inner: a network's draw is shared by its rates
+    over_rates = jax.vmap(one, in_axes=(None, 0, None, None))
+    return jax.jit(jax.vmap(over_rates, in_axes=(0, None, None, None)))
+
+
+def _point(cfg, table: Parametrisation, N: int, L: int, master, text, steps=None) -> dict:
+    steps = cfg["steps"] if steps is None else steps
+    net = model(cfg, table, N, L)
+    keys = jnp.stack([jax.random.fold_in(master, s) for s in range(cfg["seeds"])])
+    program = _program(net, steps, cfg["batch"], cfg["context"])
+    train, held = jnp.asarray(text.train), jnp.asarray(text.validation)
+    initial, final, fractions = program(keys, jnp.asarray(cfg["lrs"]), train, held)
+    initial, final = np.asarray(initial, float), np.asarray(final, float)  # (seeds, lrs)
+    exploded = ~np.isfinite(final) | (final > EXPLODED_FACTOR * initial)
+    out = {
+        "initial_loss": listed(initial.T),  # (lrs, seeds)
+        "final_loss": listed(final.T),
+        "exploded": listed(exploded.T.astype(float)),
+    }
+    for branch, v in fractions.items():  # (seeds, lrs, L)
+        v = np.asarray(v, float)
+        out[f"nonlinear_{branch}"] = listed(v.mean(axis=2).T)  # (lrs, seeds): mean over layers
+    return out
+
+
+def run(args):
+    cfg = _config(args)
+    text = corpus(cfg)
+    runner = start_study(args, cfg)
+    names = sorted({*cfg["parametrisations"], *cfg["width_parametrisations"]})
+    by_name = dict(zip(names, tables(names), strict=True))  # as given -> its table
+    master = jax.random.key(cfg["seed"])
+
+    def point(spec, steps=None):
+        key = jax.random.fold_in(jax.random.fold_in(master, spec["width"]), spec["depth"])
+        return _point(cfg, by_name[spec["parametrisation"]], spec["width"], spec["depth"],
+                      key, text, steps)  # fmt: skip
+
+    specs = _specs(cfg)
+    points = run_sized_points(runner, specs, point, SELF_CHECK_STEPS)
+    for p in points:
+        count = int(np.nansum(np.array(p["exploded"], dtype=float)))
+        if count:
+            runner.warn(
+                f"{p['parametrisation']} N={p['width']} L={p['depth']}: {count} of "
+                f"{len(cfg['lrs']) * cfg['seeds']} runs exploded (counted at their initial loss)"
+            )
+    lines = _lines(cfg, points)
+    runner.finish(
+        {
+            "points": points,
+            "lines": lines,
+            "fits": [ln["laziness"][b] for ln in lines if ln.get("laziness")
+                     for b in ("attention", "mlp")],
+            "reference": {"method": "no reference limit: lr* and its drift are measured"},
+            "data": data_record(cfg, text),
+            "headline": _headline(lines),
+        },
+        plot=plot,
+    )  # fmt: skip
+
+
+def log_losses(point) -> np.ndarray:
+    """(lrs, seeds) log final loss; an exploded run counts as its initial loss."""
+    final = np.array([[np.nan if v is None else v for v in r] for r in point["final_loss"]])
+    initial = np.array([[np.nan if v is None else v for v in r] for r in point["initial_loss"]])
+    bad = ~np.isfinite(final) | (final > EXPLODED_FACTOR * initial)
+    return np.log(np.where(bad, initial, final))
+
+
+def verdict(ci) -> str:
+    """`transfers` (the interval within ±TRANSFER_BAND), `drifts` (it excludes 0), else
+    `undecided`."""
+    if ci is None:
+        return "undecided"
+    if -TRANSFER_BAND <= ci[0] and ci[1] <= TRANSFER_BAND:
+        return "transfers"
+    if ci[0] > 0 or ci[1] < 0:
+        return "drifts"
+    return "undecided"
+
+
+def _lines(cfg, points) -> list[dict]:
+    out = []
+    lrs = cfg["lrs"]
+    for line, names, sizes, key in (
+        ("depth", cfg["parametrisations"], cfg["depths"], "depth"),
+        ("width", cfg["width_parametrisations"], cfg["widths"], "width"),
+    ):
+        for name in names:
+            pts = [next(p for p in points if p["line"] == line and p["parametrisation"] == name
+                        and p[key] == s) for s in sizes]  # fmt: skip
+            curves = [log_losses(p) for p in pts]
+            found = drift(lrs, sizes, curves)
+            best = [
+                None if v is None else float(curves[i].mean(axis=1)[_nearest(lrs, v)])
+                for i, v in enumerate(found["optimal_lr"])
+            ]
+            rec = {
+                "line": line,
+                "parametrisation": name,
+                "sizes": list(sizes),
+                "loss_curves": [c.mean(axis=1).tolist() for c in curves],
+                **found,
+                "verdict": verdict(found["drift_ci95"]),
+                "log_loss_at_optimum": best,
+            }
+            if line == "depth":
+                rec["laziness"] = _laziness(cfg, pts, sizes, found, name)
+            out.append(rec)
+    return out
+
+
+def _nearest(lrs, lr) -> int:
+    return int(np.argmin(np.abs(np.log(lrs) - math.log(lr))))
+
+
+def _laziness(cfg, pts, sizes, found, name) -> dict:
+    """Per branch, the mean nonlinear fraction against depth at the learning rate nearest
+    lr* at the smallest resolved depth (one rate for the whole line), its slope over the
+    networks."""
+    resolved = [v for v in found["optimal_lr"] if v is not None]
+    lr = resolved[0] if resolved else cfg["lrs"][len(cfg["lrs"]) // 2]
+    j = _nearest(cfg["lrs"], lr)
+    out = {"lr": cfg["lrs"][j]}
+    for branch in ("attention", "mlp"):
+        samples = [[v for v in p[f"nonlinear_{branch}"][j] if v is not None and v > 0] for p in pts]
+        out[branch] = fit_loglog(sizes, samples, quantity=f"nonlinear fraction, {branch}",
+                                 against="L", fixed={"parametrisation": name, "lr": out["lr"]},
+                                 seed=cfg["seed"])  # fmt: skip
+    return out
+
+
+def _headline(lines) -> list[str]:
+    out = []
+    for ln in lines:
+        ci = ln["drift_ci95"]
+        d = ln["drift_exponent"]
+        text = (
+            "unresolved"
+            if d is None
+            else f"{d:+.2f}" + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "")
+        )
+        line = f"lr* drift against {ln['line']}, {ln['parametrisation']}: {text} ({ln['verdict']})"
+        if ln["unresolved"]:
+            line += f"; lr* at a grid edge at {ln['line']} {', '.join(map(str, ln['unresolved']))}"
+        lazy = ln.get("laziness")
+        if lazy:
+            parts = []
+            for b in ("attention", "mlp"):
+                f = lazy[b]
+                if f.get("slope") is not None and f.get("ci95"):
+                    parts.append(
+                        f"{b} {f['slope']:+.2f} [{f['ci95'][0]:+.2f}, {f['ci95'][1]:+.2f}]"
+                    )
+            if parts:
+                line += "; nonlinear fraction against depth: " + ", ".join(parts)
+        out.append(line)
+    return out
+
+
+def plot(out, results) -> None:
+    """The figures from `results.json` alone (`meanfield plot DIR`)."""
+    from .transfer_plot import figures
+
+    figures(Path(out), results)
