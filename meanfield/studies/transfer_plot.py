@@ -4,6 +4,7 @@ parametrisation (the style of CompleteP's transfer figure), with lr* and its dri
 the nonlinear fraction of the layers against depth."""
 
 import math
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -61,17 +62,14 @@ def figures(out: Path, results: dict) -> None:
         else:
             ax.text(0.5, 0.5, "lr* at a grid edge everywhere", ha="center", transform=ax.transAxes)
         fixed = f"width {cfg['width']}" if which == "depth" else f"depth {cfg['depth']}"
-        save_figure(
-            fig,
-            out / f"transfer_{which}.png",
-            dpi=90,
-            title=(
-                f"Learning-rate transfer against {which} ({fixed}; {cfg['steps']} Adam steps, "
-                f"{cfg['seeds']} networks per size, held-out text); a table transfers when lr* "
-                "stays put"
-            ),
-            fontsize=10,
+        title = (
+            f"Learning-rate transfer against {which} ({fixed}; {cfg['steps']} Adam steps, "
+            f"{cfg['seeds']} networks per size, held-out text); a table transfers when lr* "
+            "stays put"
         )
+        # wrapped to the figure's width (a line or two tables make a narrow figure)
+        title = textwrap.fill(title, int(fig.get_size_inches()[0] * 13))
+        save_figure(fig, out / f"transfer_{which}.png", dpi=90, title=title, fontsize=10)
     _laziness(out, results)
 
 
