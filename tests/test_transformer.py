@@ -140,18 +140,27 @@ def plain_logits(model: Transformer, p, tokens):
     dh = N // H
     beta = model.branch_multiplier
 
-    def ln(v, g, s):
+    def ln(v, branch):
+        if "norm" not in branch:  # a model without norms (Chizat's)
+            return v
         m = sum(v[i] for i in range(N)) / N
         var = sum((v[i] - m) ** 2 for i in range(N)) / N
-        return (v - m) / jnp.sqrt(var + 1e-5) * g + s
+        return (v - m) / jnp.sqrt(var + 1e-5) * branch["norm"]["gain"] + branch["norm"]["shift"]
 
-    x = [p["embedding"]["tokens"][tokens[t]] + p["embedding"]["positions"][t] for t in range(T)]
+    def bias(branch, name):
+        return branch["biases"][name] if "biases" in branch else 0.0
+
+    x = [
+        (p["embedding"]["tokens"][tokens[t]] + p["embedding"]["positions"][t])
+        * model.input_multiplier
+        for t in range(T)
+    ]
     for layer in range(model.depth):
         a = jax.tree.map(lambda z, i=layer: z[i], p["attention"])
-        u = [ln(x[t], a["norm"]["gain"], a["norm"]["shift"]) for t in range(T)]
-        q = [u[t] @ a["weights"]["q"] + a["biases"]["q"] for t in range(T)]
-        k = [u[t] @ a["weights"]["k"] + a["biases"]["k"] for t in range(T)]
-        v = [u[t] @ a["weights"]["v"] + a["biases"]["v"] for t in range(T)]
+        u = [ln(x[t], a) for t in range(T)]
+        q = [u[t] @ a["weights"]["q"] + bias(a, "q") for t in range(T)]
+        k = [u[t] @ a["weights"]["k"] + bias(a, "k") for t in range(T)]
+        v = [u[t] @ a["weights"]["v"] + bias(a, "v") for t in range(T)]
         new = []
         for t in range(T):
             heads = []
@@ -165,22 +174,19 @@ def plain_logits(model: Transformer, p, tokens):
                 w = w / w.sum()
                 heads.append(sum(w[s] * v[s][sl] for s in range(t + 1)))
             y = jnp.concatenate(heads)
-            new.append(x[t] + beta * (y @ a["weights"]["o"] + a["biases"]["o"]))
+            new.append(x[t] + beta * (y @ a["weights"]["o"] + bias(a, "o")))
         x = new
         m = jax.tree.map(lambda z, i=layer: z[i], p["mlp"])
         new = []
         for t in range(T):
-            u = ln(x[t], m["norm"]["gain"], m["norm"]["shift"])
-            pre = u @ m["weights"]["in"] + m["biases"]["in"]
+            u = ln(x[t], m)
+            pre = u @ m["weights"]["in"] + bias(m, "in")
             act = 0.5 * pre * (1 + jax.scipy.special.erf(pre / math.sqrt(2)))
-            new.append(x[t] + beta * (act @ m["weights"]["out"] + m["biases"]["out"]))
+            new.append(x[t] + beta * (act @ m["weights"]["out"] + bias(m, "out")))
         x = new
-    f = p["final_norm"]
+    final = {"norm": p["final_norm"]} if "final_norm" in p else {}
     return jnp.stack(
-        [
-            ln(x[t], f["gain"], f["shift"]) * model.logit_multiplier @ p["unembedding"]
-            for t in range(T)
-        ]
+        [ln(x[t], final) * model.logit_multiplier @ p["unembedding"] for t in range(T)]
     )
 
 
@@ -213,6 +219,32 @@ def test_logits_and_gradients_against_a_plain_loop(name):
     g_model = jax.grad(model.loss)(p, x, y)
     g_plain = jax.grad(plain_loss)(p)
     for a, b in zip(jax.tree.leaves(g_model), jax.tree.leaves(g_plain), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_chizats_model_without_norms_or_biases_against_the_plain_loop():
+    """One head, no norms, no biases (Chizat's alternating attention and 2LP blocks), with
+    input and output multipliers: logits and gradients against the plain loop."""
+    model = Transformer(
+        vocab=7, context=4, width=6, depth=2, heads=1, expansion=3, parametrisation="depth-mup",
+        base_width=3, base_depth=1, init_std=0.6, input_multiplier=1.7, output_multiplier=0.4,
+        norm=False, bias=False,
+    )  # fmt: skip
+    p = _perturbed(model, jax.random.key(8))
+    assert set(p) == {"embedding", "attention", "mlp", "unembedding"}
+    assert set(p["attention"]) == {"weights"}
+    tokens = jnp.array([2, 6, 0, 3])
+    np.testing.assert_allclose(
+        model(p, tokens), plain_logits(model, p, tokens), rtol=1e-11, atol=1e-12
+    )
+    x, y = tokens[None, :3], tokens[None, 1:]
+
+    def plain_loss(q):
+        logits = plain_logits(model, q, x[0])
+        return -jnp.mean(jax.nn.log_softmax(logits)[jnp.arange(3), y[0]])
+
+    for a, b in zip(jax.tree.leaves(jax.grad(model.loss)(p, x, y)),
+                    jax.tree.leaves(jax.grad(plain_loss)(p)), strict=True):  # fmt: skip
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
 
 
