@@ -191,6 +191,17 @@ _REFERENCE = (
 )
 
 
+def from_table(data: dict) -> Parametrisation:
+    """The table `Parametrisation.table()` wrote (a results file's configuration)."""
+    rules = {
+        g: {q: tuple(pair) for q, pair in entries.items()} for g, entries in data["rules"].items()
+    }
+    return Parametrisation(
+        name=data["name"], alpha=data["alpha"], output=data["output"],
+        attention=data["attention"], rules=rules, source=data.get("source", ""),
+    )  # fmt: skip
+
+
 def _depth_table(name: str, alpha: float) -> Parametrisation:
     """μP in width with the depth rules of the reference implementation for branch
     multiplier `m_L^{-alpha}`: learning rates of the hidden groups `× m_L^{alpha-1}`,

@@ -20,6 +20,8 @@ Transformer remark.
 that matrix's product), which the coordinate check uses to measure `ΔW · input`.
 """
 
+import abc
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -77,8 +79,9 @@ class _TokenBlock(AbstractLayerBlock):
             )
         return h.reshape(self.tokens, -1)
 
-    def branch(self, h, theta) -> tuple[Array, dict]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def branch(self, h, theta) -> tuple[Array, dict]:
+        """The branch's output `F(h, θ)` and the input of each of its matrices."""
 
     def __call__(self, h: Float[Array, " TN"], theta: PyTree) -> Float[Array, " TN"]:
         return self.branch(h, theta)[0]

@@ -47,7 +47,7 @@ import numpy as np
 
 from ..diagnostics import coord_check as C
 from ..io.text import batches
-from ..parametrisation import Parametrisation
+from ..parametrisation import Parametrisation, from_table
 from ..runtime.errors import StudyInputError
 from ..training.loop import gd_loop
 from ..training.transformer import adam
@@ -255,7 +255,8 @@ def run(args):
     cfg = _config(args)
     text = corpus(cfg)
     runner = start_study(args, cfg)
-    named = {t.name: t for t in tables(cfg["parametrisations"])}
+    # the tables as the configuration holds them (a user's file is not imported again)
+    named = {t["name"]: from_table(t) for t in cfg["tables"]}
     master = jax.random.key(cfg["seed"])
     specs = [
         {"parametrisation": name, "width": N, "depth": L} for name in named for N, L in _sizes(cfg)

@@ -43,7 +43,7 @@ import numpy as np
 
 from ..diagnostics.laziness import nonlinear_fractions
 from ..io.text import batches
-from ..parametrisation import Parametrisation
+from ..parametrisation import Parametrisation, from_table
 from ..runtime.errors import StudyInputError
 from ..stats.fits import fit_loglog
 from ..stats.transfer import drift
@@ -129,6 +129,7 @@ def _config(args) -> dict:
         dict(PRESETS[args.preset]), args,
         ("depths", "width", "widths", "depth", "lrs", "steps", "seeds", *MODEL_OPTIONS),
     )  # fmt: skip
+    found = {}  # each table as named -> its table
     for flag, key in (
         ("--parametrisations", "parametrisations"),
         ("--width-parametrisations", "width_parametrisations"),
@@ -136,7 +137,7 @@ def _config(args) -> dict:
         value = getattr(args, key)
         if value is not None:
             cfg[key] = table_names(value, flag)
-        tables(cfg[key], flag)  # refused here, naming the option
+        found.update(zip(cfg[key], tables(cfg[key], flag), strict=True))  # refused here
     for flag, key in (("--depths", "depths"), ("--widths", "widths")):
         if len(cfg[key]) < 3:
             raise StudyInputError(f"{flag}: a drift needs at least three sizes, got {cfg[key]}")
@@ -153,11 +154,15 @@ def _config(args) -> dict:
         raise StudyInputError("--seeds: an interval needs at least 2 networks")
     if cfg["steps"] > 10**6:
         raise StudyInputError(f"--steps: at most 1000000, got {cfg['steps']}")
-    named = tables(sorted({*cfg["parametrisations"], *cfg["width_parametrisations"]}))
-    cfg.update(tables=[t.table() for t in named], seed=args.seed, x64=args.x64,
+    cfg.update(tables=[found[n].table() for n in sorted(found)], seed=args.seed, x64=args.x64,
                preset=args.preset)  # fmt: skip
     check_cost(cfg)
     return cfg
+
+
+def found_names(cfg) -> set[str]:
+    """Every table named on either line, as named."""
+    return {*cfg["parametrisations"], *cfg["width_parametrisations"]}
 
 
 def _specs(cfg) -> list[dict]:
@@ -267,8 +272,8 @@ def run(args):
     cfg = _config(args)
     text = corpus(cfg)
     runner = start_study(args, cfg)
-    names = sorted({*cfg["parametrisations"], *cfg["width_parametrisations"]})
-    by_name = dict(zip(names, tables(names), strict=True))  # as given -> its table
+    # as named -> its table, from the configuration (a user's file is not imported again)
+    by_name = dict(zip(sorted(found_names(cfg)), map(from_table, cfg["tables"]), strict=True))
     master = jax.random.key(cfg["seed"])
 
     def point(spec, steps=None):
