@@ -49,6 +49,31 @@ embedding's rules here. The standard parametrisation's GPT-2 initialisation of t
 output projections, `σ/sqrt(2L)`, is not part of the table (it is not part of the
 parametrisation being compared).
 
+**SGD.** A table's `optimizer` is `"adam"` (the four above) or `"sgd"`; the four SGD
+tables `standard-sgd`, `mup-sgd`, `depth-mup-sgd`, `completep-sgd` share their
+initialisation and forward multipliers with the Adam tables and differ in the learning
+rates, because SGD's step is the gradient's size, not the learning rate's:
+
+| SGD learning rate | SP | μP | depth-μP (α=½) | CompleteP (α=1) |
+|---|---|---|---|---|
+| embedding, final norm, unembedding | 1 | `m_N` | `m_N` | `m_N` |
+| hidden weights | 1 | 1 | 1 | `m_L` |
+| hidden biases, norms | 1 | `m_N` | `m_N` | `m_N m_L` |
+
+In width these are μP's SGD rules (Yang & Hu 2021, "Tensor Programs IV", Table 3:
+vector-like parameters, the embedding and biases, at `fan_out`; hidden matrices at 1;
+the output matrix at `1/fan_in`, which becomes `m_N` here, where the output multiplier
+`m_N^{-1}` carries the output's `1/fan_in`: moving a multiplier `n^{-θ}` into the
+initialisation multiplies SGD's learning rate by `n^{2θ}`). In depth, a branch's
+gradients carry its multiplier `m_L^{-α}`, so one SGD step moves a branch's output by
+`lr · m_L^{-2α}` and the L branches together by `lr · m_L^{1-2α}`: the hidden learning
+rates scale as `m_L^{2α-1}`, constant for depth-μP (Yang et al. 2023, "Tensor Programs
+VI", and Bordelon et al. 2023: SGD at a depth-independent rate) and `m_L` for α = 1 (the
+mean-ODE scaling's `η ∝ L`, Mathematics §8). ε does not apply; the weight decay,
+coupled to the learning rate (`optax.add_decayed_weights` before `optax.sgd`), scales
+as the inverse of each decayed group's learning rate, so that `lr · weight decay` is
+size-independent, the aim of the reference's `m_N` rule for Adam.
+
 A user writes their own table with `Parametrisation(...)` or
 `COMPLETEP.replace(alpha=0.75, ...)`.
 """
@@ -66,6 +91,7 @@ GROUPS = (
     "unembedding",
 )
 QUANTITIES = ("init_std", "lr", "eps", "weight_decay")
+OPTIMIZERS = ("adam", "sgd")
 # the groups weight decay applies to (the others have none, whatever the base value)
 DECAYED = ("embedding", "hidden_weights", "unembedding")
 # the groups drawn at random (the others start at 0, norms' gains at 1)
@@ -98,6 +124,8 @@ class Parametrisation:
       quantities in `QUANTITIES`: the factor `m_N^a m_L^b` of the base value. A missing
       entry is `(0, 0)`.
     - `source`: where the table comes from.
+    - `optimizer`: `"adam"` (AdamW; the default) or `"sgd"`: the optimiser the learning
+      rate rules are for (`meanfield.training.transformer.optimizer` builds it).
     """
 
     name: str
@@ -106,10 +134,13 @@ class Parametrisation:
     attention: float = 0.5
     rules: dict = dataclasses.field(default_factory=dict)
     source: str = ""
+    optimizer: str = "adam"
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"name must be a non-empty string, got {self.name!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         for field in ("alpha", "output", "attention"):
             check_number(getattr(self, field), field)
         if not isinstance(self.rules, dict):
@@ -133,6 +164,7 @@ class Parametrisation:
             float(self.alpha),
             float(self.output),
             float(self.attention),
+            self.optimizer,
             tuple(self.exponents(g, q) for g in GROUPS for q in QUANTITIES),
         )
 
@@ -182,6 +214,7 @@ class Parametrisation:
             "attention": self.attention,
             "rules": {g: {q: list(self.exponents(g, q)) for q in QUANTITIES} for g in GROUPS},
             "source": self.source,
+            "optimizer": self.optimizer,
         }
 
 
@@ -199,6 +232,7 @@ def from_table(data: dict) -> Parametrisation:
     return Parametrisation(
         name=data["name"], alpha=data["alpha"], output=data["output"],
         attention=data["attention"], rules=rules, source=data.get("source", ""),
+        optimizer=data.get("optimizer", "adam"),
     )  # fmt: skip
 
 
@@ -249,12 +283,58 @@ MUP = Parametrisation(
 DEPTH_MUP = _depth_table("depth-mup", 0.5)
 COMPLETEP = _depth_table("completep", 1.0)
 
-PARAMETRISATIONS = {p.name: p for p in (STANDARD, MUP, DEPTH_MUP, COMPLETEP)}
+_SGD_SOURCE = (
+    "SGD learning rates: width from Yang & Hu 2021 (Tensor Programs IV, Table 3), depth "
+    "2α − 1 from the branch multiplier (Tensor Programs VI; Bordelon et al. 2023 at α = ½); "
+    "initialisation and multipliers as the Adam table"
+)
+
+
+def _sgd_table(adam: Parametrisation) -> Parametrisation:
+    """The SGD version of a built-in Adam table (module docstring): its initialisation
+    and forward multipliers, SGD's learning rates, no ε, weight decay the inverse of
+    the learning rate on the decayed groups."""
+    width = 1.0 if adam.output != 0 else 0.0  # μP in width: vector-like groups at m_N
+    depth = 2 * adam.alpha - 1 if adam.alpha != 0 else 0.0
+    lr = {
+        "embedding": (width, 0.0),
+        "hidden_weights": (0.0, depth),
+        "hidden_biases": (width, depth),
+        "hidden_norms": (width, depth),
+        "final_norm": (width, 0.0),
+        "unembedding": (width, 0.0),
+    }
+    rules: dict = {g: {"lr": lr[g]} for g in GROUPS}
+    for g in DECAYED:
+        rules[g]["weight_decay"] = (-lr[g][0], -lr[g][1])
+    init = adam.exponents("hidden_weights", "init_std")
+    rules["hidden_weights"]["init_std"] = init
+    return adam.replace(name=f"{adam.name}-sgd", rules=rules, source=_SGD_SOURCE, optimizer="sgd")
+
+
+STANDARD_SGD = _sgd_table(STANDARD)
+MUP_SGD = _sgd_table(MUP)
+DEPTH_MUP_SGD = _sgd_table(DEPTH_MUP)
+COMPLETEP_SGD = _sgd_table(COMPLETEP)
+
+PARAMETRISATIONS = {
+    p.name: p
+    for p in (
+        STANDARD,
+        MUP,
+        DEPTH_MUP,
+        COMPLETEP,
+        STANDARD_SGD,
+        MUP_SGD,
+        DEPTH_MUP_SGD,
+        COMPLETEP_SGD,
+    )
+}
 
 
 def get_parametrisation(name) -> Parametrisation:
-    """A built-in table by name (`standard`, `mup`, `depth-mup`, `completep`), or a
-    `Parametrisation` itself."""
+    """A built-in table by name (`standard`, `mup`, `depth-mup`, `completep`, and their
+    SGD versions `standard-sgd`, ...), or a `Parametrisation` itself."""
     if isinstance(name, Parametrisation):
         return name
     if name not in PARAMETRISATIONS:
@@ -276,3 +356,67 @@ def multipliers(width: int, depth: int, base_width: int, base_depth: int) -> tup
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{label} must be an integer >= 1, got {value!r}")
     return width / base_width, depth / base_depth
+
+
+# ------------------------------------------------------------------ ResNets of unit blocks
+
+
+@dataclasses.dataclass(frozen=True)
+class ResNetParametrisation:
+    """How a ResNet of unit blocks `h^l = h^{l-1} + α Σ_{j≤M} φ(h^{l-1}, z^{j,l})` scales
+    with its depth L and width M (units per layer), trained by plain gradient descent:
+    the residual scale `α = L^{-depth} M^{-width}` and the learning rate
+    `lr · L^{lr_depth} M^{lr_width}` (lr the base value).
+
+    The built-in tables (`RESNET_PARAMETRISATIONS`) are those of `meanfield study
+    regimes` (Mathematics §8), with the same names, and the critical scale:
+
+    | table | α | learning rate | |
+    |---|---|---|---|
+    | `mean-ode` | `1/(LM)` | `lr · L M` | the mean-ODE scaling (CompleteP's α = 1) |
+    | `depth-mup` | `1/(sqrt(L) M)` | `lr · M` | depth-μP's SGD rule |
+    | `standard` | `1/M` | `lr · M` | no depth rule |
+    | `critical` | `1/sqrt(LM)` | `lr` | the critical scale (Mathematics §5.1): lazy in M |
+    """
+
+    name: str
+    depth: float
+    width: float
+    lr_depth: float = 0.0
+    lr_width: float = 0.0
+    source: str = ""
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"name must be a non-empty string, got {self.name!r}")
+        for field in ("depth", "width", "lr_depth", "lr_width"):
+            check_number(getattr(self, field), field)
+
+    def scale(self, L: int, M: int) -> float:
+        """The residual scale `α = L^{-depth} M^{-width}`."""
+        return float(L) ** (-self.depth) * float(M) ** (-self.width)
+
+    def lr_factor(self, L: int, M: int) -> float:
+        """The learning rate's factor `L^{lr_depth} M^{lr_width}`."""
+        return float(L) ** self.lr_depth * float(M) ** self.lr_width
+
+    def table(self) -> dict:
+        """The table as plain data (for a results file)."""
+        return {"kind": "resnet", **dataclasses.asdict(self)}
+
+
+def resnet_from_table(data: dict) -> ResNetParametrisation:
+    """The table `ResNetParametrisation.table()` wrote."""
+    return ResNetParametrisation(**{k: v for k, v in data.items() if k != "kind"})
+
+
+_REGIMES = "the scalings of Mathematics §8 (meanfield study regimes)"
+RESNET_PARAMETRISATIONS = {
+    p.name: p
+    for p in (
+        ResNetParametrisation("mean-ode", 1.0, 1.0, 1.0, 1.0, _REGIMES),
+        ResNetParametrisation("depth-mup", 0.5, 1.0, 0.0, 1.0, _REGIMES),
+        ResNetParametrisation("standard", 0.0, 1.0, 0.0, 1.0, _REGIMES),
+        ResNetParametrisation("critical", 0.5, 0.5, 0.0, 0.0, "Mathematics §5.1"),
+    )
+}

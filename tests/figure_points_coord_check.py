@@ -40,13 +40,15 @@ def coord_check(stem, results):
         return out
     if stem == "coord_check_steps":
         steps = results["config"]["steps"]
-        shown = sorted({0, 1, max(1, steps // 2), steps})
+        resnet = results["config"].get("model") == "resnet"
+        shown = sorted({0, 1, max(1, steps // 2), steps} - ({0} if resnet else set()))
         for line in results["lines"]:
             if line["against"] != "width":
                 continue
             name, at = line["parametrisation"], _at(results, line["parametrisation"])
             for n in line["sizes"]:
-                rows = at[(n, line["fixed"]["depth"])]["sizes"]["activation/mlp"]
+                stream = "change/state" if resnet else "activation/mlp"
+                rows = at[(n, line["fixed"]["depth"])]["sizes"][stream]
                 for t in shown:
                     value = _mean(rows, t)
                     if value is not None and value > 0:

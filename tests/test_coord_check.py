@@ -15,7 +15,18 @@ from meanfield.diagnostics.coord_check import (
     slope_fits,
 )
 from meanfield.models.transformer import Transformer
-from meanfield.parametrisation import COMPLETEP, DEPTH_MUP, MUP, STANDARD
+from meanfield.parametrisation import (
+    COMPLETEP,
+    COMPLETEP_SGD,
+    DEPTH_MUP,
+    DEPTH_MUP_SGD,
+    MUP,
+    MUP_SGD,
+    RESNET_PARAMETRISATIONS,
+    STANDARD,
+    STANDARD_SGD,
+    ResNetParametrisation,
+)
 
 
 def test_coordinates_of_a_hand_made_update():
@@ -96,6 +107,145 @@ def test_predicted_slopes_from_the_tables():
         predicted_slopes(MUP, "heads")
 
 
+def test_predicted_slopes_of_the_sgd_tables():
+    """SGD's steps carry the gradient's size: μP with SGD is flat in width but for the
+    query and key (−½: their logits' backward signal is a sum of uncorrelated terms at
+    initialisation); SP with SGD grows as N; in depth the hidden learning rate's
+    `m_L^{2α−1}` keeps CompleteP flat and depth-μP's updates at `L^{-1/2}`."""
+    mup = predicted_slopes(MUP_SGD, "width")
+    assert {q for q, v in mup.items() if v != 0.0} == {"update/q", "update/k"}
+    assert mup["update/q"] == mup["update/k"] == -0.5
+    assert predicted_slopes(COMPLETEP_SGD, "width") == mup
+    sp = predicted_slopes(STANDARD_SGD, "width")
+    assert sp["update/out"] == 1.0 and sp["update/unembedding"] == 1.0
+    assert sp["change/logits"] == 1.0 and sp["update/embedding"] == 0.0
+    cp = predicted_slopes(COMPLETEP_SGD, "depth")
+    assert all(v == 0.0 for v in cp.values())
+    dm = predicted_slopes(DEPTH_MUP_SGD, "depth")
+    assert dm["update/in"] == -0.5 and dm["change/mlp"] == 0.0
+    # the Adam tables' q and k follow the other matrices
+    assert predicted_slopes(MUP, "width")["update/q"] == 0.0
+
+
+# --- a ResNet of unit blocks -----------------------------------------------------------------
+
+
+def test_unit_coordinates_against_a_plain_loop():
+    """Every coordinate of a ResNet of 2LP units against a loop over inputs, layers and
+    units written out here (numpy, float64)."""
+    from meanfield.blocks.two_layer import TwoLayerBlock, TwoLayerParams
+    from meanfield.diagnostics import unit_coord_check as U
+
+    L, M, d, n, scale = 3, 4, 2, 5, 0.3
+    ks = jax.random.split(jax.random.key(1), 5)
+    normal = [jax.random.normal(k, (L, M, d)) for k in ks[:4]]
+    p0 = TwoLayerParams(u=normal[0], v=normal[1])
+    p1 = TwoLayerParams(u=p0.u + 0.1 * normal[2], v=p0.v + 0.1 * normal[3])
+    xs = jax.random.normal(ks[4], (n, d))
+    block = TwoLayerBlock("tanh")
+    h0 = U.network(block, p0, scale).states(xs)
+    h1 = U.network(block, p1, scale).states(xs)
+    got = U.coordinates(block, scale, p0, p1, h0, h1)
+
+    def phi(h, p, l, j):
+        return np.asarray(p.v[l, j]) * np.tanh(np.asarray(p.u[l, j]) @ h)
+
+    def states(p):
+        out = np.zeros((n, L + 1, d))
+        for i in range(n):
+            h = np.asarray(xs[i])
+            out[i, 0] = h
+            for l in range(L):
+                h = h + scale * sum(phi(h, p, l, j) for j in range(M))
+                out[i, l + 1] = h
+        return out
+
+    s0, s1 = states(p0), states(p1)
+    np.testing.assert_allclose(h1, s1, rtol=1e-12)
+    rms = lambda a: np.sqrt(np.mean(np.square(a)))  # noqa: E731
+    for l in range(L):
+        units_t = [phi(s1[i, l], p1, l, j) for i in range(n) for j in range(M)]
+        moved = [phi(s1[i, l], p1, l, j) - phi(s1[i, l], p0, l, j) for i in range(n)
+                 for j in range(M)]  # fmt: skip
+        per_layer = [scale * sum(phi(s1[i, l], p1, l, j) - phi(s1[i, l], p0, l, j)
+                                 for j in range(M)) for i in range(n)]  # fmt: skip
+        expected = {
+            "activation/state": rms(s1[:, l + 1]),
+            "activation/unit": rms(units_t),
+            "change/state": rms(s1[:, l + 1] - s0[:, l + 1]),
+            "update/unit": rms(moved),
+            "update/layer": rms(per_layer),
+        }
+        for q, v in expected.items():
+            assert float(got[q][l]) == pytest.approx(v, rel=1e-12), (q, l)
+    assert float(got["change/output"]) == pytest.approx(rms(s1[:, -1] - s0[:, -1]), rel=1e-12)
+
+
+def test_unit_predicted_slopes():
+    """The first-order exponents of the ResNet tables, written out: a unit moves by
+    η α, a layer by M α η α, the state by L of those."""
+    from meanfield.diagnostics.unit_coord_check import predicted_slopes as unit_slopes
+
+    expected = {  # (against, table): (state, unit update, layer update, change)
+        ("width", "mean-ode"): (0, 0, 0, 0),
+        ("depth", "mean-ode"): (0, 0, -1, 0),
+        ("width", "depth-mup"): (0, 0, 0, 0),
+        ("depth", "depth-mup"): (0, -0.5, -1, 0),
+        ("width", "standard"): (0, 0, 0, 0),
+        ("depth", "standard"): (0.5, 0, 0, 1),
+        ("width", "critical"): (0, -0.5, 0, 0),
+        ("depth", "critical"): (0, -0.5, -1, 0),
+    }
+    for (against, name), (state, unit, layer, change) in expected.items():
+        got = unit_slopes(RESNET_PARAMETRISATIONS[name], against)
+        assert got == {
+            "activation/state": state, "activation/unit": 0.0, "change/state": change,
+            "change/output": change, "update/unit": unit, "update/layer": layer,
+        }, (against, name)  # fmt: skip
+    mine = ResNetParametrisation("mine", depth=0.75, width=1.0, lr_depth=0.5, lr_width=1.0)
+    got = unit_slopes(mine, "depth")
+    assert got["update/unit"] == -0.25 and got["change/state"] == 0.0
+    assert got["update/layer"] == -1.0 and got["activation/state"] == 0.0
+    # a block not centred in its parameters adds its mean coherently: L^{1-γ} M^{1-μ}
+    dm, crit = RESNET_PARAMETRISATIONS["depth-mup"], RESNET_PARAMETRISATIONS["critical"]
+    assert unit_slopes(dm, "depth", centred=False)["activation/state"] == 0.5
+    assert unit_slopes(crit, "width", centred=False)["activation/state"] == 0.5
+    ode = RESNET_PARAMETRISATIONS["mean-ode"]
+    assert unit_slopes(ode, "depth", centred=False)["activation/state"] == 0.0
+    with pytest.raises(ValueError, match="against must be"):
+        unit_slopes(mine, "heads")
+
+
+def test_is_centred_tells_a_centred_block_from_one_that_is_not():
+    """The 2LP with v ~ N(0, I) is centred (E_z φ = 0), and stays so with v shifted
+    (tanh is odd and u symmetric); the sine unit of the user blocks, whose amplitude has
+    mean (1, 0.7), is not; nor is the 2LP with both u and v shifted."""
+    import sys
+    from pathlib import Path
+
+    from meanfield.blocks.two_layer import TwoLayerBlock
+    from meanfield.diagnostics.unit_coord_check import is_centred
+    from meanfield.laws.unit import SamplerLaw, TwoLayerGaussianLaw
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
+    import user_blocks
+
+    xs = jax.random.normal(jax.random.key(1), (32, 2))
+    tanh = TwoLayerBlock("tanh")
+    centred = TwoLayerGaussianLaw(2, sigma_u=0.7)
+    assert is_centred(tanh, centred, xs)
+    assert not is_centred(user_blocks.SineUnit(), user_blocks.sine_law(), xs)
+
+    def shifted(key, du):
+        z = centred.sample(key)
+        return type(z)(u=z.u + du, v=z.v + 0.5)
+
+    assert is_centred(tanh, SamplerLaw(lambda k: shifted(k, 0.0)), xs)
+    assert not is_centred(tanh, SamplerLaw(lambda k: shifted(k, 0.5)), xs)
+    with pytest.raises(ValueError, match="depth must be a finite number"):
+        ResNetParametrisation("bad", depth=float("nan"), width=1.0)
+
+
 # --- the study ------------------------------------------------------------------------------
 
 TINY = dict(
@@ -157,6 +307,63 @@ def test_study_end_to_end(tmp_path, self_checked):
         assert not target.exists()
 
 
+def test_own_block_study_end_to_end(tmp_path, self_checked):
+    """The check of a user's own unit block and law (a non-centred sine unit) under a
+    built-in and a user's ResNet table: every point, line and figure, one compiled
+    program per shape for both tables; the options of the other model refused in one
+    line naming them, before any folder."""
+    from pathlib import Path
+
+    from meanfield.studies import StudyInputError, run_study
+
+    user = Path(__file__).resolve().parents[1] / "notebooks" / "user_blocks.py"
+    tables = tmp_path / "resnet_tables.py"
+    tables.write_text(
+        "from meanfield.parametrisation import ResNetParametrisation\n"
+        "MINE = ResNetParametrisation('three-quarters', depth=0.75, width=1, lr_depth=0.5, "
+        "lr_width=1)\n"
+    )
+    small = dict(widths=[2, 4, 8], depth=2, depths=[1, 2, 4], width=2, steps=1, seeds=2,
+                 inputs=4, d=2, no_progress=True)  # fmt: skip
+    own = dict(block=f"{user}:SineUnit", law=f"{user}:sine_law")
+    out = tmp_path / "own"
+    res = run_study("coord-check", out=str(out), parametrisations=f"mean-ode,{tables}:MINE",
+                    **own, **small)  # fmt: skip
+    self_checked(res)
+    assert res["config"]["model"] == "resnet" and res["config"]["block"].endswith(":SineUnit")
+    assert len(res["points"]) == 2 * 5
+    for p in res["points"]:
+        assert set(p["sizes"]) == {"activation/state", "activation/unit", "change/state",
+                                   "change/output", "update/unit", "update/layer"}  # fmt: skip
+        assert all(len(r) == 2 for r in p["sizes"]["update/unit"])  # steps + 1
+    mine = next(ln for ln in res["lines"] if ln["parametrisation"] == "three-quarters"
+                and ln["against"] == "depth")  # fmt: skip
+    assert mine["fits"]["update/unit"]["predicted"] == -0.25
+    assert len(res["headline"]) == 5 and "SineUnit" in res["headline"][0]
+    assert res["config"]["centred"] is False and "not centred" in res["headline"][0]
+    # one program per shape and number of steps, whatever the table (its scale and
+    # learning rate are data)
+    from meanfield.studies import coord_check_resnet as R
+
+    program = R.programs(res["config"])
+    assert program(2, 4, 1) is program(2, 4, 1) and program(2, 4, 1) is not program(2, 4, 2)
+    for name in ("coord_check_width.png", "coord_check_depth.png", "coord_check_steps.png"):
+        assert (out / name).stat().st_size > 10_000
+    for bad, match in (
+        (dict(batch=2, **own), "^--batch: a Transformer's option"),
+        (dict(model="transformer", **own),
+         "^--block/--law/--d/--inputs: a ResNet of unit blocks' option"),
+        (dict(model="resnet", parametrisations="completep"),
+         "^--parametrisations: 'completep' is not one of"),
+        (dict(d=3, **own), "^--block: "),
+        (dict(block=f"{user}:nothing"), "^--block: "),
+    ):  # fmt: skip
+        target = tmp_path / "refused"
+        with pytest.raises(StudyInputError, match=match):
+            run_study("coord-check", out=str(target), **{**small, **bad})
+        assert not target.exists()
+
+
 def test_lines_and_headline_on_contradicting_points():
     """The verdicts are computed from the numbers: points whose activations grow as
     N^0.5 under a table that claims flatness are reported outside the band and off, and
@@ -183,6 +390,40 @@ def test_lines_and_headline_on_contradicting_points():
     head = S._headline(lines)[0]
     assert "mlp +0.50" in head and "5 of 6 activations and changes flat" in head
     assert "1 of 14 quantities 0.4 or more from flat (activation/mlp)" in head
+
+
+def test_resnet_lines_on_contradicting_points():
+    """The same verdicts for a ResNet of units: a state growing as L^0.5 under the
+    mean-ODE table (which claims depth flat) is outside the band and off, a unit update
+    shrinking as L^-0.5 under depth-μP is as predicted, and flat quantities inside."""
+    from meanfield.studies import coord_check as S
+
+    cfg = {"widths": [8, 16, 32], "depth": 4, "depths": [4, 8, 16, 32], "width": 8,
+           "seed": 0}  # fmt: skip
+    rng = np.random.default_rng(1)
+    grow = {"mean-ode": ("activation/state", 0.5), "depth-mup": ("update/unit", -0.5)}
+    points = []
+    for name, (moving, slope) in grow.items():
+        for M, L in S._sizes(cfg):
+            sizes = {}
+            for q in S.U.QUANTITIES:
+                e = slope if q == moving else (-1.0 if q == "update/layer" else 0.0)
+                vals = np.exp(e * np.log(L) + 0.01 * rng.standard_normal(8))
+                sizes[q] = [[1.0, float(v)] for v in vals]
+            points.append({"parametrisation": name, "width": M, "depth": L, "sizes": sizes})
+    tables = {n: RESNET_PARAMETRISATIONS[n] for n in grow}
+    lines = {(ln["parametrisation"], ln["against"]): ln
+             for ln in S._lines(cfg, tables, points, S.U)}  # fmt: skip
+    ode = lines[("mean-ode", "depth")]
+    assert ode["claims_flat"] and ode["fits"]["activation/state"]["flat"] == "outside"
+    assert ode["off"] == ["activation/state", "update/layer"]
+    assert ode["fits"]["update/layer"]["as_predicted"] == "inside"
+    dm = lines[("depth-mup", "depth")]
+    assert dm["fits"]["update/unit"]["as_predicted"] == "inside"
+    assert dm["fits"]["update/unit"]["flat"] == "outside"
+    assert dm["fits"]["change/state"]["flat"] == "inside"
+    head = S._headline([ode], S.U)[0]
+    assert "state +0.50" in head and "3 of 4 activations and changes flat" in head
 
 
 def test_an_exploded_draw_is_reported_and_left_out(monkeypatch):
@@ -216,3 +457,30 @@ def test_an_exploded_draw_is_reported_and_left_out(monkeypatch):
     assert out["sizes"]["activation/mlp"][1] == [None] * (steps + 1)
     assert out["sizes"]["activation/mlp"][0] == [2.0] * (steps + 1)
     assert out["per_layer"]["update/q"][1] == [None] * L
+
+
+def test_an_exploded_resnet_draw_is_reported_and_left_out():
+    """A ResNet draw whose loss grows a million-fold (or is not finite) is counted and
+    written as null; the other draws are kept."""
+    from meanfield.studies import coord_check_resnet as R
+
+    steps, seeds, L = 2, 3, 4
+
+    def program(L_, M_, steps_):
+        def run(keys, scale, lr, xs, ys):
+            losses = np.ones((seeds, steps + 1))
+            losses[0, 2] = 1e7  # grew a million-fold
+            losses[2, 1] = np.inf
+            coords = {q: np.full((seeds, steps + 1) + ((L,) if q != "change/output" else ()),
+                                 3.0) for q in R.U.QUANTITIES}  # fmt: skip
+            return losses, coords
+
+        return run
+
+    cfg = {**R.PRESETS["quick"], "steps": steps, "seeds": seeds}
+    out = R.point(cfg, program, R.RESNET_PARAMETRISATIONS["mean-ode"], 8, L, jax.random.key(0),
+                  (None, None))  # fmt: skip
+    assert out["exploded"] == 2
+    assert out["sizes"]["activation/state"][0] == [None] * (steps + 1)
+    assert out["sizes"]["activation/state"][1] == [3.0] * (steps + 1)
+    assert out["per_layer"]["update/unit"][2] == [None] * L

@@ -23,7 +23,7 @@ from meanfield.parametrisation import (
     from_table,
     get_parametrisation,
 )
-from meanfield.training.transformer import adam, group_hyperparameters, train
+from meanfield.training.transformer import adam, group_hyperparameters, optimizer, sgd, train
 
 # --- the reference implementation's rules, written out (EleutherAI/nanoGPT-mup, branch
 # completep, model.py): width multiplier mN, depth multiplier mL, exponent alpha ---------
@@ -82,8 +82,76 @@ def test_tables_give_the_reference_rules(name):
     assert model.parametrisation.attention == attention
 
 
+def reference_sgd_rules(name, mN, mL):
+    """{group: (lr factor, weight-decay factor)} of the SGD tables, written out: μP's SGD
+    rules in width (Tensor Programs IV, Table 3: vector-like parameters at fan_out = mN,
+    hidden matrices at 1, the output matrix at 1/fan_in, times mN² for the output
+    multiplier 1/mN carried forward), the hidden learning rates times mL^(2α−1) in depth,
+    weight decay the inverse of the learning rate on the decayed groups."""
+    if name == "standard-sgd":
+        return {g: (1.0, 1.0) for g in GROUPS}
+    alpha = {"mup-sgd": None, "depth-mup-sgd": 0.5, "completep-sgd": 1.0}[name]
+    depth = 1.0 if alpha is None else mL ** (2 * alpha - 1)
+    return {
+        "embedding": (mN, 1 / mN),
+        "hidden_weights": (depth, 1 / depth),
+        "hidden_biases": (mN * depth, 1.0),
+        "hidden_norms": (mN * depth, 1.0),
+        "final_norm": (mN, 1.0),
+        "unembedding": (mN, 1 / mN),
+    }
+
+
+@pytest.mark.parametrize("name", ["standard-sgd", "mup-sgd", "depth-mup-sgd", "completep-sgd"])
+def test_sgd_tables_give_the_stated_rules(name):
+    """The SGD tables' learning rates and weight decays as stated, their initialisation
+    and forward multipliers those of the Adam table they come from."""
+    N, L, N0, L0 = 256, 24, 32, 3  # mN = 8, mL = 8
+    model = Transformer(vocab=7, context=4, width=N, depth=L, heads=4, parametrisation=name,
+                        base_width=N0, base_depth=L0)  # fmt: skip
+    adam_table = get_parametrisation(name.removesuffix("-sgd"))
+    twin = Transformer(vocab=7, context=4, width=N, depth=L, heads=4,
+                       parametrisation=adam_table, base_width=N0, base_depth=L0)  # fmt: skip
+    hyper = group_hyperparameters(model, lr=1.0, eps=1.0, weight_decay=1.0)
+    for g, (lr, wd) in reference_sgd_rules(name, N / N0, L / L0).items():
+        assert hyper[g]["lr"] == pytest.approx(lr, rel=1e-14), g
+        decayed = g in ("embedding", "hidden_weights", "unembedding")
+        assert hyper[g]["weight_decay"] == pytest.approx(wd if decayed else 0.0, rel=1e-14), g
+        assert model.factor(g, "init_std") == twin.factor(g, "init_std"), g
+    assert model.parametrisation.optimizer == "sgd" and adam_table.optimizer == "adam"
+    assert model.branch_multiplier == twin.branch_multiplier
+    assert model.logit_multiplier == twin.logit_multiplier
+    assert model.parametrisation.attention == adam_table.attention
+    assert from_table(model.parametrisation.table()) == model.parametrisation
+
+
+def test_sgd_step_by_hand():
+    """One step of the per-group SGD against SGD written out, `p − lr_g (g + wd_g p)`
+    with each group's lr and wd; `optimizer` picks it from the table."""
+    model = Transformer(vocab=9, context=4, width=16, depth=4, heads=2,
+                        parametrisation="completep-sgd", base_width=4, base_depth=2)  # fmt: skip
+    p = model.init(jax.random.key(5))
+    x = jax.random.randint(jax.random.key(6), (1, 2, 4), 0, 9)
+    y = jax.random.randint(jax.random.key(7), (1, 2, 4), 0, 9)
+    lr, wd = 0.3, 0.1
+    p1, _ = train(model, p, x, y, optimizer(model, lr=lr, weight_decay=wd))
+    p1_direct, _ = train(model, p, x, y, sgd(model, lr=lr, weight_decay=wd))
+    g = jax.grad(model.loss)(p, x[0], y[0])
+    hyper = group_hyperparameters(model, lr=lr, weight_decay=wd)
+    labels = model.labels(p)
+    flat = (jax.tree.leaves(t) for t in (p, g, labels, p1, p1_direct))
+    for w, gw, lab, w1, w1d in zip(*flat, strict=True):
+        h = hyper[lab]
+        expected = w - h["lr"] * (gw + h["weight_decay"] * w)
+        np.testing.assert_allclose(w1, expected, rtol=1e-10, atol=1e-14)
+        np.testing.assert_array_equal(w1, w1d)
+    assert {h["lr"] for h in hyper.values()} != {lr}  # the rules do act (mN = 4, mL = 2)
+
+
 def test_base_size_gives_base_values_in_every_table():
-    for table in (STANDARD, MUP, DEPTH_MUP, COMPLETEP):
+    from meanfield.parametrisation import PARAMETRISATIONS
+
+    for table in PARAMETRISATIONS.values():
         model = Transformer(vocab=7, context=4, width=32, depth=3, parametrisation=table,
                             base_width=32, base_depth=3)  # fmt: skip
         hyper = group_hyperparameters(model, lr=0.1, eps=1e-8, weight_decay=0.5)
@@ -123,6 +191,9 @@ def test_user_table_and_refusals():
         Parametrisation("x", rules={"embedding": {"momentum": (1, 0)}})
     with pytest.raises(ValueError, match=r"rules\['embedding'\]\['lr'\] must be a pair"):
         Parametrisation("x", rules={"embedding": {"lr": 1.0}})
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        Parametrisation("x", optimizer="lion")
+    assert mine.replace(optimizer="sgd") != mine  # the optimiser is part of the table
     with pytest.raises(ValueError, match="parametrisation must be one of"):
         Transformer(vocab=5, context=4, width=8, depth=2, parametrisation="mu-p")
     with pytest.raises(ValueError, match="heads: 3 does not divide width 8"):

@@ -1,8 +1,8 @@
 """The coordinate check (Mathematics §10): the μP package's diagnostic, extended to depth.
 
-A network is trained `steps` updates with Adam under its parametrisation; at every
-step t its coordinates are measured on a fixed evaluation batch, each as an RMS over
-the batch's entries (`coordinates`):
+A network is trained `steps` updates with its parametrisation's optimiser (Adam or
+SGD); at every step t its coordinates are measured on a fixed evaluation batch, each
+as an RMS over the batch's entries (`coordinates`):
 
 - **activations**: the residual stream x^0 (`embedding`), x^{l+½} (`attention`) and
   x^{l+1} (`mlp`) of every layer l;
@@ -16,19 +16,28 @@ Across widths (or depths) a quantity's size is summarised by the mean over the l
 and its slope against the size in log–log is fitted over the independent draws
 (networks and their training batches: `meanfield.stats.fits.fit_loglog`, a studentized
 bootstrap over draws). A parametrisation that is correct in a dimension keeps every
-quantity flat (slope 0) in it; `predicted_slopes` reads from the table what Adam's
-first steps give (below), so the verdict says both whether a quantity is flat and
+quantity flat (slope 0) in it; `predicted_slopes` reads from the table what its
+optimiser's first steps give (below), so the verdict says both whether a quantity is flat and
 whether it is as the table predicts.
 
-**Predicted slopes** (Adam, a few steps, the rules `lr ∝ m_N^a m_L^b`, init std
-`∝ m_N^s`, branch multiplier `m_L^{-α}`, output multiplier `m_N^c`). Adam's step has
-entries of the size of the learning rate whatever the gradient's, and an update is
-aligned with its input, so `ΔW u` sums N coherent entries: `∝ N^{1+a}` (the
-unembedding's `N^{1+a+c}`; the embedding's, a lookup, `N^{a}`), `∝ L^{b}` in depth.
+**Predicted slopes** (a few steps, the rules `lr ∝ m_N^a m_L^b`, init std `∝ m_N^s`,
+branch multiplier `m_L^{-α}`, output multiplier `m_N^c`). Adam's step has entries of
+the size of the learning rate whatever the gradient's, and an update is aligned with
+its input, so `ΔW u` sums N coherent entries: `∝ N^{1+a}` (the unembedding's
+`N^{1+a+c}`; the embedding's, a lookup, `N^{a}`), `∝ L^{b}` in depth. SGD's step is
+the learning rate times the gradient, whose entries carry the backward signal at the
+stream, `∝ N^{c+s_u}` (s_u the unembedding's init exponent), and in a branch its
+multiplier `L^{-α}`: `ΔW u ∝ N^{1+a+c+s_u} L^{b-α}`, the unembedding's `N^{1+a+2c}`,
+the embedding's `N^{a+c+s_u}`; for the query and key, whose gradients pass through
+the attention logits, `N^{1+a+c+s_u+½−p}` (p the attention scale's exponent): at
+initialisation a logit's backward signal sums the d_head ∝ N products of the stream's
+signal with the values, uncorrelated (`√N`, not N), and the other of q, k enters
+times `d_head^{-p}` (measured under μP with SGD: −0.59 and −0.71 against −½).
 Activations are flat in width when `s = −½`, else the branches grow as `N^{2s+1}`;
 in depth the L branches of size β add as independent terms, `L^{max(0, ½−α)}`. The
-stream's change sums L coherent layer changes of size `β · lr`: `L^{max(0, 1−α+b)}`
-in depth, `N^{1+a}` in width. The slopes are asymptotic: at small sizes a growing
+stream's change sums L coherent layer changes of size `β ΔW u`: `L^{max(0, 1−α+b)}`
+in depth under Adam (`L^{max(0, 1−2α+b)}` under SGD), and in width the larger of the
+hidden and the embedding's update. The slopes are asymptotic: at small sizes a growing
 quantity may grow more slowly (the embedding's part of the stream does not grow).
 """
 
@@ -110,32 +119,40 @@ def layer_mean(value) -> float:
 
 def predicted_slopes(table: Parametrisation, against: str) -> dict[str, float]:
     """The slope of every quantity against `width` or `depth` that the table predicts
-    for Adam's first steps (module docstring)."""
+    for its optimiser's first steps (module docstring)."""
     if against not in ("width", "depth"):
         raise ValueError(f"against must be 'width' or 'depth', got {against!r}")
     a_h, b_h = table.exponents("hidden_weights", "lr")
     s_h = table.exponents("hidden_weights", "init_std")[0]
     a_u, b_u = table.exponents("unembedding", "lr")
     a_e, b_e = table.exponents("embedding", "lr")
-    alpha = table.alpha
-    out = {}
+    alpha, c = table.alpha, table.output
+    # the gradients' own exponents: none under Adam (its step is the learning rate's
+    # size); under SGD the backward signal at the stream ∝ N^{c + s_u}, the branches'
+    # gradients carry their multiplier L^{-α}, the unembedding's the output's N^c
+    sgd = table.optimizer == "sgd"
+    s_u = table.exponents("unembedding", "init_std")[0]
+    g_stream, g_branch, g_out = (c + s_u, -alpha, c) if sgd else (0.0, 0.0, 0.0)
+    out = {"activation/embedding": 0.0}
     if against == "width":
-        out["activation/embedding"] = 0.0
         grow = 0.0 if s_h == -0.5 else 2 * s_h + 1
         out["activation/attention"] = out["activation/mlp"] = grow
-        out["change/attention"] = out["change/mlp"] = 1 + a_h
-        out["change/logits"] = max(1 + a_u + table.output, 1 + a_h)
+        hidden = 1 + a_h + g_stream
         for q in UPDATES:
-            out[q] = 1 + a_h
-        out["update/embedding"] = a_e
-        out["update/unembedding"] = 1 + a_u + table.output
+            out[q] = hidden
+        if sgd:  # the attention logits' backward signal at initialisation (docstring)
+            out["update/q"] = out["update/k"] = hidden + 0.5 - table.attention
+        out["update/embedding"] = a_e + g_stream
+        out["update/unembedding"] = 1 + a_u + c + g_out
+        stream = max(hidden, out["update/embedding"])
+        out["change/attention"] = out["change/mlp"] = stream
+        out["change/logits"] = max(out["update/unembedding"], stream)
     else:
-        out["activation/embedding"] = 0.0
         out["activation/attention"] = out["activation/mlp"] = max(0.0, 0.5 - alpha)
-        change = max(0.0, 1 - alpha + b_h)
+        change = max(0.0, 1 - alpha + b_h + g_branch)
         out["change/attention"] = out["change/mlp"] = out["change/logits"] = change
         for q in UPDATES:
-            out[q] = b_h
+            out[q] = b_h + g_branch
         out["update/embedding"] = b_e
         out["update/unembedding"] = b_u
     return {q: float(v) for q, v in out.items()}

@@ -1,10 +1,19 @@
-"""`meanfield study coord-check`: the coordinate check of a Transformer under each
-parametrisation, across width and across depth (Mathematics §10; issue 49).
+"""`meanfield study coord-check`: the coordinate check of a Transformer, or of a ResNet
+of the user's own unit block, under each parametrisation, across width and across depth
+(Mathematics §10; issue 49).
 
-For every parametrisation table (`--parametrisations`: `standard`, `mup`, `depth-mup`,
-`completep`, or a user's `Parametrisation` as `MODULE:NAME` / `FILE.py:NAME`), pre-LN
-Transformers (`meanfield.models.transformer`) are trained `--steps` Adam steps (the
-table's per-group learning rate, ε and weight decay; `--lr` is the base learning rate)
+**A user's own block** (`--block FILE.py:NAME --law FILE.py:NAME`, or `--model resnet`
+for the built-in 2LP unit): ResNets of those units under the tables of
+`meanfield.parametrisation.RESNET_PARAMETRISATIONS`, trained by gradient descent; see
+`meanfield.studies.coord_check_resnet`. The fits, verdicts, headline and figures below
+are the same for both models, over each model's quantities.
+
+**A Transformer.** For every parametrisation table (`--parametrisations`: `standard`,
+`mup`, `depth-mup`, `completep`, their SGD versions `standard-sgd`, `mup-sgd`,
+`depth-mup-sgd`, `completep-sgd`, or a user's `Parametrisation` as `MODULE:NAME` /
+`FILE.py:NAME`), pre-LN Transformers (`meanfield.models.transformer`) are trained
+`--steps` steps of the table's optimiser, Adam or SGD (the table's per-group learning
+rate, ε and weight decay; `--lr` is the base learning rate)
 on character-level text, at every width of `--widths` (depth `--depth`) and every depth
 of `--depths` (width `--width`), `--seeds` independent draws each (a network and its
 batches). At every step the coordinates of `meanfield.diagnostics.coord_check` are
@@ -46,11 +55,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..diagnostics import coord_check as C
+from ..diagnostics import unit_coord_check as U
 from ..io.text import batches
-from ..parametrisation import Parametrisation, from_table
+from ..parametrisation import Parametrisation, from_table, resnet_from_table
 from ..runtime.errors import StudyInputError
 from ..training.loop import gd_loop
-from ..training.transformer import adam
+from ..training.transformer import optimizer
+from . import coord_check_resnet as R
 from .args import int_list, positive_float, positive_int
 from .runner import start_study
 from .transformer_options import (
@@ -59,14 +70,16 @@ from .transformer_options import (
     check_model_options,
     corpus,
     data_record,
-    listed,
     model,
     run_sized_points,
     table_names,
     tables,
 )
 
-HELP = "coordinate check of a Transformer's parametrisations across width and depth"
+HELP = (
+    "coordinate check of a Transformer's parametrisations, or of a ResNet of your own unit "
+    "block, across width and depth"
+)
 DEFAULT_X64 = False
 PRESETS = {
     "quick": {
@@ -103,6 +116,11 @@ PRESETS = {
 SELF_CHECK_STEPS = 2  # the self-check trains its point this many steps (compiled and op by op)
 EVAL_BATCH = 8  # sequences of the held-out batch the coordinates are measured on
 OFF = 0.4  # a quantity this far or more from flat is reported as off
+MODELS = ("transformer", "resnet")
+SHARED = ("widths", "depth", "depths", "width", "steps", "seeds", "lr")
+TRANSFORMER_ONLY = {**{o: "--" + o.replace("_", "-") for o in MODEL_OPTIONS},
+                    "init_std": "--init-std", "data": "--data"}  # fmt: skip
+RESNET_ONLY = {"block": "--block", "law": "--law", "d": "--d", "inputs": "--inputs"}
 
 
 def add_arguments(parser):
@@ -113,38 +131,78 @@ def add_arguments(parser):
     parser.add_argument("--depth", type=positive_int, help="depth L of the width line")
     parser.add_argument("--depths", type=int_list, help="depths L of the depth line")
     parser.add_argument("--width", type=positive_int, help="width N of the depth line")
-    parser.add_argument("--steps", type=positive_int, help="Adam steps")
+    parser.add_argument("--steps", type=positive_int, help="optimiser steps")
     parser.add_argument("--seeds", type=positive_int, help="independent draws per size")
     parser.add_argument("--lr", type=positive_float, help="base learning rate")
+    parser.add_argument(
+        "--model",
+        choices=MODELS,
+        help="the network checked: a Transformer "
+        "(default) or a ResNet of unit blocks (implied by --block/--law)",
+    )
     add_model_arguments(parser)
+    parser.add_argument(
+        "--block",
+        help="your unit block φ, FILE.py:NAME or MODULE:NAME (a "
+        "ResNet of your units; default: the 2LP v tanh(uᵀh))",
+    )
+    parser.add_argument(
+        "--law",
+        help="the law of your units' parameters, FILE.py:NAME "
+        "(default: u ~ N(0, I/d), v ~ N(0, I))",
+    )
+    parser.add_argument("--d", type=positive_int, help="the ResNet's state dimension d")
+    parser.add_argument("--inputs", type=positive_int, help="the ResNet's training inputs")
+
+
+def _model(args) -> str:
+    """The network checked: `--model`, else a ResNet when `--block`/`--law` is given."""
+    user = [f for n, f in (("block", "--block"), ("law", "--law")) if getattr(args, n, None)]
+    kind = getattr(args, "model", None) or ("resnet" if user else "transformer")
+    given = TRANSFORMER_ONLY if kind == "resnet" else RESNET_ONLY
+    wrong = [flag for name, flag in given.items() if getattr(args, name, None) is not None]
+    if wrong:
+        other = "a Transformer's" if kind == "resnet" else "a ResNet of unit blocks'"
+        raise StudyInputError(
+            f"{'/'.join(wrong)}: {other} option; this check runs a {kind} "
+            + ("(--block/--law run a ResNet of your units: drop --model transformer)"
+               if kind == "transformer" and user else "(set --model)")
+        )  # fmt: skip
+    return kind
 
 
 def _config(args) -> dict:
     from .args import override
 
-    cfg = override(
-        dict(PRESETS[args.preset]), args,
-        ("widths", "depth", "depths", "width", "steps", "seeds", "lr", *MODEL_OPTIONS),
-    )  # fmt: skip
+    kind = _model(args)
+    presets = R.PRESETS if kind == "resnet" else PRESETS
+    options = (*SHARED, *(R.OPTIONS if kind == "resnet" else MODEL_OPTIONS))
+    cfg = override(dict(presets[args.preset]), args, options)
     if args.parametrisations is not None:
         cfg["parametrisations"] = table_names(args.parametrisations, "--parametrisations")
-    named = tables(cfg["parametrisations"])
     for flag, key in (("--widths", "widths"), ("--depths", "depths")):
         if len(cfg[key]) < 3:
             raise StudyInputError(f"{flag}: a slope needs at least three sizes, got {cfg[key]}")
-    check_model_options(
-        cfg, args, [*cfg["widths"], cfg["width"]],
-        [("--widths", max(cfg["widths"])), ("--depths", max(cfg["depths"])),
-         ("--width", cfg["width"]), ("--depth", cfg["depth"])],
-    )  # fmt: skip
     if cfg["seeds"] < 2:
         raise StudyInputError("--seeds: an interval needs at least 2 draws")
     if cfg["lr"] > 10:
         raise StudyInputError(f"--lr: at most 10, got {cfg['lr']}")
     if cfg["steps"] > 10**5:
         raise StudyInputError(f"--steps: at most 100000, got {cfg['steps']}")
-    cfg.update(tables=[t.table() for t in named], seed=args.seed, x64=args.x64,
-               preset=args.preset)  # fmt: skip
+    cfg.update(model=kind, seed=args.seed, x64=args.x64, preset=args.preset)
+    if kind == "resnet":
+        R.configure(cfg, args)
+        from .args import check_costs
+
+        check_costs(R.cost_parts(cfg))
+        return cfg
+    named = tables(cfg["parametrisations"])
+    check_model_options(
+        cfg, args, [*cfg["widths"], cfg["width"]],
+        [("--widths", max(cfg["widths"])), ("--depths", max(cfg["depths"])),
+         ("--width", cfg["width"]), ("--depth", cfg["depth"])],
+    )  # fmt: skip
+    cfg["tables"] = [t.table() for t in named]
     check_cost(cfg)
     return cfg
 
@@ -219,7 +277,7 @@ def _program(net, steps: int, batch: int, context: int):
 
         # steps + 1 passes, without the history of the parameters: the aux of pass k is
         # measured at θ_k, k = 0..steps (the last pass's update is dropped)
-        _, (losses, coords) = gd_loop(grad_fn, p0, adam(net, lr=lr), steps + 1, history=False)
+        _, (losses, coords) = gd_loop(grad_fn, p0, optimizer(net, lr=lr), steps + 1, history=False)
         return losses, coords
 
     return jax.jit(jax.vmap(one, in_axes=(0, None, None, None)))
@@ -231,66 +289,69 @@ def _point(cfg, table: Parametrisation, N: int, L: int, master, text, steps=None
     keys = jnp.stack([jax.random.fold_in(master, s) for s in range(cfg["seeds"])])
     program = _program(net, steps, cfg["batch"], cfg["context"])
     losses, coords = program(keys, cfg["lr"], jnp.asarray(text.train), jnp.asarray(text.validation))
-    losses = np.asarray(
-        losses, float
-    )  # (seeds, steps + 1): the loss at θ_k (the last's batch repeats)
+    # (seeds, steps + 1): the loss at θ_k (the last's batch repeats)
+    losses = np.asarray(losses, float)
     exploded = ~np.all(np.isfinite(losses), axis=1)
-    out = {"losses": listed(losses[:, :steps]), "exploded": int(exploded.sum())}
-    sizes, per_layer = {}, {}
-    for q in C.QUANTITIES:
-        v = np.asarray(coords[q], float)  # (seeds, steps + 1[, L])
-        mean = v.reshape(v.shape[0], v.shape[1], -1).mean(axis=2)
-        mean[exploded] = np.nan
-        sizes[q] = listed(mean)
-        if v.ndim == 3:
-            last = v[:, -1, :].copy()
-            last[exploded] = np.nan
-            per_layer[q] = listed(last)
-    out["sizes"] = sizes
-    out["per_layer"] = per_layer
-    return out
+    return R.summarise(losses, coords, C.QUANTITIES, exploded, steps)
 
 
 def run(args):
     cfg = _config(args)
-    text = corpus(cfg)
+    resnet = cfg["model"] == "resnet"
+    text = None if resnet else corpus(cfg)
     runner = start_study(args, cfg)
     # the tables as the configuration holds them (a user's file is not imported again)
-    named = {t["name"]: from_table(t) for t in cfg["tables"]}
+    rebuild = resnet_from_table if resnet else from_table
+    named = {t["name"]: rebuild(t) for t in cfg["tables"]}
     master = jax.random.key(cfg["seed"])
     specs = [
         {"parametrisation": name, "width": N, "depth": L} for name in named for N, L in _sizes(cfg)
     ]
+    program, xy = (R.programs(cfg), R.data(cfg, master)) if resnet else (None, None)
 
     def point(spec, steps=None):
         key = jax.random.fold_in(jax.random.fold_in(master, spec["width"]), spec["depth"])
-        return _point(cfg, named[spec["parametrisation"]], spec["width"], spec["depth"], key,
-                      text, steps)  # fmt: skip
+        table = named[spec["parametrisation"]]
+        N, L = spec["width"], spec["depth"]
+        if isinstance(table, Parametrisation):
+            return _point(cfg, table, N, L, key, text, steps)
+        return R.point(cfg, program, table, N, L, key, xy, steps)
 
-    points = run_sized_points(runner, specs, point, SELF_CHECK_STEPS)
+    points = run_sized_points(runner, specs, point, SELF_CHECK_STEPS,
+                              width_symbol="M" if resnet else "N")  # fmt: skip
     for p in points:
         if p["exploded"]:
             runner.warn(
-                f"{p['parametrisation']} N={p['width']} L={p['depth']}: "
+                f"{p['parametrisation']} {'M' if resnet else 'N'}={p['width']} L={p['depth']}: "
                 f"{p['exploded']} of {cfg['seeds']} draws exploded (left out of the fits)"
             )
-    lines = _lines(cfg, named, points)
+    diag = U if resnet else C
+    lines = _lines(cfg, named, points, diag)
+    method = (
+        "slopes predicted at first order for gradient descent from each table's exponents "
+        "(meanfield.diagnostics.unit_coord_check.predicted_slopes; the state's for a "
+        "centred block)"
+        if resnet
+        else "slopes predicted from each table's exponents for its optimiser's first steps "
+        "(meanfield.diagnostics.coord_check.predicted_slopes)"
+    )
     runner.finish(
         {
             "points": points,
             "lines": lines,
             "fits": [f for line in lines for f in line["fits"].values()],
-            "reference": {"method": "slopes predicted from each table's exponents for Adam's "
-                          "first steps (meanfield.diagnostics.coord_check.predicted_slopes)"},
-            "data": data_record(cfg, text),
-            "headline": _headline(lines),
+            "reference": {"method": method},
+            **({} if resnet else {"data": data_record(cfg, text)}),
+            "headline": ([R.block_line(cfg)] if resnet else []) + _headline(lines, diag),
         },
         plot=plot,
-    )  # fmt: skip
+    )
 
 
-def _lines(cfg, tables, points) -> list[dict]:
-    """Per table and line (width, depth): every quantity's slope after the last step."""
+def _lines(cfg, tables, points, diag=C) -> list[dict]:
+    """Per table and line (width, depth): every quantity's slope after the last step.
+    `diag`: the model's diagnostics module (`coord_check` for a Transformer,
+    `unit_coord_check` for a ResNet of unit blocks): its quantities and predictions."""
     out = []
     for name, table in tables.items():
         for against, sizes, fixed in (
@@ -308,16 +369,18 @@ def _lines(cfg, tables, points) -> list[dict]:
                     np.array([np.nan if r[-1] is None else r[-1] for r in at[key(n)]["sizes"][q]])
                     for n in sizes
                 ]
-                for q in C.QUANTITIES
+                for q in diag.QUANTITIES
             }
-            predicted = C.predicted_slopes(table, against)
-            features = [*C.ACTIVATIONS, *C.CHANGES]
+            # a ResNet's state depends on whether its block is centred (its config)
+            extra = {"centred": cfg.get("centred", True)} if diag is U else {}
+            predicted = diag.predicted_slopes(table, against, **extra)
+            features = [*diag.ACTIVATIONS, *diag.CHANGES]
             claims = all(predicted[q] == 0.0 for q in features)
             # the predictions are the fits' theory only where the table claims the line
             # flat: elsewhere they are first-step asymptotics, not a claim to test
             fits = C.slope_fits(sizes, draws, against=against, predicted=predicted, fixed=fixed,
                                 seed=cfg["seed"], as_theory=claims)  # fmt: skip
-            slopes = {q: fits[q].get("slope") for q in C.QUANTITIES}
+            slopes = {q: fits[q].get("slope") for q in diag.QUANTITIES}
             out.append(
                 {
                     "parametrisation": name,
@@ -326,9 +389,9 @@ def _lines(cfg, tables, points) -> list[dict]:
                     "fixed": fixed,
                     "claims_flat": claims,
                     "fits": fits,
-                    "flat": sorted(q for q in C.QUANTITIES if fits[q]["flat"] == "inside"),
+                    "flat": sorted(q for q in diag.QUANTITIES if fits[q]["flat"] == "inside"),
                     "off": sorted(q for q, v in slopes.items() if v is not None and abs(v) >= OFF),
-                    "largest_activation_deviation": _largest(fits, C.ACTIVATIONS, predicted),
+                    "largest_activation_deviation": _largest(fits, diag.ACTIVATIONS, predicted),
                 }
             )
     return out
@@ -341,22 +404,22 @@ def _largest(fits, quantities, predicted):
     return max(values) if values else None
 
 
-def _headline(lines) -> list[str]:
+def _headline(lines, diag=C) -> list[str]:
     out = []
     for line in lines:
         fits = line["fits"]
         acts = ", ".join(
             f"{q.split('/')[1]} {fits[q]['slope']:+.2f}" if fits[q].get("slope") is not None
             else f"{q.split('/')[1]} —"
-            for q in C.ACTIVATIONS
+            for q in diag.ACTIVATIONS
         )  # fmt: skip
-        features = [*C.ACTIVATIONS, *C.CHANGES]
+        features = [*diag.ACTIVATIONS, *diag.CHANGES]
         flat = sum(fits[q]["flat"] == "inside" for q in features)
         claim = "claims flat" if line["claims_flat"] else "does not claim flat"
         out.append(
             f"{line['parametrisation']} against {line['against']} ({claim}): activation slopes "
             f"{acts}; {flat} of {len(features)} activations and changes flat within ±0.1 "
-            f"(intervals); {len(line['off'])} of {len(C.QUANTITIES)} quantities {OFF} or more "
+            f"(intervals); {len(line['off'])} of {len(diag.QUANTITIES)} quantities {OFF} or more "
             "from flat" + (f" ({', '.join(line['off'])})" if line["off"] else "")
         )
     return out

@@ -10,15 +10,34 @@ from pathlib import Path
 import numpy as np
 
 from ..diagnostics import coord_check as C
+from ..diagnostics import unit_coord_check as U
 from ..io.plotting import save_figure, use_agg
 
 # one colour per site of the stream in every panel (activations and their changes)
-SITE_COLORS = {"embedding": "C0", "attention": "C1", "mlp": "C2", "logits": "C3"}
+SITE_COLORS = {"embedding": "C0", "attention": "C1", "mlp": "C2", "logits": "C3",
+               "state": "C0", "unit": "C1", "output": "C3", "layer": "C2"}  # fmt: skip
 KINDS = (
     ("activations (RMS of the stream)", C.ACTIVATIONS),
     ("changes since initialisation", C.CHANGES),
     ("updates ΔW·input", C.UPDATES),
 )
+RESNET_KINDS = (
+    ("activations (RMS of the states hˡ and of the units φ)", U.ACTIVATIONS),
+    ("changes since initialisation", U.CHANGES),
+    ("updates φ(h, z_t) − φ(h, z_0), per unit and per layer", U.UPDATES),
+)
+
+
+def _resnet(cfg) -> bool:
+    return cfg.get("model") == "resnet"
+
+
+def _optimisers(cfg) -> str:
+    """What trained the networks: gradient descent (a ResNet), or each table's optimiser."""
+    if _resnet(cfg):
+        return "gradient-descent"
+    names = sorted({t.get("optimizer", "adam") for t in cfg.get("tables", [])} or {"adam"})
+    return "/".join({"adam": "Adam", "sgd": "SGD"}[n] for n in names)
 
 
 def _last(rows) -> np.ndarray:
@@ -54,6 +73,8 @@ def figures(out: Path, results: dict) -> None:
     import matplotlib.pyplot as plt
 
     cfg = results["config"]
+    kinds = RESNET_KINDS if _resnet(cfg) else KINDS
+    width = "M" if _resnet(cfg) else "N"
     for against in ("width", "depth"):
         lines = [line for line in results["lines"] if line["against"] == against]
         if not lines:
@@ -72,7 +93,7 @@ def figures(out: Path, results: dict) -> None:
             keys = [
                 (n, fixed["depth"]) if against == "width" else (fixed["width"], n) for n in sizes
             ]
-            for c, (title, quantities) in enumerate(KINDS):
+            for c, (title, quantities) in enumerate(kinds):
                 ax = axes[r, c]
                 for q in quantities:
                     stats_ = [_mean_and_half(_last(at[k]["sizes"][q])) for k in keys]
@@ -83,7 +104,8 @@ def figures(out: Path, results: dict) -> None:
                         continue
                     fit = line["fits"][q]
                     site = q.split("/")[1]
-                    color = SITE_COLORS.get(site) if not q.startswith("update/") else None
+                    update = q.startswith("update/") and not _resnet(cfg)
+                    color = None if update else SITE_COLORS.get(site)
                     ax.errorbar(np.array(sizes)[good], mean[good], yerr=half[good], marker="o",
                                 ms=3, capsize=2, lw=1.2, color=color,
                                 label=f"{site}: {_slope_text(fit)}")  # fmt: skip
@@ -91,7 +113,7 @@ def figures(out: Path, results: dict) -> None:
                 ax.set_yscale("log")
                 ax.set_xticks(sizes)
                 ax.set_xticklabels([str(s) for s in sizes])
-                ax.set_xlabel(f"{against} ({'N' if against == 'width' else 'L'})")
+                ax.set_xlabel(f"{against} ({width if against == 'width' else 'L'})")
                 ax.set_ylabel("size after the last step")
                 claim = "claims flat" if line["claims_flat"] else "does not claim flat"
                 ax.set_title(f"[{name}] {title} ({claim})", fontsize=9)
@@ -103,8 +125,9 @@ def figures(out: Path, results: dict) -> None:
             out / f"coord_check_{against}.png",
             dpi=90,
             title=(
-                f"Coordinate check against {against} ({fixed}): sizes after {cfg['steps']} Adam "
-                f"steps at base lr {cfg['lr']:g}, mean of {cfg['seeds']} draws with 95% "
+                f"Coordinate check against {against} ({fixed}): sizes after {cfg['steps']} "
+                f"{_optimisers(cfg)} steps at base lr {cfg['lr']:g}, mean of {cfg['seeds']} "
+                "draws with 95% "
                 "intervals; a correct parametrisation keeps every curve flat in the "
                 "dimension it scales"
             ),
@@ -115,7 +138,9 @@ def figures(out: Path, results: dict) -> None:
 
 def _along_training(out: Path, results: dict) -> None:
     """The activations of the stream along training, per parametrisation, at every
-    width of the width line (the μP package's plot: one curve per step)."""
+    width of the width line (the μP package's plot: one curve per step); for a ResNet
+    of units, whose state moves by a few percent, the state's change (from t = 1). The
+    vertical axis spans at least a factor 4, so that a flat curve looks flat."""
     import matplotlib.pyplot as plt
 
     cfg = results["config"]
@@ -124,41 +149,54 @@ def _along_training(out: Path, results: dict) -> None:
         return
     fig, axes = plt.subplots(1, len(lines), figsize=(4.2 * len(lines), 3.6), squeeze=False)
     steps = cfg["steps"]
-    shown = sorted({0, 1, max(1, steps // 2), steps})
+    resnet = _resnet(cfg)
+    shown = sorted({0, 1, max(1, steps // 2), steps} - ({0} if resnet else set()))
     cmap = plt.get_cmap("viridis")
+    stream = "change/state" if resnet else "activation/mlp"
     for ax, line in zip(axes[0], lines, strict=True):
         name = line["parametrisation"]
         at = {
             (p["width"], p["depth"]): p for p in results["points"] if p["parametrisation"] == name
         }
         sizes = line["sizes"]
+        drawn = []
         for i, t in enumerate(shown):
             means = []
             for n in sizes:
-                rows = at[(n, line["fixed"]["depth"])]["sizes"]["activation/mlp"]
+                rows = at[(n, line["fixed"]["depth"])]["sizes"][stream]
                 v = np.array([np.nan if r[t] is None else r[t] for r in rows], float)
                 means.append(np.nanmean(v) if np.isfinite(v).any() else np.nan)
+            drawn += [m for m in means if np.isfinite(m) and m > 0]
             ax.plot(
                 sizes, means, "o-", ms=3, color=cmap(i / max(1, len(shown) - 1)), label=f"t = {t}"
             )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        if drawn and max(drawn) < 4 * min(drawn):
+            centre = math.sqrt(max(drawn) * min(drawn))
+            ax.set_ylim(centre / 2, centre * 2)
         ax.set_xticks(sizes)
         ax.set_xticklabels([str(s) for s in sizes])
-        ax.set_xlabel("width N")
-        ax.set_ylabel("stream after the MLP branch (RMS,\nmean over layers)")
+        ax.set_xlabel("width M (units per layer)" if resnet else "width N")
+        ax.set_ylabel(
+            "change of the state hˡ since\ninitialisation (RMS, mean over layers)"
+            if resnet
+            else "stream after the MLP branch (RMS,\nmean over layers)"
+        )
         ax.set_title(f"[{name}]", fontsize=9)
-        ax.legend(fontsize=7, title="after t steps", title_fontsize=7)
+        ax.legend(fontsize=7, title="after t steps", title_fontsize=7, loc="best")
     depth = lines[0]["fixed"]["depth"]
     save_figure(
         fig,
         out / "coord_check_steps.png",
         dpi=90,
-        title=f"The residual stream along training against width (depth {depth}, mean of "
+        title=f"The {'state’s change' if resnet else 'residual stream'} along training against "
+        "width "
+        f"(depth {depth}, mean of "
         f"{cfg['seeds']} draws)"
         + (
             " — at the base depth the depth rules are off: tables differing only in them coincide"
-            if depth == cfg["base_depth"]
+            if not resnet and depth == cfg["base_depth"]
             else ""
         ),
         fontsize=10,

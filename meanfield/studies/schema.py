@@ -653,25 +653,47 @@ _COORD_QUANTITIES = (
     "change/mlp", "change/logits", "update/q", "update/k", "update/v", "update/o",
     "update/in", "update/out", "update/embedding", "update/unembedding",
 )  # fmt: skip
-_DRAWS_BY_STEP = List(List(OPT_NUM, min_len=1))
-COORD_CHECK = study(
-    {"parametrisations": List(Str(), min_len=1), "widths": List(POS, min_len=1),
-     "depths": List(POS, min_len=1), "width": POS, "depth": POS, "steps": POS, "seeds": POS,
-     "lr": Num(positive=True)},
-    {
-        "points": List(Record({
-            "parametrisation": Str(), "width": POS, "depth": POS,
-            "sizes": Record({q: _DRAWS_BY_STEP for q in _COORD_QUANTITIES}),
-        })),
-        "lines": List(Record({
-            "parametrisation": Str(), "against": Str(("width", "depth")),
-            "sizes": List(POS, min_len=1), "fixed": Map(POS), "claims_flat": Bool(),
-            "fits": Record({q: Record({"slope": OPT_NUM, "ci95?": Maybe(PAIR),
-                                       "predicted?": OPT_NUM})
-                            for q in _COORD_QUANTITIES}),
-        })),
-    },
+_RESNET_QUANTITIES = (
+    "activation/state", "activation/unit", "change/state", "change/output", "update/unit",
+    "update/layer",
 )  # fmt: skip
+_DRAWS_BY_STEP = List(List(OPT_NUM, min_len=1))
+
+
+def _coord_check(quantities) -> Spec:
+    return study(
+        {"parametrisations": List(Str(), min_len=1), "widths": List(POS, min_len=1),
+         "depths": List(POS, min_len=1), "width": POS, "depth": POS, "steps": POS,
+         "seeds": POS, "lr": Num(positive=True), "model?": Str(("transformer", "resnet"))},
+        {
+            "points": List(Record({
+                "parametrisation": Str(), "width": POS, "depth": POS,
+                "sizes": Record({q: _DRAWS_BY_STEP for q in quantities}),
+            })),
+            "lines": List(Record({
+                "parametrisation": Str(), "against": Str(("width", "depth")),
+                "sizes": List(POS, min_len=1), "fixed": Map(POS), "claims_flat": Bool(),
+                "fits": Record({q: Record({"slope": OPT_NUM, "ci95?": Maybe(PAIR),
+                                           "predicted?": OPT_NUM})
+                                for q in quantities}),
+            })),
+        },
+    )  # fmt: skip
+
+
+_COORD_TRANSFORMER = _coord_check(_COORD_QUANTITIES)
+_COORD_RESNET = _coord_check(_RESNET_QUANTITIES)
+# a Transformer's check, or a ResNet of unit blocks' (its config's `model`)
+COORD_CHECK = When(
+    lambda doc: (
+        _COORD_RESNET
+        if isinstance(doc, dict)
+        and isinstance(doc.get("config"), dict)
+        and doc["config"].get("model") == "resnet"
+        else _COORD_TRANSFORMER
+    )
+)
+
 
 # ------------------------------------------------------------------ transfer
 

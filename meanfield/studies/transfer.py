@@ -3,8 +3,9 @@ width under each parametrisation (Mathematics §10; issue 49).
 
 For every table of `--parametrisations` (the depth line, at width `--width`) and of
 `--width-parametrisations` (the width line, at depth `--depth`), pre-LN Transformers
-(`meanfield.models.transformer`) are trained `--steps` Adam steps at every base learning
-rate of `--lrs` (a log grid), `--seeds` networks each (a network and its batches drawn
+(`meanfield.models.transformer`) are trained `--steps` steps of the table's optimiser
+(Adam, or SGD for the `-sgd` tables) at every base learning rate of `--lrs` (a log
+grid), `--seeds` networks each (a network and its batches drawn
 from one key; the learning rates share the networks), on character-level text (the
 standard library's own source, or `--data FILE`). Each run's loss is measured after
 training on held-out text (`EVAL_BATCHES` batches of the validation part); a run whose
@@ -48,7 +49,7 @@ from ..runtime.errors import StudyInputError
 from ..stats.fits import fit_loglog
 from ..stats.transfer import drift
 from ..training.loop import gd_loop
-from ..training.transformer import adam
+from ..training.transformer import optimizer
 from .args import float_list, int_list, positive_int
 from .runner import start_study
 from .transformer_options import (
@@ -117,7 +118,7 @@ def add_arguments(parser):
     parser.add_argument("--widths", type=int_list, help="widths N of the width line")
     parser.add_argument("--depth", type=positive_int, help="depth L of the width line")
     parser.add_argument("--lrs", type=float_list, help="base learning rates (increasing)")
-    parser.add_argument("--steps", type=positive_int, help="Adam steps per run")
+    parser.add_argument("--steps", type=positive_int, help="optimiser steps per run")
     parser.add_argument("--seeds", type=positive_int, help="networks per size")
     add_model_arguments(parser)
 
@@ -235,7 +236,7 @@ def _program(net, steps: int, batch: int, context: int):
             loss, g = grad(theta, xs[k], ys[k])
             return g, loss
 
-        final, _ = gd_loop(grad_fn, p0, adam(net, lr=lr), steps, history=False)
+        final, _ = gd_loop(grad_fn, p0, optimizer(net, lr=lr), steps, history=False)
 
         def held_out(p):
             return jnp.mean(jax.vmap(net.loss, in_axes=(None, 0, 0))(p, ex, ey))

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..io.plotting import save_figure, use_agg
+from .coord_check_plot import _optimisers
 
 
 def _drift_text(line) -> str:
@@ -63,7 +64,8 @@ def figures(out: Path, results: dict) -> None:
             ax.text(0.5, 0.5, "lr* at a grid edge everywhere", ha="center", transform=ax.transAxes)
         fixed = f"width {cfg['width']}" if which == "depth" else f"depth {cfg['depth']}"
         title = (
-            f"Learning-rate transfer against {which} ({fixed}; {cfg['steps']} Adam steps, "
+            f"Learning-rate transfer against {which} ({fixed}; {cfg['steps']} "
+            f"{_optimisers(cfg)} steps, "
             f"{cfg['seeds']} networks per size, held-out text); a table transfers when lr* "
             "stays put"
         )

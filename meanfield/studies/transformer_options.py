@@ -54,24 +54,26 @@ def check_model_options(cfg, args, widths, sizes) -> None:
     cfg.update(init_std=init_std, data=args.data)
 
 
-def tables(names, flag: str = "--parametrisations") -> list[Parametrisation]:
-    """The tables named (built-in names, or MODULE:NAME / FILE.py:NAME of a user's
-    `Parametrisation`); a one-line refusal naming `flag`."""
+def tables(names, flag: str = "--parametrisations", builtins=None, kind: type = Parametrisation):
+    """The tables named (built-in names of `builtins`, by default the Transformer's
+    `PARAMETRISATIONS`, or MODULE:NAME / FILE.py:NAME of a user's table of type `kind`);
+    a one-line refusal naming `flag`."""
     from .args import load_object
 
+    builtins = PARAMETRISATIONS if builtins is None else builtins
     out = []
     for name in names:
-        if name in PARAMETRISATIONS:
-            out.append(PARAMETRISATIONS[name])
+        if name in builtins:
+            out.append(builtins[name])
             continue
         if ":" not in name:
             raise StudyInputError(
-                f"{flag}: {name!r} is not one of {sorted(PARAMETRISATIONS)} nor MODULE:NAME"
+                f"{flag}: {name!r} is not one of {sorted(builtins)} nor MODULE:NAME"
             )
         table = load_object(name, flag)
-        if not isinstance(table, Parametrisation):
+        if not isinstance(table, kind):
             raise StudyInputError(
-                f"{flag}: {name} is a {type(table).__name__}, not a Parametrisation"
+                f"{flag}: {name} is a {type(table).__name__}, not a {kind.__name__}"
             )
         out.append(table)
     if len({t.name for t in out}) != len(out):
@@ -128,14 +130,16 @@ def listed(a) -> list:
     ]
 
 
-def run_sized_points(runner, specs, point, self_check_steps: int) -> list[dict]:
+def run_sized_points(
+    runner, specs, point, self_check_steps: int, width_symbol: str = "N"
+) -> list[dict]:
     """`runner.run_points` over points named by table, width and depth; the self-check
     trains its point `self_check_steps` steps compiled and op by op (`point(spec, steps)`);
     the cheaper half for it by N² L. Each point gains its spec."""
     points = runner.run_points(
         specs,
         point,
-        describe=lambda s: f"{s['parametrisation']} N={s['width']} L={s['depth']}",
+        describe=lambda s: f"{s['parametrisation']} {width_symbol}={s['width']} L={s['depth']}",
         variant=lambda s: point(s, self_check_steps),
         route=f"op by op (jax.disable_jit), trained {self_check_steps} steps compiled and op by op",
         check_cost=lambda s: s["width"] ** 2 * s["depth"],

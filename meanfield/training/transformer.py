@@ -1,7 +1,7 @@
-"""Training a `meanfield.models.transformer.Transformer` with Adam whose per-group
-learning rate, ε and weight decay follow the network's parametrisation table
-(`adam`), on batches of token sequences (`train`, through the library's one loop
-`gd_loop`)."""
+"""Training a `meanfield.models.transformer.Transformer` with the optimiser of its
+parametrisation table, whose per-group learning rate, ε and weight decay follow the
+table (`optimizer`: `adam` or `sgd`), on batches of token sequences (`train`, through
+the library's one loop `gd_loop`)."""
 
 import jax
 import jax.numpy as jnp
@@ -14,8 +14,8 @@ from .loop import gd_loop
 
 
 def group_hyperparameters(model: Transformer, *, lr, eps=1e-8, weight_decay=0.0) -> dict[str, dict]:
-    """Adam's `lr`, `eps`, `weight_decay` for every group at the model's size: each base
-    value times the table's factor (weight decay only on `DECAYED` groups). The base
+    """The optimiser's `lr`, `eps`, `weight_decay` for every group at the model's size:
+    each base value times the table's factor (weight decay only on `DECAYED` groups). The base
     values may be traced (vmapped learning rates)."""
     out = {}
     for g in GROUPS:
@@ -40,6 +40,32 @@ def adam(
         for g, h in hyper.items()
     }
     return optax.multi_transform(transforms, model.labels)
+
+
+def sgd(
+    model: Transformer, *, lr, weight_decay=0.0, momentum: float | None = None
+) -> optax.GradientTransformation:
+    """SGD with each group's learning rate and weight decay from
+    `group_hyperparameters`: the update `−lr_g (g + weight_decay_g · θ)` (the decay
+    coupled to the learning rate, as `adam`'s), with optional heavy-ball `momentum`."""
+    hyper = group_hyperparameters(model, lr=lr, weight_decay=weight_decay)
+    transforms: dict = {
+        g: optax.chain(
+            optax.add_decayed_weights(h["weight_decay"]), optax.sgd(h["lr"], momentum=momentum)
+        )
+        for g, h in hyper.items()
+    }
+    return optax.multi_transform(transforms, model.labels)
+
+
+def optimizer(
+    model: Transformer, *, lr, eps=1e-8, weight_decay=0.0
+) -> optax.GradientTransformation:
+    """The optimiser of the model's table (`Parametrisation.optimizer`): `adam` (with
+    `eps`) or `sgd` (which has no ε)."""
+    if model.parametrisation.optimizer == "sgd":
+        return sgd(model, lr=lr, weight_decay=weight_decay)
+    return adam(model, lr=lr, eps=eps, weight_decay=weight_decay)
 
 
 def train(
