@@ -300,6 +300,8 @@ def test_study_end_to_end(tmp_path, self_checked):
         (dict(heads=3), "^--heads: 3 does not divide the width 8"),
         (dict(seeds=1), "^--seeds: "),
         (dict(data=str(tmp_path / "missing.txt")), "^--data: "),
+        (dict(eps=2.0), "^--eps: at most 1"),
+        (dict(weight_decay=1e3), "^--weight-decay: at most 100"),
     ):
         target = tmp_path / "refused"
         with pytest.raises(StudyInputError, match=match):
@@ -351,6 +353,7 @@ def test_own_block_study_end_to_end(tmp_path, self_checked):
         assert (out / name).stat().st_size > 10_000
     for bad, match in (
         (dict(batch=2, **own), "^--batch: a Transformer's option"),
+        (dict(weight_decay=0.1, **own), "^--weight-decay: a Transformer's option"),
         (dict(model="transformer", **own),
          "^--block/--law/--d/--inputs: a ResNet of unit blocks' option"),
         (dict(model="resnet", parametrisations="completep"),
@@ -435,7 +438,7 @@ def test_an_exploded_draw_is_reported_and_left_out(monkeypatch):
 
     steps, seeds, L = 2, 3, 2
 
-    def fake_program(model, steps_, batch, context):
+    def fake_program(model, steps_, batch, context, eps, weight_decay):
         def run(keys, lr, train, validation):
             losses = np.ones((seeds, steps + 1))
             losses[1, 1] = np.nan
@@ -450,7 +453,8 @@ def test_an_exploded_draw_is_reported_and_left_out(monkeypatch):
         return run
 
     monkeypatch.setattr(S, "_program", fake_program)
-    cfg = {**S.PRESETS["quick"], "steps": steps, "seeds": seeds, "init_std": 0.02}
+    cfg = {**S.PRESETS["quick"], "steps": steps, "seeds": seeds, "init_std": 0.02,
+           "eps": 1e-8, "weight_decay": 0.0}  # fmt: skip
     text = SimpleNamespace(train=np.zeros(64, np.uint8), validation=np.zeros(64, np.uint8))
     out = S._point(cfg, MUP, 32, L, jax.random.key(0), text)
     assert out["exploded"] == 1

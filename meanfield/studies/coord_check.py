@@ -119,7 +119,8 @@ OFF = 0.4  # a quantity this far or more from flat is reported as off
 MODELS = ("transformer", "resnet")
 SHARED = ("widths", "depth", "depths", "width", "steps", "seeds", "lr")
 TRANSFORMER_ONLY = {**{o: "--" + o.replace("_", "-") for o in MODEL_OPTIONS},
-                    "init_std": "--init-std", "data": "--data"}  # fmt: skip
+                    "init_std": "--init-std", "data": "--data", "eps": "--eps",
+                    "weight_decay": "--weight-decay"}  # fmt: skip
 RESNET_ONLY = {"block": "--block", "law": "--law", "d": "--d", "inputs": "--inputs"}
 
 
@@ -256,9 +257,13 @@ def check_cost(cfg) -> None:
 
 
 @functools.cache
-def _program(net, steps: int, batch: int, context: int):
+def _program(net, steps: int, batch: int, context: int, eps: float, weight_decay: float):
     """One program per shape: a point's seeds trained at once (vmapped), the coordinates
     measured at every step inside the loop."""
+
+    # the table's optimiser at a (traced) base learning rate
+    def opt(lr):
+        return optimizer(net, lr=lr, eps=eps, weight_decay=weight_decay)
 
     def one(key, lr, train_ids, eval_ids):
         k_init, k_data, k_eval = jax.random.split(key, 3)
@@ -277,7 +282,7 @@ def _program(net, steps: int, batch: int, context: int):
 
         # steps + 1 passes, without the history of the parameters: the aux of pass k is
         # measured at θ_k, k = 0..steps (the last pass's update is dropped)
-        _, (losses, coords) = gd_loop(grad_fn, p0, optimizer(net, lr=lr), steps + 1, history=False)
+        _, (losses, coords) = gd_loop(grad_fn, p0, opt(lr), steps + 1, history=False)
         return losses, coords
 
     return jax.jit(jax.vmap(one, in_axes=(0, None, None, None)))
@@ -287,7 +292,7 @@ def _point(cfg, table: Parametrisation, N: int, L: int, master, text, steps=None
     steps = cfg["steps"] if steps is None else steps
     net = model(cfg, table, N, L)
     keys = jnp.stack([jax.random.fold_in(master, s) for s in range(cfg["seeds"])])
-    program = _program(net, steps, cfg["batch"], cfg["context"])
+    program = _program(net, steps, cfg["batch"], cfg["context"], cfg["eps"], cfg["weight_decay"])
     losses, coords = program(keys, cfg["lr"], jnp.asarray(text.train), jnp.asarray(text.validation))
     # (seeds, steps + 1): the loss at θ_k (the last's batch repeats)
     losses = np.asarray(losses, float)

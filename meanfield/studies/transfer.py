@@ -219,8 +219,12 @@ def check_cost(cfg) -> None:
 
 
 @functools.cache
-def _program(net, steps: int, batch: int, context: int):
+def _program(net, steps: int, batch: int, context: int, eps: float, weight_decay: float):
     """One program per shape: every (network, learning rate) of a point trained at once."""
+
+    # the table's optimiser at a (traced) base learning rate
+    def opt(lr):
+        return optimizer(net, lr=lr, eps=eps, weight_decay=weight_decay)
 
     def one(key, lr, train_ids, eval_ids):
         k_init, k_data, k_eval = jax.random.split(key, 3)
@@ -236,7 +240,7 @@ def _program(net, steps: int, batch: int, context: int):
             loss, g = grad(theta, xs[k], ys[k])
             return g, loss
 
-        final, _ = gd_loop(grad_fn, p0, optimizer(net, lr=lr), steps, history=False)
+        final, _ = gd_loop(grad_fn, p0, opt(lr), steps, history=False)
 
         def held_out(p):
             return jnp.mean(jax.vmap(net.loss, in_axes=(None, 0, 0))(p, ex, ey))
@@ -253,7 +257,7 @@ def _point(cfg, table: Parametrisation, N: int, L: int, master, text, steps=None
     steps = cfg["steps"] if steps is None else steps
     net = model(cfg, table, N, L)
     keys = jnp.stack([jax.random.fold_in(master, s) for s in range(cfg["seeds"])])
-    program = _program(net, steps, cfg["batch"], cfg["context"])
+    program = _program(net, steps, cfg["batch"], cfg["context"], cfg["eps"], cfg["weight_decay"])
     train, held = jnp.asarray(text.train), jnp.asarray(text.validation)
     initial, final, fractions = program(keys, jnp.asarray(cfg["lrs"]), train, held)
     initial, final = np.asarray(initial, float), np.asarray(final, float)  # (seeds, lrs)

@@ -12,17 +12,19 @@ from ..io.text import load_text
 from ..models.transformer import Transformer
 from ..parametrisation import PARAMETRISATIONS, Parametrisation
 from ..runtime.errors import StudyInputError
-from .args import positive_float, positive_int
+from .args import nonnegative_float, positive_float, positive_int
 
 INIT_STD = 0.02  # the base std of the drawn matrices (GPT-2's and the reference's)
+EPS = 1e-8  # Adam's base ε
 SIZE_LIMIT = 2**16  # widths, depths, context: at most this
 TEXT_BYTES = 2**21  # the standard library's text read (its validation part is held out)
 MODEL_OPTIONS = ("batch", "context", "heads", "base_width", "base_depth")
 
 
 def add_model_arguments(parser) -> None:
-    """The options of the model and its data: `--batch`, `--context`, `--heads`,
-    `--base-width`, `--base-depth`, `--init-std`, `--data`."""
+    """The options of the model, its optimiser and its data: `--batch`, `--context`,
+    `--heads`, `--base-width`, `--base-depth`, `--init-std`, `--eps`, `--weight-decay`,
+    `--data`."""
     parser.add_argument("--batch", type=positive_int, help="sequences per step")
     parser.add_argument("--context", type=positive_int, help="tokens per sequence")
     parser.add_argument("--heads", type=positive_int, help="attention heads")
@@ -30,6 +32,10 @@ def add_model_arguments(parser) -> None:
     parser.add_argument("--base-depth", type=positive_int, help="the base model's depth")
     parser.add_argument(
         "--init-std", type=positive_float, help="base std of the drawn matrices (0.02)"
+    )
+    parser.add_argument("--eps", type=positive_float, help="Adam's base ε (1e-8)")
+    parser.add_argument(
+        "--weight-decay", type=nonnegative_float, help="the base weight decay (0), coupled to lr"
     )
     parser.add_argument("--data", help="a UTF-8 text FILE (default: the standard library)")
 
@@ -51,7 +57,13 @@ def check_model_options(cfg, args, widths, sizes) -> None:
     init_std = args.init_std if args.init_std is not None else INIT_STD
     if init_std > 100:
         raise StudyInputError(f"--init-std: at most 100, got {init_std}")
-    cfg.update(init_std=init_std, data=args.data)
+    eps = args.eps if args.eps is not None else EPS
+    weight_decay = args.weight_decay if args.weight_decay is not None else 0.0
+    if eps > 1:
+        raise StudyInputError(f"--eps: at most 1, got {eps}")
+    if weight_decay > 100:
+        raise StudyInputError(f"--weight-decay: at most 100, got {weight_decay}")
+    cfg.update(init_std=init_std, data=args.data, eps=eps, weight_decay=weight_decay)
 
 
 def tables(names, flag: str = "--parametrisations", builtins=None, kind: type = Parametrisation):
