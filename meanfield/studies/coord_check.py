@@ -356,7 +356,11 @@ def run(args):
 def _lines(cfg, tables, points, diag=C) -> list[dict]:
     """Per table and line (width, depth): every quantity's slope after the last step.
     `diag`: the model's diagnostics module (`coord_check` for a Transformer,
-    `unit_coord_check` for a ResNet of unit blocks): its quantities and predictions."""
+    `unit_coord_check` for a ResNet of unit blocks): its quantities and predictions;
+    a ResNet's state's prediction depends on whether its block is centred (`config`)."""
+    predict = diag.predicted_slopes
+    if diag is U:
+        predict = functools.partial(predict, centred=cfg.get("centred", True))
     out = []
     for name, table in tables.items():
         for against, sizes, fixed in (
@@ -376,9 +380,7 @@ def _lines(cfg, tables, points, diag=C) -> list[dict]:
                 ]
                 for q in diag.QUANTITIES
             }
-            # a ResNet's state depends on whether its block is centred (its config)
-            extra = {"centred": cfg.get("centred", True)} if diag is U else {}
-            predicted = diag.predicted_slopes(table, against, **extra)
+            predicted = predict(table, against)
             features = [*diag.ACTIVATIONS, *diag.CHANGES]
             claims = all(predicted[q] == 0.0 for q in features)
             # the predictions are the fits' theory only where the table claims the line

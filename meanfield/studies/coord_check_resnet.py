@@ -22,6 +22,8 @@ One compiled program per shape (L, M) serves every table: the residual scale and
 learning rate are data. float32 by default, as the Transformer's (`--x64` for float64).
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import jax.random as jr
@@ -91,9 +93,10 @@ def configure(cfg: dict, args) -> None:
     cfg["tables"] = [t.table() for t in tables(cfg["parametrisations"])]
     cfg["block"] = getattr(args, "block", None)
     cfg["law"] = getattr(args, "law", None)
+    _block_and_law.cache_clear()  # a file edited since an earlier study is read afresh
     block, law = block_and_law(cfg)
     with study_precision(cfg["x64"]):
-        xs, _ = task(jr.key(0), cfg["d"], cfg["inputs"])
+        xs, _ = data(cfg, jr.key(cfg["seed"]))  # the study's own inputs
         check_block_law(block, law, xs)
         # the state's predicted slope depends on it (unit_coord_check.predicted_slopes)
         cfg["centred"] = U.is_centred(block, law, xs)
@@ -112,14 +115,19 @@ def block_line(cfg) -> str:
 
 def block_and_law(cfg):
     """The user's `--block` / `--law`, or the built-in 2LP `v tanh(uᵀh)` with
-    u ~ N(0, I/d), v ~ N(0, I) (the regimes study's units)."""
-    with study_precision(cfg["x64"]):
-        block = TwoLayerBlock("tanh") if cfg["block"] is None else user_block(cfg["block"])
-        d = cfg["d"]
+    u ~ N(0, I/d), v ~ N(0, I) (the regimes study's units); a user's file is loaded once
+    per study (the configuration's check and the run share it)."""
+    return _block_and_law(cfg["block"], cfg["law"], cfg["d"], bool(cfg["x64"]))
+
+
+@functools.lru_cache(maxsize=8)
+def _block_and_law(block_spec, law_spec, d: int, x64: bool):
+    with study_precision(x64):
+        block = TwoLayerBlock("tanh") if block_spec is None else user_block(block_spec)
         law = (
             TwoLayerGaussianLaw(d, sigma_u=d**-0.5, sigma_v=1.0)
-            if cfg["law"] is None
-            else user_law(cfg["law"])
+            if law_spec is None
+            else user_law(law_spec)
         )
     return block, law
 
