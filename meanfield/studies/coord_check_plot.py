@@ -68,6 +68,15 @@ def _slope_text(fit) -> str:
     return f"{fit['slope']:+.2f}{ci_text}{pred_text}"
 
 
+def _at_least_a_factor_4(ax, drawn) -> None:
+    """A log axis spanning at least a factor 4 around the values drawn, so that a flat
+    curve looks flat (matplotlib would zoom onto a few percent); `drawn` holds the
+    points and their error bars' ends."""
+    if drawn and max(drawn) < 4 * min(drawn):
+        centre = math.sqrt(max(drawn) * min(drawn))
+        ax.set_ylim(centre / 2, centre * 2)
+
+
 def figures(out: Path, results: dict) -> None:
     use_agg()
     import matplotlib.pyplot as plt
@@ -95,6 +104,7 @@ def figures(out: Path, results: dict) -> None:
             ]
             for c, (title, quantities) in enumerate(kinds):
                 ax = axes[r, c]
+                drawn = []
                 for q in quantities:
                     stats_ = [_mean_and_half(_last(at[k]["sizes"][q])) for k in keys]
                     mean = np.array([m for m, _ in stats_])
@@ -106,11 +116,14 @@ def figures(out: Path, results: dict) -> None:
                     site = q.split("/")[1]
                     update = q.startswith("update/") and not _resnet(cfg)
                     color = None if update else SITE_COLORS.get(site)
+                    lo, hi = (mean - half)[good], (mean + half)[good]
+                    drawn += [*mean[good], *hi[np.isfinite(hi)], *lo[np.isfinite(lo) & (lo > 0)]]
                     ax.errorbar(np.array(sizes)[good], mean[good], yerr=half[good], marker="o",
                                 ms=3, capsize=2, lw=1.2, color=color,
                                 label=f"{site}: {_slope_text(fit)}")  # fmt: skip
                 ax.set_xscale("log", base=2)
                 ax.set_yscale("log")
+                _at_least_a_factor_4(ax, drawn)
                 ax.set_xticks(sizes)
                 ax.set_xticklabels([str(s) for s in sizes])
                 ax.set_xlabel(f"{against} ({width if against == 'width' else 'L'})")
@@ -172,9 +185,7 @@ def _along_training(out: Path, results: dict) -> None:
             )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        if drawn and max(drawn) < 4 * min(drawn):
-            centre = math.sqrt(max(drawn) * min(drawn))
-            ax.set_ylim(centre / 2, centre * 2)
+        _at_least_a_factor_4(ax, drawn)
         ax.set_xticks(sizes)
         ax.set_xticklabels([str(s) for s in sizes])
         ax.set_xlabel("width M (units per layer)" if resnet else "width N")
