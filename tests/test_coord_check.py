@@ -438,8 +438,8 @@ def test_an_exploded_draw_is_reported_and_left_out(monkeypatch):
 
     steps, seeds, L = 2, 3, 2
 
-    def fake_program(model, steps_, batch, context, eps, weight_decay):
-        def run(keys, lr, train, validation):
+    def fake_program(skeleton, steps_, batch, context, eps, weight_decay):
+        def run(numbers, keys, lr, train, validation):
             losses = np.ones((seeds, steps + 1))
             losses[1, 1] = np.nan
             coords = {

@@ -302,6 +302,47 @@ def _against_the_plain_loop(model, p, tokens):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
 
 
+def test_a_skeleton_with_traced_numbers_is_the_network_and_compiles_once_per_optimiser():
+    """`skeleton_and_numbers`: the skeleton holding its table's numbers as traced data
+    draws, computes (against the plain loop) and steps its optimiser as the network does,
+    for every built-in table at a size off the base; one jitted program serves every
+    table of one optimiser."""
+    tokens = jnp.array([3, 1, 4, 1, 5])
+    x, y = tokens[None, :4], tokens[None, 1:]
+
+    def run(net, key):
+        p = net.init(key)
+        opt = optimizer(net, lr=0.03, eps=1e-6, weight_decay=0.1)
+        g = jax.grad(net.loss)(p, x, y)
+        update, _ = opt.update(g, opt.init(p), p)
+        return p, net(p, tokens), update
+
+    shared = jax.jit(lambda numbers, key, skeleton: run(skeleton.with_numbers(numbers), key),
+                     static_argnums=2)  # fmt: skip
+    skeletons = set()
+    names = ["standard", "mup", "depth-mup", "completep", "mup-sgd", "completep-sgd"]
+    for name in names:
+        net = Transformer(vocab=11, context=5, width=8, depth=3, heads=2, expansion=2,
+                          parametrisation=name, base_width=4, base_depth=1, init_std=0.5,
+                          input_multiplier=0.5, output_multiplier=2.0)  # fmt: skip
+        skeleton, numbers = net.skeleton_and_numbers()
+        skeletons.add(skeleton)
+        key = jax.random.key(7)
+        p, logits, update = shared(numbers, key, skeleton)
+        p_net, _, update_net = run(net, key)
+        for a, b in zip(jax.tree.leaves(p), jax.tree.leaves(p_net), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(logits, plain_logits(net, p_net, tokens), rtol=1e-11, atol=1e-12)
+        # (against the largest update: the key biases' gradients are 0 up to round-off, the
+        # softmax not seeing a shift of every key by one vector)
+        scale = max(float(jnp.max(jnp.abs(b))) for b in jax.tree.leaves(update_net))
+        for a, b in zip(jax.tree.leaves(update), jax.tree.leaves(update_net), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9 * scale)
+    assert len(skeletons) == 2 and shared._cache_size() == 2  # one per optimiser
+    with pytest.raises(ValueError, match="parametrisation"):
+        Transformer(vocab=11, context=5, width=8, depth=3, parametrisation="nope")
+
+
 def test_chizats_model_without_norms_or_biases_against_the_plain_loop():
     """One head, no norms, no biases (Chizat's alternating attention and 2LP blocks), with
     input and output multipliers: logits and gradients against the plain loop."""

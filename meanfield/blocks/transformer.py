@@ -91,11 +91,14 @@ class CausalAttention(_TokenBlock):
     """Multi-head causal self-attention after a LayerNorm (module docstring).
 
     **Arguments:** `tokens` T; `heads` (dividing the width); `scale_power` p of the
-    attention scale `d_h^{-p}` (½ standard, 1 under μP).
+    attention scale `d_h^{-p}` (½ standard, 1 under μP); `scale`: None, or the scale
+    itself in place of `d_h^{-p}` (a number that may be traced: the Transformer passes its
+    table's numbers as data this way).
     """
 
     heads: int = eqx.field(static=True, converter=as_number, default=1)
     scale_power: float = eqx.field(static=True, converter=as_number, default=0.5)
+    scale: float | Array | None = None
 
     def __check_init__(self):
         check_positive_int(self.heads, "heads")
@@ -109,7 +112,8 @@ class CausalAttention(_TokenBlock):
         dh = N // self.heads
         U = _normed(H, theta)
         q, k, v = (_linear(U, theta, n).reshape(T, self.heads, dh) for n in ("q", "k", "v"))
-        scores = jnp.einsum("thd,shd->hts", q, k) * float(dh) ** (-self.scale_power)
+        scale = float(dh) ** (-self.scale_power) if self.scale is None else self.scale
+        scores = jnp.einsum("thd,shd->hts", q, k) * scale
         causal = jnp.tril(jnp.ones((T, T), dtype=bool))
         scores = jnp.where(causal[None], scores, -jnp.inf)
         y = jnp.einsum("hts,shd->thd", jax.nn.softmax(scores, axis=-1), v).reshape(T, N)

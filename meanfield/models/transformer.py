@@ -26,6 +26,8 @@ Layer l's matrices are drawn from `fold_in(key, l)`, so networks of different de
 drawn from one key share their first layers.
 """
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.lax as lax
@@ -35,8 +37,16 @@ from jaxtyping import Array, Int, PyTree
 
 from .._validation import as_number, check_number, check_positive_int
 from ..blocks.transformer import CausalAttention, MLPBranch, layer_norm
-from ..parametrisation import Parametrisation, get_parametrisation, multipliers
+from ..parametrisation import (
+    GROUPS,
+    QUANTITIES,
+    Parametrisation,
+    get_parametrisation,
+    multipliers,
+)
 
+# the name of a skeleton's placeholder table (`Transformer.skeleton_and_numbers`)
+SKELETON_TABLE = "numbers passed as data"
 _HIDDEN = {"weights": "hidden_weights", "biases": "hidden_biases", "norm": "hidden_norms"}
 
 
@@ -57,6 +67,9 @@ class Transformer(eqx.Module):
     - `input_multiplier`, `output_multiplier`: base forward multipliers (1).
     - `norm`, `bias`: LayerNorms and biases in the branches (default on); without them,
       one head and `expansion` free, it is Chizat's alternating model.
+    - `numbers`: None (the default) reads every number the table sets from
+      `parametrisation`; `skeleton_and_numbers` and `with_numbers` pass them as data
+      instead, so that one compiled program serves every table of one optimiser.
     """
 
     vocab: int = eqx.field(static=True, converter=as_number)
@@ -75,6 +88,7 @@ class Transformer(eqx.Module):
     output_multiplier: float = eqx.field(static=True, converter=as_number, default=1.0)
     norm: bool = eqx.field(static=True, default=True)
     bias: bool = eqx.field(static=True, default=True)
+    numbers: dict | None = None
 
     def __check_init__(self):
         for name in ("vocab", "context", "width", "depth", "heads", "expansion"):
@@ -101,26 +115,66 @@ class Transformer(eqx.Module):
 
     def factor(self, group: str, quantity: str) -> float:
         """The table's factor `m_N^a m_L^b` of `quantity` for `group` at this size."""
+        if self.numbers is not None:
+            return self.numbers["factor"][group][quantity]
         return self.parametrisation.factor(group, quantity, self.m_width, self.m_depth)
 
     @property
     def branch_multiplier(self) -> float:
         """β = m_L^{-α}."""
+        if self.numbers is not None:
+            return self.numbers["branch"]
         return self.parametrisation.branch(self.m_depth)
 
     @property
     def logit_multiplier(self) -> float:
         """The base output multiplier times the table's `m_N^c`."""
+        if self.numbers is not None:
+            return self.output_multiplier * self.numbers["output"]
         return self.output_multiplier * self.parametrisation.output_multiplier(self.m_width)
 
     def branches(self, tokens: int) -> tuple[CausalAttention, MLPBranch]:
         """The two layer blocks for sequences of `tokens` tokens."""
+        scale = None if self.numbers is None else self.numbers["attention_scale"]
         return (
             CausalAttention(
-                tokens=tokens, heads=self.heads, scale_power=self.parametrisation.attention
+                tokens=tokens, heads=self.heads, scale_power=self.parametrisation.attention,
+                scale=scale,
             ),
             MLPBranch(tokens=tokens),
+        )  # fmt: skip
+
+    # -- the table as data -----------------------------------------------------------------
+    def skeleton_and_numbers(self) -> tuple["Transformer", dict]:
+        """`(skeleton, numbers)`: `skeleton.with_numbers(numbers)` computes exactly as this
+        network does, and `skeleton` is the same for every table of one optimiser at this
+        shape. A program that takes `numbers` as an argument (traced) is therefore compiled
+        once per shape, not once per table (the transfer and coordinate-check studies).
+
+        `numbers` holds, as scalar arrays, every number the table sets at this size:
+        `{"factor": {group: {quantity: m_N^a m_L^b}}, "branch": β, "output": m_N^c,
+        "attention_scale": d_h^{-p}}`. The skeleton's own table is a placeholder
+        (`SKELETON_TABLE`, the identity rules) that it never reads while it holds numbers.
+        A network that already holds numbers gives them back with its skeleton.
+        """
+        if self.numbers is not None:
+            return dataclasses.replace(self, numbers=None), self.numbers
+        table = self.parametrisation
+        numbers = {
+            "factor": {g: {q: jnp.asarray(self.factor(g, q)) for q in QUANTITIES} for g in GROUPS},
+            "branch": jnp.asarray(self.branch_multiplier),
+            "output": jnp.asarray(table.output_multiplier(self.m_width)),
+            "attention_scale": jnp.asarray(table.attention_scale(self.width // self.heads)),
+        }
+        skeleton = dataclasses.replace(
+            self, parametrisation=Parametrisation(SKELETON_TABLE, optimizer=table.optimizer)
         )
+        return skeleton, numbers
+
+    def with_numbers(self, numbers: dict) -> "Transformer":
+        """This network reading the table's numbers from `numbers` (`skeleton_and_numbers`),
+        which may be traced."""
+        return dataclasses.replace(self, numbers=numbers)
 
     # -- parameters ----------------------------------------------------------------------
     def init(self, key: Array) -> dict:

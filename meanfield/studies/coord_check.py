@@ -257,15 +257,15 @@ def check_cost(cfg) -> None:
 
 
 @functools.cache
-def _program(net, steps: int, batch: int, context: int, eps: float, weight_decay: float):
-    """One program per shape: a point's seeds trained at once (vmapped), the coordinates
-    measured at every step inside the loop."""
+def _program(skeleton, steps: int, batch: int, context: int, eps: float, weight_decay: float):
+    """One program per shape and optimiser, whatever the table (its numbers are an
+    argument: `Transformer.skeleton_and_numbers`): a point's seeds trained at once
+    (vmapped), the coordinates measured at every step inside the loop."""
 
-    # the table's optimiser at a (traced) base learning rate
-    def opt(lr):
-        return optimizer(net, lr=lr, eps=eps, weight_decay=weight_decay)
-
-    def one(key, lr, train_ids, eval_ids):
+    def one(numbers, key, lr, train_ids, eval_ids):
+        net = skeleton.with_numbers(numbers)
+        # the table's optimiser at a (traced) base learning rate
+        opt = functools.partial(optimizer, net, eps=eps, weight_decay=weight_decay)
         k_init, k_data, k_eval = jax.random.split(key, 3)
         p0 = net.init(k_init)
         data_keys = jax.random.split(k_data, steps)
@@ -282,18 +282,21 @@ def _program(net, steps: int, batch: int, context: int, eps: float, weight_decay
 
         # steps + 1 passes, without the history of the parameters: the aux of pass k is
         # measured at θ_k, k = 0..steps (the last pass's update is dropped)
-        _, (losses, coords) = gd_loop(grad_fn, p0, opt(lr), steps + 1, history=False)
+        _, (losses, coords) = gd_loop(grad_fn, p0, opt(lr=lr), steps + 1, history=False)
         return losses, coords
 
-    return jax.jit(jax.vmap(one, in_axes=(0, None, None, None)))
+    return jax.jit(jax.vmap(one, in_axes=(None, 0, None, None, None)))
 
 
 def _point(cfg, table: Parametrisation, N: int, L: int, master, text, steps=None) -> dict:
     steps = cfg["steps"] if steps is None else steps
-    net = model(cfg, table, N, L)
+    skeleton, numbers = model(cfg, table, N, L).skeleton_and_numbers()
     keys = jnp.stack([jax.random.fold_in(master, s) for s in range(cfg["seeds"])])
-    program = _program(net, steps, cfg["batch"], cfg["context"], cfg["eps"], cfg["weight_decay"])
-    losses, coords = program(keys, cfg["lr"], jnp.asarray(text.train), jnp.asarray(text.validation))
+    program = _program(
+        skeleton, steps, cfg["batch"], cfg["context"], cfg["eps"], cfg["weight_decay"]
+    )
+    train, held = jnp.asarray(text.train), jnp.asarray(text.validation)
+    losses, coords = program(numbers, keys, cfg["lr"], train, held)
     # (seeds, steps + 1): the loss at θ_k (the last's batch repeats)
     losses = np.asarray(losses, float)
     exploded = ~np.all(np.isfinite(losses), axis=1)

@@ -219,14 +219,15 @@ def check_cost(cfg) -> None:
 
 
 @functools.cache
-def _program(net, steps: int, batch: int, context: int, eps: float, weight_decay: float):
-    """One program per shape: every (network, learning rate) of a point trained at once."""
+def _program(skeleton, steps: int, batch: int, context: int, eps: float, weight_decay: float):
+    """One program per shape and optimiser, whatever the table (its numbers are an
+    argument: `Transformer.skeleton_and_numbers`): every (network, learning rate) of a
+    point trained at once."""
 
-    # the table's optimiser at a (traced) base learning rate
-    def opt(lr):
-        return optimizer(net, lr=lr, eps=eps, weight_decay=weight_decay)
-
-    def one(key, lr, train_ids, eval_ids):
+    def one(numbers, key, lr, train_ids, eval_ids):
+        net = skeleton.with_numbers(numbers)
+        # the table's optimiser at a (traced) base learning rate
+        opt = functools.partial(optimizer, net, eps=eps, weight_decay=weight_decay)
         k_init, k_data, k_eval = jax.random.split(key, 3)
         p0 = net.init(k_init)
         keys = jax.random.split(k_data, steps)
@@ -240,7 +241,7 @@ def _program(net, steps: int, batch: int, context: int, eps: float, weight_decay
             loss, g = grad(theta, xs[k], ys[k])
             return g, loss
 
-        final, _ = gd_loop(grad_fn, p0, opt(lr), steps, history=False)
+        final, _ = gd_loop(grad_fn, p0, opt(lr=lr), steps, history=False)
 
         def held_out(p):
             return jnp.mean(jax.vmap(net.loss, in_axes=(None, 0, 0))(p, ex, ey))
@@ -249,17 +250,19 @@ def _program(net, steps: int, batch: int, context: int, eps: float, weight_decay
         return held_out(p0), held_out(final), fractions
 
     # networks (keys) outer, learning rates inner: a network's draw is shared by its rates
-    over_rates = jax.vmap(one, in_axes=(None, 0, None, None))
-    return jax.jit(jax.vmap(over_rates, in_axes=(0, None, None, None)))
+    over_rates = jax.vmap(one, in_axes=(None, None, 0, None, None))
+    return jax.jit(jax.vmap(over_rates, in_axes=(None, 0, None, None, None)))
 
 
 def _point(cfg, table: Parametrisation, N: int, L: int, master, text, steps=None) -> dict:
     steps = cfg["steps"] if steps is None else steps
-    net = model(cfg, table, N, L)
+    skeleton, numbers = model(cfg, table, N, L).skeleton_and_numbers()
     keys = jnp.stack([jax.random.fold_in(master, s) for s in range(cfg["seeds"])])
-    program = _program(net, steps, cfg["batch"], cfg["context"], cfg["eps"], cfg["weight_decay"])
+    program = _program(
+        skeleton, steps, cfg["batch"], cfg["context"], cfg["eps"], cfg["weight_decay"]
+    )
     train, held = jnp.asarray(text.train), jnp.asarray(text.validation)
-    initial, final, fractions = program(keys, jnp.asarray(cfg["lrs"]), train, held)
+    initial, final, fractions = program(numbers, keys, jnp.asarray(cfg["lrs"]), train, held)
     initial, final = np.asarray(initial, float), np.asarray(final, float)  # (seeds, lrs)
     exploded = ~np.isfinite(final) | (final > EXPLODED_FACTOR * initial)
     out = {
