@@ -144,6 +144,47 @@ def test_median_slope_is_robust_and_handles_zero_and_overflow():
     assert median_log_slope(Ls, np.array([[0.1, 0.1, 0.1], [np.inf, np.inf, 0.1]])) == math.inf
 
 
+def test_critical_beta_bootstrap_equals_a_plain_loop_over_replicates(monkeypatch):
+    """The bootstrap, computed for every replicate at once and in chunks, is the loop over
+    replicates with the scalar `median_log_slope` and `zero_crossing` and the same draws
+    of resampled networks; exploded (inf, NaN) and underflowed (0) draws included."""
+    from meanfield.diagnostics import phases
+
+    rng = np.random.default_rng(7)
+    betas, Ls, draws, n_boot = [0.2, 0.4, 0.6, 0.8, 1.0], [8, 16, 32, 64], 9, 300
+    noise = np.exp(0.5 * rng.standard_normal((len(betas), len(Ls), draws)))
+    samples = np.array([[L ** (1.05 - b) for L in Ls] for b in betas])[..., None] * noise
+    samples[0, -1, :3] = np.inf  # a few exploded draws: some replicates' medians overflow
+    samples[1, -1, 3] = np.nan
+    samples[-1, -1, 4:8] = 0.0  # underflowed: some replicates' medians are 0 (crossing)
+    monkeypatch.setattr(phases, "_BOOT_CHUNK_VALUES", 7 * samples.size)  # 43 chunks
+    got = critical_beta(betas, Ls, samples, n_boot=n_boot, seed=3)
+
+    clean = np.where(np.isnan(samples), np.inf, samples)
+    idx_rng = np.random.default_rng(3)
+    slopes, crossings = [], []
+    for _ in range(n_boot):
+        idx = idx_rng.integers(0, draws, draws)
+        row = [median_log_slope(Ls, clean[i][:, idx]) for i in range(len(betas))]
+        slopes.append(row)
+        c = zero_crossing(betas, row)
+        if c is not None:
+            crossings.append(c)
+    slopes = np.array(slopes)
+    # the edge cases were hit: +inf and -inf slopes, replicates with and without a crossing
+    assert (slopes == np.inf).any() and (slopes == -np.inf).any()
+    assert 0 < len(crossings) < n_boot
+    want = [median_log_slope(Ls, clean[i]) for i in range(len(betas))]
+    assert got["slopes"] == pytest.approx(want, rel=1e-12)  # a matrix product, not dots
+    assert got["bootstrap_failures"] == n_boot - len(crossings)
+    lo, hi = np.percentile(crossings, [2.5, 97.5])
+    assert got["ci95"] == pytest.approx([lo, hi], rel=1e-12, abs=1e-15)
+    for i in range(len(betas)):
+        method = "linear" if np.all(np.isfinite(slopes[:, i])) else "nearest"
+        want = np.percentile(slopes[:, i], [2.5, 97.5], method=method)
+        assert got["slopes_ci95"][i] == pytest.approx(want.tolist(), rel=1e-12, abs=1e-15)
+
+
 def test_critical_beta_with_underflowed_identity():
     """The largest β leaves every draw at ratio 0: identity, not explosion; the estimate of
     a planted β_c = 0.6 does not move."""

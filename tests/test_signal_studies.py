@@ -334,6 +334,49 @@ def test_the_tail_shape_verdict_follows_the_data():
     assert e["better_fit"] == "exponential" and e["exponential_length"] == pytest.approx(30.0)
 
 
+def test_the_tail_exponents_bootstrap_equals_a_loop_of_least_squares_fits():
+    """The power-law exponent's bootstrap, computed for every replicate at once, is the loop
+    of weighted least-squares fits (`numpy.linalg.lstsq`) over the same resampled
+    initialisations (replicates with a mean ≤ 0 dropped) and over the same parametric
+    draws of log η."""
+    import numpy as np
+
+    from meanfield.studies.response_paper import _power_and_exponential
+
+    layers = np.arange(4, 16, dtype=float)
+    rng = np.random.default_rng(5)
+    draws = layers**-0.7 * (1.0 + 0.5 * rng.standard_normal((25, layers.size)))
+    draws[0, -1] = -0.65  # one initialisation that makes a few replicates' means negative
+    m, se = draws.mean(0), draws.std(0, ddof=1) / 5.0
+    ok = (m > 3 * se) & (m > 0)
+    x, y, w = np.log(layers[ok]), np.log(m[ok]), m[ok] / se[ok]
+
+    def exponent(yy):
+        A = np.stack([x, np.ones_like(x)], 1) * w[:, None]
+        return -np.linalg.lstsq(A, yy * w, rcond=None)[0][0]
+
+    for with_draws in (True, False):
+        got = _power_and_exponential(
+            layers, m, se, 400, np.random.default_rng(2), draws if with_draws else None
+        )
+        loop_rng, boots, dropped = np.random.default_rng(2), [], 0
+        for _ in range(400):
+            if with_draws:
+                mb = draws[loop_rng.integers(0, 25, 25)][:, ok].mean(0)
+                if not np.all(mb > 0):
+                    dropped += 1
+                    continue
+                boots.append(exponent(np.log(mb)))
+            else:
+                boots.append(exponent(y + se[ok] / m[ok] * loop_rng.standard_normal(y.size)))
+        assert got["bootstrap_dropped"] == dropped and (dropped > 0) == with_draws
+        want = np.percentile(boots, [2.5, 97.5]).tolist()
+        assert got["power_exponent_ci95"] == pytest.approx(want, rel=1e-10)
+        assert got["power_exponent"] == pytest.approx(exponent(y), rel=1e-12)
+    none = _power_and_exponential(layers, m, se, 0, np.random.default_rng(2), draws)
+    assert none["power_exponent_ci95"] is None and none["bootstrap_dropped"] == 0
+
+
 def test_variance_under_chaintrons_scaling_swept_in_sigma_v(tmp_path, capsys):
     """`--sigma-vs`: α = 1/(LM), σ_v swept (Chaintron's slides, the 2LP ResNet on an
     embedding). Each point's mean deviation against the ReLU closed form computed here,

@@ -234,15 +234,21 @@ def median_log_slope(Ls: Sequence[int], samples: np.ndarray) -> float:
     a median is 0 (more than half the draws left h_L = h_0 exactly in floating point:
     deep in the identity phase, or α = L^{-β} itself underflowed).
     """
+    return float(_median_log_slopes(Ls, np.asarray(samples, dtype=float)))
+
+
+def _median_log_slopes(Ls: Sequence[int], samples: np.ndarray) -> np.ndarray:
+    """`median_log_slope` over the leading axes of `samples` (`(..., n_L, draws)`), at
+    once: the bootstrap's thousands of replicates without a Python loop."""
     with np.errstate(invalid="ignore"):  # inf − inf when the middle draws both overflowed
         med = np.median(samples, axis=-1)
-    if not np.all(np.isfinite(med)):
-        return math.inf
-    if np.any(med <= 0):
-        return -math.inf
     x = np.log(np.asarray(Ls, dtype=float))
     xc = x - x.mean()
-    return float(np.log(med) @ xc / (xc @ xc))
+    finite = np.all(np.isfinite(med), axis=-1)
+    positive = np.all(med > 0, axis=-1)
+    usable = (finite & positive)[..., None]
+    slope = np.log(np.where(usable, med, 1.0)) @ xc / (xc @ xc)
+    return np.where(~finite, math.inf, np.where(~positive, -math.inf, slope))
 
 
 def zero_crossing(betas: Sequence[float], slopes: Sequence[float]) -> float | None:
@@ -257,6 +263,27 @@ def zero_crossing(betas: Sequence[float], slopes: Sequence[float]) -> float | No
                 return float(0.5 * (b[i] + b[i + 1]))
             return float(b[i] + (b[i + 1] - b[i]) * s[i] / (s[i] - s[i + 1]))
     return None
+
+
+def _zero_crossings(betas: Sequence[float], slopes: np.ndarray) -> np.ndarray:
+    """`zero_crossing` for each row of `slopes` (`(replicates, len(betas))`), NaN where a
+    row does not cross: the same arithmetic, element by element."""
+    b = np.asarray(betas, dtype=float)
+    s = np.minimum.accumulate(np.asarray(slopes, dtype=float), axis=-1)
+    if s.shape[-1] < 2:
+        return np.full(s.shape[0], math.nan)
+    crosses = (s[:, :-1] > 0) & (s[:, 1:] <= 0)
+    i = np.argmax(crosses, axis=-1)  # the first crossing
+    rows = np.arange(s.shape[0])
+    si, sj, bi, bj = s[rows, i], s[rows, i + 1], b[i], b[i + 1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        linear = bi + (bj - bi) * si / (si - sj)
+    c = np.where(np.isfinite(si) & np.isfinite(sj), linear, 0.5 * (bi + bj))
+    return np.where(np.any(crosses, axis=-1), c, math.nan)
+
+
+# bootstrap replicates' resampled ratios held at once: at most this many values (32 MB)
+_BOOT_CHUNK_VALUES = 4_000_000
 
 
 def classify(slope: float, exploded_fraction: float, tol: float = SLOPE_TOL) -> str:
@@ -302,18 +329,17 @@ def critical_beta(
         raise ValueError(
             f"samples must have shape (len(betas), len(Ls), draws), got {samples.shape}"
         )
-    slopes = [median_log_slope(Ls, samples[i]) for i in range(n_beta)]
+    slopes = [float(v) for v in _median_log_slopes(Ls, samples)]
     exploded = [float(np.mean(~np.isfinite(samples[i, -1]))) for i in range(n_beta)]
-    rng = np.random.default_rng(seed)
+    # the draws resampled together at every β and L (one network draw is one unit)
+    idx = np.random.default_rng(seed).integers(0, n_draw, (n_boot, n_draw))
     boot_slopes = np.empty((n_boot, n_beta))
-    boot_est = []
-    for k in range(n_boot):
-        idx = rng.integers(0, n_draw, n_draw)
-        sl = [median_log_slope(Ls, samples[i][:, idx]) for i in range(n_beta)]
-        boot_slopes[k] = sl
-        c = zero_crossing(betas, sl)
-        if c is not None:
-            boot_est.append(c)
+    chunk = max(1, _BOOT_CHUNK_VALUES // max(1, samples.size))
+    for k in range(0, n_boot, chunk):
+        resampled = samples[:, :, idx[k : k + chunk]]  # (β, L, replicates, draws)
+        boot_slopes[k : k + chunk] = _median_log_slopes(Ls, np.moveaxis(resampled, 2, 0))
+    crossings = _zero_crossings(betas, boot_slopes) if n_boot else np.empty(0)
+    boot_est = crossings[~np.isnan(crossings)].tolist()
 
     def ci(v):
         v = np.asarray(v, dtype=float)
