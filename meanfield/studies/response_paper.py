@@ -114,10 +114,9 @@ def _power_and_exponential(layers, means, ses, n_boot, rng, draws=None) -> dict:
     else:
         idx = rng.integers(0, draws.shape[0], (n_boot, draws.shape[0]))
         chunk = max(1, 4_000_000 // max(1, draws.size))  # resampled values held: 32 MB
-        mb = np.concatenate(
-            [np.empty((0, draws.shape[1]))]
-            + [draws[idx[k : k + chunk]].mean(axis=1) for k in range(0, n_boot, chunk)]
-        )
+        mb = np.empty((n_boot, draws.shape[1]))
+        for k in range(0, n_boot, chunk):
+            mb[k : k + chunk] = draws[idx[k : k + chunk]].mean(axis=1)
         positive = np.all(mb > 0, axis=1)
         yb = np.log(mb[positive])
     dropped = n_boot - yb.shape[0]

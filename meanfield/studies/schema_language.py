@@ -10,6 +10,7 @@ figures read from results.json).
 
 from __future__ import annotations
 
+import abc
 import json
 import math
 import re
@@ -103,13 +104,14 @@ def _size(n: int | Ref, root) -> tuple[int, str]:
     return (n.resolve(root), f" ({n.text()})") if isinstance(n, Ref) else (n, "")
 
 
-class Spec:
+class Spec(abc.ABC):
     """One kind of value; `check` raises `_Refused` naming the path."""
 
     what = "a value"
 
-    def check(self, value, path: str, root) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abc.abstractmethod
+    def check(self, value, path: str, root) -> None:
+        """Refuse `value` (at `path` in the document `root`) unless it is of this kind."""
 
     def refuse(self, value, path: str):
         raise _Refused(path, f"expected {self.what}, got {_got(value)}", kind=True)
