@@ -24,6 +24,8 @@ Kinds:
   initialisations whose layers are correlated.
 * `coord-check`: the coordinate check's slopes (`fit_loglog`), 4 sizes × 4 draws.
 * `plain-rate`: plain-vs-residual's per-layer rate (`slope_interval`), 4 depths × 16 draws.
+* `transfer-drift`: the transfer study's lr* drift at its quick and paper presets'
+  layouts, lr* at a random phase between grid points, symmetric and skewed loss curves.
 * `delta-quantile`: the mean-ODE study's δ-quantile slope (`convergence.delta_quantiles`),
   17 points × 10 draws, four laws of the draws.
 """
@@ -243,6 +245,34 @@ def _lr_drift(rng, r, seeds=4, drift=-0.5):
     return rec["drift_ci95"], drift
 
 
+def _transfer_drift(rng, r, preset="quick", line="depth", drift=0.0, skew=0.0):
+    """The transfer study's lr* drift at its own layout (a preset's rates, sizes and
+    networks per size): log loss `g(log lr − log lr*)` around lr*(size) = size^drift, lr*
+    at a random phase between the grid's rates (the grid's resolution), `g` the parabola
+    `0.06 u²` (`skew` 0) or the asymmetric `0.12 (e^{ku} − 1 − ku)/k²` (`skew` k), each
+    network off by a level (sd 0.02) and a tilt in log lr (sd 0.008) of its own, and
+    noise of sd 0.01 per rate: the sizes measured in the quick preset's run (RESULTS)."""
+    from meanfield.stats.transfer import drift as fit_drift
+    from meanfield.studies.transfer import PRESETS
+
+    p = PRESETS[preset]
+    lrs = np.asarray(p["lrs"], dtype=float)
+    sizes = p["depths"] if line == "depth" else p["widths"]
+    x = np.log(lrs)
+    middle = x[len(x) // 2] + rng.uniform(-0.5, 0.5) * (x[1] - x[0])
+    log_sizes = np.log(sizes)
+    curves = []
+    for s in log_sizes:
+        u = x - (middle + drift * (s - log_sizes.mean()))
+        g = 0.06 * u**2 if skew == 0 else 0.12 * (np.exp(skew * u) - 1 - skew * u) / skew**2
+        nets = p["seeds"]
+        c = g[:, None] + rng.normal(0, 0.02, (1, nets))
+        c = c + rng.normal(0, 0.008, (1, nets)) * (x - x.mean())[:, None]
+        curves.append(c + rng.normal(0, 0.01, c.shape))
+    rec = fit_drift(list(lrs), list(sizes), curves, seed=r)
+    return rec["drift_ci95"], drift
+
+
 # the intervals of a kind whose replicate returns several, in order
 PARTS = {"rate-sum": ("a", "b"), "rate-law": ("q", "r", "p")}
 
@@ -280,6 +310,15 @@ def cases() -> dict[str, list[tuple[str, Callable]]]:
         ],  # fmt: skip
         "alpha-star": [("300 initialisations", one(_alpha_star))],
         "lr-drift": [(f"{s} networks per depth", one(_lr_drift, s)) for s in (4, 8)],
+        "transfer-drift": [
+            (
+                f"{preset} {line} line, drift {d:g}, skew {k:g}",
+                one(_transfer_drift, preset, line, d, k),
+            )
+            for preset in ("quick", "paper")
+            for line in ("depth", "width")
+            for d, k in ((0.0, 0.0), (0.3, 1.0), (-0.3, -1.0))
+        ],
         "delta-quantile": [
             (f"17 points × 10 draws, {n}", one(_delta_quantile, n))
             for n in ("half-normal", "chi(3)", "log-normal(0.5)", "exponential")

@@ -31,6 +31,10 @@ def window(replicates: int) -> tuple[float, float]:
         ("plain-rate", "4 depths × 16 draws, Gaussian", 400),
         ("fig6-tail", "1000 initialisations, tilt 0.6", 200),
         ("lr-drift", "4 networks per depth", 400),
+        # the transfer study's own layouts (issue 73): its quick preset's depth and width
+        # lines, lr* at a random phase between the rates, skewed and symmetric curves
+        ("transfer-drift", "quick depth line, drift 0.3, skew 1", 400),
+        ("transfer-drift", "quick width line, drift 0, skew 0", 400),
         ("alpha-star", "300 initialisations", 200),
         ("critical-beta", "64 draws, shared noise 0.5 (100 bootstrap draws)", 150),
     ],
