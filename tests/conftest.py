@@ -54,6 +54,12 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 
 SEED = int(os.environ.get("MEANFIELD_TEST_SEED", "0"))
 
+# A subprocess's timeout in a test guards against a hang; it never limits how long correct
+# work may take. CI's 2 cores are shared by two workers, each compiling with XLA's own
+# threads: a canary subprocess that takes 85 s on a quiet machine once ran past 900 s there
+# (issue 73). So a guard is 30 minutes, or a test says why less is a hang.
+HANG_GUARD_S = 1800
+
 
 @pytest.fixture(autouse=True)
 def _no_leaked_compile_cache():

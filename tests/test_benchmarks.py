@@ -13,6 +13,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import pytest
+from conftest import HANG_GUARD_S
 
 from meanfield.engine import kernels as fused
 
@@ -23,7 +24,7 @@ def _run(name, tmp_path, *args):
     script = ROOT / "benchmarks" / f"{name}.py"
     args = ["--out", str(tmp_path), "--min-reps", "1", "--max-reps", "1", *args]
     done = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=600
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=HANG_GUARD_S
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / f"{name}.txt").read_text().strip()
@@ -111,7 +112,7 @@ def test_grid_benchmark_splits_the_study_and_times_the_natural_way(tmp_path, cap
     args = ["--out", str(tmp_path), "--preset", "quick", "--natural-seeds", "1"]
     args += ["--natural-configs", "3", "--warm-runs", "2", "--study-args", study]
     done = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=600
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=HANG_GUARD_S
     )
     assert done.returncode == 0, done.stderr[-2000:]
     r = json.loads((tmp_path / "grid.json").read_text())

@@ -58,27 +58,43 @@ def test_a_test_that_runs_long_compiles_at_o1():
     assert not jax.config.read("jax_disable_most_optimizations")
 
 
-def test_every_hot_path_agrees_with_op_by_op_at_large_widths(tmp_path):
+# the probes in four groups, each its own subprocess (about 25 s each on a quiet 2-core
+# machine): the suite's workers share them, and no one subprocess runs long
+PROBE_GROUPS = 4
+
+
+@pytest.mark.parametrize("group", range(PROBE_GROUPS))
+def test_every_hot_path_agrees_with_op_by_op_at_large_widths(tmp_path, group):
     """Every probe at widths 2000 and 4097 (and the compiler's known-bad form at all of
     2000, 4096, 4097, 8192), in float64, compiled at the users' optimisation level."""
+    from conftest import HANG_GUARD_S
+
+    names = [p.name for p in canary.PROBES[group::PROBE_GROUPS]]
     out = tmp_path / "canary.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "meanfield", "canary", "--sizes", "2000,4097", "--json", str(out)],
-        capture_output=True, text=True, timeout=900, env=_users_environment(),
+        [sys.executable, "-m", "meanfield", "canary", "--sizes", "2000,4097", "--json", str(out),
+         "--probes", ",".join(names)],
+        capture_output=True, text=True, timeout=HANG_GUARD_S, env=_users_environment(),
     )  # fmt: skip
     assert out.exists(), proc.stdout + proc.stderr
     rows = json.loads(out.read_text())["results"]
     failed = [f"{r['probe']} at {r['size']}: {r['difference']}" for r in rows if not r["ok"]]
     assert not failed, "\n".join(failed)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert {r["probe"] for r in rows} == {p.name for p in canary.PROBES}
+    assert set(names) <= {r["probe"] for r in rows}  # (a name may match another probe too)
     assert all(r["difference"] <= r["tolerance"] for r in rows)
-    proc = subprocess.run(
-        [sys.executable, "-m", "meanfield", "canary", "--probes", "compiler",
-         "--sizes", "4096,8192"],
-        capture_output=True, text=True, timeout=300, env=_users_environment(),
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    if group == 0:  # the compiler's known-bad form at the widths it was wrong at
+        proc = subprocess.run(
+            [sys.executable, "-m", "meanfield", "canary", "--probes", "compiler",
+             "--sizes", "4096,8192"],
+            capture_output=True, text=True, timeout=HANG_GUARD_S, env=_users_environment(),
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_probe_groups_cover_every_probe():
+    groups = [canary.PROBES[g::PROBE_GROUPS] for g in range(PROBE_GROUPS)]
+    assert sorted(p.name for g in groups for p in g) == sorted(p.name for p in canary.PROBES)
 
 
 def test_float32_paths_agree_too():

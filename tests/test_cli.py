@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import HANG_GUARD_S
 
 from meanfield.cli import main
 
@@ -47,7 +48,10 @@ def test_unknown_command_is_one_line_exit_2(capsys):
 
 def test_python_dash_m_runs():
     proc = subprocess.run(
-        [sys.executable, "-m", "meanfield", "info"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "meanfield", "info"],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
     )
     assert proc.returncode == 0, proc.stderr
     assert "meanfield" in proc.stdout

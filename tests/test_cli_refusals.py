@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import HANG_GUARD_S
 
 from meanfield.cli import build_parser, main
 
@@ -81,7 +82,7 @@ def test_no_traceback_from_a_subprocess(tmp_path):
         [sys.executable, "-m", "meanfield", "study", "phases", "--no-heatmap", "--out", str(out)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_GUARD_S,
     )
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr

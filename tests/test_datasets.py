@@ -12,6 +12,7 @@ import tarfile
 import jax
 import numpy as np
 import pytest
+from conftest import HANG_GUARD_S
 
 from meanfield.io.datasets import load_digits, load_images
 
@@ -72,7 +73,7 @@ def test_import_meanfield_does_not_import_sklearn():
         "import sys, meanfield, meanfield.io.datasets, meanfield.diagnostics.regularity; "
         "assert 'sklearn' not in sys.modules, 'sklearn imported'"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=HANG_GUARD_S)
 
 
 # -- synthetic user files -------------------------------------------------------------

@@ -25,6 +25,7 @@ from meanfield.studies import StudyInputError, distributed_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
+from conftest import HANG_GUARD_S  # noqa: E402
 from devices_and_processes import largest_difference, launch  # noqa: E402
 
 # six points (three depths, two gammas): a share of three per process, two devices each
@@ -74,7 +75,7 @@ def test_two_processes_of_two_devices_equal_one_device(one_device, tmp_path, nam
     point's process and devices recorded; only process 0 writes; each says who it is."""
     procs, output = _launch(argv, tmp_path / "s", 2, extra=["--no-self-check"])
     for p in procs:
-        p.wait(timeout=600)
+        p.wait(timeout=HANG_GUARD_S)
     outs = [output(i) for i in range(2)]
     assert [p.returncode for p in procs] == [0, 0], outs
     res = _numbers_equal(one_device / name, tmp_path / "s")
@@ -182,7 +183,7 @@ def test_distributed_with_no_coordinator_is_one_line():
         env.pop(name)
     proc = subprocess.run(
         [sys.executable, "-m", "meanfield", *VARIANCE, "--distributed", "--no-progress"],
-        env=env, capture_output=True, text=True, timeout=300, cwd=ROOT,
+        env=env, capture_output=True, text=True, timeout=HANG_GUARD_S, cwd=ROOT,
     )  # fmt: skip
     lines = [x for x in proc.stderr.splitlines() if "cpu_aot" not in x and x.strip()]
     assert proc.returncode == 2, proc.stderr

@@ -9,6 +9,7 @@ import types
 from pathlib import Path
 
 import pytest
+from conftest import HANG_GUARD_S
 
 import meanfield
 
@@ -35,7 +36,7 @@ def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("site")
     proc = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD_S,
         env={"NO_MKDOCS_2_WARNING": "1", **__import__("os").environ},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

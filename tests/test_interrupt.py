@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+from conftest import HANG_GUARD_S
 
 LONG_LOOP = """
 import sys, jax, jax.numpy as jnp
@@ -37,7 +38,7 @@ def _run(body: str, grace: float, signum: int):
         time.sleep(1.0)  # inside the loop
         t0 = time.perf_counter()
         proc.send_signal(signum)
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=HANG_GUARD_S)
         return proc.returncode, out, err, time.perf_counter() - t0
     finally:
         if proc.poll() is None:
@@ -104,7 +105,7 @@ def test_an_interrupt_inside_a_del_or_a_gc_callback_is_not_swallowed(where):
     is answered after it, in one line, with no traceback (it exited 0, and once printed
     "Exception ignored" and a traceback)."""
     proc = subprocess.run([sys.executable, "-c", SWALLOWED, where], capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
+                          text=True, timeout=HANG_GUARD_S)  # fmt: skip
     assert proc.returncode == 130, (proc.stdout, proc.stderr)
     # answered once, last: after the work (it ended before the signal was sent again, 50
     # ms later) or inside it (a loaded machine: CI once printed "finishedanswered 2", the

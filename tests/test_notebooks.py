@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.py"))
@@ -90,7 +91,7 @@ def test_a_notebook_runs_as_a_script_too(tmp_path):
     path = ROOT / "notebooks" / "user_blocks.py"
     proc = subprocess.run(
         [sys.executable, str(path)], cwd=tmp_path, env=env, capture_output=True, text=True,
-        timeout=900,
+        timeout=HANG_GUARD_S,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
 

@@ -19,6 +19,7 @@ from meanfield.studies import identity as identity_module
 from meanfield.studies import runner as runner_module
 from meanfield.studies import summary as summary_module
 from meanfield.studies.runner import SelfCheckError, StudyRunner, compare_points
+from meanfield.studies.self_check import SELF_CHECK_RTOL, of_terms, split_terms
 
 TINY_TWO_LAYER = dict(
     M=[64, 256], D=[4, 8], D_limit=[16, 64], s_v_sweep=[0.5, 2.0], sweep_M=[64], sweep_D=8,
@@ -78,6 +79,55 @@ def test_compare_points_relative_per_leaf_and_strict_elsewhere():
     assert compare_points(*solved)[0] > 1e-10
     assert compare_points(*solved, atol=1e-9)[0] == 0.0
     assert compare_points({"e": [1.0]}, {"e": [1.5]}, atol=0.1)[0] == pytest.approx(0.4 / 1.5)
+
+
+def test_a_number_computed_from_larger_terms_is_bounded_by_their_round_off():
+    """An error estimate of 2e-9 between two solves of size 1 that differs by 2.8e-5 of
+    itself between the routes (6e-14: round-off of the terms, seen on an AVX2 CPU) is no
+    alarm once marked with its terms' scale; a difference of 1e-5 of the terms still is."""
+    rtol = SELF_CHECK_RTOL["float64"]
+    stored = {"reference_error": 1.997e-9, "x": [1.0, 2.0]}
+    roundoff = {"reference_error": 1.997e-9 * (1 + 2.8e-5), "x": [1.0, 2.0]}
+    wrong = {"reference_error": 1.997e-9 + 1e-5, "x": [1.0, 2.0]}
+    # unmarked, relative to itself: a false alarm (the bug this guards against)
+    assert compare_points(stored, roundoff)[0] > rtol
+    point, scales = split_terms({"reference_error": of_terms(1.997e-9, [0.3, -1.4]), "x": [1, 2]})
+    assert point == {"reference_error": 1.997e-9, "x": [1, 2]}
+    assert scales == {"reference_error": 1.4}
+    diff, where = compare_points(stored, roundoff, scales=scales)
+    assert diff == pytest.approx(1.997e-9 * 2.8e-5 / 1.4) and diff < 1e-12
+    diff, where = compare_points(stored, wrong, scales=scales)
+    assert diff > rtol and where == "reference_error"
+    # a mark applies to everything under its path, nested in dicts and lists
+    nested, scales = split_terms({"a": [{"e": of_terms({"v": [1e-9]}, 2.0)}], "b": of_terms(0, 0)})
+    assert nested == {"a": [{"e": {"v": [1e-9]}}], "b": 0} and scales == {"a[0].e": 2.0}
+    assert compare_points(nested, {"a": [{"e": {"v": [3e-9]}}], "b": 0}, scales=scales)[0] == (
+        pytest.approx(1e-9)
+    )
+    assert compare_points(nested, {"a": [{"e": {"v": [1e-5]}}], "b": 0}, scales=scales)[0] > rtol
+    # a mark never hides a non-finite value, a shape or a flag
+    assert compare_points({"e": [1e-9]}, {"e": [None]}, scales={"e": 1.0})[0] == math.inf
+    assert compare_points({"e": [1e-9]}, {"e": [1e-9, 0.0]}, scales={"e": 1.0})[0] == math.inf
+
+
+def test_a_summarys_statistics_carry_the_round_off_of_its_draws():
+    """The standard deviation of nearly equal draws is a difference of them: its round-off
+    is the draws', not its own; a count or an index is compared as it is."""
+    values = [1.0 + 1e-9, 1.0 - 1e-9, 1.0 + 2e-9]
+    from meanfield.stats.fits import summarize
+
+    s = summarize(values)
+    moved = json.loads(json.dumps(s))
+    moved["std"] = s["std"] * (1 + 1e-4)  # 1e-13 absolute: the draws' round-off
+    assert compare_points(s, moved)[0] < 1e-12
+    moved["std"] = s["std"] + 1e-5  # beyond it
+    assert compare_points(s, moved)[0] > SELF_CHECK_RTOL["float64"]
+    moved = json.loads(json.dumps(s))
+    moved["exploded_draws"] = [1]
+    assert compare_points(s, moved)[0] == math.inf  # a list that differs in length
+    moved["count"] = s["count"] - 1
+    moved["exploded_draws"] = []
+    assert compare_points(s, moved)[0] == pytest.approx(1 / 2)  # a count: its own scale
 
 
 def _wrong_when_compiled(monkeypatch):

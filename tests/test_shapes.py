@@ -8,6 +8,7 @@ import pytest
 import meanfield as mf
 from meanfield.stats.rate_law import fit_rate_law, optimal_shape
 from meanfield.studies import StudyInputError
+from meanfield.studies.self_check import split_terms
 
 
 def test_optimal_shapes_of_the_bound_and_the_conjecture():
@@ -184,7 +185,8 @@ def test_a_failed_fixed_d_solve_is_left_out_and_said(monkeypatch):
                lr_u=0.1, lr_v=0.1, steps=1, L=[4, 8, 16], M=[4, 16], D=[8, 32], seeds=3,
                seed=0)  # fmt: skip
     study = shapes._Study(cfg, jnp.asarray(shapes.DATA_X), jnp.asarray(shapes.DATA_Y))
-    p = {"L": 4, "M": 4, "D": 8, **study.point({"L": 4, "M": 4, "D": 8})}
+    point, _ = split_terms(study.point({"L": 4, "M": 4, "D": 8}))  # as the runner stores it
+    p = {"L": 4, "M": 4, "D": 8, **point}
     assert p["fixed_D_solves_ok"] is False and p["fixed_D_solves_failed"] == 1
     for name in shapes.FIXED_D_ERRORS:
         assert [s["count"] for s in p[name]] == [2, 2] and p[name][0]["exploded_draws"] == [0]
@@ -231,7 +233,7 @@ def test_a_point_padded_into_a_larger_program_gives_its_own_numbers():
     study = shapes._Study(cfg, jnp.asarray(shapes.DATA_X), jnp.asarray(shapes.DATA_Y))
     spec = {"L": 4, "M": 4, "D": 8}
     study.boxes = {(4, 4, 8): (16, 16, 32)}
-    padded, own = study.point(spec), study.point(spec, padded=False)
+    (padded, _), (own, _) = split_terms(study.point(spec)), split_terms(study.point(spec, False))
     assert padded.keys() == own.keys()
     for name, steps in own.items():
         if not isinstance(steps, list):
@@ -251,3 +253,19 @@ def test_a_point_padded_into_a_larger_program_gives_its_own_numbers():
         assert box in holders
     assert boxes[(8, 16, 8)] == (8, 16, 32) and boxes[(4, 4, 8)] != (8, 16, 32)
     assert program_boxes(points, 3, budget, pad_depth=False)[(4, 16, 8)][0] == 4
+
+
+def test_a_resumed_study_self_checks_its_fixed_d_limits_recomputed_op_by_op(tmp_path, self_checked):
+    """`--resume` after a finished run: the fixed-D limits are no longer cached, so the
+    self-check solves them again op by op. Their error estimate (a difference of two solves
+    of O(1) coefficients: 3e-12 here, 7e-9 at the quick preset) then moves by round-off of
+    the coefficients, 1e-3 of itself; it is compared relative to the coefficients
+    (`self_check.of_terms`; without that mark this fails). About 30 s on 2 CPU cores, most
+    of it the op-by-op solves."""
+    small = dict(L=[4], M=[4], D=[8], seeds=2, steps=1, no_progress=True)
+    out = str(tmp_path / "sh")
+    first = mf.run_study("shapes", out=out, no_self_check=True, **small)
+    again = mf.run_study("shapes", out=out, resume=True, **small)
+    assert again["points"] == first["points"]  # loaded, not recomputed
+    self_checked(again)
+    assert again["self_check"][0]["scales"]["reference_error_fixed_D"] > 0.1

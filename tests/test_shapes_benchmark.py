@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from conftest import HANG_GUARD_S
 
 from benchmarks import shapes_numpy
 
@@ -28,7 +29,7 @@ def test_numpy_way_and_ours_train_the_same_networks(tmp_path):
         [sys.executable, str(ROOT / "benchmarks" / "shapes_numpy.py"), *args],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=HANG_GUARD_S,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "shapes_numpy.txt").read_text().strip()

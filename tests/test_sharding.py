@@ -24,6 +24,10 @@ from meanfield.runtime.sharding import seed_mesh
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# a guard against a hang, not a time limit (conftest.HANG_GUARD_S; this module is also
+# imported by its own subprocesses, where conftest is not on the path)
+HANG_GUARD = 1800
+
 
 def _seed_fn(key, xs):
     """A study-like per-seed computation: sample a network, run it on the inputs."""
@@ -261,7 +265,7 @@ def test_two_processes_match_single_process():
     outs = []
     try:
         for p in procs:
-            outs.append(p.communicate(timeout=240))
+            outs.append(p.communicate(timeout=HANG_GUARD))
     finally:
         for p in procs:
             if p.poll() is None:

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import HANG_GUARD_S
 
 from meanfield.studies import StudyInputError
 from meanfield.studies.folder import point_name
@@ -60,7 +61,7 @@ def _without_timing(path: Path) -> dict:
 def uninterrupted(tmp_path_factory):
     out = tmp_path_factory.mktemp("runner") / "whole"
     cmd, env = _cli(out)
-    subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=900)
+    subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=HANG_GUARD_S)
     return out
 
 
@@ -105,7 +106,7 @@ def _stop_after_two_points(out, signum):
         else:
             pytest.fail("no grid point was written in time")
         proc.send_signal(signum)
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=HANG_GUARD_S)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -144,6 +144,7 @@ class CompileCounter:
     """Count XLA compilations inside a `with` block.
 
     `compiles` counts programs handed to the backend (each new shape or function),
+    `compile_seconds` their time and `longest_seconds` the longest one's,
     `cache_hits` / `cache_misses` those found / not found in the persistent cache.
     A program already in the in-memory jit cache is not compiled again and counts 0.
 
@@ -159,11 +160,13 @@ class CompileCounter:
         self.cache_hits = 0
         self.cache_misses = 0
         self.compile_seconds = 0.0
+        self.longest_seconds = 0.0
 
     def _duration(self, event: str, duration_secs: float, **kwargs) -> None:
         if event == _BACKEND_COMPILE:
             self.compiles += 1
             self.compile_seconds += duration_secs
+            self.longest_seconds = max(self.longest_seconds, duration_secs)
 
     def _event(self, event: str, **kwargs) -> None:
         if event == _CACHE_HITS:

@@ -43,6 +43,7 @@ from . import transformer_options
 from .own_block import check_block_law, user_block, user_law
 from .regimes import task
 from .runner import study_precision
+from .self_check import of_terms
 from .transformer_options import SIZE_LIMIT, listed
 
 PRESETS = {
@@ -210,7 +211,18 @@ def point(cfg, program, table: ResNetParametrisation, M: int, L: int, key, xy, s
         EXPLOSION_FACTOR * np.abs(losses[:, 0])
     )
     exploded = ~finite | grew
-    return summarise(losses, coords, U.QUANTITIES, exploded, steps)
+    out = summarise(losses, coords, U.QUANTITIES, exploded, steps)
+    # changes and updates are differences (`self_check.of_terms`), small against their
+    # terms at large depth: of states (`activation/state`), of units' features
+    # (`activation/unit`), and for a layer's update, of M features at scale α
+    state, unit = (np.asarray(coords[q], float)[~exploded] for q in U.ACTIVATIONS)
+    scales = {"change/state": state, "change/output": state, "update/unit": unit,
+              "update/layer": table.scale(L, M) * M * unit}  # fmt: skip
+    for part in ("sizes", "per_layer"):
+        for q, scale in scales.items():
+            if q in out[part]:
+                out[part][q] = of_terms(out[part][q], scale)
+    return out
 
 
 def summarise(losses, coords, quantities, exploded, steps: int) -> dict:

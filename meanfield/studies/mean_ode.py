@@ -79,6 +79,7 @@ from .own_block import (
     study_block_law,
 )
 from .runner import start_study
+from .self_check import of_terms
 
 HELP = "finite ResNets vs the neural mean-ODE limit: the 1/L + 1/sqrt(LM) study"
 DEFAULT_X64 = True
@@ -425,6 +426,18 @@ def _pow2(x: float) -> int:
 SELF_CHECK_PARTICLES = 4096  # the Euler part's self-check runs at most this many particles
 
 
+def _difference_scales(h, b, units) -> dict[str, float]:
+    """The sizes Δ^h, Δ^b and Δ^Z are differences of (`self_check.of_terms`): the largest
+    norm of the limit's states `h` and backward states `b` on a grid (`(steps + 1, L + 1,
+    n, d)`) and of a unit (`units`: draws of the law, leaves with a leading axis)."""
+    sq = sum(np.sum(np.reshape(a, (a.shape[0], -1)) ** 2, axis=1) for a in jax.tree.leaves(units))
+    return {
+        "delta_h": float(np.max(np.linalg.norm(np.asarray(h), axis=-1))),
+        "delta_b": float(np.max(np.linalg.norm(np.asarray(b), axis=-1))),
+        "delta_z": float(np.sqrt(np.max(sq))),
+    }
+
+
 def _subset(particles: Particles, count: int) -> Particles:
     """The first `count` of i.i.d. particles, with equal weights."""
     z = jax.tree.map(lambda a: a[:count], particles.z)
@@ -626,16 +639,23 @@ def run(args):
         out = jax.block_until_ready(gather_processes(compiled(*point_inputs(spec))))
         compile_seconds[f"L{box[0]}_M{box[1]}"] = seconds
         finite_seconds[f"L{spec['L']}_M{spec['M']}"] = time.perf_counter() - t1
-        return finite_summary(out)
+        return finite_summary(out, spec["L"])
 
-    def finite_summary(out):
+    def finite_summary(out, L):
         values = {
             "delta_h": out.delta_h,
             "delta_b": out.delta_b,
             "delta_z": out.delta_z,
             "loss": out.loss,
         }
-        return {"steps": summarize_steps(values, steps)}
+        per_step = summarize_steps(values, steps)
+        # Δ's are differences against the limit (Δ^Z exactly 0 at step 0): their round-off
+        # is that of the states and units (`self_check.of_terms`, `_difference_scales`)
+        scales = _difference_scales(ref[f"h_L{L}"], ref[f"b_L{L}"], probes)
+        for at_k in per_step:
+            for q, scale in scales.items():
+                at_k[q] = of_terms(at_k[q], scale)
+        return {"steps": per_step}
 
     def finite_point_uncompiled(spec):
         """`finite_point` by the program of the point's own (L, M), not of its padded box
@@ -647,7 +667,7 @@ def run(args):
                                loop=loop)  # fmt: skip
         keys, _, _, depth, width = point_inputs(spec)
         h, b = pad_grid(ref[f"h_L{L}"], L), pad_grid(ref[f"b_L{L}"], L)
-        return finite_summary(program(keys, h, b, depth, width))
+        return finite_summary(program(keys, h, b, depth, width), L)
 
     euler_compile_seconds = {}
     euler_wait = []  # as compile_wait, for the Euler part's programs
@@ -668,12 +688,14 @@ def run(args):
         grid = LimitOnGrid(h=jnp.asarray(ref[f"{tag}h_L{L}"]), b=jnp.asarray(ref[f"{tag}b_L{L}"]))
         particles = euler_set if particles is None else particles
         e = errors(block, particles, xs, ys, grid, learning_rate=lr, probes=probes)
+        # differences against the limit, as the finite part's (`finite_summary`)
+        scales = _difference_scales(grid.h, grid.b, probes)
         return {
             "steps": [
                 {
-                    "delta_h_euler": float(e.delta_h[k]),
-                    "delta_b_euler": float(e.delta_b[k]),
-                    "delta_z_euler": float(e.delta_z[k]),
+                    "delta_h_euler": of_terms(float(e.delta_h[k]), scales["delta_h"]),
+                    "delta_b_euler": of_terms(float(e.delta_b[k]), scales["delta_b"]),
+                    "delta_z_euler": of_terms(float(e.delta_z[k]), scales["delta_z"]),
                 }
                 for k in range(steps + 1)
             ]

@@ -51,12 +51,12 @@ from ..models.resnet import ResNet
 from ..runtime.errors import StudyInputError
 from ..stats.fits import fit_loglog
 from ..stats.transfer import drift
-from ..stats.transfer import drift_interval as _drift_interval  # noqa: F401  (its old home)
 from ..stats.transfer import optimal_lr as _optimum  # noqa: F401  (its old home)
 from ..training.resnet import train
 from .args import float_list, int_list, positive_float, positive_int
 from .regimes_plot import _agreement, _diagnostics_figure, _figures, drift_text
 from .runner import start_study
+from .self_check import of_terms
 
 HELP = "phase diagram of training regimes over (γ, λ) and learning-rate transfer across depth"
 DEFAULT_X64 = True
@@ -392,6 +392,7 @@ def _diagram_point(cfg, L, cells, xs, ys, master):
     batch = nets_per_batch(diagram_net_bytes(cfg, L), len(keys))
     program = _diagram_program(L, cfg["d"], cfg["M"], cfg["activation"], cfg["steps"], batch)
     out = {k: np.asarray(v) for k, v in program(keys, gammas, lams, cfg["lr0"], xs, ys).items()}
+    inputs = float(np.max(np.linalg.norm(np.asarray(xs), axis=-1)))
     recs = []
     for i, (g, lam) in enumerate(cells):
         sl = slice(i * S, (i + 1) * S)
@@ -399,6 +400,13 @@ def _diagram_point(cfg, L, cells, xs, ys, master):
         for name in (*QUANTITIES, "parameter_movement", "loss_ratio"):
             vals = np.where(out["exploded"][sl], np.nan, out[name][sl])
             rec[name] = R.nan_to_none(vals)
+        # movements after a few steps are differences (`self_check.of_terms`): of the
+        # predictors f = h^L, of size about ‖x‖(1 + the forward deviation); the others are
+        # of terms normalised by the initial features, parameters or inputs (scale 1)
+        predictor = inputs * (1 + out["forward_deviation"][sl])
+        rec["predictor_movement"] = of_terms(rec["predictor_movement"], predictor)
+        for name in ("local_change", "global_change", "parameter_movement", "forward_deviation"):
+            rec[name] = of_terms(rec[name], 1.0)
         recs.append(rec)
     return {"cells": recs}
 
@@ -483,7 +491,7 @@ def _transfer(cfg, points):
     out = []
     for name, (g, lam) in PARAMETRIZATIONS.items():
         curves = [_log_losses(p["parametrizations"][name]) for p in points]  # (lrs, S) each
-        found = drift(lrs, Ls, curves)
+        found = drift(lrs, Ls, curves, seed=cfg["seed"])
         rec = {
             "parametrization": name,
             "gamma": g,
@@ -494,7 +502,7 @@ def _transfer(cfg, points):
             "drift_exponent": found["drift_exponent"],
             "drift_ci95": found["drift_ci95"],
         }
-        for key in ("interval", "jackknife_unresolved", "reason"):
+        for key in ("interval", "drift_se", "bootstrap_unresolved", "reason"):
             if key in found:
                 rec[key] = found[key]
         rec["unresolved_L"] = found["unresolved"]

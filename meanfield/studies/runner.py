@@ -15,7 +15,6 @@ one.
 
 import contextlib
 import json
-import math
 import os
 import threading
 import time
@@ -35,104 +34,21 @@ from .folder import (
     write_json_atomic,
 )
 from .identity import device_description, versions
+from .self_check import (
+    SELF_CHECK_ROUTE,
+    SELF_CHECK_RTOL,
+    SelfCheckError,
+    compare_points,
+    depth_cost,
+    self_check_index,
+    split_terms,
+)
 from .summary import summary
 
-
-class SelfCheckError(RuntimeError):
-    """A study's grid point recomputed op by op differs from its compiled result beyond
-    round-off: the compiler computed it wrong. Reported as one line naming the point,
-    exit code 3; no results.json is written."""
-
-
-# the largest relative difference between a point computed compiled and op by op that is
-# round-off (per leaf of the point, relative to that leaf's largest entry)
-SELF_CHECK_RTOL = {"float64": 1e-6, "float32": 1e-2}
-
-
-SELF_CHECK_ROUTE = "op by op (jax.disable_jit)"
-
-
-def self_check_index(seed, study: str, call: int, costs: "int | Sequence[float]") -> int:
-    """The grid point that the `call`-th self-check of a study recomputes: uniform among
-    the points whose cost is at most the median cost (`costs`, one per point; an integer
-    `n`: n points of equal cost), drawn from the study's seed and name (the same point
-    for the same seed).
-
-    The cost is what running a point op by op grows with: its depth (a layer costs about
-    10⁴ times more op by op than compiled), while a compiler's tiling depends on the
-    widths, dimensions and input counts, not on a loop's trip count; the cheaper half of
-    a grid holds every width of it in the studies' grids."""
-    import zlib
-
-    costs = [1.0] * costs if isinstance(costs, int) else [float(c) for c in costs]
-    median = float(np.median(costs))
-    eligible = [i for i, c in enumerate(costs) if c <= median]
-    seed = seed if isinstance(seed, int) and seed >= 0 else 0
-    draw = np.random.default_rng([seed, zlib.crc32(study.encode()), call])
-    return eligible[int(draw.integers(len(eligible)))]
-
-
-def depth_cost(spec: dict) -> float:
-    """The default self-check cost of a grid point: its depth `L` (1 without one)."""
-    value = spec.get("L", 1)
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 1.0
-
-
-def _numeric(value) -> bool:
-    if isinstance(value, bool):
-        return False
-    if value is None or isinstance(value, int | float):
-        return True
-    return isinstance(value, list) and all(_numeric(v) for v in value)
-
-
-def _flat(value) -> list:
-    return [x for v in value for x in _flat(v)] if isinstance(value, list) else [value]
-
-
-def compare_points(
-    stored: Any, fresh: Any, where: str = "", *, atol: float = 0.0
-) -> tuple[float, str]:
-    """The largest relative difference between two JSON values of a point, and where.
-
-    Numbers (and nested lists of numbers and None) compare as arrays: the largest absolute
-    difference, less `atol` (an allowance for adaptive solves inside the point, whose step
-    choices round-off can flip), over the array's largest entry (absolute where that is
-    0); a None (a non-finite value) on one side only, a shape, key, string or flag that
-    differs, is an infinite difference. **Returns:** `(difference, path)`, e.g.
-    `(3e-16, "delta_h[2]")`."""
-    label = where or "the point"
-    if _numeric(stored) and _numeric(fresh):
-        a, b = _flat(stored), _flat(fresh)
-        if (isinstance(stored, list), len(a)) != (isinstance(fresh, list), len(b)):
-            return math.inf, label
-        if any((x is None) != (y is None) for x, y in zip(a, b, strict=True)):
-            return math.inf, label
-        pairs = [(float(x), float(y)) for x, y in zip(a, b, strict=True) if x is not None]
-        if not pairs:
-            return 0.0, label
-        scale = max(abs(y) for _, y in pairs)
-        diff = max(0.0, max(abs(x - y) for x, y in pairs) - atol)
-        return (diff / scale if scale > 0 else diff), label
-    if isinstance(stored, dict) and isinstance(fresh, dict):
-        if set(stored) != set(fresh):
-            return math.inf, f"{label} (keys {sorted(set(stored) ^ set(fresh))})"
-        worst = (0.0, label)
-        for key in stored:
-            found = compare_points(
-                stored[key], fresh[key], f"{where}.{key}" if where else key, atol=atol
-            )
-            worst = max(worst, found, key=lambda t: t[0])
-        return worst
-    if isinstance(stored, list) and isinstance(fresh, list):
-        if len(stored) != len(fresh):
-            return math.inf, label
-        worst = (0.0, label)
-        for k, (x, y) in enumerate(zip(stored, fresh, strict=True)):
-            found = compare_points(x, y, f"{where}[{k}]", atol=atol)
-            worst = max(worst, found, key=lambda t: t[0])
-        return worst
-    return (0.0, label) if stored == fresh else (math.inf, label)
+__all__ = [  # the self-check's names, kept importable from here
+    "SELF_CHECK_ROUTE", "SELF_CHECK_RTOL", "SelfCheckError", "StudyRunner", "compare_points",
+    "depth_cost", "self_check_index", "start_study",
+]  # fmt: skip
 
 
 class StudyRunner(StudyFolder):
@@ -276,7 +192,8 @@ class StudyRunner(StudyFolder):
         def compute_one(i: int) -> dict:
             if threading.current_thread() is threading.main_thread():  # the point now
                 bar.set_postfix_str(describe(specs[i]) if describe else names[i])
-            return to_json({**specs[i], **compute(specs[i])})
+            point, _ = split_terms(compute(specs[i]))  # the scales: the self-check's
+            return to_json({**specs[i], **point})
 
         def receive_ready(wait: bool) -> None:
             """The points other processes finished (all of them where `wait`)."""
@@ -332,16 +249,17 @@ class StudyRunner(StudyFolder):
         from .._eager import op_by_op
 
         compiled_before = self._compiles.compiles if self._compiles else 0
-        reference = results[i]
+        reference, scales = results[i], {}
         if variant is not None:  # the variant compiled, against the same op by op
-            reference = to_json({**spec, **variant(spec)})
+            point, scales = split_terms(variant(spec))
+            reference = to_json({**spec, **point})
             recompute = variant
-        if eager:
-            with op_by_op():
-                fresh = to_json({**spec, **recompute(spec)})
-        else:
-            fresh = to_json({**spec, **recompute(spec)})
-        difference, where = compare_points(reference, fresh, atol=atol)
+        with op_by_op() if eager else contextlib.nullcontext():
+            point, fresh_scales = split_terms(recompute(spec))
+        fresh = to_json({**spec, **point})
+        for path, scale in fresh_scales.items():  # the larger of the two routes' scales
+            scales[path] = max(scales.get(path, 0.0), scale)
+        difference, where = compare_points(reference, fresh, atol=atol, scales=scales)
         record = {
             "point": name,
             "index": i,
@@ -351,6 +269,8 @@ class StudyRunner(StudyFolder):
             "where": where,
             "tolerance": rtol,
             "atol": atol,
+            # the numbers compared relative to the scale of their terms (self_check.of_terms)
+            "scales": scales,
             "agrees": bool(difference <= rtol),
         }
         self.self_checks.append(record)
@@ -365,7 +285,7 @@ class StudyRunner(StudyFolder):
             v = installed()
             raise SelfCheckError(
                 f"self-check: grid point {name} recomputed {route} differs from its compiled "
-                f"result ({where}: relative difference {difference:.3g} > {rtol:g}): the "
+                f"result ({where}: difference {difference:.3g} > {rtol:g} of its scale): the "
                 f"compiler (jax {v['jax']}, jaxlib {v['jaxlib']}) computed it wrong, so no "
                 "results.json is written; try another jax release (`meanfield canary` names "
                 "the paths it gets wrong)"
@@ -456,6 +376,7 @@ class StudyRunner(StudyFolder):
             "compiles": {
                 "programs": self._compiles.compiles if self._compiles else None,
                 "seconds": self._compiles.compile_seconds if self._compiles else None,
+                "longest_seconds": self._compiles.longest_seconds if self._compiles else None,
                 "cache_hits": self._compiles.cache_hits if self._compiles else None,
                 "self_check_programs": self._self_check_compiles,
             },

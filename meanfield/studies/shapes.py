@@ -55,6 +55,7 @@ from .args import (
 )
 from .embedded_options import add_model_arguments, load_data, model_config
 from .runner import start_study
+from .self_check import of_terms
 from .shapes_plot import (
     ERRORS,
     QUANTITIES,
@@ -441,6 +442,7 @@ class _Study:
         L, M, D = spec["L"], spec["M"], spec["D"]
         box = self.boxes.get((L, M, D), (L, M, D)) if padded else (L, M, D)
         embs, fixed = self.fixed_d(D)
+        grams = np.asarray(jax.vmap(de_limits.basis_gram)(embs))  # for the errors' scale
         rows = ((0, 0), (0, box[2] - D), (0, 0))  # the embedding's zero rows beyond D
         embs = jax.tree.map(lambda a: jnp.pad(a, rows), embs)
         idx = np.searchsorted(self.ts, np.arange(L + 1) / L)
@@ -457,15 +459,37 @@ class _Study:
         # it, nor a D gap: counted as excluded there (never averaged), and said (run)
         failed = ~np.asarray(fixed.ok, dtype=bool).reshape(-1)
         ok = np.asarray(fixed.ok, dtype=bool).reshape(-1)
+        # every error is a difference of outputs or hidden states against a limit's (a D
+        # gap: of two limits'; exactly 0 at k = 0 for ρ = identity): its round-off is that
+        # of the limits' fields (`self_check.of_terms`), as the fixed-D error estimate's
+        # (a difference of two solves) is that of their outputs and coefficients
+        outputs = np.max(np.abs(np.asarray(fixed.outputs)[ok]), initial=0.0)
+        outputs = max(outputs, np.max(np.abs(np.asarray(self.joint.outputs))))
+        hidden = max(_hidden_size(self.joint, grams[ok]), _hidden_size(fixed, grams[ok], ok))
         record = {}
         for name, values in out.items():
             mask = failed if name in FIXED_D_ERRORS else None
-            record[name] = [summarize(values[:, k], exploded=mask) for k in range(values.shape[1])]
+            per_step = [summarize(values[:, k], exploded=mask) for k in range(values.shape[1])]
+            record[name] = of_terms(per_step, outputs if name.startswith("output") else hidden)
         solved = np.asarray(fixed.error_estimate).reshape(-1)[ok]
-        record["reference_error_fixed_D"] = float(np.max(solved)) if solved.size else None
+        coefficients = np.max(np.abs(np.asarray(fixed.hidden_coef)[ok]), initial=0.0)
+        record["reference_error_fixed_D"] = of_terms(
+            float(np.max(solved)) if solved.size else None, max(outputs, coefficients)
+        )
         record["fixed_D_solves_ok"] = bool(ok.all())
         record["fixed_D_solves_failed"] = int(failed.sum())
         return record
+
+
+def _hidden_size(limit, grams, draws=None) -> float:
+    """The largest `‖H_k(s; x_i)‖_D = sqrt(ηᵀ G η)` of a limit's hidden fields at the draws'
+    Gram matrices `grams` (`basis_gram`, `(draws, p, p)`): its coefficients η `(K+1, n, S,
+    p)` the same at every draw (the joint limit), or one per draw, those kept by `draws`."""
+    if not len(grams):
+        return 0.0
+    eta = np.asarray(limit.hidden_coef)
+    eta = eta[draws] if draws is not None else np.broadcast_to(eta, (len(grams), *eta.shape))
+    return float(np.sqrt(np.max(np.einsum("r...p,rpq,r...q->r...", eta, grams, eta))))
 
 
 def _failed_solves(points) -> str | None:

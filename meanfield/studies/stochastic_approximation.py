@@ -43,6 +43,7 @@ from ..stats.fits import fit_loglog, fit_values, summarize
 from ..theory import stochastic_approximation as sa
 from .args import PYTHON_STEP, Cost, check_costs, float_list, int_list, positive_int, preset_config
 from .runner import start_study
+from .self_check import of_terms
 
 HELP = "the epsilon terms of the stochastic-approximation proposition for mean ODEs"
 DEFAULT_X64 = True
@@ -105,10 +106,16 @@ def run(args):
         limit_errors.append(ref_error)
         keys = jr.split(jr.fold_in(jr.fold_in(master, L), M), cfg["seeds"])
         base, responses = _draws(keys, example, ref, direction, tuple(cfg["sizes"]), L, M)
-        out = {"base_error": summarize(np.asarray(base)), "reference_error": ref_error}
+        # errors and responses are differences of states of the size of a(s): their
+        # round-off is that of the states (`self_check.of_terms`), the response's over e
+        out = {
+            "base_error": of_terms(summarize(np.asarray(base)), ref),
+            "reference_error": of_terms(ref_error, ref),
+        }
         for i, kind in enumerate(sa.KINDS):
             for j, e in enumerate(cfg["sizes"]):
-                out[f"{kind}_{e:g}"] = summarize(np.asarray(responses[:, i, j]))
+                response = summarize(np.asarray(responses[:, i, j]))
+                out[f"{kind}_{e:g}"] = of_terms(response, np.max(np.abs(ref)) / e)
         return out
 
     specs = [{"L": L, "M": M} for L in cfg["L"] for M in cfg["M"]]
@@ -175,6 +182,11 @@ def _limit_response(example, kind, e, direction) -> float:
     return float(jnp.linalg.norm(a_e[-1] - a[-1]) / e)
 
 
+def response_names(cfg) -> list[str]:
+    """The point's response quantities, `KIND_SIZE` (e.g. `initial_0.01`)."""
+    return [f"{k}_{e:g}" for k in sa.KINDS for e in cfg["sizes"]]
+
+
 def response_fits(cfg, points) -> list[dict]:
     """Per kind and size: the response's slope against L at the largest M and against M
     at the largest L, with its interval over the draws; the unperturbed error's too. No
@@ -182,7 +194,7 @@ def response_fits(cfg, points) -> list[dict]:
     to its limit at a rate in 1/L, so its slope at finite L is small but not 0)."""
     fits = []
     L_max, M_max = max(cfg["L"]), max(cfg["M"])
-    quantities = [f"{k}_{e:g}" for k in sa.KINDS for e in cfg["sizes"]] + ["base_error"]
+    quantities = [*response_names(cfg), "base_error"]
     for q in quantities:
         for against, fixed in (("L", {"M": M_max}), ("M", {"L": L_max})):
             ((name, value),) = fixed.items()

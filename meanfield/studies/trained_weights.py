@@ -47,6 +47,7 @@ from ..stats.fits import line_fit, summarize
 from ..training import res1 as res1_training
 from .args import check_activation, float_list, override, positive_float, positive_int
 from .runner import start_study
+from .self_check import of_terms
 from .trained_weights_plot import _figures, _fmt
 
 HELP = "trained weights along depth: regularity before/after and test accuracy over (β, H)"
@@ -367,12 +368,19 @@ def _row(cfg, spec, data, d_in, classes, master):
             update = after - V_before[ok]
             cell["update_size"] = float(np.sqrt(np.mean(update**2)))
             cell["init_size"] = float(np.sqrt(np.mean(V_before[ok] ** 2)))
+            # a difference of weights (`self_check.of_terms`): of the initial weights' size
+            cell["update_size"] = of_terms(cell["update_size"], cell["init_size"])
             j = ok[0]
             cell["example_path"] = {
                 "entry": [0, 0],
                 "before": V_before[j, :, 0, 0].tolist(),
                 "after": V_after[j, :, 0, 0].tolist(),
             }
+        # the regularities are slopes H in [0, 1] of a log-log fit (the variogram's), as
+        # small as 1e-3 for i.i.d. weights: their round-off is relative to 1, not to H
+        # (`self_check.of_terms`)
+        for name in [k for k in cell if k.startswith("regularity_")]:
+            cell[name] = of_terms(cell[name], 1.0)
         cells.append(cell)
     return {"cells": cells}
 

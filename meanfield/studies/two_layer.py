@@ -62,6 +62,7 @@ from .args import (
 )
 from .embedded_options import add_model_arguments, load_data, model_config
 from .runner import start_study
+from .self_check import of_terms
 from .two_layer_plot import (
     CRITERIA_THEORY,
     _criteria_figure,
@@ -492,18 +493,20 @@ class _Study:
         run = _width_program(box, d_in, d_out, c["activation"], c["s_u"], c["s_v"], c["lr_u"],
                              c["lr_v"], c["steps"], batch)  # fmt: skip
         outputs, hidden = (np.asarray(a) for a in run(keys, embs, self.x, self.y, jnp.asarray(M)))
+        sizes = []  # the limits' largest output and hidden state (`_per_step`)
         for i, (emb, lim) in enumerate(fixed):
             f_hat, h_hat = outputs[i], hidden[i]
             h_lim = lim.hidden_coef @ emb.w_out.T  # (K+1, n, D)
             out_err.append(np.asarray(shallow_coupling.output_error(f_hat, lim.outputs)))
             hid_err.append(np.asarray(shallow_coupling.hidden_error(h_hat, h_lim)))
             ref_err.append(max(lim.error_outputs, _hidden_bound(lim.error_hidden, emb)))
-        return _per_step(out_err, hid_err, ref_err)
+            sizes.append(_sizes(lim, h_lim))
+        return _per_step(out_err, hid_err, ref_err, sizes)
 
     def dimension(self, spec):
         D, c = spec["D"], self.cfg
         inf = self.infinite
-        out_err, hid_err, ref_err = [], [], []
+        out_err, hid_err, ref_err, sizes = [], [], [], []
         for i in range(c["seeds"]):
             emb = self._embedding(self._draw_key(1, D, i), D)
             lim = self.limit(*emb.grams(self.x))
@@ -514,7 +517,9 @@ class _Study:
                 max(lim.error_outputs + inf.error_outputs,
                     _hidden_bound(lim.error_hidden + inf.error_hidden, emb))
             )  # fmt: skip
-        return _per_step(out_err, hid_err, ref_err)
+            sizes.append(_sizes(lim, lim.hidden_coef @ emb.w_out.T))
+            sizes.append(_sizes(inf, inf.hidden_coef @ emb.w_out.T))
+        return _per_step(out_err, hid_err, ref_err, sizes)
 
     def criteria(self, spec):
         """Loss decay, feature movement and tangent-kernel change over the K steps at
@@ -522,19 +527,21 @@ class _Study:
         c, M, s_v = self.cfg, spec["M"], spec["s_v"]
         lr_u = c["lr_u"] * (min(1.0, 1.0 / s_v**2) if spec["rule"] == "balanced" else 1.0)
         keys = jr.split(jr.fold_in(jr.fold_in(self.master, 2), round(1e6 * s_v) + M), c["seeds"])
-        losses, move, kernel = _criteria_draws(
+        losses, move, kernel, features = _criteria_draws(
             keys, self.x, self.y, s_v, lr_u, c["lr_v"], M=M, D=c["sweep_D"],
             activation=c["activation"], steps=c["steps"], s_u=c["s_u"],
             sigma_in=c["sigma_in"], sigma_out=c["sigma_out"],
         )  # fmt: skip
         losses = np.asarray(losses)
         decrease = (losses[:, 0] - losses[:, 1]) / losses[:, 0]
+        # differences (`self_check.of_terms`): of the losses over ℓ_0 (terms 1 and ℓ_1/ℓ_0),
+        # of the pre-activations (`features`: their largest), of the kernels over ‖k_0‖ (1)
         return {
             "lr_u": lr_u,
             "loss": [summarize(losses[:, k], keep_values=False) for k in range(losses.shape[1])],
-            "first_step_decrease": summarize(decrease),
-            "feature_movement": summarize(np.asarray(move)),
-            "kernel_change": summarize(np.asarray(kernel)),
+            "first_step_decrease": of_terms(summarize(decrease), losses[:, :2] / losses[:, :1]),
+            "feature_movement": of_terms(summarize(np.asarray(move)), features),
+            "kernel_change": of_terms(summarize(np.asarray(kernel)), 1.0),
         }
 
     def inputs(self, spec):
@@ -597,7 +604,8 @@ def _width_program(box: int, d_in, d_out, activation, s_u, s_v, lr_u, lr_v, step
 def _criteria_draws(keys, x, y, s_v, lr_u, lr_v, *, M, D, activation, steps, s_u, sigma_in,
                     sigma_out):  # fmt: skip
     """Per draw: the losses after k = 0..K steps, the RMS movement of the pre-activations
-    and the relative change of the tangent kernel over the K steps (s_v, rates traced)."""
+    and the relative change of the tangent kernel over the K steps (s_v, rates traced), and
+    the largest pre-activation before and after (the movement's scale)."""
 
     def one(key):
         net = shallow.Perceptron.sample(
@@ -614,7 +622,8 @@ def _criteria_draws(keys, x, y, s_v, lr_u, lr_v, *, M, D, activation, steps, s_u
         k0 = tangent_kernel(*first, g_in, g_out, activation, lr_u, lr_v)
         k1 = tangent_kernel(*last, g_in, g_out, activation, lr_u, lr_v)
         move = jnp.sqrt(jnp.mean((last[0] - first[0]) ** 2))
-        return losses, move, jnp.linalg.norm(k1 - k0) / jnp.linalg.norm(k0)
+        size = jnp.maximum(jnp.max(jnp.abs(first[0])), jnp.max(jnp.abs(last[0])))
+        return losses, move, jnp.linalg.norm(k1 - k0) / jnp.linalg.norm(k0), size
 
     return jax.lax.map(one, keys)
 
@@ -626,13 +635,24 @@ def _hidden_bound(coef_error, emb):
     return coef_error * math.sqrt(g_out.shape[0] * float(jnp.trace(g_out)))
 
 
-def _per_step(out_err, hid_err, ref_err):
+def _sizes(lim, hidden) -> tuple[float, float]:
+    """A limit's largest output entry and hidden state `‖h‖_D` (`hidden`: its fields)."""
+    return float(np.max(np.abs(lim.outputs))), float(np.max(norm_d(hidden)))
+
+
+def _per_step(out_err, hid_err, ref_err, sizes):
     out_err, hid_err = np.stack(out_err), np.stack(hid_err)  # (seeds, K+1)
+    outputs, hidden = np.max(sizes, axis=0)  # over the limits the errors compare (`_sizes`)
+    # errors against a limit (of one limit against another: exactly 0 at k = 0 in the
+    # dimension part), the quadrature's error estimates: their round-off is that of the
+    # outputs and hidden states they are differences of (`self_check.of_terms`)
     return {
-        "output_error": [summarize(out_err[:, k]) for k in range(out_err.shape[1])],
-        "hidden_error": [summarize(hid_err[:, k]) for k in range(hid_err.shape[1])],
-        "reference_error": float(max(ref_err)),
-    }
+        "output_error": of_terms([summarize(out_err[:, k]) for k in range(out_err.shape[1])],
+                                 outputs),
+        "hidden_error": of_terms([summarize(hid_err[:, k]) for k in range(hid_err.shape[1])],
+                                 hidden),
+        "reference_error": of_terms(float(max(ref_err)), max(outputs, hidden)),
+    }  # fmt: skip
 
 
 def tangent_kernel(p, a, g_in, g_out, activation, lr_u, lr_v):

@@ -41,6 +41,7 @@ from .args import (
     positive_int,
 )
 from .runner import start_study, study_precision
+from .self_check import of_terms
 from .variance_plot import _figure, _lm_figure
 
 HELP = "variance of the first forward pass: Chizat's Prop. 2.1 and its three regimes"
@@ -405,9 +406,13 @@ def _forward_point(devs, final, theory: float) -> dict:
     mean = float(dev.mean()) if dev.size else None
     se = float(dev.std(ddof=1) / math.sqrt(dev.size)) if dev.size > 1 else None
     finite = mean is not None and se is not None and se > 0 and math.isfinite(theory)
+    # E[h^L] − x is about 0 (Proposition 2.1), a mean of differences h^L − x: its round-off
+    # is that of the states' coordinates, up to |x_i| + |h^L_i − x_i| with ‖x‖ = 1
+    # (`self_check.of_terms`)
+    states = 1.0 + np.abs(final)
     return {
         "draws": int(devs.shape[0]),
-        "mean_state": _mean_state(final),
+        "mean_state": of_terms(_mean_state(final), states),
         "maximal_bound": _maximal_bound(devs.max(axis=1), theory),
         "mean": mean,
         "se": se,
