@@ -1,12 +1,19 @@
 """Parametrisations of a Transformer as data: how the initial sizes, the forward
-multipliers and Adam's per-group learning rate, ε and weight decay scale with width N
-and depth L (Mathematics §10).
+multipliers and the optimiser's per-group learning rate, ε and weight decay scale with
+width N and depth L (Mathematics §11, which states every rule beside its sources and
+derives the SGD tables).
 
-A `Parametrisation` is a table. Every rule is a base value (a hyperparameter tuned on
-the base model) times `m_N^a · m_L^b`, with the size multipliers `m_N = N / N_base`,
-`m_L = L / L_base`; the table holds the exponents `(a, b)`. At the base size every
-table gives the base values, so one base model is shared by all tables and a base
-hyperparameter tuned on it is what "transfers".
+A `Parametrisation` is a table. Every rule but the attention scale is a base value (a
+hyperparameter tuned on the base model) times `m_N^a · m_L^b`, with the size multipliers
+`m_N = N / N_base`, `m_L = L / L_base`; the table holds the exponents `(a, b)`.
+
+**At the base size** (`m_N = m_L = 1`) every such factor is 1: every table gives the
+base initial sizes, learning rates, ε and weight decays, and branch and output
+multipliers 1. The attention scale is not a factor of a base value but `d_head^{-p}`
+itself, as in the reference code: `d_head^{-1/2}` under SP, `d_head^{-1}` under μP,
+depth-μP and CompleteP. So at the base size the μP-family tables give one network (and,
+with one optimiser, one training), and SP gives that network with its attention logits
+`d_head^{1/2}` times larger (the same network only where `d_head = 1`).
 
 The parameter **groups** are those of the reference implementation:
 
@@ -20,39 +27,81 @@ The parameter **groups** are those of the reference implementation:
 Besides the groups a table fixes the residual-branch multiplier `m_L^{-α}`, the output
 (logit) multiplier `m_N^{c}` and the attention scale `1 / d_head^{p}`.
 
-**Sources.** The four built-in tables are those of Dey et al. (2025), "Don't be lazy:
-CompleteP enables compute-efficient deep transformers", in the form of the public
-reference implementation the paper names (EleutherAI/nanoGPT-mup, branch `completep`:
-`GPT.__init__` for the initial standard deviations, `Block` for `m_L^{-α}`,
-`GPT.forward` for the output multiplier `1/m_N`, `CausalSelfAttention` for the
-`1/d_head` attention scale, and `configure_optimizers` for the per-group learning rate,
-ε and weight decay, including the fix of January 2025 that gives hidden groups ε
-`m_N^{-1} m_L^{-α}` and the embedding and unembedding `m_N^{-1}`):
+**The Adam tables** (AdamW, its decay coupled to the learning rate as in PyTorch's
+`AdamW` and `optax.adamw`: a step shrinks a weight by `lr · weight decay`):
 
 | rule | SP | μP | depth-μP (α=½) | CompleteP (α=1) |
 |---|---|---|---|---|
 | hidden init std | 1 | `m_N^{-1/2}` | `m_N^{-1/2}` | `m_N^{-1/2}` |
+| embedding, unembedding init std | 1 | 1 | 1 | 1 |
 | branch multiplier | 1 | 1 | `m_L^{-1/2}` | `m_L^{-1}` |
 | output multiplier | 1 | `m_N^{-1}` | `m_N^{-1}` | `m_N^{-1}` |
 | attention scale | `d_h^{-1/2}` | `d_h^{-1}` | `d_h^{-1}` | `d_h^{-1}` |
 | hidden weights lr | 1 | `m_N^{-1}` | `m_N^{-1} m_L^{-1/2}` | `m_N^{-1}` |
 | hidden biases, norms lr | 1 | 1 | `m_L^{-1/2}` | 1 |
-| hidden ε | 1 | `m_N^{-1}` | `m_N^{-1} m_L^{-1/2}` | `m_N^{-1} m_L^{-1}` |
-| embedding, unembedding, final norm ε | 1 | `m_N^{-1}` | `m_N^{-1}` | `m_N^{-1}` |
-| hidden weights weight decay | 1 | 1 | `m_N` | `m_N` |
+| embedding, final norm, unembedding lr | 1 | 1 | 1 | 1 |
+| hidden ε (weights, biases, norms) | 1 | `m_N^{-1}` | `m_N^{-1} m_L^{-1/2}` | `m_N^{-1} m_L^{-1}` |
+| embedding, final norm, unembedding ε | 1 | 1 | 1 | 1 |
+| hidden weights weight decay | 1 | `m_N` | `m_N` | `m_N` |
+| embedding, unembedding weight decay | 1 | 1 | 1 | 1 |
 
-(the depth learning-rate factor is `m_L^{α-1}`; the weight decay, coupled to the
-learning rate as in `optax.adamw`, is applied to the embedding, hidden weights and
-unembedding only; its `m_N` keeps `lr · weight decay` width-independent where the
-depth rules are on). The unembedding is tied to the embedding there, so it follows the
-embedding's rules here. The standard parametrisation's GPT-2 initialisation of the
-output projections, `σ/sqrt(2L)`, is not part of the table (it is not part of the
-parametrisation being compared).
+(the depth learning-rate factor is `m_L^{α-1}`, the hidden ε's `m_L^{-α}`). Weight
+decay applies to the embedding, hidden weights and unembedding only (`DECAYED`); the
+biases and norms have none, whatever the base value. The hidden weight decay's `m_N`
+makes `lr · weight decay` width-independent.
+
+**Sources**, cited as [T1], [R], [M] here and in Mathematics §11:
+
+- [T1] Dey et al. (2025), "Don't be lazy: CompleteP enables compute-efficient deep
+  transformers", arXiv:2505.01618, Table 1 (columns SP, μP, α ∈ {0.5, 1}; the same table
+  is `assets/parameterization_summary.png` on the reference branch).
+- [R] its reference implementation, EleutherAI/nanoGPT-mup, branch `completep` (commit
+  6f8bc3b, May 2025), `model.py`: `GPT.__init__` (initial standard deviations),
+  `Block.__init__` (`residual_scaling`, the branch multiplier), `GPT.forward` (the
+  output multiplier `mup_output_alpha / m_N`), `CausalSelfAttention.forward`
+  (`attention_scale`: `1/d_head` under μP, else `1/sqrt(d_head)`),
+  `GPT.configure_optimizers` (per-group `lr_scale` and `weight_decay`, in a μP branch
+  and a depth branch; one `adam_eps` for all groups, times `m_N^{-1} m_L^{-α}` in the
+  depth branch only).
+- [M] microsoft/mup: `mup/optim.py` `MuAdam` / `MuAdamW` (matrix-like parameters: lr
+  divided and weight decay multiplied by the width multiplier; vector-like ones and ε
+  untouched) and `MuSGD`; `mup/layer.py` `MuReadout.forward` (`output_mult · x / m_N`);
+  the attention scale `sqrt(attn_mult) / d_head` (`examples/Transformer/model.py`) and
+  `8 / d` (the README).
+
+Every rule of the four tables is [T1]'s. Where the sources disagree, [T1] is followed:
+
+- *Hidden ε under μP*: [T1] (row "AdamW ε (residual blocks)", column μP) `ε_base m_N^{-1}`;
+  [R]'s μP branch and [M]'s `MuAdam` leave ε unscaled. [T1]'s μP column is its α
+  column at `m_L = 1` in every row, so μP and the depth tables differ only in the depth
+  rules; [R]'s own two branches differ there in ε and weight decay too.
+- *ε of the embedding, final norm and unembedding, depth tables*: [T1] scales ε in the
+  residual blocks only, so these keep `ε_base` (as in [R]'s μP branch and in [M]); [R]'s
+  depth branch multiplies the one optimiser-wide `adam_eps`, these groups' included, by
+  `m_N^{-1} m_L^{-α}`.
+- *Hidden weight decay under μP*: [T1] (row "Hidden WD (AdamW)", column μP)
+  `λ_base m_N`, as [M]'s `MuAdamW` (`weight_decay *= width_mult`, its default
+  `decoupled_wd=False`); [R]'s μP branch leaves it at `λ_base` (its depth branch has
+  `weight_decay / width_lr_scaling = λ_base m_N`). With [T1] a μP-against-CompleteP
+  comparison with weight decay differs in the depth rules only.
+- *SP's output projections*: [R]'s SP draws `c_proj` at `σ/sqrt(2L)` (GPT-2's
+  initialisation); [T1]'s SP column draws every hidden matrix at `σ_base`, as here.
+
+[T1] does not give the attention scale: [R]'s `1/d_head` is followed. [M] has the
+same exponent with other base values: `sqrt(attn_mult)/d_head` in its Transformer
+example, and `8/d` in its README, `sqrt(d_base)/d_head` at `d_base = 64`, chosen there
+so that μP's scale equals SP's at the base model. Following [R], SP and the μP family
+differ at the base size in the attention scale (above).
+[T1] does not give the decay of the embedding and unembedding (`λ_base` in [R] and
+[M]) or of the biases and norms (none in [R]). The unembedding is tied to the embedding
+in [R]; here it is a matrix of its own, under [T1]'s unembedding rows, [M]'s
+`MuReadout`.
 
 **SGD.** A table's `optimizer` is `"adam"` (the four above) or `"sgd"`; the four SGD
 tables `standard-sgd`, `mup-sgd`, `depth-mup-sgd`, `completep-sgd` share their
 initialisation and forward multipliers with the Adam tables and differ in the learning
-rates, because SGD's step is the gradient's size, not the learning rate's:
+rates, because SGD's step is the gradient's size, not the learning rate's
+(Mathematics §11 derives them):
 
 | SGD learning rate | SP | μP | depth-μP (α=½) | CompleteP (α=1) |
 |---|---|---|---|---|
@@ -60,22 +109,24 @@ rates, because SGD's step is the gradient's size, not the learning rate's:
 | hidden weights | 1 | 1 | 1 | `m_L` |
 | hidden biases, norms | 1 | `m_N` | `m_N` | `m_N m_L` |
 
-In width these are μP's SGD rules (Yang & Hu 2021, "Tensor Programs IV", Table 3:
-vector-like parameters, the embedding and biases, at `fan_out`; hidden matrices at 1;
-the output matrix at `1/fan_in`, which becomes `m_N` here, where the output multiplier
-`m_N^{-1}` carries the output's `1/fan_in`: moving a multiplier `n^{-θ}` into the
-initialisation multiplies SGD's learning rate by `n^{2θ}`). In depth, a branch's
-gradients carry its multiplier `m_L^{-α}`, so one SGD step moves a branch's output by
-`lr · m_L^{-2α}` and the L branches together by `lr · m_L^{1-2α}`: the hidden learning
-rates scale as `m_L^{2α-1}`, constant for depth-μP (Yang et al. 2023, "Tensor Programs
-VI", and Bordelon et al. 2023: SGD at a depth-independent rate) and `m_L` for α = 1 (the
-mean-ODE scaling's `η ∝ L`, Mathematics §8). ε does not apply; the weight decay,
-coupled to the learning rate (`optax.add_decayed_weights` before `optax.sgd`), scales
-as the inverse of each decayed group's learning rate, so that `lr · weight decay` is
-size-independent, the aim of the reference's `m_N` rule for Adam.
+In width these are μP's SGD rules: Tensor Programs V (Yang et al. 2022), Table 8, the
+formulation with the output multiplier `1/fan_in` (input weights and biases at
+`fan_out`, hidden matrices at 1, output weights at `fan_in`), as [M]'s `MuSGD` applies
+them (vector-like parameters, the embedding, biases, norms and the unembedding, `lr ×
+m_N`; square hidden matrices `× 1`). In depth, a branch's gradients carry its
+multiplier `m_L^{-α}`, so one SGD step moves a branch's output by `lr · m_L^{-2α}` and
+the L branches together by `lr · m_L^{1-2α}`: the hidden learning rates scale as
+`m_L^{2α-1}`, constant for depth-μP (Yang et al. 2023, "Tensor Programs VI"; Bordelon
+et al. 2023) and `m_L` for α = 1 (the mean-ODE scaling's `η ∝ L`, Mathematics §8). ε
+does not apply; the weight decay, coupled to the learning rate
+(`optax.add_decayed_weights` before `optax.sgd`), scales as the inverse of each decayed
+group's learning rate, so that `lr · weight decay` is size-independent (in width
+`MuSGD`'s rule, `weight_decay /= width_mult` for vector-like parameters; in depth the
+library's own, by the same aim).
 
 A user writes their own table with `Parametrisation(...)` or
-`COMPLETEP.replace(alpha=0.75, ...)`.
+`COMPLETEP.replace(alpha=0.75, ...)`; e.g. [R]'s ε for every group of a depth table is
+`rules` with `"eps": (-1, -alpha)` for all six groups.
 """
 
 import dataclasses
@@ -219,8 +270,9 @@ class Parametrisation:
 
 
 _REFERENCE = (
-    "Dey et al. 2025 (CompleteP), Table 1, as implemented in its reference code "
-    "EleutherAI/nanoGPT-mup, branch completep (model.py)"
+    "Dey et al. 2025 (CompleteP, arXiv:2505.01618), Table 1; attention scale 1/d_head from "
+    "its reference code EleutherAI/nanoGPT-mup, branch completep, model.py "
+    "(CausalSelfAttention.forward)"
 )
 
 
@@ -237,9 +289,9 @@ def from_table(data: dict) -> Parametrisation:
 
 
 def _depth_table(name: str, alpha: float) -> Parametrisation:
-    """μP in width with the depth rules of the reference implementation for branch
-    multiplier `m_L^{-alpha}`: learning rates of the hidden groups `× m_L^{alpha-1}`,
-    hidden ε `× m_L^{-alpha}`, hidden weight decay `× m_N`."""
+    """μP in width with [T1]'s depth rules for branch multiplier `m_L^{-alpha}` (module
+    docstring): learning rates of the hidden groups `× m_L^{alpha-1}`, ε of the hidden
+    groups (the residual blocks) `m_N^{-1} m_L^{-alpha}`, hidden weight decay `× m_N`."""
     lr_depth = alpha - 1.0
     hidden_eps = (-1.0, -alpha)
     return Parametrisation(
@@ -248,7 +300,6 @@ def _depth_table(name: str, alpha: float) -> Parametrisation:
         output=-1.0,
         attention=1.0,
         rules={
-            "embedding": {"eps": (-1, 0)},
             "hidden_weights": {
                 "init_std": (-0.5, 0),
                 "lr": (-1, lr_depth),
@@ -257,8 +308,6 @@ def _depth_table(name: str, alpha: float) -> Parametrisation:
             },
             "hidden_biases": {"lr": (0, lr_depth), "eps": hidden_eps},
             "hidden_norms": {"lr": (0, lr_depth), "eps": hidden_eps},
-            "final_norm": {"eps": (-1, 0)},
-            "unembedding": {"eps": (-1, 0)},
         },
         source=_REFERENCE,
     )
@@ -271,12 +320,14 @@ MUP = Parametrisation(
     output=-1.0,
     attention=1.0,
     rules={
-        "embedding": {"eps": (-1, 0)},
-        "hidden_weights": {"init_std": (-0.5, 0), "lr": (-1, 0), "eps": (-1, 0)},
+        "hidden_weights": {
+            "init_std": (-0.5, 0),
+            "lr": (-1, 0),
+            "eps": (-1, 0),
+            "weight_decay": (1, 0),
+        },
         "hidden_biases": {"eps": (-1, 0)},
         "hidden_norms": {"eps": (-1, 0)},
-        "final_norm": {"eps": (-1, 0)},
-        "unembedding": {"eps": (-1, 0)},
     },
     source=_REFERENCE,
 )
@@ -284,9 +335,10 @@ DEPTH_MUP = _depth_table("depth-mup", 0.5)
 COMPLETEP = _depth_table("completep", 1.0)
 
 _SGD_SOURCE = (
-    "SGD learning rates: width from Yang & Hu 2021 (Tensor Programs IV, Table 3), depth "
-    "2α − 1 from the branch multiplier (Tensor Programs VI; Bordelon et al. 2023 at α = ½); "
-    "initialisation and multipliers as the Adam table"
+    "SGD learning rates: width from Tensor Programs V (Yang et al. 2022), Table 8, as "
+    "microsoft/mup's MuSGD applies it; depth 2α − 1 from the branch multiplier (Tensor "
+    "Programs VI; Bordelon et al. 2023 at α = ½); initialisation and multipliers as the "
+    "Adam table"
 )
 
 

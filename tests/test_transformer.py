@@ -1,5 +1,5 @@
 """The Transformer, its parametrisation tables and Adam per group (issue 49): the tables
-against the reference implementation's rules written out here, the network against a
+against CompleteP's Table 1 written out here, the network against a
 plain loop over layers, heads and tokens, its gradients against `jax.grad` of that loop,
 one Adam step against Adam written out by hand."""
 
@@ -25,40 +25,42 @@ from meanfield.parametrisation import (
 )
 from meanfield.training.transformer import adam, group_hyperparameters, optimizer, sgd, train
 
-# --- the reference implementation's rules, written out (EleutherAI/nanoGPT-mup, branch
-# completep, model.py): width multiplier mN, depth multiplier mL, exponent alpha ---------
+# --- CompleteP's Table 1 (Dey et al. 2025), written out: width multiplier mN, depth
+# multiplier mL, exponent alpha; the attention power from its reference code
+# (EleutherAI/nanoGPT-mup, branch completep, model.py, CausalSelfAttention.forward).
+# Every rule against each source, with the sources' disagreements:
+# tests/test_parametrisation_sources.py ---------------------------------------------------
 
 
 def reference_rules(name, mN, mL):
     """{group: (lr factor, eps factor, weight-decay factor, init-std factor)} and the
-    forward factors (branch, output, attention power), as the reference code computes them."""
+    forward factors (branch, output, attention power), as Table 1 gives them."""
     if name == "standard":
         groups = {g: (1.0, 1.0, 1.0, 1.0) for g in GROUPS}
         return groups, (1.0, 1.0, 0.5)
-    if name == "mup":  # `mup_enabled`, depth off
+    if name == "mup":
         width_lr = 1 / mN
-        eps = 1 / mN
+        eps = 1 / mN  # "AdamW ε (residual blocks)": the hidden groups only
         groups = {
-            "embedding": (1.0, eps, 1.0, 1.0),
+            "embedding": (1.0, 1.0, 1.0, 1.0),
             "hidden_norms": (1.0, eps, 1.0, 1.0),
-            "hidden_weights": (width_lr, eps, 1.0, 1 / math.sqrt(mN)),
+            "hidden_weights": (width_lr, eps, mN, 1 / math.sqrt(mN)),  # "Hidden WD" λ mN
             "hidden_biases": (1.0, eps, 1.0, 1.0),
-            "final_norm": (1.0, eps, 1.0, 1.0),
-            "unembedding": (1.0, eps, 1.0, 1.0),  # tied to the embedding there
+            "final_norm": (1.0, 1.0, 1.0, 1.0),
+            "unembedding": (1.0, 1.0, 1.0, 1.0),
         }
         return groups, (1.0, 1 / mN, 1.0)
     alpha = {"depth-mup": 0.5, "completep": 1.0}[name]
     depth_lr = mL ** (alpha - 1)
     width_lr = 1 / mN
-    emb_eps = 1 / mN
     hidden_eps = (1 / mN) * mL ** (-alpha)
     groups = {
-        "embedding": (1.0, emb_eps, 1.0, 1.0),
+        "embedding": (1.0, 1.0, 1.0, 1.0),
         "hidden_norms": (depth_lr, hidden_eps, 1.0, 1.0),
-        "hidden_weights": (width_lr * depth_lr, hidden_eps, 1 / width_lr, 1 / math.sqrt(mN)),
+        "hidden_weights": (width_lr * depth_lr, hidden_eps, mN, 1 / math.sqrt(mN)),
         "hidden_biases": (depth_lr, hidden_eps, 1.0, 1.0),
-        "final_norm": (1.0, emb_eps, 1.0, 1.0),
-        "unembedding": (1.0, emb_eps, 1.0, 1.0),
+        "final_norm": (1.0, 1.0, 1.0, 1.0),
+        "unembedding": (1.0, 1.0, 1.0, 1.0),
     }
     return groups, (mL ** (-alpha), 1 / mN, 1.0)
 
@@ -84,10 +86,10 @@ def test_tables_give_the_reference_rules(name):
 
 def reference_sgd_rules(name, mN, mL):
     """{group: (lr factor, weight-decay factor)} of the SGD tables, written out: μP's SGD
-    rules in width (Tensor Programs IV, Table 3: vector-like parameters at fan_out = mN,
-    hidden matrices at 1, the output matrix at 1/fan_in, times mN² for the output
-    multiplier 1/mN carried forward), the hidden learning rates times mL^(2α−1) in depth,
-    weight decay the inverse of the learning rate on the decayed groups."""
+    rules in width (Tensor Programs V, Table 8, with the output multiplier 1/fan_in:
+    vector-like parameters at fan_out = mN, hidden matrices at 1, the output matrix at
+    fan_in = mN), the hidden learning rates times mL^(2α−1) in depth, weight decay the
+    inverse of the learning rate on the decayed groups."""
     if name == "standard-sgd":
         return {g: (1.0, 1.0) for g in GROUPS}
     alpha = {"mup-sgd": None, "depth-mup-sgd": 0.5, "completep-sgd": 1.0}[name]

@@ -1,4 +1,4 @@
-"""The two residual branches of a pre-LN Transformer, as layer blocks (Mathematics §10).
+"""The two residual branches of a pre-LN Transformer, as layer blocks (Mathematics §11).
 
 The state is T tokens of width N flattened, `h ∈ R^{T·N}` (row-major: token t is
 `h[t·N:(t+1)·N]`), as for `meanfield.blocks.attention.AttentionHead`. A layer's

@@ -1,5 +1,5 @@
 """A pre-LN residual Transformer on token sequences, parametrised by a table
-(Mathematics §10):
+(Mathematics §11):
 
     x^0 = (E[tokens] + P[positions]) · input multiplier,
     x^{l+½} = x^l + β · Attn_l(LN(x^l)),   x^{l+1} = x^{l+½} + β · MLP_l(LN(x^{l+½})),

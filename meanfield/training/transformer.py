@@ -1,7 +1,13 @@
 """Training a `meanfield.models.transformer.Transformer` with the optimiser of its
 parametrisation table, whose per-group learning rate, ε and weight decay follow the
-table (`optimizer`: `adam` or `sgd`), on batches of token sequences (`train`, through
-the library's one loop `gd_loop`)."""
+table (`optimizer`: `adam` or `sgd`; the rules and their sources: Mathematics §11), on
+batches of token sequences (`train`, through the library's one loop `gd_loop`).
+
+Weight decay is coupled to the learning rate in both optimisers: a step shrinks a
+decayed weight of group g by `lr_g · weight_decay_g` (PyTorch's `AdamW`, as in the
+tables' sources). So under μP's AdamW the hidden matrices, at `lr · m_N^{-1}` with
+weight decay `weight_decay · m_N`, shrink by `lr · weight_decay` per step at every
+width, as the embedding and unembedding do."""
 
 import jax
 import jax.numpy as jnp
