@@ -280,7 +280,10 @@ def _study_command(parser, args, where: str, *, lock: bool = True) -> int:
     from .runtime.compilation import enable_compilation_cache
 
     try:
-        enable_compilation_cache(args.compile_cache)
+        # programs compiled in under a second (the self-check's op-by-op operations, about
+        # 1,200 in a transfer run) are not worth a disk read, and jaxlib 0.10.1 logs a
+        # spurious SIGILL warning for every program read back (runtime.compilation)
+        enable_compilation_cache(args.compile_cache, min_compile_seconds=1.0)
     except ValueError as err:
         parser.error(f"--compile-cache: {err}")
     import jax

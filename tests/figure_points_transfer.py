@@ -34,8 +34,16 @@ def transfer(stem, results):
                 for lr, v in zip(cfg["lrs"], _log_loss(p), strict=True):
                     out.append((f"{name} {key} {size} lr {lr:g}", f"[{name}]", lr, math.exp(v)))
                 star = ln["optimal_lr"][i]
-                if star is not None:
-                    out.append((f"lr* of {name} at {size}", "[lr*]", size, star))
+                first = next((v for v in ln["optimal_lr"] if v is not None), None)
+                if star is not None:  # relative to the table's lr* at its first resolved size
+                    out.append((f"lr* of {name} at {size}", "[lr*]", size, star / first))
+        return out
+    if stem == "transfer_budgets":
+        for ln in results["lines"]:
+            for b in ln.get("budgets") or []:
+                if b["drift_exponent"] is not None:
+                    what = f"drift of {ln['parametrisation']} after {b['steps']} steps"
+                    out.append((what, f"[{ln['line']}]", b["steps"], b["drift_exponent"]))
         return out
     if stem == "laziness":
         for ln in results["lines"]:

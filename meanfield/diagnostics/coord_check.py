@@ -1,4 +1,4 @@
-"""The coordinate check (Mathematics §10): the μP package's diagnostic, extended to depth.
+"""The coordinate check (Mathematics §11): the μP package's diagnostic, extended to depth.
 
 A network is trained `steps` updates with its parametrisation's optimiser (Adam or
 SGD); at every step t its coordinates are measured on a fixed evaluation batch, each

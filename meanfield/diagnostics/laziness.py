@@ -1,4 +1,4 @@
-"""Whether a Transformer's layers learn non-linearly or lazily (Mathematics §10; the
+"""Whether a Transformer's layers learn non-linearly or lazily (Mathematics §8, §11; the
 CompleteP claim that only α = 1 keeps every layer learning non-linearly as depth grows).
 
 For every layer l and branch F_l (attention, MLP), at the branch's input u after
@@ -51,7 +51,9 @@ def nonlinear_fractions(model, params0: dict, params: dict, tokens) -> dict:
             moved, lin = jax.vmap(per_sequence)(ul)
             return _rms(moved - lin) / _rms(moved)
 
-        return jax.vmap(one_layer, in_axes=(0, 0, 1))(theta0, theta, u)
+        # the layers one after the other (`lax.map`), not as one more vmapped axis: the
+        # attention's products stay at rank 3 plus the caller's batch axes
+        return jax.lax.map(lambda a: one_layer(*a), (theta0, theta, jnp.swapaxes(u, 0, 1)))
 
     return {
         "attention": fraction(attn, params0["attention"], params["attention"], u_attention),

@@ -1,6 +1,6 @@
 """`meanfield study coord-check`: the coordinate check of a Transformer, or of a ResNet
 of the user's own unit block, under each parametrisation, across width and across depth
-(Mathematics §10; issue 49).
+(Mathematics §11; issue 49).
 
 **A user's own block** (`--block FILE.py:NAME --law FILE.py:NAME`, or `--model resnet`
 for the built-in 2LP unit): ResNets of those units under the tables of
@@ -31,8 +31,10 @@ depth tables claim width, depth-μP and CompleteP claim depth); its headline say
 many of its activation and change quantities are flat, and how many lie 0.4 or more
 from flat.
 
-**The base model.** All tables give the same network at the base size (`--base-width`,
-`--base-depth`). The base standard deviation of the drawn matrices is 0.02
+**The base model.** At the base size (`--base-width`, `--base-depth`) every table's
+factors are 1, so μP, depth-μP and CompleteP (and their SGD versions) give the same
+network; SP differs from them in the attention scale only, `d_head^{-1/2}` against
+`d_head^{-1}` (Mathematics §11.4). The base standard deviation of the drawn matrices is 0.02
 (`--init-std`), that of GPT-2 and of the tables' reference implementation: the branches
 at initialisation are then small against the embedding. With a larger one (the
 1/fan-in `--init-std` `base_width^{-1/2}`, say) the branches dominate the stream at
@@ -66,10 +68,12 @@ from .args import int_list, positive_float, positive_int
 from .runner import start_study
 from .transformer_options import (
     MODEL_OPTIONS,
+    DrawnAndTrained,
     add_model_arguments,
     check_model_options,
     corpus,
     data_record,
+    draws_program,
     model,
     run_sized_points,
     table_names,
@@ -260,17 +264,21 @@ def check_cost(cfg) -> None:
 def _program(skeleton, steps: int, batch: int, context: int, eps: float, weight_decay: float):
     """One program per shape and optimiser, whatever the table (its numbers are an
     argument: `Transformer.skeleton_and_numbers`): a point's seeds trained at once
-    (vmapped), the coordinates measured at every step inside the loop."""
+    (vmapped), the coordinates measured at every step inside the loop. The networks'
+    draws (initial parameters, batches) are a program of their own (`draws_program`)."""
 
-    def one(numbers, key, lr, train_ids, eval_ids):
+    def draw(numbers, key, train_ids, eval_ids):
         net = skeleton.with_numbers(numbers)
-        # the table's optimiser at a (traced) base learning rate
-        opt = functools.partial(optimizer, net, eps=eps, weight_decay=weight_decay)
         k_init, k_data, k_eval = jax.random.split(key, 3)
-        p0 = net.init(k_init)
         data_keys = jax.random.split(k_data, steps)
         xs, ys = jax.vmap(lambda k: batches(k, train_ids, batch=batch, context=context))(data_keys)
         held_out, _ = batches(k_eval, eval_ids, batch=EVAL_BATCH, context=context)
+        return net.init(k_init), xs, ys, held_out
+
+    def one(numbers, lr, p0, xs, ys, held_out):
+        net = skeleton.with_numbers(numbers)
+        # the table's optimiser at a (traced) base learning rate
+        opt = functools.partial(optimizer, net, eps=eps, weight_decay=weight_decay)
         reference = C.reference_states(net, p0, held_out)
         grad = jax.value_and_grad(net.loss)
 
@@ -285,7 +293,10 @@ def _program(skeleton, steps: int, batch: int, context: int, eps: float, weight_
         _, (losses, coords) = gd_loop(grad_fn, p0, opt(lr=lr), steps + 1, history=False)
         return losses, coords
 
-    return jax.jit(jax.vmap(one, in_axes=(None, 0, None, None, None)))
+    drawn = draws_program(jax.vmap(draw, in_axes=(None, 0, None, None)))
+    trained = jax.jit(jax.vmap(one, in_axes=(None, None, 0, 0, 0, 0)))
+
+    return DrawnAndTrained(drawn, trained)
 
 
 def _point(cfg, table: Parametrisation, N: int, L: int, master, text, steps=None) -> dict:

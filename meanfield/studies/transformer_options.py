@@ -1,14 +1,19 @@
 """What the Transformer studies (`coord-check`, `transfer`) share: the tables named on the
-command line (built-in or a user's `Parametrisation`), the text they train on (the
-standard library's own source, or `--data FILE`), the model of a size, and the options
-of the model and its data, each refused in one line naming it."""
+command line (built-in or a user's `Parametrisation`), the text they train on (a
+built-in text, `--text stdlib` (the standard library's own source, the default) or
+`--text docs` (the English help topics of Python's documentation), or `--data FILE`),
+the model of a size, and the options of the model and its data, each refused in one
+line naming it."""
 
+import dataclasses
 import hashlib
 import math
+from collections.abc import Callable
 
+import jax
 import numpy as np
 
-from ..io.text import load_text
+from ..io.text import DOCS, STDLIB, TEXTS, load_text
 from ..models.transformer import Transformer
 from ..parametrisation import PARAMETRISATIONS, Parametrisation
 from ..runtime.errors import StudyInputError
@@ -17,14 +22,22 @@ from .args import nonnegative_float, positive_float, positive_int
 INIT_STD = 0.02  # the base std of the drawn matrices (GPT-2's and the reference's)
 EPS = 1e-8  # Adam's base ε
 SIZE_LIMIT = 2**16  # widths, depths, context: at most this
-TEXT_BYTES = 2**21  # the standard library's text read (its validation part is held out)
-MODEL_OPTIONS = ("batch", "context", "heads", "base_width", "base_depth")
+# the text read at most (`meanfield.io.text`: its validation part held out, rid of every
+# 64-byte window seen in training): 2 MB of the standard library's source, a hash-ordered
+# sample of its files; all of the help topics (0.37 MB)
+TEXT_BYTES = 2**21
+MODEL_OPTIONS = ("batch", "context", "heads", "base_width", "base_depth", "text")
+# the built-in texts (`--text`), as `data_record` names them
+TEXT_NAMES = {
+    STDLIB: "the Python standard library's source (a hash-ordered sample of its files)",
+    DOCS: "the help topics of Python's documentation (pydoc_data/topics.py)",
+}
 
 
 def add_model_arguments(parser) -> None:
     """The options of the model, its optimiser and its data: `--batch`, `--context`,
     `--heads`, `--base-width`, `--base-depth`, `--init-std`, `--eps`, `--weight-decay`,
-    `--data`."""
+    `--text`, `--data`."""
     parser.add_argument("--batch", type=positive_int, help="sequences per step")
     parser.add_argument("--context", type=positive_int, help="tokens per sequence")
     parser.add_argument("--heads", type=positive_int, help="attention heads")
@@ -37,7 +50,11 @@ def add_model_arguments(parser) -> None:
     parser.add_argument(
         "--weight-decay", type=nonnegative_float, help="the base weight decay (0), coupled to lr"
     )
-    parser.add_argument("--data", help="a UTF-8 text FILE (default: the standard library)")
+    parser.add_argument(
+        "--text", choices=TEXTS, help="the built-in text: stdlib, the standard library's "
+        "source (default), or docs, the English help topics of Python's documentation",
+    )  # fmt: skip
+    parser.add_argument("--data", help="a UTF-8 text FILE (instead of a built-in --text)")
 
 
 def check_model_options(cfg, args, widths, sizes) -> None:
@@ -102,27 +119,45 @@ def table_names(text: str, flag: str) -> list[str]:
 
 
 def corpus(cfg):
-    """The text: the standard library's, or the user's `--data` file; and sets
-    `cfg["data_sha256"]`, the text's digest (a `--resume` on other text is refused, naming
-    `--data`: the runner)."""
+    """The text: the built-in text `cfg["text"]` (`--text`: "stdlib", the default, or
+    "docs") or the user's `--data` file (refused with `--text`: one text or the other);
+    sets `cfg["text"]` (None for a file) and `cfg["data_sha256"]`, the digest of the text
+    read (a `--resume` on other text is refused, naming `--data`: the runner)."""
+    chosen = cfg.get("text")
+    if cfg["data"] is not None and chosen is not None:
+        raise StudyInputError(
+            f"--text: {chosen} is a built-in text and --data {cfg['data']} a file: give one"
+        )
     try:
         if cfg["data"] is None:
-            text = load_text(max_bytes=TEXT_BYTES)
+            text = load_text(text=chosen or STDLIB, max_bytes=TEXT_BYTES)
         else:
             text = load_text(cfg["data"], max_bytes=TEXT_BYTES)
     except (ValueError, OSError) as err:
-        raise StudyInputError(f"--data: {err}") from None
+        raise StudyInputError(f"{'--text' if cfg['data'] is None else '--data'}: {err}") from None
+    cfg["text"] = None if cfg["data"] is not None else chosen or STDLIB
     digest = hashlib.sha256(text.train.tobytes() + b"\0" + text.validation.tobytes())
     cfg["data_sha256"] = digest.hexdigest()
     return text
 
 
 def data_record(cfg, text) -> dict:
-    """The `data` entry of a results file."""
+    """The `data` entry of a results file: the text (`text`: "stdlib", "docs", or None
+    for a `--data` file, named by `source`), its sizes, the files (or the help topics'
+    sections) on each side, and the validation text's verbatim overlap with the
+    training text (`meanfield.io.text`): the fraction of its `verbatim_window`-byte
+    windows found in training as read and as kept, and the validation bytes dropped."""
     return {
-        "source": cfg["data"] or "the Python standard library",
+        "source": cfg["data"] or TEXT_NAMES[text.source],
+        "text": cfg.get("text"),
         "train_bytes": int(text.train.size),
         "validation_bytes": int(text.validation.size),
+        "train_parts": len(text.files_train),
+        "validation_parts": len(text.files_validation),
+        "verbatim_window": int(text.window),
+        "verbatim_overlap_read": float(text.overlap_read),
+        "verbatim_overlap": float(text.overlap),
+        "validation_bytes_dropped": int(text.dropped_bytes),
     }
 
 
@@ -133,6 +168,36 @@ def model(cfg, table: Parametrisation, N: int, L: int) -> Transformer:
         parametrisation=table, base_width=cfg["base_width"], base_depth=cfg["base_depth"],
         init_std=cfg["init_std"],
     )  # fmt: skip
+
+
+def draws_program(fn):
+    """`jax.jit(fn)` for a function that only draws random numbers (a network's initial
+    parameters, its batches' positions), compiled on a CPU at XLA's lowest backend
+    optimisation level.
+
+    JAX's Threefry hash is an unrolled integer loop that LLVM optimises slowly: inside a
+    Transformer study's program its kernels took 12.8 of the 18.2 s that LLVM spent on
+    the whole program at the default level (jaxlib 0.10.1, this 2-core CPU; issue 73).
+    Drawn in a program of their own, vmapped over the networks only, they compile in a
+    fraction of a second and run in milliseconds whatever the level; the training
+    program, compiled at the users' level, no longer holds them. The integer hash is
+    exact at any level."""
+    if jax.default_backend() != "cpu":
+        return jax.jit(fn)
+    return jax.jit(fn, compiler_options={"xla_backend_optimization_level": 0})
+
+
+@dataclasses.dataclass(frozen=True)
+class DrawnAndTrained:
+    """A Transformer study's two compiled programs for one shape: `draws(numbers, keys,
+    train_ids, eval_ids)`, each network's draws (`draws_program`), and `train(numbers,
+    rate, *draws)`; called, the one after the other."""
+
+    draws: Callable
+    train: Callable
+
+    def __call__(self, numbers, keys, rate, train_ids, eval_ids):
+        return self.train(numbers, rate, *self.draws(numbers, keys, train_ids, eval_ids))
 
 
 def listed(a) -> list:
