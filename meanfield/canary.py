@@ -31,6 +31,9 @@ import numpy as np
 # widths at which XLA's CPU backend changes its tiling (the 0.10.2 miscompile: 2000, 4096)
 SIZES = (2000, 4096, 4097, 8192)
 QUICK_SIZES = (2000, 4097)
+# the widest width a probe is built at (its arrays, width × 24 or width × 6 entries, stay
+# small; a width of 10^9 made XLA abort in C++)
+MAX_SIZE = 2**16
 # the largest relative difference between compiled and op-by-op results that is round-off
 TOLERANCE = {"float64": 1e-9, "float32": 1e-3}
 

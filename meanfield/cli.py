@@ -94,6 +94,21 @@ def canary_command(args) -> int:
     from . import canary
     from .runtime.releases import installed, known_bad
 
+    # refused before the run, not after it (issue 75): a width XLA cannot allocate, and a
+    # --json that cannot be written
+    bad = [n for n in args.sizes or () if not 1 <= n <= canary.MAX_SIZE]
+    if bad:
+        print(f"meanfield canary: error: --sizes: widths in 1..{canary.MAX_SIZE}, got {bad}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    if args.json:
+        import os
+
+        folder = os.path.dirname(os.path.abspath(args.json))
+        if os.path.isdir(args.json) or not os.path.isdir(folder):
+            print(f"meanfield canary: error: --json: {args.json!r} is not a file in an existing "
+                  "folder", file=sys.stderr)  # fmt: skip
+            return 2
     jax.config.update("jax_enable_x64", not args.float32)
     probes = canary.PROBES
     if args.probes:

@@ -221,8 +221,11 @@ def test_study_end_to_end_and_a_point_equals_a_direct_computation(tmp_path, self
         (["--targets", "square,cube"], "--targets"),
         (["--seeds", "1"], "--seeds"),
         (["--budgets", "8,64", "--targets", "parity"], "--budgets"),
-        (["--sawtooth-k", "17"], "--sawtooth-k"),
+        (["--targets", "square,sawtooth,parity", "--sawtooth-k", "17"], "--sawtooth-k"),
         (["--parity-n", "40"], "--parity-n"),
+        # an option of a target not trained (issue 75: was accepted and ignored)
+        (["--sawtooth-k", "3"], "--sawtooth-k"),
+        (["--targets", "square", "--parity-n", "5"], "--parity-n"),
         (["--steps", str(10**12)], "--steps"),
     ],
 )

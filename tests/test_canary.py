@@ -129,6 +129,30 @@ def test_the_canary_can_fail(capsys, monkeypatch):
     assert main(["canary", "--probes", "nothing-matches"]) == 2
 
 
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["--sizes", "1000000000"], "--sizes"),
+        (["--sizes", "0"], "--sizes"),
+        (["--json", "."], "--json"),
+        (["--json", "missing-folder/x.json"], "--json"),
+    ],
+)
+def test_options_are_refused_before_the_run(argv, flag, capsys, monkeypatch, tmp_path):
+    """Issue 75: a width XLA cannot allocate aborted in C++, and an unwritable --json failed
+    after the whole run: both are refused in one line before anything runs."""
+    monkeypatch.chdir(tmp_path)
+    ran = []
+    monkeypatch.setattr(canary, "run_canary", lambda *a, **k: ran.append(1) or [])
+    try:
+        code = main(["canary", *argv])
+    except SystemExit as exit_:  # argparse's own (a width that is not a positive integer)
+        code = exit_.code
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert flag in err.splitlines()[-1] and "Traceback" not in err and not ran
+
+
 def test_relative_difference_sees_round_off_nan_and_shape():
     a = np.linspace(1.0, 2.0, 5)
     assert canary.relative_difference(a, a * (1 + 1e-15)) < 1e-14

@@ -2,6 +2,7 @@
 abbreviated option names, options that do not apply to the chosen study or weights,
 a held or foreign folder; and a failing write (disk full) is one line too."""
 
+import os
 import subprocess
 import sys
 
@@ -108,3 +109,25 @@ def test_a_failed_write_is_one_line(tmp_path, capsys, monkeypatch):
     assert run(["study", "tangent-kernel", *tiny, "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "No space left" in err[0] and "--out" in err[0], err
+
+
+@pytest.mark.parametrize("value", ["abc", "nan", "-1", "0", "inf"])
+def test_a_bad_process_timeout_is_refused_naming_it_and_breaks_nothing_else(
+    tmp_path, value, monkeypatch, capsys
+):
+    """MEANFIELD_PROCESS_TIMEOUT is read where a multi-process run needs it (issue 75: it
+    was parsed at import, and `abc` broke even `meanfield info`): `info` runs, a run on
+    several processes is refused in one line naming the variable, before anything starts."""
+    monkeypatch.setenv("MEANFIELD_PROCESS_TIMEOUT", value)
+    proc = subprocess.run(
+        [sys.executable, "-m", "meanfield", "info"], capture_output=True, text=True,
+        timeout=HANG_GUARD_S, env={**os.environ, "MEANFIELD_PROCESS_TIMEOUT": value},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "o"
+    code = main(["study", "variance", "--out", str(out), "--coordinator", "127.0.0.1:1",
+                 "--num-processes", "2", "--process-id", "1"])  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "MEANFIELD_PROCESS_TIMEOUT" in err and repr(value) in err
+    assert not out.exists()

@@ -289,6 +289,9 @@ def test_study_end_to_end(tmp_path, self_checked):
     assert main(["plot", str(out)]) == 0
     assert (out / "coord_check_width.png").exists()
     assert json.loads((out / "results.json").read_text())["study"] == "coord-check"
+    short = tmp_path / "short.txt"  # 200 bytes of lines that do not repeat
+    short.write_text("".join(f"{i:03d} {'abcdefghij'[i % 10] * 5}{i * 7919 % 1000:03d}\n"
+                             for i in range(15))[:200])  # fmt: skip
     for bad, match in (
         (dict(widths=[8, 16]), "^--widths: a slope needs at least three sizes"),
         (dict(depths=[4, 2, 1]), "^--depths: values must be strictly increasing"),
@@ -300,6 +303,8 @@ def test_study_end_to_end(tmp_path, self_checked):
         (dict(heads=3), "^--heads: 3 does not divide the width 8"),
         (dict(seeds=1), "^--seeds: "),
         (dict(data=str(tmp_path / "missing.txt")), "^--data: "),
+        # issue 75: a text too short for --context was a ValueError after the folder was made
+        (dict(data=str(short), context=64), "^--data, --context: a window of --context 64"),
         (dict(eps=2.0), "^--eps: at most 1"),
         (dict(weight_decay=1e3), "^--weight-decay: at most 100"),
     ):

@@ -309,3 +309,19 @@ def test_a_figure_that_is_a_link_is_not_written_through(finished, tmp_path, caps
     assert err.count("\n") == 1
     assert f"DIR: {folder / 'tangent_kernel.png'} is a symbolic link" in err
     assert outside.read_bytes() == b"not a figure of this study"
+
+
+def test_a_results_file_that_is_a_fifo_or_nested_too_deeply_is_refused(tmp_path, capsys):
+    """Issue 75: `meanfield plot DIR` hung on a results.json that is a FIFO (reading it
+    blocks) and raised RecursionError on one nested 100,000 deep; both are one line."""
+    fifo = tmp_path / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / "results.json")
+    assert main(["plot", str(fifo)]) == 2
+    assert "is not a regular file" in capsys.readouterr().err
+    deep = tmp_path / "deep"
+    deep.mkdir()
+    (deep / "results.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert main(["plot", str(deep)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "nested too deeply" in err

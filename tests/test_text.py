@@ -372,3 +372,14 @@ def test_the_studies_text_option(tmp_path, monkeypatch):
             run_study("coord-check", out=str(tmp_path / "refused"), **options)
         assert "\n" not in str(err.value)
     assert not (tmp_path / "refused").exists()
+
+
+def test_a_path_of_another_type_or_a_huge_max_bytes_is_not_a_crash(tmp_path):
+    """Issue 75: `load_text(123)` was a TypeError and `max_bytes=10**15` a MemoryError
+    (the read allocated its size)."""
+    f = tmp_path / "t.txt"
+    f.write_text("".join(f"{hashlib.sha256(str(i).encode()).hexdigest()}\n" for i in range(50)))
+    with pytest.raises(ValueError, match="^path: a file's path"):
+        load_text(123)
+    corpus = load_text(f, max_bytes=10**15)
+    assert corpus.train.size + corpus.validation.size == f.stat().st_size  # all of it read

@@ -72,10 +72,14 @@ def read_results_json(path, *, name: str = "path", error: type[Exception] = Valu
     results (a dict with `study` and `config`)."""
     p = Path(path)
     file = p / "results.json" if p.is_dir() else p
+    if file.exists() and not file.is_file():  # a FIFO or a device: reading it may block
+        raise error(f"{name}: {file} is not a regular file")
     try:
         data = json.loads(file.read_text())
     except FileNotFoundError:
         raise error(f"{name}: no results.json at {p}") from None
+    except RecursionError:
+        raise error(f"{name}: {file} is nested too deeply to be a study's results") from None
     except (OSError, ValueError) as err:
         raise error(f"{name}: {file} is unreadable ({type(err).__name__})") from None
     if not isinstance(data, dict) or "study" not in data or "config" not in data:

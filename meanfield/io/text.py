@@ -189,6 +189,8 @@ def load_text(
         raise ValueError(f"dedup: must be True or False, got {dedup!r}")
     if text is not None and text not in TEXTS:
         raise ValueError(f"text: must be one of {', '.join(TEXTS)}, got {text!r}")
+    if path is not None and not isinstance(path, str | os.PathLike):
+        raise ValueError(f"path: a file's path (str or os.PathLike), got {path!r}")
     if path is not None:
         if text is not None:
             raise ValueError(
@@ -428,8 +430,8 @@ def _corpus(train: bytes, valid: bytes, source: str, names, window: int, dedup: 
 def _load_file(path: str, validation: float, max_bytes: int, window: int, dedup: bool):
     if not os.path.isfile(path):
         raise ValueError(f"path: no such file: {path}")
-    with open(path, "rb") as fh:
-        data = fh.read(max_bytes)
+    with open(path, "rb") as fh:  # never more than the file holds (read(n) allocates n)
+        data = fh.read(min(max_bytes, os.path.getsize(path) + 1))
     if b"\x00" in data:
         raise ValueError(f"path: {path} holds NUL bytes: not a text file")
     try:

@@ -13,13 +13,14 @@ process then computes its share of the grid points (`Processes.share`) and sends
 finished point to the others through the runtime's key-value store (`send`, `receive`):
 every process ends with every point, and only process 0 writes the study's folder
 (`studies.runner`). A process that stops answering (killed, its machine gone) makes the
-others stop within `STALE_SECONDS` with one line (`Processes` watches every peer's
+others stop within `stale_seconds()` with one line (`Processes` watches every peer's
 heartbeat); the points already written stay, and `--resume` continues from them.
 """
 
 import contextlib
 import contextvars
 import json
+import math
 import os
 import queue
 import sys
@@ -31,7 +32,27 @@ from typing import Any
 
 import jax
 
-STALE_SECONDS = float(os.environ.get("MEANFIELD_PROCESS_TIMEOUT", "10"))
+TIMEOUT_VARIABLE = "MEANFIELD_PROCESS_TIMEOUT"
+DEFAULT_STALE_SECONDS = 10.0
+
+
+def stale_seconds() -> float:
+    """How long a silent peer is waited for (`MEANFIELD_PROCESS_TIMEOUT`, default 10 s),
+    read when a multi-process run needs it, not at import (a bad value must not break
+    `meanfield info`). A value that is not a finite positive number is a one-line
+    `ValueError` naming the variable."""
+    text = os.environ.get(TIMEOUT_VARIABLE)
+    if text is None:
+        return DEFAULT_STALE_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{TIMEOUT_VARIABLE}: seconds, a finite number > 0, got {text!r}")
+    return value
+
+
 _BEAT_SECONDS = 0.5
 _CHUNK = 1 << 20  # characters per key-value entry (the store's messages stay small)
 _PREFIX = "meanfield"
@@ -137,9 +158,9 @@ def start_processes(
     from the cluster's environment (SLURM, Open MPI, ...; `JAX_COORDINATOR_ADDRESS`)."""
     jax.distributed.initialize(
         coordinator_address=coordinator, num_processes=num_processes, process_id=process_id,
-        # the runtime's own checks are slower than ours (`STALE_SECONDS`), so a dead peer
+        # the runtime's own checks are slower than ours (`stale_seconds`), so a dead peer
         # is reported by one line of ours, not by the runtime's abort
-        heartbeat_timeout_seconds=max(100, int(10 * STALE_SECONDS)),
+        heartbeat_timeout_seconds=max(100, int(10 * stale_seconds())),
     )  # fmt: skip
     return Processes()
 
@@ -159,7 +180,7 @@ class PeerLost(RuntimeError):
 class Processes:
     """This process's view of a multi-process run: its index and the count, its share of
     a list, and the key-value exchange with the others, with a watch on their heartbeats
-    (every `_BEAT_SECONDS`; a peer silent for `STALE_SECONDS` ends this process with one
+    (every `_BEAT_SECONDS`; a peer silent for `stale_seconds()` ends this process with one
     line, `on_lost`)."""
 
     def __init__(self, *, on_lost: Callable[[str], None] | None = None):
@@ -247,6 +268,7 @@ class Processes:
 
     def _beat(self) -> None:
         seen: dict[int, tuple[str | None, float]] = {}
+        stale = stale_seconds()
         key = f"{_PREFIX}/alive/{self.index}"
         while not self._stop.is_set():
             try:
@@ -266,10 +288,10 @@ class Processes:
                     last = seen.get(peer)
                     if last is None or beat != last[0]:
                         seen[peer] = (beat, now)
-                    elif now - last[1] > STALE_SECONDS:
+                    elif now - last[1] > stale:
                         self._lost(
                             f"process {peer} of {self.count} stopped answering (no heartbeat "
-                            f"for {STALE_SECONDS:g} s)"
+                            f"for {stale:g} s)"
                         )
                         return
             except Exception as err:  # noqa: BLE001 - the coordinator gone

@@ -146,6 +146,12 @@ def distributed_settings(args) -> dict | None:
 
         if cluster_detected() is None and "JAX_COORDINATOR_ADDRESS" not in os.environ:
             raise StudyInputError("--coordinator: needed with --num-processes outside a cluster")
+    from ..runtime.distribution import stale_seconds
+
+    try:  # read once here, so that a bad value is refused before any process starts
+        stale_seconds()
+    except ValueError as err:
+        raise StudyInputError(str(err)) from None
     return given
 
 

@@ -75,6 +75,8 @@ from .runner import start_study
 HELP = "why depth: exact ReLU constructions, and trained shallow against deep networks"
 DEFAULT_X64 = True
 TARGETS = ("square", "sawtooth", "sin50", "parity", "spirals", "smooth1", "smooth2", "smooth4")
+DEFAULT_SAWTOOTH_K = 4  # the sawtooth target's tent maps composed, unless --sawtooth-k
+DEFAULT_PARITY_N = 8  # the parity target's bits, unless --parity-n
 # the targets run by default (the smooth d-dimensional ones on request)
 DEFAULT_TARGETS = TARGETS[:5]
 # the two-spirals task: labels 0 and 1 on two interleaved spirals of this many turns
@@ -136,14 +138,12 @@ def add_arguments(parser):
     parser.add_argument(
         "--sawtooth-k",
         type=positive_int,
-        default=4,
-        help="the sawtooth target's tent maps composed (2^k teeth; default 4)",
+        help=f"the sawtooth target's tent maps composed (2^k teeth; default {DEFAULT_SAWTOOTH_K})",
     )
     parser.add_argument(
         "--parity-n",
         type=positive_int,
-        default=8,
-        help="bits of the parity target (default 8; all 2^n inputs)",
+        help=f"bits of the parity target (default {DEFAULT_PARITY_N}; all 2^n inputs)",
     )
     parser.add_argument("--train-points", type=positive_int, default=256,
                         help="grid points of [0, 1] the 1-D targets are trained on")  # fmt: skip
@@ -172,8 +172,8 @@ def _config(args) -> dict:
         "exercise_steps": args.exercise_steps or preset["exercise_steps"],
         "exercise_lrs": list(EXERCISE_LRS),
         "targets": targets,
-        "sawtooth_k": args.sawtooth_k,
-        "parity_n": args.parity_n,
+        "sawtooth_k": DEFAULT_SAWTOOTH_K if args.sawtooth_k is None else args.sawtooth_k,
+        "parity_n": DEFAULT_PARITY_N if args.parity_n is None else args.parity_n,
         "spiral_turns": SPIRAL_TURNS,
         "train_points": args.train_points,
         "test_points": TEST_POINTS,
@@ -191,6 +191,14 @@ def _config(args) -> dict:
         raise StudyInputError("--seeds: need at least 2 networks for an interval")
     if cfg["exercise_seeds"] < 2:
         raise StudyInputError("--exercise-seeds: need at least 2 networks for an interval")
+    # an option of a target not trained would be accepted and ignored: refused
+    for flag, name, target in (("--sawtooth-k", "sawtooth_k", "sawtooth"),
+                               ("--parity-n", "parity_n", "parity")):  # fmt: skip
+        if getattr(args, name, None) is not None and target not in targets:
+            raise StudyInputError(
+                f"{flag}: sets the {target} target, which --targets does not train "
+                f"({','.join(targets)})"
+            )
     if cfg["sawtooth_k"] > 16:
         raise StudyInputError(f"--sawtooth-k: at most 16 (2^16 teeth), got {cfg['sawtooth_k']}")
     if cfg["parity_n"] > 16:
