@@ -137,11 +137,12 @@ def corpus(cfg):
         raise StudyInputError(f"{'--text' if cfg['data'] is None else '--data'}: {err}") from None
     cfg["text"] = None if cfg["data"] is not None else chosen or STDLIB
     shortest = min(text.train.size, text.validation.size)
-    if shortest < cfg["context"] + 1:  # refused here, before the folder is made (issue 75)
+    context = cfg.get("context") or 1
+    if shortest < context + 1:  # refused here, before the folder is made (issue 75)
         which = "--text" if cfg["data"] is None else "--data"
         raise StudyInputError(
-            f"{which}, --context: a window of --context {cfg['context']} needs "
-            f"{cfg['context'] + 1} bytes of training and of validation text; the text has "
+            f"{which}, --context: a window of --context {context} needs "
+            f"{context + 1} bytes of training and of validation text; the text has "
             f"{text.train.size} and {text.validation.size}"
         )
     digest = hashlib.sha256(text.train.tobytes() + b"\0" + text.validation.tobytes())
