@@ -132,6 +132,35 @@ def _rate_law(rng, r, a=0.3, shared=0.3):
     return (f.get("q_ci95"), 0.5), (f.get("r_ci95"), 0.5), (f.get("p_ci95"), 1.0)
 
 
+def _mean_ode_law(rng, r, noise="gamma", depth=True):
+    """The main job's joint law (`fit_depth_width_law`) at its quick layout: L 8..128 ×
+    M 1, 4, 16, 64, 16384 and M 1..64 at L = 1024, 10 networks a point. Each draw is the
+    law's value (Δ^h's fit after one step: a = 0.46, c/a = −1.2, b = 1.1; p = 1, q = ½)
+    times a factor of mean 1 whose spread grows with the Monte-Carlo term's share, as the
+    study's (3% where the depth term dominates, 70% where the units' fluctuation does):
+    gamma or log-normal. Without `depth` the law is the Monte-Carlo term alone (a
+    centred initialisation before training)."""
+    from meanfield.stats.joint_law import fit_depth_width_law
+
+    pts = [(L, M) for L in (8, 16, 32, 64, 128) for M in (1, 4, 16, 64, 16384)]
+    pts += [(1024, M) for M in (1, 4, 16, 64)]
+    a, c, b = (0.46, -1.2, 1.1) if depth else (0.0, 0.0, 1.1)
+    samples = []
+    for L, M in pts:
+        d, s = a / L * (1 + c / L), b / math.sqrt(L * M)
+        value = math.sqrt(d * d + s * s)
+        cv = 0.03 + 0.7 * s * s / (d * d + s * s)
+        if noise == "gamma":
+            draws = rng.gamma(1 / cv**2, cv**2, 10)
+        else:
+            sigma = math.sqrt(math.log(1 + cv**2))
+            draws = rng.lognormal(-(sigma**2) / 2, sigma, 10)
+        samples.append(value * draws)
+    f = fit_depth_width_law([p[0] for p in pts], [p[1] for p in pts], samples, quantity="q",
+                            c_over_a=c, depth_term=depth, seed=r)  # fmt: skip
+    return [(f.get("p_ci95"), 1.0), (f.get("q_ci95"), 0.5)] if depth else [(f.get("q_ci95"), 0.5)]
+
+
 def _fig6_tail(rng, r, by_inits=True, tilt_sd=0.3, inits=1000, kappa=1.5):
     """The response study's Figure 6 tail: η^l at layers 5..20 of 1000 initialisations,
     mean `l^-κ` at every layer, each initialisation's curve off by a level and a tilt in
@@ -274,7 +303,7 @@ def _transfer_drift(rng, r, preset="quick", line="depth", drift=0.0, skew=0.0):
 
 
 # the intervals of a kind whose replicate returns several, in order
-PARTS = {"rate-sum": ("a", "b"), "rate-law": ("q", "r", "p")}
+PARTS = {"rate-sum": ("a", "b"), "rate-law": ("q", "r", "p"), "mean-ode-law": ("p", "q")}
 
 
 def cases() -> dict[str, list[tuple[str, Callable]]]:
@@ -296,6 +325,16 @@ def cases() -> dict[str, list[tuple[str, Callable]]]:
             (f"12 draws × 31 points, L term {t}", lambda rng, r, a=a: list(_rate_law(rng, r, a)))
             for t, a in (("as the study's (a = 0.3)", 0.3), ("resolved (a = 3)", 3.0))
         ],
+        "mean-ode-law": [
+            (f"29 points × 10 networks, {n}", lambda rng, r, n=n: _mean_ode_law(rng, r, n))
+            for n in ("gamma", "log-normal")
+        ]
+        + [
+            (
+                "29 points × 10 networks, Monte-Carlo term alone",
+                lambda rng, r: _mean_ode_law(rng, r, "gamma", depth=False),
+            )
+        ],  # fmt: skip
         "plain-rate": [("4 depths × 16 draws, Gaussian", one(_plain_rate))],
         "fig6-tail": [
             (f"1000 initialisations, tilt {t}{old}", one(_fig6_tail, not old, t))

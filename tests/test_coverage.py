@@ -35,6 +35,9 @@ def window(replicates: int) -> tuple[float, float]:
         # lines, lr* at a random phase between the rates, skewed and symmetric curves
         ("transfer-drift", "quick depth line, drift 0.3, skew 1", 400),
         ("transfer-drift", "quick width line, drift 0, skew 0", 400),
+        # the main job's headline exponents p, q at its quick layout (issue 74)
+        ("mean-ode-law", "29 points × 10 networks, gamma", 400),
+        ("mean-ode-law", "29 points × 10 networks, Monte-Carlo term alone", 400),
         ("alpha-star", "300 initialisations", 200),
         ("critical-beta", "64 draws, shared noise 0.5 (100 bootstrap draws)", 150),
     ],

@@ -56,6 +56,19 @@ def test_results_json_has_the_schema(tiny_run, self_checked):
     assert any(f.get("against") == "L" and f["theory"] == -1.0 for f in r["fits"])
     assert any(f.get("against") == "M" and f["theory"] == -0.5 for f in r["fits"])
     assert any(f.get("model") == "a/L + b/sqrt(LM)" for f in r["fits"])
+    # the headline: the whole law per error and step; the one-term slopes secondary
+    finite = {(f["quantity"], f["fixed"]["steps"]) for f in r["rates"] if f["part"] == "finite"}
+    assert finite == {
+        ("delta_h", 0),
+        ("delta_b", 0),
+        ("delta_h", 1),
+        ("delta_b", 1),
+        ("delta_z", 1),
+    }
+    for f in r["rates"]:
+        if f["part"] == "finite" and f.get("q") is not None:
+            assert f["n_points"] == 6 and f["draws"] + f["excluded"] == 18
+    assert all(f.get("secondary") for f in r["fits"] if f.get("against"))
     assert r["reference"]["error_estimate"] >= 0
     assert {"total_seconds", "device"} <= set(r["timing"])
     # one depth loop per program, recorded (`--depth-loop auto`: the scan on a CPU)

@@ -11,9 +11,14 @@ whose own error is measured. The pieces, each callable on its own:
   estimate (a coarser particle set, half the tolerance);
 * `program_boxes`, `seed_program`, `pad_grid`: few compiled programs for the whole grid
   (a cheap point runs padded inside a larger point's program, which changes no value);
-* `summarize_steps`, `convergence_fits`: per-point summaries over seeds (exploded
-  networks counted and left out) and the log-log fits against L and M and the joint
-  `a/L + b/sqrt(LM)` fit, each with a 95% bootstrap interval.
+* `summarize_steps`: per-point summaries over seeds (exploded networks counted and left
+  out);
+* `law_fits`: the headline, the exponents p and q of the whole law
+  `a L^-p (1 + c L^-p) ⊕ b (LM)^-q` jointly over the grid for every error and step, and
+  of the Euler part's `a L^-p + c L^-2p` (`meanfield.stats.joint_law`);
+* `convergence_fits`: the secondary one-term log-log slopes against L and M (bent by the
+  other term where it is not negligible; `law_slopes` says by how much) and the
+  `a/L + b/sqrt(LM)` fit with the theory's exponents, each with a 95% bootstrap interval.
 
 `meanfield study mean-ode` is these calls, its configuration, its runner and its figure.
 """
@@ -34,6 +39,7 @@ from ..stats.fits import (
     line_fit,
     summarize,
 )
+from ..stats.joint_law import fit_depth_law, fit_depth_width_law, law_rms
 from ..stats.rate_law import fit_rate_sum
 
 QUANTITIES = ("delta_h", "delta_b", "delta_z")
@@ -104,11 +110,7 @@ def convergence_fits(
     M_min, M_max = min(widths), max(widths)
 
     def usable(pt, q):
-        limit = error_estimate_z if q == "delta_z" else error_estimate
-        if floors is not None and q in floors:
-            limit = floors[q]
-        mean = pt[q]["mean"]
-        return mean is not None and mean >= 10 * limit
+        return _usable(pt[q]["mean"], q, error_estimate, error_estimate_z, floors)
 
     for k in range(steps + 1):
         at_k = [p for p in points if p["steps"] == k]
@@ -145,10 +147,7 @@ def convergence_fits(
             if (q == "delta_z_euler" and k == 0) or trivial(k):
                 continue  # no Euler term: the limit is the identity (or Z_0 is exact)
             rows = sorted((r for r in decomposition if r["steps"] == k), key=lambda r: r["L"])
-            limit = error_estimate_z if q == "delta_z_euler" else error_estimate
-            if floors is not None and q in floors:
-                limit = floors[q]
-            rows = [r for r in rows if r[q] is not None and r[q] >= 10 * limit]
+            rows = [r for r in rows if _usable(r[q], q, error_estimate, error_estimate_z, floors)]
             fit = fit_loglog(
                 [r["L"] for r in rows],
                 [[r[q]] for r in rows],
@@ -161,7 +160,97 @@ def convergence_fits(
             fit["ci95"] = None  # one deterministic value per depth: no seeds to resample
             judge_theory(fit)
             fits.append(fit)
+    for f in fits:  # the one-term slopes: a secondary table, never the verdict (law_fits)
+        if f.get("against") is not None:
+            f["secondary"] = True
     return fits, excluded_points
+
+
+def _usable(value, q, error_estimate, error_estimate_z, floors) -> bool:
+    """Whether a mean error lies at least 10× above the reference's own error estimate
+    (a quantity's own in `floors`, else Δ^Z's or the forward one's)."""
+    limit = error_estimate_z if q.startswith("delta_z") else error_estimate
+    if floors is not None and q in floors:
+        limit = floors[q]
+    return value is not None and value >= 10 * limit
+
+
+def law_fits(
+    points: list[dict],
+    decomposition: list[dict],
+    *,
+    steps: int,
+    error_estimate: float,
+    error_estimate_z: float,
+    trivial: Callable[[int], bool] = lambda k: False,
+    seed: int = 0,
+    floors: dict[str, float] | None = None,
+) -> list[dict]:
+    """The headline rates: per step, for Δ^h, Δ^b and Δ^Z, the Euler part's law
+    `a L^-p + c L^-2p` (`fit_depth_law`, record `part: "euler"`) and the finite networks'
+    `a L^-p (1 + c L^-p) ⊕ b (LM)^-q` over every usable grid point (`fit_depth_width_law`,
+    `part: "finite"`), the depth term's next order c taken from the Euler part's fit; where
+    the limit is `trivial` at a step only `b (LM)^-q`. Points less than 10× above the
+    reference's error are left out, as in `convergence_fits`, and named (`below_reference`).
+    Each record's `fixed` holds its step."""
+    laws = []
+    for k in range(steps + 1):
+        for q in QUANTITIES:
+            if q == "delta_z" and k == 0:
+                continue  # Z_0 equals its limit copy by construction
+            euler = None
+            if not trivial(k):
+                eq = q + "_euler"
+                rows = sorted((r for r in decomposition if r["steps"] == k), key=lambda r: r["L"])
+                rows = [
+                    r for r in rows if _usable(r[eq], eq, error_estimate, error_estimate_z, floors)
+                ]
+                euler = fit_depth_law([r["L"] for r in rows], [r[eq] for r in rows], quantity=eq)
+                euler.update(part="euler", fixed={"steps": k})
+                laws.append(euler)
+            at_k = [p for p in points if p["steps"] == k and p[q]["mean"] is not None]
+            good = [
+                p
+                for p in at_k
+                if _usable(p[q]["mean"], q, error_estimate, error_estimate_z, floors)
+            ]
+            c_over_a = None if euler is None else euler.get("c_over_a")
+            law = fit_depth_width_law(
+                [p["L"] for p in good],
+                [p["M"] for p in good],
+                [fit_values(p[q]) for p in good],
+                quantity=q,
+                c_over_a=0.0 if c_over_a is None else c_over_a,
+                depth_term=not trivial(k),
+                seed=seed,
+            )
+            law.update(part="finite", fixed={"steps": k})
+            law["below_reference"] = [{"L": p["L"], "M": p["M"]} for p in at_k if p not in good]
+            if euler is not None and c_over_a is None:
+                law["note"] = "the Euler part has no law fit; the depth term's next order is 0"
+            laws.append(law)
+    return laws
+
+
+def law_slopes(fits: list[dict], laws: list[dict]) -> None:
+    """On every secondary one-term slope of the finite networks, `law_slope`: the slope
+    that the fitted joint law itself has over the same points (a least-squares line
+    through its values): how far the other term bends a one-term slope there."""
+    for f in fits:
+        if not f.get("secondary") or f.get("slope") is None or f.get("quantity") not in QUANTITIES:
+            continue
+        step = (f.get("fixed") or {}).get("steps")
+        same = [g for g in laws if g.get("part") == "finite" and g["quantity"] == f["quantity"]]
+        law = next((g for g in same if g["fixed"]["steps"] == step), None)
+        xs = [x for x in f.get("sizes") or [] if x]
+        if law is None or len(xs) < 2:
+            continue
+        fixed = f["fixed"]
+        L = xs if f["against"] == "L" else [fixed["L"]] * len(xs)
+        M = xs if f["against"] == "M" else [fixed["M"]] * len(xs)
+        values = law_rms(law, L, M)
+        if values is not None:
+            f["law_slope"] = line_fit(np.log(xs), np.log(values))[0]
 
 
 def _other_term_notes(L_fit: dict, M_fit: dict, joint: dict, line, col) -> None:

@@ -32,7 +32,14 @@ import jax.random as jr
 import numpy as np
 
 from ..blocks.activations import ACTIVATIONS
-from ..coupling.convergence import QUANTITIES, convergence_fits, delta_quantiles, summarize_steps
+from ..coupling.convergence import (
+    QUANTITIES,
+    convergence_fits,
+    delta_quantiles,
+    law_fits,
+    law_slopes,
+    summarize_steps,
+)
 from ..coupling.design import first_pass_mean, pad_grid, program_boxes, seed_program
 from ..coupling.mean_ode import LimitOnGrid, draw_units, euler_errors
 from ..coupling.reference import limit_grids, reference_errors, refine_reference
@@ -748,6 +755,17 @@ def run(args):
         seed=cfg["seed"],
         floors={**floors, **euler_floors},
     )
+    rates = law_fits(
+        points,
+        decomposition,
+        steps=steps,
+        error_estimate=error_estimate,
+        error_estimate_z=error_estimate_z,
+        trivial=trivial,
+        seed=cfg["seed"],
+        floors={**floors, **euler_floors},
+    )
+    law_slopes(fits, rates)
     smallest_by = {
         q: min(
             (
@@ -774,9 +792,16 @@ def run(args):
                 f"{q}: the reference's error estimate ({floors[q]:.2e}) is not 10x below the "
                 f"smallest finite error ({value:.2e}): the points it cannot judge are left out"
             )
-    for f in fits:
-        if f.get("excluded"):
+    for f in fits:  # the one-term fits' (the law's own below; a/L + b/sqrt(LM) says the same)
+        if f.get("excluded") and f.get("against") is not None:
             runner.warn(excluded_warning(f))
+    for rate in rates:  # (not `law`: the study's law, which the points' closures use)
+        if rate.get("excluded"):
+            runner.warn(f"{rate['excluded']} exploded draw(s) of {rate['quantity']} left out of "
+                        f"its law {rate['model']} (steps={rate['fixed']['steps']})")  # fmt: skip
+        if rate.get("reason"):
+            runner.warn(f"{rate['quantity']} (steps={rate['fixed']['steps']}): no law fit: "
+                        f"{rate['reason']}")  # fmt: skip
     fit_seconds = time.perf_counter() - t_fit
     reference_entry = {
         **ref_info,
@@ -829,6 +854,9 @@ def run(args):
     runner.finish(
         {
             "points": points,
+            # the headline: the exponents of the whole law, jointly over the grid
+            "rates": rates,
+            # secondary: one-term slopes along lines of the grid, and a/L + b/sqrt(LM)
             "fits": fits,
             "reference": reference_entry,
             "decomposition": decomposition,
@@ -877,8 +905,9 @@ def plot(out, results) -> None:
     from .mean_ode_plot import plot_convergence
 
     cfg = {**results["config"], **(results.get("grid") or {})}
+    rates = results.get("rates")
     plot_convergence(out, cfg, results["points"], results["decomposition"],
-                     results["fits"], floor=results.get("figure_floors"))  # fmt: skip
+                     results["fits"], floor=results.get("figure_floors"), rates=rates)  # fmt: skip
     for k in sorted({p["steps"] for p in results["points"]} - {cfg["steps"]}):
         plot_convergence(out, cfg, results["points"], results["decomposition"],
-                         results["fits"], steps=k)  # fmt: skip
+                         results["fits"], steps=k, rates=rates)  # fmt: skip

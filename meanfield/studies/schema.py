@@ -104,6 +104,11 @@ _MEAN_ODE = study(
                                       "delta_b_euler": OPT_NUM, "delta_z_euler": OPT_NUM})),
         "fits": Where(List(fit_record(found=True)), _mean_ode_fits),
         "figure_floors?": Maybe(Map(OPT_NUM)),
+        # the headline law fits (`law_fits`); a results file from before them has none
+        "rates?": List(Record({"quantity": Str(), "part": Str(),
+                               "fixed": Record({"steps": NAT}), "p?": OPT_NUM, "q?": OPT_NUM,
+                               "p_ci95?": Maybe(PAIR), "q_ci95?": Maybe(PAIR), "a?": OPT_NUM,
+                               "b?": OPT_NUM, "c_over_a?": OPT_NUM})),
     },
     _mean_ode_config,
 )  # fmt: skip

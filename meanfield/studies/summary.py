@@ -46,6 +46,74 @@ def _fit_line(f: dict) -> str:
     return text + _left_out(f)
 
 
+def _exponent_text(law: dict, k: str) -> str:
+    """`p = 0.983 [0.951, 1.013] (theory 1: inside)` for an exponent of a law fit."""
+    ci = law.get(f"{k}_ci95")
+    text = f"{k} = {law[k]:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else " (no interval)")
+    theory = (law.get("theory") or {}).get(k) or {}
+    inside = {True: "inside", False: "OUTSIDE", None: "not judged"}[theory.get("inside_ci95")]
+    if theory.get("value") is not None:
+        text += f" (theory {theory['value']:g}: {inside})"
+    return text
+
+
+def _law_line(law: dict) -> str:
+    """One law fit: its quantity and exponents, or why it has none; what it left out."""
+    names = [k for k in ("p", "q") if law.get(k) is not None]
+    if not names:
+        return f"{law['quantity']}: no fit ({law.get('reason', 'no usable points')})"
+    text = f"{law['quantity']}: " + ", ".join(_exponent_text(law, k) for k in names)
+    parts = []
+    if law.get("excluded"):
+        parts.append(f"{law['excluded']} exploded draw(s) left out")
+    if law.get("below_reference"):
+        parts.append(f"{len(law['below_reference'])} point(s) within 10x of the reference's "
+                     "error left out")  # fmt: skip
+    if law.get("dropped"):
+        parts.append(f"{len(law['dropped'])} point(s) without a positive draw left out")
+    if law.get("note"):
+        parts.append(law["note"])
+    return text + (f"; {'; '.join(parts)}" if parts else "")
+
+
+def rate_lines(rates: list) -> list[str]:
+    """The headline of a study with `rates` (mean-ode): at the last step, the finite
+    networks' law (its exponents with intervals against the theory) and the Euler part's,
+    each introduced once by its model and what it was fitted to."""
+    rates = [r for r in rates if isinstance(r, dict) and "fixed" in r]
+    if not rates:
+        return []
+    last = max(r["fixed"]["steps"] for r in rates)
+    lines = []
+    for part, intro in (("finite", "rates"), ("euler", "Euler part")):
+        laws = [r for r in rates if r.get("part") == part and r["fixed"]["steps"] == last]
+        if not laws:
+            continue
+        law = next((r for r in laws if r.get("n_points")), laws[0])
+        over = (f"over {law.get('n_points')} grid points, {law.get('draws')} networks, "
+                f"{law.get('statistic')}" if part == "finite"
+                else f"over {law.get('n_points')} depths")  # fmt: skip
+        lines.append(f"{intro} after {last} GD step(s), {law['model']} jointly {over}:")
+        lines += [f"  {_law_line(r)}" for r in laws]
+    others = [
+        r for r in rates if r["fixed"]["steps"] != last
+        and any(t.get("inside_ci95") is False for t in (r.get("theory") or {}).values())
+    ]  # fmt: skip
+    if others:
+        lines.append("exponents at other steps whose 95% interval excludes the theory:")
+        lines += [f"  {_law_line(r)} (steps={r['fixed']['steps']}, {r['part']})" for r in others]
+    return lines
+
+
+def _secondary_line(f: dict) -> str:
+    """A one-term slope along a line of the grid, with the joint law's own slope over the
+    same points (what the other term makes of a one-term slope there)."""
+    text = _fit_line({k: v for k, v in f.items() if k not in ("theory_inside", "theory_note")})
+    if f.get("law_slope") is not None:
+        text += f"; the fitted law's own slope there {f['law_slope']:.3f}"
+    return text
+
+
 def _estimate_text(e: dict) -> str:
     ci = e.get("ci95")
     text = f"{e['estimate']:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
@@ -107,14 +175,21 @@ def summary(results: dict, out: Path, limit: int = 8) -> str:
     lines = [f"{results['study']}: results"]
     lines += [f"  {line}" for line in _verdict_lines(results)]
     fits = results.get("fits") or []
+    lines += [f"  {line}" for line in rate_lines(results.get("rates") or [])]
     shown = [] if results.get("headline") else headline_fits(fits)
-    lines += [f"  {_fit_line(f)}" for f in shown]
+    primary = [f for f in shown if not f.get("secondary")]
+    secondary = [f for f in shown if f.get("secondary")]
+    lines += [f"  {_fit_line(f)}" for f in primary]
+    if secondary:
+        lines.append("  one-term slopes along lines of the grid (secondary: the other term of "
+                     "the law bends them where it is not negligible):")  # fmt: skip
+        lines += [f"    {_secondary_line(f)}" for f in secondary]
     for line in results.get("headline", []) or []:
         lines.append(f"  {line}")
     outside = [
         f for f in fits
         if isinstance(f, dict) and f.get("theory_inside") is False and f.get("slope") is not None
-        and not any(f is g for g in shown)
+        and not f.get("secondary") and not any(f is g for g in shown)
     ]  # fmt: skip
     if outside:
         more = " (other steps and lines)" if shown else ""
