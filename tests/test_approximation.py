@@ -352,3 +352,7 @@ def test_trained_rates_read_the_slope_and_can_disagree():
     assert one["slope"] is None and one["holds_predicted"] is None
     assert S.trained_rates(points("square", -1.0)) == []
     assert "smooth2 depth 1 -1.0" in S.rates_headline([good])
+    # the exploded network of every budget (its RMS None) is named, with its budget
+    assert good["left_out"] == [{"budget": b, "networks": 1, "why": "exploded"}
+                                for b in (64, 256, 1024, 4096)]  # fmt: skip
+    assert "4 exploded network(s) left out" in S.rates_headline([good])

@@ -213,18 +213,22 @@ def test_agreement_counts_only_what_the_classifier_can_judge():
         cell(1.0, -0.5, "no-learning", 0.5, ambiguous=True),  # ambiguous
         cell(0.75, 0.5, "lazy-ode", 0.0, predicted="lazy-ode"),  # on the line
     ]
+    cells.append(cell(0.0, 0.0, "explosion", 0.1, ambiguous=True, predicted="explosion"))
     a = _agreement(cells)
+    # the learning line's cell is judged against its line, not faded as "near a boundary"
     assert (a["agree"], a["judged"], a["near_boundary"], a["ambiguous"]) == (1, 2, 2, 1)
     assert [(d["gamma"], d["lambda"]) for d in a["disagree"]] == [(1.25, -0.5)]
     assert {d["why"] for d in a["not_judged"]} == {"near a boundary", "ambiguous"}
     line = _headline(a, [])[0]
-    assert "1 of 2 judged" in line and "2 within the classifier's resolution" in line
-    assert "1 ambiguous" in line
+    assert "1 of 2 judged off the learning lines, 1 of 1 on them" in line
+    assert "2 within the classifier's resolution" in line and "1 ambiguous" in line
+    # every square drawn is counted (issue 74: the title said 0 ambiguous beside 5 squares)
+    assert a["ambiguous_drawn"] == 2
     # the learning line's cells (predicted lazy-ode or local feature learning), counted apart
     assert [(d["gamma"], d["lambda"]) for d in a["on_learning_line"]] == [(0.75, 0.5)]
-    assert a["on_learning_line_agree"] == 1
-    cells[-1]["regime"] = "no-learning"  # measured off its prediction: the count falls
-    assert _agreement(cells)["on_learning_line_agree"] == 0
+    assert a["on_learning_line_agree"] == a["on_learning_line_agree_judged"] == 1
+    cells[-2]["regime"] = "no-learning"  # measured off its prediction: the count falls
+    assert _agreement(cells)["on_learning_line_agree_judged"] == 0
 
 
 def test_the_drift_says_which_depths_its_line_goes_through():

@@ -75,7 +75,25 @@ def test_the_flat_verdict_follows_the_data():
     verdicts = [c["verdict"] for c in study.flat_checks(fits)]
     assert verdicts == ["flat", "grows", "undecided", "falls"]
     lines = study.headline(study.flat_checks(fits), [])
-    assert any("'samples'" in line and "at 0 of 1" in line and "grows" in line for line in lines)
+    assert any("'samples'" in line and "on 0 of 1 lines" in line and "grows" in line
+               for line in lines)  # fmt: skip
+
+
+def test_sizes_on_the_same_draws_are_one_measurement():
+    """Issue 74: the sizes e = 0.01 and 0.1 of a term perturb the same draws; each line of
+    the grid (against L, against M) counts once: "on 2 of 2 lines", not "at 4 of 4"; two
+    sizes that disagree leave their line undecided."""
+    fits = [
+        {"quantity": f"initial_{e}", "against": a, "slope": 0.01, "ci95": [-0.01, 0.03]}
+        for e in (0.01, 0.1) for a in ("L", "M")
+    ]  # fmt: skip
+    lines = study.headline(study.flat_checks(fits), [])
+    line = next(line for line in lines if "'initial'" in line)
+    assert "on 2 of 2 lines" in line and "its 2 sizes e perturb the same draws" in line
+    fits[1] = {**fits[1], "slope": 0.3, "ci95": [0.2, 0.4]}  # e = 0.01 against M grows
+    verdicts = {(v["kind"], v["against"]): v["verdict"]
+                for v in study.line_verdicts(study.flat_checks(fits))}  # fmt: skip
+    assert verdicts == {("initial", "L"): "flat", ("initial", "M"): "undecided"}
 
 
 def _compiled_route_moved(monkeypatch, move):

@@ -202,6 +202,29 @@ def test_lines_on_curves_of_known_drift(drift, expected):
     assert f"({expected}: " in head and "nonlinear fraction against depth: attention -0.50" in head
 
 
+def test_the_laziness_fit_names_what_it_leaves_out():
+    """Issue 74: networks whose nonlinear fraction is missing (None) or <= 0 are left out of
+    the log-log fit and named per depth; the depth whose lr* chose the rate is recorded."""
+    from meanfield.studies import transfer as S
+
+    rng = np.random.default_rng(3)
+    lrs = [1e-3 * 2.0 ** (k / 2) for k in range(-2, 14)]
+    sizes = [2, 4, 8, 16]
+    cfg = {"lrs": lrs, "parametrisations": ["t"], "width_parametrisations": [],
+           "depths": sizes, "widths": [], "seed": 0}  # fmt: skip
+    pts = _points(0.0, sizes, lrs, 4, rng)
+    j = S._nearest(lrs, 0.01)
+    for p in pts:
+        if p["depth"] == 4:  # two networks without a fraction at the laziness rate
+            p["nonlinear_mlp"][j][0] = None
+            p["nonlinear_mlp"][j][1] = 0.0
+    (line,) = S._lines(cfg, pts)
+    lazy = line["laziness"]
+    assert lazy["lr_from_L"] == 2 and lazy["lr"] == lrs[j]
+    assert lazy["mlp"]["left_out"] == [{"L": 4, "networks": 2, "why": "fraction missing or <= 0"}]
+    assert lazy["attention"]["left_out"] == []
+
+
 def test_an_exploded_run_counts_at_its_initial_loss():
     from meanfield.studies.transfer import log_losses
 

@@ -139,10 +139,10 @@ def test_the_verdicts_follow_the_data():
         for f in fits
         if f["quantity"] != "local_update" or f["against"] == "D"
     )
-    assert counts["mlu_point"] == {"agree": 3, "of": 3}
-    assert all(m["share"] > 0.9 for m in mlu)
+    assert counts["mlu_point"] == {"agree": 3, "of": 3, "undecided": 0, "independent": 3}
+    assert all(m["share"] > 0.9 and m["set95"] == [1.0] for m in mlu)
     lines = study.headline(fits, mlu)
-    assert any("MLU point" in line and "at 3 of 3 D" in line for line in lines)
+    assert any("MLU point" in line and "at 3 of 3 D judged" in line for line in lines)
 
     def bad_law(D, s):  # grows as D^0.3 and peaks at s_v = 2
         return D**0.3 * (s if s <= 2 else 4 / s)
@@ -153,10 +153,51 @@ def test_the_verdicts_follow_the_data():
     counts = study.agreement(fits, mlu)
     assert counts["local_update_vs_D"]["agree"] == 0
     assert counts["hidden_vs_D"]["agree"] == 0
-    assert counts["mlu_point"] == {"agree": 0, "of": 3}
+    assert counts["mlu_point"] == {"agree": 0, "of": 3, "undecided": 0, "independent": 3}
     assert all(m["s_v"] == 2.0 for m in mlu)
     lines = study.headline(fits, mlu)
-    assert any("holds at 0 of 6 (not at s_v=0.25" in line for line in lines)
+    assert any("holds at 0 of 6 values of s_v" in line and "(not at s_v=0.25" in line
+               for line in lines)  # fmt: skip
+
+
+def test_fits_on_the_same_draws_are_one_measurement():
+    """Issue 74: ‖h‖_D against D at every s_v is one fit (the same draws, v rescaled: the
+    slopes agree to the last digit) and holds by construction: printed once as a check of
+    the code, never as "holds at 6 of 6"; the other slopes against D share their networks
+    across s_v and say so (1 independent measurement); against s_v each D counts."""
+    rng = np.random.default_rng(0)
+    pts = _points(_seed_law)
+    base = {D: rng.lognormal(0, 0.2, 6) for D in CFG["D"]}
+    for p in pts:  # one set of draws per D, rescaled by s_v (what the study does)
+        p["hidden"] = summarize(p["s_v"] * math.sqrt(p["D"]) / 32 * base[p["D"]])
+    fits = study.slope_fits(CFG, pts)
+    hidden = [f["slope"] for f in fits if f["quantity"] == "hidden"]
+    assert len(hidden) == 6 and max(hidden) - min(hidden) < 1e-12
+    counts = study.agreement(fits, study.mlu_points(CFG, pts, n_boot=100))
+    assert counts["hidden_vs_D"]["by_construction"] and counts["hidden_vs_D"]["independent"] == 1
+    assert counts["decay_vs_D"]["independent"] == 1
+    assert counts["decay_vs_s_v"]["independent"] == 3
+    text = "\n".join(study.headline(fits, study.mlu_points(CFG, pts, n_boot=100)))
+    hidden_lines = [line for line in text.splitlines() if "‖h‖_D" in line]
+    assert len(hidden_lines) == 1 and "check of the code" in hidden_lines[0]
+    assert "holds at" not in hidden_lines[0] and "one measurement" in hidden_lines[0]
+    assert "1 independent measurement" in text and "(independent networks at each D)" in text
+
+
+def test_an_mlu_point_the_bootstrap_does_not_settle_is_undecided():
+    """A local update with two equal peaks (s_v = 1 and 2) and draws that spread: the mean's
+    argmax may sit at the prediction, but the resamples put it at either: undecided, not
+    "agrees" (the old verdict took the argmax of the means alone); a peak at 2 that every
+    resample finds: disagrees."""
+
+    def two_peaks(D, s):
+        return 1.0 if s in (1.0, 2.0) else 0.3
+
+    pts = _points(two_peaks, noise=0.3, draws=8)
+    mlu = study.mlu_points(CFG, pts, n_boot=400)
+    assert all(m["agrees"] is None and set(m["set95"]) >= {1.0, 2.0} for m in mlu)
+    counts = study.agreement([], mlu)
+    assert counts["mlu_point"]["of"] == 0 and counts["mlu_point"]["undecided"] == 3
 
 
 def test_an_mlu_point_with_a_non_finite_draw_is_not_judged():

@@ -384,11 +384,11 @@ def verdict_counts(comparisons) -> dict:
 
 
 def trained_rates(points) -> list[dict]:
-    """Per smooth d-dimensional target and depth: the least-squares slope of the mean
-    log₁₀ test RMS against log₁₀ parameters over the budgets, with its 95% interval over
-    the independent networks of each budget (`slope_interval`), against the piecewise-
-    linear construction's −2/d, and whether the interval holds it (None below two
-    budgets with two networks each)."""
+    """Per smooth d-dimensional target and depth: the least-squares slope of the mean log₁₀
+    test RMS against log₁₀ parameters over the budgets, with its 95% interval over each
+    budget's networks (`slope_interval`), against the piecewise-linear construction's
+    −2/d, whether the interval holds it (None below two budgets with two networks each),
+    and the exploded networks and budgets it left out (`left_out`)."""
     out = []
     for target in dict.fromkeys(p["target"] for p in points):
         if not target.startswith("smooth"):
@@ -396,16 +396,20 @@ def trained_rates(points) -> list[dict]:
         d = int(target.removeprefix("smooth"))
         mine = sorted((p for p in points if p["target"] == target), key=lambda p: p["budget"])
         for depth in sorted({a["depth"] for p in mine for a in p["arms"]}):
-            xs, samples = [], []
+            xs, samples, left_out = [], [], []
             for p in mine:
                 arm = next(a for a in p["arms"] if a["depth"] == depth)
                 logs = np.log10([v for v in arm["rms"] if v is not None and v > 0])
+                gone = len(arm["rms"]) - logs.size  # exploded (None) networks, named
                 if logs.size >= 2:
                     xs.append(math.log10(arm["parameters"]))
                     samples.append(logs)
+                if gone or logs.size < 2:
+                    why = "exploded" + ("" if logs.size >= 2 else "; budget left out")
+                    left_out.append({"budget": p["budget"], "networks": gone, "why": why})
             rec = {"target": target, "d": d, "depth": depth, "predicted": -2.0 / d,
                    "budgets": len(xs), "slope": None, "ci95": None,
-                   "holds_predicted": None}  # fmt: skip
+                   "holds_predicted": None, "left_out": left_out}  # fmt: skip
             if len(xs) >= 2 and len(set(xs)) == len(xs):
                 ci = slope_interval(xs, samples)
                 rec.update(slope=line_fit(xs, [a.mean() for a in samples])[0], ci95=ci,
@@ -418,11 +422,11 @@ def rates_headline(rates) -> str:
     """The headline line of `trained_rates` (called where there is a smooth target)."""
     parts = []
     for r in rates:
-        measured = "—"
-        if r["slope"] is not None:
-            lo, hi = r["ci95"]
-            measured = f"{r['slope']:+.2f} [{lo:+.2f}, {hi:+.2f}]"
-        parts.append(f"{r['target']} depth {r['depth']} {measured} (−2/d = {r['predicted']:+.2f})")
+        ci = r["ci95"] or [math.nan, math.nan]
+        measured = "—" if r["slope"] is None else f"{r['slope']:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}]"
+        gone = sum(x["networks"] for x in r.get("left_out", []))
+        parts.append(f"{r['target']} depth {r['depth']} {measured} (−2/d = {r['predicted']:+.2f})"
+                     + (f", {gone} exploded network(s) left out" if gone else ""))  # fmt: skip
     return "trained, test RMS against parameters in d dimensions: " + "; ".join(parts)
 
 

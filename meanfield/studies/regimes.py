@@ -376,8 +376,10 @@ def plot(out, results) -> None:
 def _headline(agreement, transfer) -> list[str]:
     lines = [
         f"cells classified as predicted: {agreement['agree']} of {agreement['judged']} judged "
-        f"({agreement['near_boundary']} within the classifier's resolution of a boundary and "
-        f"{agreement['ambiguous']} ambiguous, not judged)"
+        f"off the learning lines, {agreement['on_learning_line_agree_judged']} of "
+        f"{agreement['on_learning_line_judged']} on them (the lazy ODE on λ = 2γ − 1, local "
+        f"feature learning on λ = γ); not judged: {agreement['near_boundary']} within the "
+        f"classifier's resolution of a boundary, {agreement['ambiguous']} ambiguous"
     ]
     for t in transfer:
         lines.append(f"lr* drift exponent, {t['parametrization']}: {drift_text(t)}")

@@ -31,7 +31,7 @@ def _figures(out: Path, cfg, diagram, transfer, transfer_points):
     agreement = _agreement(diagram)
     for c in diagram:
         marker = "o" if not c["ambiguous"] else "s"
-        near = c["distance_to_boundary"] < agreement["resolution"]
+        near = c["distance_to_boundary"] < agreement["resolution"] and not _on_line(c)
         ax.scatter(c["gamma"], c["lambda"], s=160, color=COLORS.get(c["regime"], "k"),
                    marker=marker, edgecolors="k" if c["regime"] != c["predicted_regime"]
                    else "none", linewidths=1.5, zorder=3, alpha=0.35 if near else 1.0)  # fmt: skip
@@ -51,9 +51,12 @@ def _figures(out: Path, cfg, diagram, transfer, transfer_points):
            ylabel="λ (learning rate η = lr0 · M · L^λ)")  # fmt: skip
     ax.set_title(f"Training regimes from exponents in L = {cfg['L'][0]}..{cfg['L'][-1]} "
                  f"({cfg['seeds']} draws, {cfg['steps']} GD steps); lines: predicted boundaries\n"
-                 f"{agreement['agree']} of {agreement['judged']} judged cells as predicted; "
-                 f"not judged: {agreement['near_boundary']} faded, {agreement['ambiguous']} "
-                 "ambiguous", fontsize=9)  # fmt: skip
+                 f"as predicted: {agreement['agree']} of {agreement['judged']} judged cells off "
+                 f"the lines, {agreement['on_learning_line_agree_judged']} of "
+                 f"{agreement['on_learning_line_judged']} on the learning lines; not judged: "
+                 f"{agreement['near_boundary']} faded (near a boundary), "
+                 f"{agreement['ambiguous']} ambiguous elsewhere; squares: all "
+                 f"{agreement['ambiguous_drawn']} ambiguous cells", fontsize=9)  # fmt: skip
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     save_figure(fig, out / "phase_diagram.png", dpi=110)
 
@@ -188,19 +191,26 @@ def _agreement(diagram) -> dict:
     same tolerance) can be read either way by deviations the classifier tolerates
     elsewhere: it is counted apart, as are the ambiguous cells."""
     resolution = 2 * R.EXPONENT_TOL
-    near = [c for c in diagram if c["distance_to_boundary"] < resolution]
+    on_line = [c for c in diagram if _on_line(c)]
+    near = [c for c in diagram if c["distance_to_boundary"] < resolution and not _on_line(c)]
     unclear = [c for c in diagram if c not in near and (c["ambiguous"] or c["regime"] is None)]
-    judged = [c for c in diagram if c not in near and c not in unclear]
+    judged = [c for c in diagram if c not in near and c not in unclear and not _on_line(c)]
     agree = [c for c in judged if c["regime"] == c["predicted_regime"]]
-    on_line = [
-        c for c in diagram if c["predicted_regime"] in ("lazy-ode", "local-feature-learning")
-    ]
+    line_judged = [c for c in on_line if c not in unclear]
     keys = ("gamma", "lambda", "regime", "predicted_regime", "ambiguous")
     return {
         "judged": len(judged),
         "agree": len(agree),
+        # the learning lines' cells (lazy ODE on λ = 2γ − 1, local feature learning on
+        # λ = γ): regimes that are lines, judged against their line's prediction
+        "on_learning_line_judged": len(line_judged),
+        "on_learning_line_agree_judged": sum(
+            c["regime"] == c["predicted_regime"] for c in line_judged
+        ),
         "near_boundary": len(near),
         "ambiguous": len(unclear),
+        # every cell drawn as a square (ambiguous at these L), wherever it lies
+        "ambiguous_drawn": sum(bool(c["ambiguous"]) for c in diagram),
         "resolution": resolution,
         "rule": "judged: not ambiguous, and the deciding predicted exponent at least "
         f"{resolution:g} (twice the classifier's tolerance {R.EXPONENT_TOL:g}) from 0",
@@ -215,6 +225,11 @@ def _agreement(diagram) -> dict:
         ],
         "on_learning_line_agree": sum(c["regime"] == c["predicted_regime"] for c in on_line),
     }  # fmt: skip
+
+
+def _on_line(cell) -> bool:
+    """A cell predicted on a learning line (the lazy ODE or local feature learning)."""
+    return cell["predicted_regime"] in ("lazy-ode", "local-feature-learning")
 
 
 COLORS = {

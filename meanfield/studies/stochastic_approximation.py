@@ -133,6 +133,10 @@ def run(args):
             "points": points,
             "fits": fits,
             "flat": checks,
+            # one verdict per term and line: the sizes e share their draws
+            "flat_lines": [
+                {k: v for k, v in line.items() if k != "sizes"} for line in line_verdicts(checks)
+            ],  # fmt: skip
             "limit_responses": limits,
             "limit_ratios": ratios,
             "headline": headline(checks, ratios),
@@ -245,17 +249,38 @@ def limit_ratios(cfg, points, limits) -> list[dict]:
     return out
 
 
+def line_verdicts(checks) -> list[dict]:
+    """Per ε term and line of the grid (against L, against M): one verdict. The sizes e
+    of a term perturb the same draws (their responses correlate 0.99 and more), so they
+    are one measurement: the line is flat where every size's slope is, grows or falls
+    where every size's does, else undecided; `sizes` keeps each size's check."""
+    out = []
+    for kind in sa.KINDS:
+        for against in ("L", "M"):
+            mine = [c for c in checks if c["quantity"].startswith(kind + "_")
+                    and c["against"] == against]  # fmt: skip
+            if not mine:
+                continue
+            verdicts = {c["verdict"] for c in mine}
+            verdict = verdicts.pop() if len(verdicts) == 1 else "undecided"
+            out.append({"kind": kind, "against": against, "verdict": verdict, "sizes": mine})
+    return out
+
+
 def headline(checks, ratios) -> list[str]:
     lines = []
     for kind in sa.KINDS:
-        mine = [c for c in checks if c["quantity"].startswith(kind + "_")]
-        flat = sum(c["verdict"] == "flat" for c in mine)
+        mine = [v for v in line_verdicts(checks) if v["kind"] == kind]
+        flat = sum(v["verdict"] == "flat" for v in mine)
         off = [f"{c['quantity']} vs {c['against']}: {c['slope']:.3f} [{c['ci95'][0]:.3f}, "
-               f"{c['ci95'][1]:.3f}] {c['verdict']}" for c in mine if c["verdict"] != "flat"
-               and c["ci95"] is not None]  # fmt: skip
+               f"{c['ci95'][1]:.3f}] {c['verdict']}" for v in mine for c in v["sizes"]
+               if c["verdict"] != "flat" and c["ci95"] is not None]  # fmt: skip
+        sizes = len(mine[0]["sizes"]) if mine else 0
         lines.append(
             f"ε term '{kind}': the response per unit size is flat in L and M (slope within "
-            f"±{FLAT:g}) at {flat} of {len(mine)}" + (f" (not: {'; '.join(off)})" if off else "")
+            f"±{FLAT:g}) on {flat} of {len(mine)} lines of the grid (each line one "
+            f"measurement: its {sizes} sizes e perturb the same draws)"
+            + (f" (not: {'; '.join(off)})" if off else "")
         )
     for r in ratios:
         lines.append(

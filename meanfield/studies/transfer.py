@@ -27,8 +27,9 @@ lr\\*** against the size (does depth help at fixed width?): the mean log loss at
 grid point nearest lr\\*.
 
 **Lazy or not, per layer** (depth line): at every size, for the networks trained at the
-grid's learning rate nearest the table's lr\\* at the base depth, every branch's
-nonlinear fraction (`meanfield.diagnostics.laziness`), its mean over layers, and its
+grid's learning rate nearest the table's lr\\* at the smallest depth where it is resolved
+(the base depth unless its lr\\* sits at a grid edge; `laziness.lr_from_L` says which),
+every branch's nonlinear fraction (`meanfield.diagnostics.laziness`), its mean over layers, and its
 slope against depth with an interval over the networks: CompleteP's claim is that only
 α = 1 keeps it flat (every layer learning non-linearly), α = ½ making the layers lazy
 as `L^{-1/2}`.
@@ -453,15 +454,24 @@ def _laziness(cfg, pts, sizes, found, name) -> dict:
     """Per branch, the mean nonlinear fraction against depth at the learning rate nearest
     lr* at the smallest resolved depth (one rate for the whole line), its slope over the
     networks."""
-    resolved = [v for v in found["optimal_lr"] if v is not None]
-    lr = resolved[0] if resolved else cfg["lrs"][len(cfg["lrs"]) // 2]
+    resolved = [(L, v) for L, v in zip(sizes, found["optimal_lr"], strict=True) if v is not None]
+    lr = resolved[0][1] if resolved else cfg["lrs"][len(cfg["lrs"]) // 2]
     j = _nearest(cfg["lrs"], lr)
-    out = {"lr": cfg["lrs"][j]}
+    # the depth whose lr* chose the rate (None: no depth resolved it, the grid's middle)
+    out = {"lr": cfg["lrs"][j], "lr_from_L": resolved[0][0] if resolved else None}
     for branch in ("attention", "mlp"):
-        samples = [[v for v in p[f"nonlinear_{branch}"][j] if v is not None and v > 0] for p in pts]
+        raw = [p[f"nonlinear_{branch}"][j] for p in pts]
+        samples = [[v for v in r if v is not None and v > 0] for r in raw]
         out[branch] = fit_loglog(sizes, samples, quantity=f"nonlinear fraction, {branch}",
                                  against="L", fixed={"parametrisation": name, "lr": out["lr"]},
                                  seed=cfg["seed"])  # fmt: skip
+        # networks without a positive fraction (None: not finite; 0: no change) are left
+        # out of the log-log fit: named, per depth
+        out[branch]["left_out"] = [
+            {"L": L, "networks": len(r) - len(kept), "why": "fraction missing or <= 0"}
+            for L, r, kept in zip(sizes, raw, samples, strict=True)
+            if len(r) > len(kept)
+        ]
     return out
 
 
