@@ -269,3 +269,33 @@ def test_a_resumed_study_self_checks_its_fixed_d_limits_recomputed_op_by_op(tmp_
     assert again["points"] == first["points"]  # loaded, not recomputed
     self_checked(again)
     assert again["self_check"][0]["scales"]["reference_error_fixed_D"] > 0.1
+
+
+def test_explosions_are_warned_and_marked_in_the_figures(tmp_path):
+    """Issue 74: a point where 11 of 12 networks exploded (its mean is the one survivor's)
+    is named in a warning with its count, and ringed and labelled in the figure's panel;
+    a point without explosions is not."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from meanfield.stats.fits import summarize
+    from meanfield.studies.shapes import _explosions
+    from meanfield.studies.shapes_plot import mark_exploded
+
+    def point(L, values):
+        s = summarize(values)
+        return {"L": L, "M": 4, "D": 128, "steps": 2, "output_error": s, "hidden_error": s}
+
+    calm = point(8, [0.1] * 12)
+    wild = point(4, [236.0] + [float("inf")] * 11)
+    assert _explosions([calm]) is None
+    warning = _explosions([calm, wild])
+    assert warning is not None and "(L, M, D) = (4, 4, 128): 11 of 12 after 2 step(s)" in warning
+    fig, ax = plt.subplots()
+    mark_exploded(ax, [calm, wild], "hidden_error", lambda p: p["L"])
+    texts = [t.get_text() for t in ax.texts]
+    assert texts == ["11/12 exploded"]
+    assert "red ring: networks exploded" in [line.get_label() for line in ax.get_lines()]
+    plt.close(fig)

@@ -279,6 +279,7 @@ def run(args):
     trajectory = study.trajectory()
     warnings: list[str] = [w for w in [_failed_solves(points)] if w]
     points = _per_step(points, cfg["steps"])
+    warnings += [w for w in [_explosions(points)] if w]
     rate_laws = {q: _rate_law(cfg, points, q, warnings) for q in QUANTITIES}
     fits = _fits(cfg, points, rate_laws, study.joint_error, warnings)
     shapes = _optimal_shapes(rate_laws)
@@ -503,6 +504,29 @@ def _failed_solves(points) -> str | None:
     return (
         f"the fixed-D limit did not solve for some draws at {where}: their errors against "
         "it and their D gaps are left out of the means and fits (try smaller --lr-u, --lr-v)"
+    )
+
+
+def _explosions(points) -> str | None:
+    """The warning naming every point whose networks exploded at some step (an error
+    against the joint limit not finite or beyond the explosion threshold): their draws
+    are left out of every mean and fit there, and the figures mark those points."""
+    worst: dict = {}
+    for p in points:
+        n = max(p[q]["exploded"] for q in ("output_error", "hidden_error"))
+        total = p["hidden_error"]["count"] + p["hidden_error"]["exploded"]
+        key = (p["L"], p["M"], p["D"])
+        if n and n > worst.get(key, (0, 0, 0))[0]:
+            worst[key] = (n, total, p["steps"])
+    if not worst:
+        return None
+    where = "; ".join(
+        f"(L, M, D) = {key}: {n} of {total} after {k} step(s)"
+        for key, (n, total, k) in sorted(worst.items())
+    )
+    return (
+        f"networks exploded at {len(worst)} point(s), left out of their means and fits and "
+        f"marked in the figures: {where} (try smaller learning rates)"
     )
 
 

@@ -89,6 +89,26 @@ def _figures(out, cfg, points, fits, laws, shapes):
     save_figure(fig, Path(out) / "shapes_grid.png", dpi=110)
 
 
+def mark_exploded(ax, rows, name, x) -> None:
+    """Ring in red every point of `rows` where networks exploded (left out of its mean)
+    and write "k/n exploded" beside it; a point all of whose networks exploded has no mean
+    and is written at the panel's foot. One legend entry per panel that has any."""
+    hit = [r for r in rows if r[name].get("exploded")]
+    for i, r in enumerate(hit):
+        n, total = r[name]["exploded"], r[name]["exploded"] + r[name]["count"]
+        text = f"{n}/{total} exploded"
+        if r[name]["mean"] is None:
+            ax.annotate(text, (x(r), 0), xycoords=("data", "axes fraction"), fontsize=6,
+                        color="tab:red", ha="center", va="bottom")  # fmt: skip
+            continue
+        ax.plot([x(r)], [r[name]["mean"]], "o", ms=9, mfc="none", mec="tab:red", mew=1.2)
+        ax.annotate(text, (x(r), r[name]["mean"]), xytext=(6, 5 if i % 2 else -10),
+                    textcoords="offset points", fontsize=6, color="tab:red")  # fmt: skip
+    label = "red ring: networks exploded"
+    if hit and label not in [line.get_label() for line in ax.get_lines()]:
+        ax.plot([], [], "o", ms=7, mfc="none", mec="tab:red", label=label)
+
+
 def _errors_figure(out, cfg, points, k):
     """Every point's six errors after k steps (mean over draws, bars ×/÷ their geometric
     spread): one row per error, one panel per D, against L, one line per M."""
@@ -116,6 +136,7 @@ def _errors_figure(out, cfg, points, k):
                     ax, [r["L"] for r in rows], means, [r[name]["std"] for r in rows],
                     label=f"M={M}", color=color,
                 )  # fmt: skip
+                mark_exploded(ax, rows, name, lambda p: p["L"])
             ax.set_title(f"{name}, D={D}, k={k}", fontsize=9)
             ax.set(xscale="log", yscale="log", xlabel="L")
             size_ticks(ax, sorted({p["L"] for p in points}))
@@ -223,6 +244,7 @@ def _trajectory_figure(out, cfg, points, traj):
         mine = sorted((p for p in last if p["D"] == d), key=lambda p: 2 * p["L"] * p["M"] * d)
         ax.plot([2 * p["L"] * p["M"] * d for p in mine], [p["hidden_error"]["mean"] for p in mine],
                 "o", color=f"C{i}", ms=4, label=f"D = {d}")  # fmt: skip
+    mark_exploded(ax, last, "hidden_error", lambda p: 2 * p["L"] * p["M"] * p["D"])
     ax.set(xscale="log", yscale="log", xlabel="parameters P = 2LMD",
            ylabel="hidden error vs the joint limit")  # fmt: skip
     ax.set_title(f"(c) hidden error after {K} steps against the budget P\n(every point; "
