@@ -356,3 +356,22 @@ def test_trained_rates_read_the_slope_and_can_disagree():
     assert good["left_out"] == [{"budget": b, "networks": 1, "why": "exploded"}
                                 for b in (64, 256, 1024, 4096)]  # fmt: skip
     assert "4 exploded network(s) left out" in S.rates_headline([good])
+
+
+def test_the_lectures_square_table_is_flagged_with_the_corrected_weights():
+    """Issue 74: the lecture's printed weights (0.25, 0.5, 0.75, 1) at knots 0, 1/4, 1/2,
+    3/4 give f(1) = 1.25 (x² is 1): a plain loop over its four ReLUs says so; the
+    interpolant's weights are the changes of the chords' slopes, max error 1/64."""
+    from meanfield.studies.approximation_exercise import lecture_square_text
+    from meanfield.theory.approximation import lecture_square_table
+
+    t = lecture_square_table()
+    f1 = sum(a * max(0.0, 1.0 - b) for a, b in zip(t["printed_weights"], t["knots"], strict=True))
+    assert t["printed_f_at_1"] == f1 == 1.25
+    slopes = [(k + 0.25) ** 2 / 0.25 - k**2 / 0.25 for k in t["knots"]]  # 1/4, 3/4, 5/4, 7/4
+    changes = [slopes[0]] + [b - a for a, b in zip(slopes, slopes[1:], strict=False)]
+    assert t["corrected_weights"] == pytest.approx(changes) == [0.25, 0.5, 0.5, 0.5]
+    assert t["corrected_max_error"] == pytest.approx(1 / 64)
+    assert t["printed_max_error"] == pytest.approx(0.25)
+    text = lecture_square_text({"lecture_square": t})
+    assert "is off" in text and "f(1) = 1.25" in text and "(0.25, 0.5, 0.5, 0.5)" in text

@@ -400,3 +400,26 @@ def test_phases_png_says_where_a_line_has_no_median():
     assert missing_medians([0.0, 0.5], [16, 256, 4096], draws) == ["β=0: none at L = 4096"]
     draws[0, 1, :] = np.nan
     assert missing_medians([0.0, 0.5], [16, 256, 4096], draws) == ["β=0: none at L = 256, 4096"]
+
+
+def test_beta_zero_is_fitted_as_exponential_growth():
+    """Issue 74: at β = 0 the ratio grows as e^{rL}; a log-log slope (the study printed
+    15.8) is the wrong law. Ratios exp(0.3 L) times noise: r = 0.3 inside its interval and
+    the linear-in-L line fits better; ratios L^1.5: the log-log line fits better."""
+    from meanfield.diagnostics.phases import exponential_growth
+
+    rng = np.random.default_rng(0)
+    Ls = [4, 8, 16, 32, 64]
+    noise = rng.lognormal(0.0, 0.3, (len(Ls), 64))
+    exp_growth = np.exp(0.3 * np.asarray(Ls, float))[:, None] * noise
+    g = exponential_growth(Ls, exp_growth, n_boot=400)
+    assert g["exponential"] and g["ci95"][0] < 0.3 < g["ci95"][1]
+    assert abs(g["rate"] - 0.3) < 0.01 and g["loglog_slope"] > 5
+    power = np.asarray(Ls, float)[:, None] ** 1.5 * noise
+    assert exponential_growth(Ls, power, n_boot=100)["exponential"] is False
+    overflow = exp_growth.copy()
+    overflow[-1, :40] = np.inf
+    assert exponential_growth(Ls, overflow)["rate"] is None
+    line = study._growth_line("forward", g)
+    assert line.startswith("β = 0 (no scaling), forward ratio: log median ≈ c + r L with r = 0.29")
+    assert "(exponential: residual" in line

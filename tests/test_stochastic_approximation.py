@@ -157,3 +157,20 @@ def test_bad_inputs_are_refused(tmp_path):
         with pytest.raises(StudyInputError, match=message):
             mf.run_study("stochastic-approximation", out=str(tmp_path / "s"), no_progress=True,
                          **options)  # fmt: skip
+
+
+def test_the_monte_carlo_term_is_judged_against_both_of_the_seeds_forms():
+    """Issue 74: the unperturbed error's slope against L tells the slide's sqrt(log(1/δ)/M)
+    (flat in L) from the proof's sqrt(log(L/δ)/(LM)) (L^-1/2); contradicting data (flat in
+    L) give the other verdict."""
+
+    def fit(against, slope, ci):
+        return {"quantity": "base_error", "against": against, "fixed": {"M": 256},
+                "slope": slope, "ci95": ci}  # fmt: skip
+
+    (v,) = study.monte_carlo_verdicts([fit("L", -0.5, [-0.6, -0.4])])
+    assert v["forms"]["proof"]["inside_ci95"] and not v["forms"]["slide"]["inside_ci95"]
+    (v,) = study.monte_carlo_verdicts([fit("L", 0.01, [-0.05, 0.07])])
+    assert v["forms"]["slide"]["inside_ci95"] and not v["forms"]["proof"]["inside_ci95"]
+    (line,) = study.monte_carlo_lines([v])
+    assert "the slide's sqrt(log(1/δ)/M) (0) inside" in line and "(-0.5) OUTSIDE" in line

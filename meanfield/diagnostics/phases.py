@@ -369,3 +369,41 @@ def critical_beta(
         where = "below" if slopes[0] <= 0 else "above"
         result["reason"] = f"the slope does not change sign on the β grid: β_c is {where} it"
     return result
+
+
+def exponential_growth(
+    Ls: Sequence[int], samples: np.ndarray, *, n_boot: int = 1000, seed: int = 0
+) -> dict:
+    """The growth of ratios `samples[L, draw]` that grow exponentially in depth (β = 0,
+    no scaling): the least-squares line of the log median over draws against L itself,
+    `log ratio ≈ c + r L`, its rate r per layer with a 95% percentile bootstrap over the
+    draws (resampled together at every L), and the residual RMS of that line against the
+    log-log line's (against log L): the smaller says which law the medians follow. None
+    where a median is not finite (more than half the draws overflowed)."""
+    samples = np.asarray(samples, dtype=float)
+    x = np.asarray(Ls, dtype=float)
+    med = np.median(np.where(np.isnan(samples), np.inf, samples), axis=1)
+    out: dict = {"model": "log median ratio ≈ c + r L", "rate": None, "ci95": None}
+    if not np.all(np.isfinite(med) & (med > 0)):
+        out["reason"] = "a median ratio is not finite or not positive (overflow)"
+        return out
+    y = np.log(med)
+    against = {"linear": x, "loglog": np.log(x)}
+    fits = {name: np.polyfit(v, y, 1) for name, v in against.items()}
+    resid = {n: float(np.sqrt(np.mean((np.polyval(fits[n], v) - y) ** 2)))
+             for n, v in against.items()}  # fmt: skip
+    idx = np.random.default_rng(seed).integers(0, samples.shape[1], (n_boot, samples.shape[1]))
+    boot = np.median(samples[:, idx], axis=2)  # (L, replicates)
+    ok = np.all(np.isfinite(boot) & (boot > 0), axis=0)
+    xc = x - x.mean()
+    rates = (xc @ np.log(boot[:, ok])) / (xc @ xc)
+    out.update(
+        rate=float(fits["linear"][0]),
+        ci95=[float(v) for v in np.percentile(rates, [2.5, 97.5])] if rates.size else None,
+        residual_rms=resid["linear"],
+        loglog_residual_rms=resid["loglog"],
+        loglog_slope=float(fits["loglog"][0]),
+        exponential=resid["linear"] < resid["loglog"],
+        bootstrap_dropped=int(n_boot - ok.sum()),
+    )
+    return out

@@ -68,6 +68,7 @@ from .approximation_exercise import (
     exercise_cost,
     exercise_headline,
     exercise_point,
+    lecture_square_text,
 )
 from .args import float_list, int_list, positive_int
 from .runner import start_study
@@ -476,7 +477,8 @@ def constructions(seed: int) -> dict:
         curse.append({"d": d, "rows": rows, "slope": slope, "predicted_slope": -2.0 / d,
                       "pieces_for_epsilon": needed})  # fmt: skip
     return {"square": square, "sawtooth": sawtooth, "parity": parity, "curse": curse,
-            "epsilon": EPSILON, "function": "exp(-2 |x - c|²), c = (0.5, ..., 0.5)"}  # fmt: skip
+            "epsilon": EPSILON, "function": "exp(-2 |x - c|²), c = (0.5, ..., 0.5)",
+            "lecture_square": A.lecture_square_table()}  # fmt: skip
 
 
 def smooth_function(x):
@@ -485,9 +487,8 @@ def smooth_function(x):
 
 
 def construction_checks(c: dict) -> dict:
-    """What the constructions' numbers say, computed from them: the staircase's worst
-    relative deviation from 1/(4p²), the sawtooth's pieces against 2^k, parity's wrong
-    inputs, and how many dimensions' fitted rates lie within 0.15 of −2/d."""
+    """What the constructions' numbers say: the staircase's worst relative deviation from
+    1/(4p²), sawtooth pieces against 2^k, parity's wrong inputs, rates within 0.15 of −2/d."""
     square_dev = max(abs(r["max_error"] - r["predicted"]) / r["predicted"] for r in c["square"])
     saw_ok = sum(r["pieces"] == r["predicted_pieces"] for r in c["sawtooth"])
     wrong = sum(r["shallow_wrong"] + r["deep_wrong"] for r in c["parity"])
@@ -554,7 +555,7 @@ def run(args):
         f"x² from p ReLUs: max error 1/(4p²) to {checks['square_worst_relative_deviation']:.1e} "
         f"(relative); sawtooth pieces 2^k in {checks['sawtooth_pieces_as_predicted'][0]} of "
         f"{checks['sawtooth_pieces_as_predicted'][1]} k; parity nets wrong on "
-        f"{checks['parity_wrong_inputs']} inputs",
+        f"{checks['parity_wrong_inputs']} inputs; {lecture_square_text(built)}",
         "curse of dimensionality, fitted rate of the piecewise-linear error against pieces: "
         + ", ".join(
             f"d={r['d']} {r['slope']:+.2f} (−2/d = {r['predicted_slope']:+.2f})"

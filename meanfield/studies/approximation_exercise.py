@@ -132,3 +132,17 @@ def exercise_headline(c) -> str:
         f"{counts['deep-narrow']:,} ({c['ratio_784']:.2f}×; the lecture: ~1.63 M, ~0.22 M, "
         f"7×); on the digits, test error deep − shallow {measured}, lower: {c['lower']}"
     )
+
+
+def lecture_square_text(built: dict) -> str:
+    """The headline's words on the lecture's x²-from-4-ReLUs table (`constructions`'
+    `lecture_square`): its printed weights measured, flagged as the lecture's slip, and
+    the interpolant's weights beside them."""
+    t = built["lecture_square"]
+    printed = ", ".join(f"{v:g}" for v in t["printed_weights"])
+    right = ", ".join(f"{v:g}" for v in t["corrected_weights"])
+    return (
+        f"the lecture's table for x² from 4 ReLUs is off: its weights ({printed}) give "
+        f"f(1) = {t['printed_f_at_1']:g} (max error {t['printed_max_error']:.3g}); the "
+        f"interpolant's are ({right}), max error {t['corrected_max_error']:g} (1/(4p²) at p = 4)"
+    )

@@ -51,6 +51,7 @@ from ..diagnostics.phases import (
     LOSSES,
     SLOPE_TOL,
     critical_beta,
+    exponential_growth,
     forward_bounds,
     gradient_flow_identity,
     perceptron_resnet,
@@ -486,6 +487,19 @@ def run(args):
     if "reason" in main_fwd:
         critical["reason"] = main_fwd["reason"]
     results = {"points": points, "fits": fits, "critical_beta": critical}
+    if 0.0 in betas:  # no scaling: growth exponential in L, not a power (issue 74)
+        i0 = betas.index(0.0)
+        growth = {
+            q: exponential_growth(Ls, main[q][i0], n_boot=cfg["bootstrap"], seed=cfg["seed"])
+            for q in ("forward", "gradient")
+        }
+        results["beta0_growth"] = growth
+        results["verdict_lines"] = [_growth_line(q, g) for q, g in growth.items()]
+        for f in fits:  # a power of L is the wrong law there: no slope, the rate instead
+            if f["fixed"]["beta"] == 0.0 and f["quantity"].removesuffix("_ratio") in growth:
+                f.update(loglog_slope=f["slope"], slope=None, ci95=None,
+                         reason="β = 0 grows exponentially in L, not as a power: its rate "
+                         "per layer is in beta0_growth")  # fmt: skip
     heat = None
     if cfg["weights"] == "fbm" and len(cfg["heatmap_hurst"]) >= 2:
         hs = sorted(cfg["heatmap_hurst"])
@@ -515,6 +529,17 @@ def run(args):
     }
     fit_seconds = time.perf_counter() - t_fit
     runner.finish(_finite(results), timing={"fit_seconds": fit_seconds}, plot=plot)
+
+
+def _growth_line(q: str, g: dict) -> str:
+    """The headline's line for β = 0: the rate per layer, or why there is none."""
+    if g.get("rate") is None:
+        return f"β = 0, {q} ratio: no growth rate ({g.get('reason')})"
+    ci = g.get("ci95") or [math.nan, math.nan]
+    law = "exponential" if g["exponential"] else "closer to a power of L"
+    return (f"β = 0 (no scaling), {q} ratio: log median ≈ c + r L with r = {g['rate']:.3f} "
+            f"[{ci[0]:.3f}, {ci[1]:.3f}] per layer ({law}: residual {g['residual_rms']:.3f} "
+            f"against the log-log line's {g['loglog_residual_rms']:.3f})")  # fmt: skip
 
 
 def plot(out, results) -> None:

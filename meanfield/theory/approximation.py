@@ -141,6 +141,31 @@ def square_staircase_error(pieces: int) -> float:
     return 1.0 / (4.0 * pieces**2)
 
 
+# the lecture's worked example (x² from 4 ReLUs, slide "numbers"): units relu(x − b_i) at
+# b = 0, 1/4, 1/2, 3/4 with output weights α = 0.25, 0.5, 0.75, 1.0 as printed
+LECTURE_SQUARE_KNOTS = (0.0, 0.25, 0.5, 0.75)
+LECTURE_SQUARE_ALPHAS = (0.25, 0.5, 0.75, 1.0)
+
+
+def lecture_square_table() -> dict:
+    """The lecture's x²-from-4-ReLUs table, measured: its printed weights give f(1) = 1.25
+    (x² is 1 there) and a max error of 0.25 on [0, 1], a slip; the interpolant with the
+    same units has weights (0.25, 0.5, 0.5, 0.5) (the chords' slopes 1/4, 3/4, 5/4, 7/4
+    and their changes) and max error 1/64 (`square_staircase(4)`)."""
+    grid = np.linspace(0.0, 1.0, 2**12 + 1)
+    knots = np.asarray(LECTURE_SQUARE_KNOTS)
+    printed = ShallowReLU(w=np.ones(4), b=-knots, a=np.asarray(LECTURE_SQUARE_ALPHAS))
+    right = square_staircase(4)
+    return {
+        "knots": list(LECTURE_SQUARE_KNOTS),
+        "printed_weights": list(LECTURE_SQUARE_ALPHAS),
+        "printed_f_at_1": float(printed(np.array([1.0]))[0]),
+        "printed_max_error": float(np.max(np.abs(printed(grid) - grid**2))),
+        "corrected_weights": [float(v) for v in right.a],
+        "corrected_max_error": float(np.max(np.abs(right(grid) - grid**2))),
+    }
+
+
 def triangle_bump(lo: float, mid: float, hi: float, height: float = 1.0) -> ShallowReLU:
     """The hat 0 outside [lo, hi], `height` at mid and linear between, from 3 ReLUs
     (kinks at lo, mid, hi; right of hi the slopes cancel up to rounding)."""
