@@ -280,9 +280,9 @@ def test_explosions_are_warned_and_marked_in_the_figures(tmp_path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from meanfield.io.plotting import mark_exploded
     from meanfield.stats.fits import summarize
     from meanfield.studies.shapes import _explosions
-    from meanfield.studies.shapes_plot import mark_exploded
 
     def point(L, values):
         s = summarize(values)

@@ -235,3 +235,23 @@ def save_figure(
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path
+
+
+def mark_exploded(ax, rows, name, x) -> None:
+    """Ring in red every point of `rows` where networks exploded (left out of its mean)
+    and write "k/n exploded" beside it; a point all of whose networks exploded has no mean
+    and is written at the panel's foot. One legend entry per panel that has any."""
+    hit = [r for r in rows if r[name].get("exploded")]
+    for i, r in enumerate(hit):
+        n, total = r[name]["exploded"], r[name]["exploded"] + r[name]["count"]
+        text = f"{n}/{total} exploded"
+        if r[name]["mean"] is None:
+            ax.annotate(text, (x(r), 0), xycoords=("data", "axes fraction"), fontsize=6,
+                        color="tab:red", ha="center", va="bottom")  # fmt: skip
+            continue
+        ax.plot([x(r)], [r[name]["mean"]], "o", ms=9, mfc="none", mec="tab:red", mew=1.2)
+        ax.annotate(text, (x(r), r[name]["mean"]), xytext=(6, 5 if i % 2 else -10),
+                    textcoords="offset points", fontsize=6, color="tab:red")  # fmt: skip
+    label = "red ring: networks exploded"
+    if hit and label not in [line.get_label() for line in ax.get_lines()]:
+        ax.plot([], [], "o", ms=7, mfc="none", mec="tab:red", label=label)

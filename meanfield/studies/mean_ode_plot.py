@@ -5,7 +5,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io.plotting import loglog_series, reference_floor, save_figure, size_ticks, use_agg
+from ..io.plotting import (
+    loglog_series,
+    mark_exploded,
+    reference_floor,
+    save_figure,
+    size_ticks,
+    use_agg,
+)
 from ..stats.joint_law import law_rms
 
 LABELS = {"delta_h": r"$\Delta^h$", "delta_b": r"$\Delta^b$", "delta_z": r"$\Delta^Z$"}
@@ -77,6 +84,7 @@ def _law_panel(ax, q, points, law, k):
         row = sorted((p for p in at_k if p["M"] == M), key=lambda p: p["L"])
         ax.plot([p["L"] for p in row], [p[q]["mean"] for p in row], "o", ms=4, color=color,
                 label=f"M={M}")  # fmt: skip
+        mark_exploded(ax, row, q, lambda p: p["L"])
         if law is not None:  # over the depths this width ran at
             grid = np.geomspace(row[0]["L"], row[-1]["L"], 60)
             values = law_rms(law, grid, np.full_like(grid, M))
@@ -141,6 +149,7 @@ def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor
                         va="center")  # fmt: skip
         theory = fit["theory"] if fit else None
         _summary_series(ax, row, q, "L", fit=_secondary(fit), theory=theory, label=f"M={M_line}")
+        mark_exploded(ax, row, q, lambda p: p["L"])
         eq = q + "_euler"
         rows = sorted(
             (r for r in decomposition if r["steps"] == k and r["L"] in cfg["L"]),
@@ -171,6 +180,7 @@ def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor
             (p for p in points if p["steps"] == k and p["L"] == L_M), key=lambda p: p["M"]
         )
         _summary_series(ax, colm, q, "M", fit=_secondary(fit), theory=-0.5, label=f"L={L_M}")
+        mark_exploded(ax, colm, q, lambda p: p["M"])
         if colm and max(p["M"] for p in colm) > cfg["fit_M_max"]:
             ax.axvspan(cfg["fit_M_max"] * 1.4, max(cfg["M"]) * 1.5, color="0.93", zorder=0)
         if floor is not None:

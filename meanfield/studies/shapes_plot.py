@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io.plotting import loglog_series, save_figure, size_ticks, use_agg
+from ..io.plotting import loglog_series, mark_exploded, save_figure, size_ticks, use_agg
 
 
 def _figures(out, cfg, points, fits, laws, shapes):
@@ -87,26 +87,6 @@ def _figures(out, cfg, points, fits, laws, shapes):
     ax.set(ylabel="exponent of the budget P", title="optimal shape at a fixed budget P ≈ 2LMD")
     ax.legend(fontsize=7)
     save_figure(fig, Path(out) / "shapes_grid.png", dpi=110)
-
-
-def mark_exploded(ax, rows, name, x) -> None:
-    """Ring in red every point of `rows` where networks exploded (left out of its mean)
-    and write "k/n exploded" beside it; a point all of whose networks exploded has no mean
-    and is written at the panel's foot. One legend entry per panel that has any."""
-    hit = [r for r in rows if r[name].get("exploded")]
-    for i, r in enumerate(hit):
-        n, total = r[name]["exploded"], r[name]["exploded"] + r[name]["count"]
-        text = f"{n}/{total} exploded"
-        if r[name]["mean"] is None:
-            ax.annotate(text, (x(r), 0), xycoords=("data", "axes fraction"), fontsize=6,
-                        color="tab:red", ha="center", va="bottom")  # fmt: skip
-            continue
-        ax.plot([x(r)], [r[name]["mean"]], "o", ms=9, mfc="none", mec="tab:red", mew=1.2)
-        ax.annotate(text, (x(r), r[name]["mean"]), xytext=(6, 5 if i % 2 else -10),
-                    textcoords="offset points", fontsize=6, color="tab:red")  # fmt: skip
-    label = "red ring: networks exploded"
-    if hit and label not in [line.get_label() for line in ax.get_lines()]:
-        ax.plot([], [], "o", ms=7, mfc="none", mec="tab:red", label=label)
 
 
 def _errors_figure(out, cfg, points, k):
