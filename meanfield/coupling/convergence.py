@@ -39,7 +39,7 @@ from ..stats.fits import (
     line_fit,
     summarize,
 )
-from ..stats.joint_law import fit_depth_law, fit_depth_width_law, law_rms
+from ..stats.joint_law import fit_depth_law, fit_depth_width_law, law_value
 from ..stats.rate_law import fit_rate_sum
 
 QUANTITIES = ("delta_h", "delta_b", "delta_z")
@@ -248,7 +248,7 @@ def law_slopes(fits: list[dict], laws: list[dict]) -> None:
         fixed = f["fixed"]
         L = xs if f["against"] == "L" else [fixed["L"]] * len(xs)
         M = xs if f["against"] == "M" else [fixed["M"]] * len(xs)
-        values = law_rms(law, L, M)
+        values = law_value(law, L, M)
         if values is not None:
             f["law_slope"] = line_fit(np.log(xs), np.log(values))[0]
 

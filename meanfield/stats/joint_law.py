@@ -10,15 +10,18 @@ both exponents of the whole law at once:
   `a L^-p + c L^-2p` (the explicit Euler scheme's error expansion: its next order);
 * `fit_depth_width_law`: the finite networks, from every usable grid point's draws,
 
-      RMS over networks of Δ  ≈  sqrt( (a L^-p (1 + c L^-p))² + (b (LM)^-q)² ),
+      mean over networks of Δ  ≈  sqrt( (a L^-p (1 + c L^-p))² + (b (LM)^-q)² ),
 
   the depth term with the Euler part's measured next order (`c`, held fixed) and the
   Monte-Carlo term in quadrature: the error is a deterministic depth bias plus a
   fluctuation of mean zero, so the mean of their squared sum has no cross term and
   `E[Δ²] = (depth term)² + (Monte-Carlo term)²` to leading order (the bound's plain sum
-  is the triangle inequality's, an upper bound). Where the limit is trivial at a step (a
-  centred initialisation before training) only the Monte-Carlo term exists and only q
-  is fitted.
+  is the triangle inequality's, an upper bound). Fitted to the mean (default; the mean
+  square is dominated by the heavy tails of narrow networks) or, with
+  `statistic="rms"`, to the root-mean-square, for which the quadrature is exact; the
+  exponents are those of the two regimes either way. Where the limit is trivial at a
+  step (a centred initialisation before training) only the Monte-Carlo term exists and
+  only q is fitted.
 
 Both fits are relative least squares in log space; the exponents' 95% intervals are the
 studentized bootstrap of the fit linearised at its optimum over each point's networks (the
@@ -164,10 +167,11 @@ def fit_depth_width_law(
     threshold: float = EXPLOSION_THRESHOLD,
 ) -> dict:
     """The exponents p, q of `sqrt((a L^-p (1 + c L^-p))² + (b (LM)^-q)²)` fitted to the
-    root-mean-square over networks of every grid point (module docstring); `c_over_a` the
+    mean (or, `statistic="rms"`, the root-mean-square) over networks of every grid point
+    (module docstring); `c_over_a` the
     depth term's next order, held fixed (the Euler part's, `fit_depth_law`); without
     `depth_term` only `b (LM)^-q`. Exploded draws are left out and counted (`excluded`);
-    points whose mean square is not positive are left out and named (`dropped`).
+    points without a positive finite draw are left out and named (`dropped`).
     **Returns** `p`, `q` (or `q` alone), `a`, `b`, each exponent's `*_ci95`, `theory`
     (the theorem's p = 1, q = 1/2 and whether each interval holds it), `rel_rms`,
     `n_points`, `draws` (the independent networks behind the fit), `bootstrap_dropped`."""
@@ -179,7 +183,7 @@ def fit_depth_width_law(
     for li, mi, s in zip(L, M, samples, strict=True):
         good, bad = split_exploded(s, threshold)
         excluded += bad
-        if good.size and np.mean(good**2) > 0:
+        if good.size and np.mean(good**power) > 0:
             rows.append((float(li), float(mi)))
             goods.append(good**power)
         else:
@@ -241,7 +245,7 @@ def fit_depth_width_law(
     return result
 
 
-def law_rms(fit: dict, L, M):
+def law_value(fit: dict, L, M):
     """The fitted law's value at depths `L` and widths `M` (arrays), or None where the
     fit has no Monte-Carlo term's parameters."""
     if fit.get("q") is None or fit.get("b") is None:

@@ -13,7 +13,7 @@ from ..io.plotting import (
     size_ticks,
     use_agg,
 )
-from ..stats.joint_law import law_rms
+from ..stats.joint_law import law_value
 
 LABELS = {"delta_h": r"$\Delta^h$", "delta_b": r"$\Delta^b$", "delta_z": r"$\Delta^Z$"}
 
@@ -87,7 +87,7 @@ def _law_panel(ax, q, points, law, k):
         mark_exploded(ax, row, q, lambda p: p["L"])
         if law is not None:  # over the depths this width ran at
             grid = np.geomspace(row[0]["L"], row[-1]["L"], 60)
-            values = law_rms(law, grid, np.full_like(grid, M))
+            values = law_value(law, grid, np.full_like(grid, M))
             if values is not None:
                 ax.plot(grid, values, "-", lw=1, color=color)
     ax.set_xscale("log")
