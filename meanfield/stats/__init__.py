@@ -23,6 +23,9 @@ from . import rate_law as rate_law
 from .rate_law import fit_rate_sum as fit_rate_sum
 from .rate_law import fit_rate_law as fit_rate_law
 from .rate_law import optimal_shape as optimal_shape
+from . import joint_law as joint_law
+from .joint_law import fit_depth_law as fit_depth_law
+from .joint_law import fit_depth_width_law as fit_depth_width_law
 from . import compare as compare
 from .compare import difference_interval as difference_interval
 from .compare import mean_interval as mean_interval
