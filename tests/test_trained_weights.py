@@ -247,3 +247,21 @@ def test_the_per_initialisation_statement_follows_the_cells():
     assert smooth["update_falls_with_beta"] and not smooth["update_rises_with_beta"]
     assert iid["update_slope_in_beta"] > 0 > smooth["update_slope_in_beta"]
     assert out["findings"]["update_trend_in_beta"] == "mixed"
+
+
+def test_cells_with_exploded_networks_are_warned():
+    """Issue 74: a cell where trained networks exploded is named with its count in a
+    warning (they are left out of its accuracies); cells without explosions are not."""
+    from meanfield.studies.trained_weights import exploded_warning
+
+    cells = [
+        {"init": "iid", "hurst": None, "beta": 0.5, "draws": 4, "exploded": 0},
+        {"init": "fbm", "hurst": 0.7, "beta": 0.25, "draws": 4, "exploded": 3},
+    ]
+    assert exploded_warning(cells[:1]) is None
+    warning = exploded_warning(cells)
+    assert (
+        warning is not None
+        and "in 1 cell(s)" in warning
+        and "fbm H=0.7 beta=0.25: 3 of 4" in warning
+    )

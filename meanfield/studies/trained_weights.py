@@ -263,6 +263,9 @@ def run(args):
         "(jax.disable_jit)",
     )
     cells_out = [c for p in points for c in p["cells"]]
+    warning = exploded_warning(cells_out)
+    if warning:
+        runner.warn(warning)
     statement = _statement(cfg, cells_out)
     best = max((c for c in cells_out if c["test_accuracy"]["mean"] is not None),
                key=lambda c: c["test_accuracy"]["mean"], default=None)  # fmt: skip
@@ -383,6 +386,22 @@ def _row(cfg, spec, data, d_in, classes, master):
             cell[name] = of_terms(cell[name], 1.0)
         cells.append(cell)
     return {"cells": cells}
+
+
+def exploded_warning(cells) -> str | None:
+    """The warning naming every cell (init, H, β) where trained networks exploded: they
+    are left out of its accuracies, losses and trained regularity."""
+    hit = [c for c in cells if c.get("exploded")]
+    if not hit:
+        return None
+    where = "; ".join(
+        f"{c['init']}"
+        + ("" if c["hurst"] is None else f" H={c['hurst']}")
+        + f" beta={c['beta']:g}: {c['exploded']} of {c['draws']}"
+        for c in hit
+    )
+    return (f"networks exploded in training in {len(hit)} cell(s), left out of their "
+            f"accuracies, losses and trained regularity: {where}")  # fmt: skip
 
 
 def _hurst(V, cfg, cumulative=False) -> dict | None:
