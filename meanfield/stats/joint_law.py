@@ -145,6 +145,9 @@ def fit_depth_law(L: Sequence[int], values: Sequence[float], *, quantity: str) -
         a=float(np.exp(theta[0])),
         p=p,
         c_over_a=float(theta[2]),
+        # held fixed in the finite networks' law: its own error moves their p little
+        # (mean-ODE quick preset: se 0.01-0.02, p moving by < 0.002; Mathematics §7)
+        c_over_a_se=float(np.sqrt(max(cov[2, 2], 0.0))),
         p_ci95=[p - _t975(dof) * se, p + _t975(dof) * se],
         rel_rms=float(np.sqrt(loss)),
         interval=f"the regression's t interval ({dof} degrees of freedom): one value per depth",
