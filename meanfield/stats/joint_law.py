@@ -35,6 +35,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from .fits import EXPLOSION_THRESHOLD, _check_fit_args, _studentized_slope, _t975, split_exploded
+from .rate_law import least_squares_in_log
+
+# BFGS's gradient tolerance: tight, so that exact law values give the exponents to 1e-6
+GTOL = 1e-10
 
 # what is fitted at each point: the power of the draws averaged, and its name
 STATISTICS = {"mean": (1, "mean over networks"), "rms": (2, "root-mean-square over networks")}
@@ -64,24 +68,6 @@ def _law_model(t, logL, logLM, c, depth):
     return jnp.logaddexp(2 * depth_term, 2 * (log_b - q * logLM)) / 2
 
 
-def _least_squares(model, starts, logy, *args):
-    """BFGS from every start of the mean squared log residual; the best parameters, its
-    loss and the influence `(JᵀJ)⁻¹Jᵀ` of each log value on each parameter there."""
-    import jax
-    import jax.numpy as jnp
-    from jax.scipy.optimize import minimize
-
-    def loss(t):
-        return jnp.mean((model(t, *args) - logy) ** 2)
-
-    options = {"maxiter": 500, "gtol": 1e-10}
-    res = jax.vmap(lambda t0: minimize(loss, t0, method="BFGS", options=options))(starts)
-    best = jnp.argmin(jnp.where(jnp.isfinite(res.fun), res.fun, jnp.inf))
-    theta = res.x[best]
-    J = jax.jacfwd(model)(theta, *args)
-    return theta, res.fun[best], jnp.linalg.pinv(J), J
-
-
 @functools.cache
 def _jitted(name: str, depth: bool = True, power: int = 1):
     """The least squares of one model, jitted once: "depth" (`_depth_model`) or "law"
@@ -89,16 +75,19 @@ def _jitted(name: str, depth: bool = True, power: int = 1):
     import jax
 
     if name == "depth":
-        return jax.jit(lambda starts, logy, logL: _least_squares(_depth_model, starts, logy, logL))
+        return jax.jit(
+            lambda starts, logy, logL: least_squares_in_log(
+                _depth_model, starts, logy, logL, gtol=GTOL
+            )
+        )
+
+    def model(t, logL, logLM, c):
+        return power * _law_model(t, logL, logLM, c, depth)
+
     return jax.jit(
-        lambda starts, logy, logL, logLM, c: _least_squares(
-            lambda t, a, b, cc: power * _law_model(t, a, b, cc, depth),
-            starts,
-            logy,
-            logL,
-            logLM,
-            c,
-        )  # fmt: skip
+        lambda starts, logy, logL, logLM, c: least_squares_in_log(
+            model, starts, logy, logL, logLM, c, gtol=GTOL
+        )
     )
 
 

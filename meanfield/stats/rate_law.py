@@ -203,22 +203,33 @@ def _rate_law_model(t, logL, logM, logD, law):
     return jax.nn.logsumexp(jnp.stack(logs), axis=0)
 
 
-def _rate_law_fit(logL, logM, logD, logy, starts, law):
-    """Least squares of log(model) − log(mean) over the law's parameters (`_law_names`),
-    from each start; the best, its loss, and the influence of each log-mean on each
-    parameter at the best (`(JᵀJ)⁻¹Jᵀ`, J the model's Jacobian). jax.scipy's BFGS."""
+def least_squares_in_log(model, starts, logy, *args, gtol=None):
+    """Least squares of `model(t, *args) − logy` (a model of the log of the points'
+    statistics) by BFGS from every start (jax.scipy); the best parameters, its loss, the
+    influence of each log value on each parameter at the best (`(JᵀJ)⁻¹Jᵀ`, J the model's
+    Jacobian) and J itself. `gtol`: BFGS's gradient tolerance (its default where None)."""
     import jax
     import jax.numpy as jnp
     from jax.scipy.optimize import minimize
 
     def loss(t):
-        return jnp.mean((_rate_law_model(t, logL, logM, logD, law) - logy) ** 2)
+        return jnp.mean((model(t, *args) - logy) ** 2)
 
-    res = jax.vmap(lambda t0: minimize(loss, t0, method="BFGS", options={"maxiter": 500}))(starts)
+    options = {"maxiter": 500} if gtol is None else {"maxiter": 500, "gtol": gtol}
+    res = jax.vmap(lambda t0: minimize(loss, t0, method="BFGS", options=options))(starts)
     best = jnp.argmin(jnp.where(jnp.isfinite(res.fun), res.fun, jnp.inf))
     theta = res.x[best]
-    J = jax.jacfwd(_rate_law_model)(theta, logL, logM, logD, law)  # (P, k)
-    return theta, res.fun[best], jnp.linalg.pinv(J)
+    J = jax.jacfwd(model)(theta, *args)  # (P, k)
+    return theta, res.fun[best], jnp.linalg.pinv(J), J
+
+
+def _rate_law_fit(logL, logM, logD, logy, starts, law):
+    """`least_squares_in_log` of one rate law (`_rate_law_model`) over its parameters
+    (`_law_names`): the best, its loss and the influence of each log-mean on each."""
+    theta, loss, influence, _ = least_squares_in_log(
+        lambda t, a, b, c: _rate_law_model(t, a, b, c, law), starts, logy, logL, logM, logD
+    )
+    return theta, loss, influence
 
 
 def _starts(law: str, scale: float) -> list[list[float]]:

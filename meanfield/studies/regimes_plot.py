@@ -53,7 +53,7 @@ def _figures(out: Path, cfg, diagram, transfer, transfer_points):
                  f"({cfg['seeds']} draws, {cfg['steps']} GD steps); lines: predicted boundaries\n"
                  f"as predicted: {agreement['agree']} of {agreement['judged']} judged cells off "
                  f"the lines, {agreement['on_learning_line_agree_judged']} of "
-                 f"{agreement['on_learning_line_judged']} on the learning lines; not judged: "
+                 f"{agreement['on_learning_line_judged']} on the learning lines\nnot judged: "
                  f"{agreement['near_boundary']} faded (near a boundary), "
                  f"{agreement['ambiguous']} ambiguous elsewhere; squares: all "
                  f"{agreement['ambiguous_drawn']} ambiguous cells", fontsize=9)  # fmt: skip

@@ -127,20 +127,20 @@ def run(args):
     }  # fmt: skip
     fits = response_fits(cfg, points)
     checks = flat_checks(fits)
+    lines = line_verdicts(checks)
     ratios = limit_ratios(cfg, points, limits)
+    monte_carlo = monte_carlo_verdicts(fits)
     runner.finish(
         {
             "points": points,
             "fits": fits,
             "flat": checks,
             # one verdict per term and line: the sizes e share their draws
-            "flat_lines": [
-                {k: v for k, v in line.items() if k != "sizes"} for line in line_verdicts(checks)
-            ],  # fmt: skip
+            "flat_lines": [{k: v for k, v in line.items() if k != "sizes"} for line in lines],
             "limit_responses": limits,
             "limit_ratios": ratios,
-            "monte_carlo_term": monte_carlo_verdicts(fits),
-            "headline": headline(checks, ratios) + monte_carlo_lines(monte_carlo_verdicts(fits)),
+            "monte_carlo_term": monte_carlo,
+            "headline": headline(checks, ratios, lines) + monte_carlo_lines(monte_carlo),
             "reference": {
                 "limit": "the mean ODE da/ds = g(|a|^2) B a (Stein's lemma; g by a trapezoid "
                 "rule), Diffrax dopri8 at rtol = atol = 1e-12",
@@ -312,10 +312,13 @@ def monte_carlo_lines(verdicts) -> list[str]:
     return lines
 
 
-def headline(checks, ratios) -> list[str]:
+def headline(checks, ratios, verdicts=None) -> list[str]:
+    """The lines the study prints: per ε term its lines' flat verdicts (`line_verdicts`,
+    computed from `checks` unless given), then each limit ratio."""
+    verdicts = line_verdicts(checks) if verdicts is None else verdicts
     lines = []
     for kind in sa.KINDS:
-        mine = [v for v in line_verdicts(checks) if v["kind"] == kind]
+        mine = [v for v in verdicts if v["kind"] == kind]
         flat = sum(v["verdict"] == "flat" for v in mine)
         off = [f"{c['quantity']} vs {c['against']}: {c['slope']:.3f} [{c['ci95'][0]:.3f}, "
                f"{c['ci95'][1]:.3f}] {c['verdict']}" for v in mine for c in v["sizes"]

@@ -478,23 +478,24 @@ def headline(fits, mlu) -> list[str]:
             head = f"criterion {criterion}: {what} against {against} {where}"
             if c.get("by_construction"):
                 f = mine[0]
-                lines.append(
+                line = (
                     f"check of the code, not of the seed: {what} against {against}: slope "
                     f"{f['slope']:.3f} {_ci(f)}, {theory:g} by construction (σ_v² = s_v² D, "
                     f"‖h‖ linear in v; its {c['of']} values of s_v rescale one set of draws: "
-                    f"one measurement)" + (f" (not at {'; '.join(off)})" if off else "")
+                    "one measurement)"
                 )
             elif against == "D":
-                lines.append(
+                line = (
                     f"{head}: slope {theory:g} holds at {c['agree']} of {c['of']} values of "
-                    f"s_v, fitted on one set of networks per D (correlated fits: 1 "
-                    f"independent measurement)" + (f" (not at {'; '.join(off)})" if off else "")
+                    "s_v, fitted on one set of networks per D (correlated fits: 1 "
+                    "independent measurement)"
                 )
             else:
-                lines.append(
+                line = (
                     f"{head}: slope {theory:g} holds at {c['agree']} of {c['of']} D (independent "
-                    f"networks at each D)" + (f" (not at {'; '.join(off)})" if off else "")
+                    "networks at each D)"
                 )
+            lines.append(line + (f" (not at {'; '.join(off)})" if off else ""))
     c = counts["mlu_point"]
     where = ", ".join(
         f"D={m['D']}: s_v={m['s_v']:g} ({m['share']:.2f}; 95% set {m['set95']})"
