@@ -64,7 +64,7 @@ def _law_model(t, logL, logLM, c, depth):
         log_b, q = t
         return log_b - q * logLM
     log_a, p, log_b, q = t
-    depth_term = log_a - p * logL + jnp.log(jnp.maximum(1.0 + c * jnp.exp(-p * logL), 1e-300))
+    depth_term = _depth_model((log_a, p, c), logL)
     return jnp.logaddexp(2 * depth_term, 2 * (log_b - q * logLM)) / 2
 
 
