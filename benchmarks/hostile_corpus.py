@@ -44,6 +44,7 @@ TINY = {
     "two-layer": "--M 64,256 --D 4,8 --D-limit 16,64 --s-v-sweep 0.5,2 --sweep-M 64 "
     "--sweep-D 8 --seeds 2 --steps 1 --n-sweep 2,4 --input-draws 50 --input-M 16 --input-D 8",
     "two-layer-phases": "--D 8,16 --s-v-sweep 0.5,2 --M 32 --seeds 2 --dt 0.5",
+    "resnet-phases": "--D 8,16 --s-v-sweep 0.5,2 --L 2 --M 16 --seeds 2 --dt 0.5",
     "stochastic-approximation": "--L 4,8 --M 4,8 --sizes 0.1 --seeds 4 --d 2",
     "shapes": "--L 4,8 --M 4,16 --D 8 --seeds 3 --steps 1",
     "plain-vs-residual": "--L 4,8 --N 128 --seeds 3 --activations relu --train-L 2,3 "

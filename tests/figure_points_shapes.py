@@ -287,8 +287,8 @@ def plain_vs_residual(stem, results):
     return None
 
 
-def two_layer_phases(stem, results):
-    if stem != "two_layer_phases":
+def two_layer_phases(stem, results):  # resnet-phases draws the same figure
+    if stem not in ("two_layer_phases", "resnet_phases"):
         return None
     out = []
     for p in results["points"]:
@@ -325,5 +325,5 @@ def stochastic_approximation(stem, results):
 
 
 SPECS = {"shapes": shapes, "two-layer": two_layer, "plain-vs-residual": plain_vs_residual,
-         "two-layer-phases": two_layer_phases,
+         "two-layer-phases": two_layer_phases, "resnet-phases": two_layer_phases,
          "stochastic-approximation": stochastic_approximation}  # fmt: skip

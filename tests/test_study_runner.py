@@ -220,3 +220,32 @@ def test_point_names_keep_close_values_apart():
 
 def test_point_names_are_file_safe():
     assert point_name({"L": 64, "M": 16, "beta": 0.5, "w": "fbm/x"}) == "L64_M16_beta0.5_wfbm-x"
+
+
+def test_every_studys_explosions_are_warned(tmp_path):
+    """Issue 74: a study whose summaries left exploded draws out gets a warning naming the
+    points and counts in results.json, unless it warned of them itself; none without."""
+    from meanfield.stats.fits import summarize
+    from meanfield.studies.runner import exploded_warning
+
+    calm = [{"L": 4, "error": summarize([1.0, 2.0, 3.0])}]
+    blown = [
+        {"L": 4, "error": summarize([1.0, 2.0, 3.0])},
+        {"L": 8, "cells": [{"error": summarize([1.0, float("nan"), 1e9])}]},
+    ]
+    assert exploded_warning(calm) is None
+    line = exploded_warning(blown)
+    assert line is not None and "at 1 point(s): point 1: 2 of 3 draws (cells[0].error)" in line
+    runner = StudyRunner("toy", tmp_path / "a", {"a": 1}, progress=False)
+    body = json.loads(runner.finish({"points": blown, "fits": [], "reference": {}}).read_text())
+    assert body["warnings"] == [line]
+    own = StudyRunner("toy", tmp_path / "b", {"a": 1}, progress=False)
+    said = {"points": blown, "fits": [], "reference": {}, "warnings": ["3 draws exploded at L=8"]}
+    assert json.loads(own.finish(said).read_text())["warnings"] == ["3 draws exploded at L=8"]
+    quiet = StudyRunner("toy", tmp_path / "c", {"a": 1}, progress=False)
+    assert (
+        json.loads(quiet.finish({"points": calm, "fits": [], "reference": {}}).read_text())[
+            "warnings"
+        ]
+        == []
+    )

@@ -63,3 +63,41 @@ def criteria_rates(net: Perceptron, xs, ys, *, lr_u, lr_v) -> CriteriaRates:
         hidden=jnp.sqrt(jnp.mean(hidden**2)),
         output=jnp.sqrt(jnp.mean(net.embedding.readout(hidden) ** 2)),
     )
+
+
+def deep_criteria_rates(net, xs, ys, *, lr_u, lr_v, unroll: int | None = None) -> CriteriaRates:
+    """`criteria_rates` for the deep ResNet on an embedding (`meanfield.models.
+    deep_embedded.DeepEmbeddedResNet`; the slides "Deep ResNets", "Phase diagram"): under
+    the flow `u̇ = −η_u·LMD·∇_u 𝓛`, `v̇ = −η_v·LMD·∇_v 𝓛` the loss decays at
+
+        −𝓛̇ = (η_u/(LM)) Σ_{j,l} ‖(1/n) Σ_i ρ'(P_i^{j,l}) Q_i^{j,l} h_i^{l-1}‖_D²
+             + (η_v/(LM)) Σ_{j,l} ‖(1/n) Σ_i ρ(P_i^{j,l}) b_i^l‖_D²  =  decay_u + decay_v,
+
+    (`P = ⟨u^{j,l}, h^{l-1}⟩_D`, `Q = ⟨v^{j,l}, b^l⟩_D`, `b^l = nD ∂𝓛/∂h^l`), computed as
+    `η·LMD·‖∇𝓛‖²`; the local update is the RMS over layers, units and inputs of
+    `Ṗ^{j,l}_loc(x_i) = ⟨u̇^{j,l}, h^{l-1}(x_i)⟩_D` (the part of Ṗ from the unit's own
+    weights; the slide's `⟨∂_t v, h⟩` is `⟨∂_t u, h⟩`); `hidden` is the RMS over inputs of
+    `‖h^L − h^0‖_D`, the residual part criterion 1 bounds (`Θ(σ_v/sqrt(LM))` below
+    explosion). The slide's predictions are the two-layer ones (module docstring) with
+    the explosion at `σ_v ≈ sqrt(LM)` instead of sqrt(M). Traceable (vmap, jit)."""
+    L, M, D = net.u.shape
+
+    def of_units(u, v):
+        new = eqx.tree_at(lambda n: (n.u, n.v), net, (u, v))
+        f = new.embedding.readout(new.hidden(xs, unroll=unroll)[:, -1])
+        return 0.5 * jnp.mean(jnp.sum((f - ys) ** 2, axis=-1))
+
+    value, (grad_u, grad_v) = jax.value_and_grad(of_units, argnums=(0, 1))(net.u, net.v)
+    u_dot = -lr_u * L * M * D * grad_u  # (L, M, D)
+    hs = net.hidden(xs, unroll=unroll)  # (n, L + 1, D)
+    # Ṗ_loc of unit j of layer l at input i: ⟨u̇^{j,l}, h^{l-1}_i⟩_D, a batched product
+    p_dot = jnp.einsum("lmd,nld->lmn", u_dot, hs[:, :-1]) / D
+    f = net.embedding.readout(hs[:, -1])
+    return CriteriaRates(
+        loss=value,
+        decay_u=lr_u * L * M * D * jnp.sum(grad_u**2),
+        decay_v=lr_v * L * M * D * jnp.sum(grad_v**2),
+        local_update=jnp.sqrt(jnp.mean(p_dot**2)),
+        hidden=jnp.sqrt(jnp.mean(jnp.sum((hs[:, -1] - hs[:, 0]) ** 2, axis=-1) / D)),
+        output=jnp.sqrt(jnp.mean(f**2)),
+    )

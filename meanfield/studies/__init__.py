@@ -27,6 +27,7 @@ _MODULES: dict[str, str] = {
     "tangent-kernel": "meanfield.studies.tangent_kernel",
     "two-layer": "meanfield.studies.two_layer",
     "two-layer-phases": "meanfield.studies.two_layer_phases",
+    "resnet-phases": "meanfield.studies.resnet_phases",
     "stochastic-approximation": "meanfield.studies.stochastic_approximation",
     "shapes": "meanfield.studies.shapes",
     "plain-vs-residual": "meanfield.studies.plain_vs_residual",

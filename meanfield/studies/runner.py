@@ -351,6 +351,12 @@ class StudyRunner(StudyFolder):
         body = {"study": self.study, "config": self.config}
         body.update(results)
         body["warnings"] = list(body.get("warnings", [])) + self.warnings
+        # every study's explosions reported: the draws its summaries left out, named,
+        # where the study has not warned of them itself
+        unsaid = exploded_warning(body.get("points"))
+        if unsaid and not any("explod" in str(w) for w in body["warnings"]):
+            self.warn(unsaid)
+            body["warnings"].append(unsaid)
         body["versions"] = versions()
         body["self_check"] = list(self.self_checks)
         procs = distribution.active()
@@ -487,6 +493,42 @@ def start_study(args, cfg: dict) -> StudyRunner:
         progress=not args.no_progress,
         self_check=self_check_wanted(args),
     ).open()
+
+
+def exploded_warning(points, shown: int = 4) -> str | None:
+    """One line naming the points whose summaries (`stats.fits.summarize`: `exploded` > 0)
+    left draws out as exploded (non-finite or beyond `EXPLOSION_THRESHOLD`), each with
+    its worst quantity's count; None where none did. Searches the points' records to any
+    depth (lists and dicts)."""
+    from ..stats.fits import EXPLOSION_THRESHOLD
+
+    found = []
+
+    def walk(value, path, hits):
+        if isinstance(value, dict):
+            if isinstance(value.get("exploded"), int) and "count" in value and "mean" in value:
+                if value["exploded"] > 0:
+                    hits.append((value["exploded"], value["exploded"] + value["count"], path))
+                return
+            for k, v in value.items():
+                walk(v, f"{path}.{k}" if path else str(k), hits)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, f"{path}[{i}]", hits)
+
+    for i, point in enumerate(points if isinstance(points, list) else []):
+        hits = []
+        walk(point, "", hits)
+        if hits:
+            n, of, where = max(hits)
+            found.append(f"point {i}: {n} of {of} draws ({where})")
+    if not found:
+        return None
+    more = f", and {len(found) - shown} more" if len(found) > shown else ""
+    return (
+        f"draws exploded (non-finite or beyond {EXPLOSION_THRESHOLD:g}; left out of the "
+        f"means and fits) at {len(found)} point(s): {'; '.join(found[:shown])}{more}"
+    )
 
 
 def self_check_wanted(args) -> bool:

@@ -740,6 +740,7 @@ SCHEMAS: dict[str, Spec] = {
     "tangent-kernel": TANGENT_KERNEL,
     "two-layer": TWO_LAYER,
     "two-layer-phases": TWO_LAYER_PHASES,
+    "resnet-phases": TWO_LAYER_PHASES,  # the same records, its config with L too
     "stochastic-approximation": STOCHASTIC_APPROXIMATION,
     "shapes": SHAPES,
     "plain-vs-residual": PLAIN_VS_RESIDUAL,

@@ -106,6 +106,8 @@ QUANTITIES = {
     "decay": ("the loss decay −𝓛̇ at t, balanced η_u", "3, balanced loss decay"),
     "local_update": ("the local update |Ṗ| at t, balanced η_u", "5, maximal local update"),
 }
+DEEP_HIDDEN = "‖h^L − h^0‖_D at t = 0"
+PAST_BOUNDARY = 0.5  # criterion 1's boundary for the deep ResNet: ‖h^L − h^0‖_D vs ‖h^0‖ ≈ 1
 # the predicted slopes: against D at a fixed s_v, and against s_v past `PAST_MLU`
 AGAINST_D = {"hidden": 0.5, "decay": 0.0, "local_update": 0.0}
 AGAINST_S_V = {"local_update": -1.0, "decay_u_unscaled": 2.0, "decay": 0.0}
@@ -152,20 +154,24 @@ def cost_parts(cfg, n: int, d_in: int, d_out: int) -> list:
     (weights, gradients, the flow's state), the flow's `time / dt` steps and the rates at
     two times, and every draw's records."""
     width = 8 if cfg["x64"] else 4
-    M, S, D_max = cfg["M"], cfg["seeds"], max(cfg["D"])
+    # the deep ResNet's L·M units count as the perceptron's M (its hidden states too)
+    M, S, D_max = cfg["M"] * cfg.get("L", 1), cfg["seeds"], max(cfg["D"])
     batch = batch_size(S, M, D_max)
     steps = round(cfg["time"] / cfg["dt"]) + 3
+    depth = "/--L" if "L" in cfg else ""
     return [
         Cost(
-            "--M/--D/--seeds/--s-v-sweep/--time/--dt",
+            f"--M{depth}/--D/--seeds/--s-v-sweep/--time/--dt",
             "the points",
             # every draw's key and its 18 rates, kept for the summaries and the bootstrap
             memory=width * batch * (8 * M * D_max + D_max * (d_in + d_out)) + 200.0 * S,
             work=len(cfg["s_v_sweep"])
             * math.fsum(S * steps * n * M * D * OPS_PER_UNIT_STEP + PYTHON_STEP for D in cfg["D"]),
             elements=batch * M * D_max,
-            array="the units of a batch of a point's draws, (batch, M, D)",
-            memory_flags="--M/--D/--seeds",
+            array="the units of a batch of a point's draws, (batch, "
+            + ("L, " if depth else "")
+            + "M, D)",
+            memory_flags=f"--M{depth}/--D/--seeds",
         )
     ]
 
@@ -203,20 +209,28 @@ def check_config(cfg, n: int, d_in: int, d_out: int) -> None:
 
 
 def run(args):
+    run_phases(args, PRESETS, OPTIONS, _draws, start_study)
+
+
+def run_phases(args, presets, options, draws, start) -> None:
+    """The study at `presets`/`options`, each point's draws by `draws` (`_draws`, the
+    perceptron; `resnet_phases`, the deep ResNet: its config has `L`), its folder opened
+    by `start` (the calling study's `runner.start_study`)."""
     x, y = load_data(args.data)
-    cfg = preset_config(args, DEFAULTS, PRESETS, OPTIONS)
+    cfg = preset_config(args, DEFAULTS, presets, options)
     check_activation(cfg["activation"])
     cfg.update(data=args.data or "built-in", x=x.tolist(), y=y.tolist())
     check_config(cfg, *x.shape, y.shape[1])
-    runner = start_study(args, cfg)
+    runner = start(args, cfg)
     xs, ys = jnp.asarray(x), jnp.asarray(y)
     master = jr.key(cfg["seed"])
+    depth = {"L": cfg["L"]} if "L" in cfg else {}
 
     def point(spec):
         D, s_v = spec["D"], spec["s_v"]
         lr_u = cfg["lr_u"] * min(1.0, 1.0 / s_v**2)
         keys = jr.split(jr.fold_in(master, D), cfg["seeds"])  # common draws over s_v
-        start, start_unscaled, later = _draws(
+        start, start_unscaled, later = draws(
             keys,
             xs,
             ys,
@@ -232,6 +246,7 @@ def run(args):
             sigma_out=cfg["sigma_out"],
             time=cfg["time"],
             dt=cfg["dt"],
+            **depth,
         )
         start, start_unscaled, later = (
             {k: np.asarray(v) for k, v in r._asdict().items()}
@@ -252,7 +267,14 @@ def run(args):
         }
 
     specs = [{"D": D, "s_v": s_v} for D in cfg["D"] for s_v in cfg["s_v_sweep"]]
-    points = runner.run_points(specs, point, describe=lambda s: f"D={s['D']} s_v={s['s_v']}")
+    points = runner.run_points(
+        specs,
+        point,
+        describe=lambda s: f"D={s['D']} s_v={s['s_v']}",
+        # the self-check recomputes a point op by op: its cost grows with D (the widest
+        # point of the deep ResNet takes minutes), so it is drawn among the smaller D's
+        **({"check_cost": lambda s: s["D"]} if depth else {}),
+    )
     fits = slope_fits(cfg, points)
     mlu = mlu_points(cfg, points)
     runner.finish(
@@ -260,11 +282,12 @@ def run(args):
             "points": points,
             "fits": fits,
             "mlu_points": mlu,
-            "agreement": agreement(fits, mlu),
-            "headline": headline(fits, mlu),
+            "agreement": agreement(fits, mlu, deep=bool(depth)),
+            "headline": headline(fits, mlu, deep=bool(depth), points=points),
             "reference": {
                 "theory": "Chaintron's scaling criteria 1, 3 and 5 (slopes in D at a fixed "
-                "s_v = sigma_v / sqrt(D), and in s_v past the MLU point, at a fixed M)",
+                "s_v = sigma_v / sqrt(D), and in s_v past the MLU point, at a fixed "
+                + ("L, M; the deep-ResNet slides)" if depth else "M)"),
                 "error_estimate": 0.0,
                 "flow": f"Euler steps of dt = {cfg['dt']:g} (tested against GD at rates eta * dt)",
             },
@@ -422,7 +445,7 @@ def mlu_points(cfg, points, n_boot: int = N_BOOT) -> list[dict]:
     return out
 
 
-def agreement(fits, mlu) -> dict:
+def agreement(fits, mlu, *, deep: bool = False) -> dict:
     """The counts the study prints and the docs quote: per quantity and abscissa, the
     slopes whose interval holds the prediction (of those fitted), and the D's whose MLU
     point is at the grid's nearest value to s_v = 1 (of those judged)."""
@@ -444,8 +467,9 @@ def agreement(fits, mlu) -> dict:
                     "independent": 1 if against == "D" else len(mine),
                 }
     # ‖h‖_D against D holds by construction (σ_v² = s_v² D; ‖h‖ is linear in v, and
-    # every s_v rescales the same draws): a check of the code, not of the seed
-    if "hidden_vs_D" in counts:
+    # every s_v rescales the same draws): a check of the code, not of the seed. In the
+    # deep ResNet h^L − h^0 is linear in v to first order only: a measurement
+    if "hidden_vs_D" in counts and not deep:
         counts["hidden_vs_D"]["by_construction"] = True
     judged = [m for m in mlu if m["agrees"] is not None]
     counts["mlu_point"] = {
@@ -457,12 +481,16 @@ def agreement(fits, mlu) -> dict:
     return counts
 
 
-def headline(fits, mlu) -> list[str]:
+def headline(fits, mlu, *, deep: bool = False, points=()) -> list[str]:
     """The lines the study prints: per criterion and abscissa, where the slope's interval
-    holds the prediction and where not; the MLU point per D with its bootstrap share."""
-    counts = agreement(fits, mlu)
+    holds the prediction and where not; the MLU point per D with its bootstrap share
+    (`deep`: the deep ResNet's, whose criterion 1 measures ‖h^L − h^0‖_D, and which of
+    the slopes that miss span cells past its boundary, `past_boundary`)."""
+    counts = agreement(fits, mlu, deep=deep)
     lines = []
     for q, (what, criterion) in QUANTITIES.items():
+        if deep and q == "hidden":
+            what = DEEP_HIDDEN
         for against, where in (("D", "at fixed s_v"), ("s_v", "past the MLU point")):
             c = counts.get(f"{q}_vs_{against}")
             if c is None:
@@ -490,6 +518,8 @@ def headline(fits, mlu) -> list[str]:
                     "s_v, fitted on one set of networks per D (correlated fits: 1 "
                     "independent measurement)"
                 )
+                if deep and q == "hidden":
+                    line += " (1/2 to first order in σ_v/√(LM), where h^L − h^0 is linear in v)"
             else:
                 line = (
                     f"{head}: slope {theory:g} holds at {c['agree']} of {c['of']} D (independent "
@@ -510,4 +540,45 @@ def headline(fits, mlu) -> list[str]:
         f"resamples' 95% set of s_v is it alone, not where the set misses it) [{where}; "
         "bootstrap share of the largest in parentheses]"
     )
+    if deep and points:
+        lines.append(past_boundary(fits, points))
     return lines
+
+
+def large_cells(points, threshold: float = PAST_BOUNDARY) -> set:
+    """The (D, s_v) of the cells past criterion 1's boundary: mean ‖h^L − h^0‖_D at least
+    `threshold`, or not finite (None)."""
+    return {
+        (p["D"], p["s_v"])
+        for p in points
+        if p["hidden"]["mean"] is None or p["hidden"]["mean"] >= threshold
+    }
+
+
+def fit_cells(f) -> set:
+    """The (D, s_v) of the cells a slope is fitted over."""
+    fixed = f["fixed"]
+    if f["against"] == "D":
+        return {(D, fixed["s_v"]) for D in f["sizes"]}
+    return {(fixed["D"], s) for s in f["sizes"]}
+
+
+def past_boundary(fits, points, threshold: float = PAST_BOUNDARY) -> str:
+    """Of the slopes whose interval misses the prediction, how many are fitted over a cell
+    past criterion 1's boundary (mean ‖h^L − h^0‖_D ≥ `threshold`: the residual no longer
+    small beside ‖h^0‖_D ≈ 1, σ_v of order sqrt(LM)), where the slide's laws are not
+    claimed; the others named (a miss inside the region where the slide's laws apply)."""
+    large = large_cells(points, threshold)
+    misses = [f for f in fits if f["theory_inside"] is False]
+    inside = [f for f in misses if not fit_cells(f) & large]
+    named = "; ".join(
+        f"{f['quantity']} vs {f['against']} at "
+        + ", ".join(f"{k}={v:g}" for k, v in f["fixed"].items())
+        for f in inside
+    )
+    return (
+        f"past criterion 1's boundary: {len(misses) - len(inside)} of the {len(misses)} "
+        f"slopes that miss their prediction span a cell with ‖h^L − h^0‖_D ≥ {threshold:g} "
+        f"({len(large)} of {len(points)} cells), where the slide's laws are not claimed"
+        + (f"; inside it: {named}" if inside else "; none misses inside it")
+    )

@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 
 from ..io.plotting import save_figure, use_agg
+from .two_layer_phases import PAST_BOUNDARY, fit_cells, large_cells
 
 COLORS = {"hidden": "C3", "decay": "C2", "local_update": "C0"}
 LABELS = {
@@ -44,7 +45,8 @@ def phase_figure(out, cfg, points, fits, mlu) -> None:
     predicted boundaries σ_v = sqrt(D) and sqrt(M) and the measured MLU points; (b) the
     slopes against D at each s_v with their intervals and predictions; (c) the local update
     and (d) the loss decay against s_v = σ_v / sqrt(D), one line per D, with their fitted
-    slopes past the MLU point."""
+    slopes past the MLU point. With `L` in `cfg` (the deep ResNet, `resnet_phases.png`)
+    criterion 1 measures ‖h^L − h^0‖_D and its boundary is σ_v = sqrt(LM)."""
     use_agg()
     import matplotlib.pyplot as plt
     from matplotlib.ticker import NullLocator
@@ -52,7 +54,12 @@ def phase_figure(out, cfg, points, fits, mlu) -> None:
     fig, axes = plt.subplots(2, 2, figsize=(14, 10.5))
     (ax, ax_e), (ax_s, ax_d) = axes
     Ds = sorted({p["D"] for p in points})
-    M = cfg["M"]
+    M, L = cfg["M"], cfg.get("L")  # L: the deep ResNet (`resnet_phases`)
+    LM, lm = (M, "M") if L is None else (L * M, "(LM)")
+    hidden = "‖h‖_D" if L is None else "‖h^L − h^0‖_D"
+    # the deep ResNet's boundary of criterion 1: the residual no longer small beside h^0
+    limit = 1.0 if L is None else PAST_BOUNDARY
+    large = large_cells(points, limit)
     rel, xs, ys, blown = [], [], [], []
     for D in Ds:
         rows = [p for p in points if p["D"] == D]
@@ -61,7 +68,7 @@ def phase_figure(out, cfg, points, fits, mlu) -> None:
             xs.append(D)
             ys.append(p["sigma_v"])
             rel.append(_mean(p, "local_update") / top if top > 0 else math.nan)
-            blown.append(_mean(p, "hidden") >= 1.0)
+            blown.append((p["D"], p["s_v"]) in large)  # past criterion 1's boundary
     rel_arr = np.log10(np.clip(np.array(rel, dtype=float), 1e-6, None))
     sc = ax.scatter(
         xs,
@@ -78,7 +85,9 @@ def phase_figure(out, cfg, points, fits, mlu) -> None:
     bx = [x for x, b in zip(xs, blown, strict=True) if b]
     by = [y for y, b in zip(ys, blown, strict=True) if b]
     if bx:
-        ax.scatter(bx, by, marker="x", color="C3", s=60, zorder=4, label="measured ‖h‖_D ≥ 1")
+        ax.scatter(
+            bx, by, marker="x", color="C3", s=60, zorder=4, label=f"measured {hidden} ≥ {limit:g}"
+        )
     grid = np.geomspace(min(Ds) / 1.5, max(Ds) * 1.5, 50)
     ax.plot(
         grid,
@@ -89,11 +98,11 @@ def phase_figure(out, cfg, points, fits, mlu) -> None:
         "local update is Θ(1); above, η_u = D/σ_v² and it falls as √D/σ_v",
     )
     ax.axhline(
-        math.sqrt(M),
+        math.sqrt(LM),
         color="C3",
         ls="--",
         lw=1.2,
-        label=f"σ_v = √M = {math.sqrt(M):.3g}: ‖h‖_D ~ σ_v/√M reaches 1",
+        label=f"σ_v = √{lm} = {math.sqrt(LM):.3g}: {hidden} ~ σ_v/√{lm} is of order 1",
     )
     found = [m for m in mlu if m.get("s_v") is not None and m.get("sigma_v") is not None]
     if found:
@@ -119,7 +128,8 @@ def phase_figure(out, cfg, points, fits, mlu) -> None:
     ax.set_ylim(lo_y, hi_y)
     fig.colorbar(sc, ax=ax, label="log10 (local update at t / largest at this D)")
     ax.set_title(
-        f"(a) the (σ_v, D) phase diagram at M = {M}, t = {cfg['time']:g}\n(points: "
+        f"(a) the (σ_v, D) phase diagram{'' if L is None else ' of the L-layer ResNet'} at "
+        f"{'' if L is None else f'L = {L}, '}M = {M}, t = {cfg['time']:g}\n(points: "
         "measured, mean over draws; lines: Chaintron's criteria 1 and 5)",
         fontsize=9,
     )
@@ -127,6 +137,7 @@ def phase_figure(out, cfg, points, fits, mlu) -> None:
 
     s_grid = sorted({p["s_v"] for p in points})
     offsets = dict(zip(COLORS, (0.96, 1.0, 1.04), strict=True))
+    boundary_note = False
     for q, color in COLORS.items():
         mine = [
             f
@@ -142,17 +153,30 @@ def phase_figure(out, cfg, points, fits, mlu) -> None:
         slope = np.array([f["slope"] for f in mine])
         ci = np.array([f["ci95"] or [sl, sl] for f, sl in zip(mine, slope, strict=True)])
         miss = sum(f.get("theory_inside") is False for f in mine)
-        ax_e.errorbar(
-            sv,
-            slope,
-            yerr=[slope - ci[:, 0], ci[:, 1] - slope],
-            fmt="o",
-            color=color,
-            ms=4,
-            capsize=2,
-            label=f"{LABELS[q]}: {len(mine) - miss} of {len(mine)} intervals hold it",
-        )
+        past = np.array([L is not None and bool(fit_cells(f) & large) for f in mine])
+        for sel, fill, note in ((~past, None, ""), (past, "none", "")):
+            if not sel.any():
+                continue
+            ax_e.errorbar(
+                sv[sel],
+                slope[sel],
+                yerr=[(slope - ci[:, 0])[sel], (ci[:, 1] - slope)[sel]],
+                fmt="o",
+                color=color,
+                mfc=fill,
+                ms=4,
+                capsize=2,
+                label=None
+                if fill
+                else f"{LABELS[q] if q != 'hidden' else LABELS[q].replace('‖h‖_D', hidden)}: "
+                f"{len(mine) - miss} of {len(mine)} intervals hold it{note}",
+            )
+        if past.any():
+            boundary_note = True
         ax_e.axhline(mine[0]["theory"], color=color, ls=":", lw=1.3)
+    if boundary_note:
+        note = f"hollow: fitted over a cell with {hidden} ≥ {limit:g} (crossed in a)"
+        ax_e.plot([], [], "o", color="0.4", mfc="none", ms=4, label=note)
     ax_e.axvline(1.0, color="0.6", lw=0.8)
     ax_e.set(
         xscale="log",
@@ -162,11 +186,15 @@ def phase_figure(out, cfg, points, fits, mlu) -> None:
     ax_e.set_xticks(s_grid, [f"{s:g}" for s in s_grid])
     ax_e.xaxis.set_minor_locator(NullLocator())
     ax_e.set_title(
-        "(b) the diagram depends on σ_v/√D alone: slopes in D at fixed s_v\n"
-        "(95% intervals over draws; dotted: predicted)",
+        (
+            "(b) the diagram depends on σ_v/√D alone: slopes in D at fixed s_v\n"
+            if L is None
+            else "(b) does the diagram depend on σ_v/√D alone? slopes in D at fixed s_v\n"
+        )
+        + "(95% intervals over draws; dotted: predicted)",
         fontsize=9,
     )
-    ax_e.legend(fontsize=7, loc="center left")
+    ax_e.legend(fontsize=7, loc="lower left")
 
     curves = (  # (panel, quantity, style, label before the fitted slope)
         (ax_s, "local_update", "o-", ""),
@@ -211,7 +239,10 @@ def phase_figure(out, cfg, points, fits, mlu) -> None:
         a.set_xticks(s_grid, [f"{s:g}" for s in s_grid])
         a.xaxis.set_minor_locator(NullLocator())
         a.legend(fontsize=6.5)
-    ax_s.set(ylabel="local update |Ṗ| at t (RMS over units and inputs)")
+    ax_s.set(
+        ylabel="local update |Ṗ| at t (RMS over units"
+        + (" and inputs)" if L is None else ", layers and inputs)")
+    )
     ax_s.set_title(
         "(c) criterion 5: the local update against σ_v/√D, one curve per D\n"
         "(mean over draws; slopes fitted past s_v = 2)",
@@ -224,4 +255,5 @@ def phase_figure(out, cfg, points, fits, mlu) -> None:
         fontsize=9,
     )
     fig.tight_layout()
-    save_figure(fig, Path(out) / "two_layer_phases.png", dpi=100)
+    stem = "two_layer_phases" if L is None else "resnet_phases"
+    save_figure(fig, Path(out) / f"{stem}.png", dpi=100)
