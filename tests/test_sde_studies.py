@@ -169,3 +169,24 @@ def test_fbm_note_states_the_local_slopes_measured():
     note = fbm_note(steepening, "error_final", -0.5)
     assert "not nearer the theory" in note and "flattening" not in note
     assert "no change\nof the local slope" in fbm_note(rows([-0.8]), "error_final", -0.5)
+
+
+def test_sde_headline_leads_with_the_depth_law(tmp_path, capsys, monkeypatch):
+    """Issue 74: the strong error's exponent from the law with Euler's next order
+    (`a L^-p + c L^-2p`, paired over the seeds' paths) leads the headline; the one-term
+    slopes follow as secondary; the figure draws the law."""
+    monkeypatch.setenv("MEANFIELD_NO_SELF_CHECK", "1")  # checked by the end-to-end test
+    r = _run(tmp_path / "s", "sde", "--weights", "smooth", "--L", "4,8,16,32", "--seeds", "6",
+             "--batch", "6")  # fmt: skip
+    printed = capsys.readouterr().out.splitlines()
+    laws = r["rates"]
+    assert [law["quantity"] for law in laws] == ["error_final", "error_sup"]
+    for law in laws:
+        assert law["part"] == "depth" and law["model"] == "a L^-p + c L^-2p"
+        assert law["theory"]["p"]["value"] == 1.0 and law["draws"] == 6
+        assert law["p_ci95"][0] <= law["p"] <= law["p_ci95"][1]
+    assert all(f["secondary"] for f in r["fits"])
+    head = next(i for i, line in enumerate(printed) if "rates, a L^-p + c L^-2p" in line)
+    second = next(i for i, line in enumerate(printed) if "one-term slopes (secondary" in line)
+    assert head < second
+    assert not any("OUTSIDE" in line for line in printed[second:] if "slope" in line)

@@ -1,6 +1,9 @@
 """The figure of the sde study: strong error against depth, with fitted and theory slopes."""
 
+import math
 from pathlib import Path
+
+import numpy as np
 
 from ..io.plotting import loglog_series, reference_floor, save_figure, use_agg
 
@@ -43,18 +46,34 @@ def fbm_note(rows, quantity, theory) -> str:
     )
 
 
-def plot_strong_error(out, cfg, points, fits, reference) -> Path:
+def _law_label(law) -> str:
+    ci = law.get("p_ci95") or [math.nan, math.nan]
+    theory = law["theory"]["p"]
+    inside = "inside" if theory["inside_ci95"] else "OUTSIDE"
+    return (
+        f"its law a L^-p (1 + c' L^-p): p = {law['p']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}] "
+        f"(theory {theory['value']:.2f}: {inside})"
+    )
+
+
+def plot_strong_error(out, cfg, points, fits, reference, rates=()) -> Path:
     """Write `out/strong_error.png`: both errors (mean over seeds; bars ×/÷ their geometric
-    spread) against L, the fitted slopes (dashed), the theory slope (dotted) and the
-    reference's own error."""
+    spread) against L, the depth law fitted to them (`rates`, solid, with its exponent p),
+    the one-term slopes (dashed, secondary), the theory slope (dotted) and the reference's
+    own error."""
     use_agg()
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5.6, 4.4))
+    from ..stats.depth_law import law_mean
+
+    fig, ax = plt.subplots(figsize=(6.4, 5.0))
     rows = sorted(points, key=lambda p: p["L"])
     Ls = [p["L"] for p in rows]
-    for q, marker in (("error_final", "o"), ("error_sup", "s")):
+    grid = np.geomspace(min(Ls), max(Ls), 60)
+    for i, (q, marker) in enumerate((("error_final", "o"), ("error_sup", "s"))):
         fit = next((f for f in fits if f["quantity"] == q), None)
+        law = next((r for r in rates if r.get("quantity") == q and r.get("p") is not None), None)
+        color = f"C{i}"
         loglog_series(
             ax,
             Ls,
@@ -62,15 +81,32 @@ def plot_strong_error(out, cfg, points, fits, reference) -> Path:
             [p[q]["std"] for p in rows],
             fit=fit,
             theory=fit["theory"] if fit else None,
-            label=LABELS[q],
+            label=LABELS[q] + ", one-term",
             marker=marker,
+            color=color,
+            linestyle="none" if law is not None else "-",  # the law's curve through them
         )
+        if law is not None:
+            ax.plot(grid, law_mean(law, grid), "-", color=color, lw=2.2, alpha=0.45,
+                    label=_law_label(law))  # fmt: skip
     means = [p[q]["mean"] for q in LABELS for p in rows if p.get(q)]
     reference_floor(ax, reference.get("error_estimate"), means)
-    # a fitted slope away from the theory's: say why on the figure
+    # the law's exponent away from the theory's, or a one-term slope that misses where the
+    # law holds: say which on the figure
+    law = next((r for r in rates if r.get("p") is not None), None)
     fit = next((f for f in fits if f.get("slope") is not None), None)
     ci = fit.get("ci95") if fit else None
-    if fit and fit.get("theory") is not None and ci and not ci[0] <= fit["theory"] <= ci[1]:
+    if law is not None and law["theory"]["p"]["inside_ci95"] is False:
+        ax.text(0.02, 0.02, f"the law's p {law['p']:.2f} misses the theory "
+                f"{law['theory']['p']['value']:.2f}: see results.json",
+                transform=ax.transAxes, fontsize=6.5, va="bottom",
+                bbox={"facecolor": "white", "alpha": 0.8, "lw": 0})  # fmt: skip
+    elif law is not None and fit and ci and not ci[0] <= fit["theory"] <= ci[1]:
+        ax.text(0.02, 0.02, f"one-term slope {fit['slope']:.2f} vs theory {fit['theory']:.2f}: "
+                "bent by the next order,\nwhich the law fits (its p holds the theory)",
+                transform=ax.transAxes, fontsize=6.5, va="bottom",
+                bbox={"facecolor": "white", "alpha": 0.8, "lw": 0})  # fmt: skip
+    elif fit and fit.get("theory") is not None and ci and not ci[0] <= fit["theory"] <= ci[1]:
         why = {
             "fbm": fbm_note(rows, fit["quantity"], fit["theory"]),
             "brownian": "the slope's interval misses −1/2: see the warnings in results.json",
@@ -86,7 +122,7 @@ def plot_strong_error(out, cfg, points, fits, reference) -> Path:
     fig.suptitle(
         f"ResNet vs its depth limit on the same path: d={cfg['d']}, σ={cfg['activation']}, "
         f"{cfg['seeds']} seeds; dotted: theory slope {fits[0]['theory']:.2f}\n"
-        "bars: ×/÷ the seeds' geometric spread; dashed: fitted slope",
+        "bars: ×/÷ the seeds' geometric spread; dashed: one-term slope; solid: the law",
         fontsize=8,
     )
     path = Path(out) / "strong_error.png"

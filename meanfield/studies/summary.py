@@ -77,12 +77,20 @@ def _law_line(law: dict) -> str:
 
 
 def rate_lines(rates: list) -> list[str]:
-    """The headline of a study with `rates` (mean-ode): at the last step, the finite
+    """The headline of a study with `rates`: at the last step (mean-ode), the finite
     networks' law (its exponents with intervals against the theory) and the Euler part's,
-    each introduced once by its model and what it was fitted to."""
+    each introduced once by its model and what it was fitted to; a depth law over paired
+    draws (`part` "depth", sde) likewise."""
     rates = [r for r in rates if isinstance(r, dict) and "fixed" in r]
     if not rates:
         return []
+    depth = [r for r in rates if r.get("part") == "depth"]
+    if depth:
+        law = next((r for r in depth if r.get("p") is not None), depth[0])
+        how = law.get("interval", "no interval")
+        lines = [f"rates, {law['model']} over {law.get('n_points')} depths, mean over "
+                 f"{law.get('draws')} paired draws ({how}):"]  # fmt: skip
+        return lines + [f"  {_law_line(r)}" for r in depth]
     last = max(r["fixed"]["steps"] for r in rates)
     lines = []
     for part, intro in (("finite", "rates"), ("euler", "Euler part")):
@@ -181,7 +189,10 @@ def summary(results: dict, out: Path, limit: int = 8) -> str:
     secondary = [f for f in shown if f.get("secondary")]
     lines += [f"  {_fit_line(f)}" for f in primary]
     if secondary:
-        lines.append("  one-term slopes along lines of the grid (secondary: the other term of "
+        paired = any(r.get("part") == "depth" for r in results.get("rates") or [])
+        lines.append("  one-term slopes (secondary: the law's next order bends them where it "
+                     "is not negligible):" if paired else
+                     "  one-term slopes along lines of the grid (secondary: the other term of "
                      "the law bends them where it is not negligible):")  # fmt: skip
         lines += [f"    {_secondary_line(f)}" for f in secondary]
     for line in results.get("headline", []) or []:
