@@ -40,9 +40,24 @@ def approximation(stem, results):
             for arm in p["arms"]:
                 good = [v for v in arm["rms"] if v is not None and v > 0]
                 value = 10 ** float(np.mean(np.log10(good))) if good else None
-                what = f"{p['target']} depth {arm['depth']} at budget {p['budget']}"
+                kind = arm.get("architecture", "plain")
+                what = f"{p['target']} depth {arm['depth']} {kind} at budget {p['budget']}"
                 if value is not None and math.isfinite(value):
                     out.append((what, titles[p["target"]], arm["parameters"], value))
+        return out
+    if stem == "pop_quiz":
+        # each network's test RMS and each arm's mean, in the panel of its point (the
+        # first four points)
+        for q in results["quiz"][:4]:
+            panel = f"{q['budget']:,} parameters: each network's test RMS"
+            point = next(p for p in results["points"]
+                         if (p["target"], p["budget"]) == (q["target"], q["budget"]))  # fmt: skip
+            for arm, r in zip(point["arms"], q["arms"], strict=True):
+                for j, v in enumerate(arm["rms"]):
+                    if v is not None:
+                        out.append((f"{r['name']} network {j}", panel, None, v))
+                if r["mean_rms"] is not None:
+                    out.append((f"{r['name']} mean", panel, None, r["mean_rms"]))
         return out
     if stem == "exercise":
         # each network's test error, in the panel of the exercise

@@ -34,6 +34,11 @@ Two parts:
   it is recorded. Deepest against shallowest at each budget: the difference of the
   mean log₁₀ RMS errors with Welch's 95% interval over the networks
   (`meanfield.stats.compare`), and which is lower where the interval excludes 0.
+  `--architectures plain,residual` adds deep residual networks of the same width and
+  parameter count (`ResidualMLP`: pre-activation blocks, each branch scaled by
+  1/sqrt(depth − 1)). The preset `pop-quiz` is the lecture's pop quiz: sin(50x) at 10 333
+  parameters, 1 × 3444 against 50 × 14 plain and residual, each arm read against the best
+  constant and the others (`approximation_verdicts.quiz_reading`; no exercise).
 * **The parameter-budget exercise** ("on a 784 → ? → 10 classifier": one hidden layer of
   2048 units against eight of 128): both networks' parameter counts at 784 inputs, exact,
   against the lecture's "~1.63 M" and "~0.22 M" (7× more for the wide one), and the
@@ -58,10 +63,15 @@ import jax.random as jr
 import numpy as np
 
 from ..runtime.errors import StudyInputError
-from ..stats.compare import difference_interval, lower_arm, slope_interval
 from ..stats.fits import line_fit
 from ..theory import approximation as A
-from ..training.approximation import fit_mlp, mlp_shape, predict, sample_mlp
+from ..training.approximation import (
+    ARCHITECTURES,
+    fit_mlp,
+    network_shape,
+    predict,
+    sample_network,
+)
 from .approximation_exercise import (
     EXERCISE_LRS,
     exercise_comparison,
@@ -69,6 +79,14 @@ from .approximation_exercise import (
     exercise_headline,
     exercise_point,
     lecture_square_text,
+)
+from .approximation_verdicts import (
+    compare_depths,
+    quiz_lines,
+    quiz_reading,
+    rates_headline,
+    trained_rates,
+    verdict_counts,
 )
 from .args import float_list, int_list, positive_int
 from .runner import start_study
@@ -90,6 +108,7 @@ PRESETS = {
         "lrs": [0.003, 0.01, 0.03],
         "exercise_seeds": 8,
         "exercise_steps": 300,
+        "architectures": ["plain"],
     },
     "paper": {
         "budgets": [32, 64, 128, 256, 512, 1024, 2048, 4096, 8192],
@@ -99,9 +118,20 @@ PRESETS = {
         "lrs": [0.001, 0.003, 0.01, 0.03],
         "exercise_seeds": 16,
         "exercise_steps": 1000,
+        "architectures": ["plain"],
     },
 }
+# the lecture's pop quiz: ~10 000 parameters on sin(50x), one hidden layer against 50 thin
+# ones, plain and residual; 10 333 parameters: exactly 50 × 14 (the lecture's thin network)
+# and 1 × 3444 (the lecture's "5,000" units count ~10 000 weights, no biases). One learning
+# rate, 0.003: at 3000 steps it gave every arm that learned a lower final training loss
+# than 0.01 (median test RMS 0.43 against 0.46 for one hidden layer, 0.35 against 0.42
+# residual; 0.03 left residual networks at the constant in a trial). No exercise.
+PRESETS["pop-quiz"] = {**PRESETS["quick"], "budgets": [10333], "depths": [1, 50], "seeds": 8,
+                       "steps": 4000, "lrs": [0.003], "architectures": ["plain", "residual"],
+                       "targets": ["sin50"], "exercise": False}  # fmt: skip
 TEST_POINTS = 4096
+EXAMPLE_EVERY = 8  # the pop quiz's drawn fit: every 8th test point (512 of a 1-D target)
 # the constructions: square with these many ReLUs, sawtooth and parity up to these sizes,
 # the curse of dimensionality in these dimensions and grid sizes (cells per side)
 SQUARE_PIECES = (1, 2, 4, 8, 16, 32, 64)
@@ -123,7 +153,9 @@ PRESET_OPTIONS = (
     ("--lrs", float_list, "Adam learning rates tried, increasing"),
     ("--exercise-seeds", positive_int, "networks per architecture of the 784 → ? → 10 exercise"),
     ("--exercise-steps", positive_int, "full-batch Adam steps of the exercise's networks"),
-)
+    ("--architectures", lambda text: [t.strip() for t in text.split(",")],
+     f"deep networks' architectures among {', '.join(ARCHITECTURES)} (one hidden layer: plain)"),
+)  # fmt: skip
 
 
 def add_arguments(parser):
@@ -145,7 +177,7 @@ def add_arguments(parser):
 
 def _config(args) -> dict:
     preset = PRESETS[args.preset]
-    targets = list(DEFAULT_TARGETS)
+    targets = list(preset.get("targets", DEFAULT_TARGETS))
     if args.targets is not None:
         targets = [t.strip() for t in args.targets.split(",")]
         if (
@@ -165,6 +197,8 @@ def _config(args) -> dict:
         "exercise_seeds": args.exercise_seeds or preset["exercise_seeds"],
         "exercise_steps": args.exercise_steps or preset["exercise_steps"],
         "exercise_lrs": list(EXERCISE_LRS),
+        "exercise": preset.get("exercise", True),
+        "architectures": args.architectures or preset["architectures"],
         "targets": targets,
         "sawtooth_k": DEFAULT_SAWTOOTH_K if args.sawtooth_k is None else args.sawtooth_k,
         "parity_n": DEFAULT_PARITY_N if args.parity_n is None else args.parity_n,
@@ -179,6 +213,10 @@ def _config(args) -> dict:
         raise StudyInputError(
             f"--depths: need 1 (one hidden layer) and at least one deeper, got {cfg['depths']}"
         )
+    archs = cfg["architectures"]
+    if "plain" not in archs or not set(archs) <= set(ARCHITECTURES) or len(set(archs)) < len(archs):
+        raise StudyInputError(f"--architectures: need plain and distinct names among "
+                              f"{', '.join(ARCHITECTURES)}, got {archs}")  # fmt: skip
     if not all(0 < lr <= MAX_LR for lr in cfg["lrs"]):
         raise StudyInputError(f"--lrs: Adam learning rates in (0, {MAX_LR:g}], got {cfg['lrs']}")
     if cfg["seeds"] < 2:
@@ -195,10 +233,10 @@ def _config(args) -> dict:
     if cfg["train_points"] < 2:
         raise StudyInputError(f"--train-points: need at least 2, got {cfg['train_points']}")
     for budget in cfg["budgets"]:
-        for depth in cfg["depths"]:
+        for depth, architecture in arms(cfg):
             for d in {_dimension(cfg, t) for t in targets}:
                 try:
-                    mlp_shape(budget, d, depth)
+                    network_shape(budget, d, depth, architecture)
                 except ValueError as err:
                     raise StudyInputError(f"--budgets/--depths: {err}") from None
     _check_cost(cfg)
@@ -215,19 +253,30 @@ def _check_cost(cfg) -> None:
     for target in cfg["targets"]:
         n = _train_size(cfg, target)
         for budget in cfg["budgets"]:
-            for depth in cfg["depths"]:
-                width, params = mlp_shape(budget, _dimension(cfg, target), depth)
+            for depth, architecture in arms(cfg):
+                width, params = network_shape(budget, _dimension(cfg, target), depth, architecture)
                 work += nets * (6.0 * cfg["steps"] * n * params + PYTHON_STEP)
-                # the activations of every layer kept for the gradient, Adam's state, and
-                # the training loss of every step (the loss curve)
+                # the activations of every layer kept for the gradient (a residual block
+                # keeps its sum too, and its norm's), Adam's state, and the training loss
+                # of every step (the loss curve)
+                kept = 2 if architecture == "plain" else 4
                 memory = max(
-                    memory, nets * 8.0 * (2 * n * width * depth + 4 * params + cfg["steps"])
+                    memory, nets * 8.0 * (kept * n * width * depth + 4 * params + cfg["steps"])
                 )
                 elements = max(elements, nets * n * width)
     check_costs([Cost("--budgets/--depths/--seeds/--lrs/--steps/--parity-n/--train-points",
                       "the trained networks", memory=memory, work=work, elements=elements,
-                      array="the hidden activations of a depth's networks"),
-                 exercise_cost(cfg)])  # fmt: skip
+                      array="the hidden activations of a depth's networks")]
+                + ([exercise_cost(cfg)] if cfg["exercise"] else []))  # fmt: skip
+
+
+def arms(cfg) -> list[tuple[int, str]]:
+    """The trained networks' arms, `(depth, architecture)`: every depth plain, and every
+    depth above one in each other architecture of `cfg["architectures"]` (one hidden
+    layer has no block to skip)."""
+    return [(depth, architecture) for depth in cfg["depths"]
+            for architecture in cfg.get("architectures", ["plain"])
+            if architecture == "plain" or depth > 1]  # fmt: skip
 
 
 def _dimension(cfg, target) -> int:
@@ -280,20 +329,24 @@ def target_data(cfg, target):
 
 
 @eqx.filter_jit
-def _train(keys, lrs, data, *, width, depth, steps):
+def _train(keys, lrs, data, *, width, depth, steps, architecture="plain"):
     """Every (learning rate, initialisation) network trained: test RMS errors, final
     training losses, the fraction of test inputs misclassified (the prediction rounded:
-    for the 0/1 targets) and the loss curves, each `(lrs, seeds, ...)`."""
+    for the 0/1 targets), the loss curves, the spread (standard deviation) of the initial
+    network's output over the test points and the trained one's test predictions, each
+    `(lrs, seeds, ...)`."""
     x, y, x_test, y_test = data
 
     def one(key, lr):
-        model = sample_mlp(key, d=x.shape[1], width=width, depth=depth)
+        model = sample_network(key, d=x.shape[1], width=width, depth=depth,
+                               architecture=architecture)  # fmt: skip
+        spread = jnp.std(predict(model, x_test))
         model, losses = fit_mlp(model, x, y, steps=steps, lr=lr)
         pred = predict(model, x_test)
         rms = jnp.sqrt(jnp.mean((pred - y_test) ** 2))
         final = jnp.mean((predict(model, x) - y) ** 2)
         wrong = jnp.mean((jnp.abs(jnp.round(pred) - y_test) > 0.5).astype(pred.dtype))
-        return rms, final, wrong, losses
+        return rms, final, wrong, losses, spread, pred
 
     return jax.vmap(lambda lr: jax.vmap(lambda k: one(k, lr))(keys))(lrs)
 
@@ -305,16 +358,18 @@ def _point(cfg, spec, master, steps=None):
     d = _dimension(cfg, target)
     lrs = jnp.asarray(cfg["lrs"], dtype)
     steps = cfg["steps"] if steps is None else steps
-    arms = []
-    for depth in cfg["depths"]:
-        width, params = mlp_shape(budget, d, depth)
+    out = []
+    for depth, architecture in arms(cfg):
+        width, params = network_shape(budget, d, depth, architecture)
         # the networks of a (target, budget, depth): keys folded in one after another,
-        # distinct for any budget and depth
+        # distinct for any budget and depth; another architecture's folds its index in
         key = jr.fold_in(jr.fold_in(jr.fold_in(master, TARGETS.index(target)), budget), depth)
+        if architecture != "plain":
+            key = jr.fold_in(key, ARCHITECTURES.index(architecture))
         keys = jr.split(key, cfg["seeds"])
-        rms, final, wrong, losses = (
-            np.asarray(a, dtype=float)
-            for a in _train(keys, lrs, data, width=width, depth=depth, steps=steps)
+        shape = {"width": width, "depth": depth, "architecture": architecture}
+        rms, final, wrong, losses, spread, pred = (
+            np.asarray(a, dtype=float) for a in _train(keys, lrs, data, steps=steps, **shape)
         )
         ok = np.isfinite(rms) & np.isfinite(final)
         mean_final = [
@@ -323,6 +378,7 @@ def _point(cfg, spec, master, steps=None):
         best = int(np.argmin(mean_final))
         arm = {
             "depth": depth,
+            "architecture": architecture,
             "width": width,
             "parameters": params,
             "lr": cfg["lrs"][best],
@@ -338,97 +394,24 @@ def _point(cfg, spec, master, steps=None):
             if ok[best].any()
             else [],
         }
+        arm["init_spread"] = spread[best].tolist()  # the initial networks: any lr's
         if target in ("parity", "spirals"):
             arm["wrong"] = [
                 float(v) if o else None for v, o in zip(wrong[best], ok[best], strict=True)
             ]
-        arms.append(arm)
+        if _quiz(cfg) and d == 1 and ok[best].any():  # the median network's fit, drawn
+            finite = np.flatnonzero(ok[best])
+            median = finite[np.argsort(rms[best][finite])[(finite.size - 1) // 2]]
+            arm["example_fit"] = pred[best][median][::EXAMPLE_EVERY].tolist()
+        out.append(arm)
     # the error of the best constant (the mean of f): a network on it learned nothing
     constant = float(np.std(np.asarray(data[3], dtype=float)))
-    return {"target": target, "budget": budget, "constant_rms": constant, "arms": arms}
+    return {"target": target, "budget": budget, "constant_rms": constant, "arms": out}
 
 
-# an arm whose geometric-mean error is above this fraction of the best constant's learned
-# (next to) nothing: two such arms are not ranked
-LEARNED_NOTHING = 0.9
-
-
-def compare_depths(point) -> dict:
-    """The deepest arm of a point against its one-hidden-layer arm: the difference of
-    their mean log₁₀ RMS errors (deep − shallow) with Welch's interval over the networks,
-    and which is lower; "neither learned" where both arms' geometric-mean errors are
-    above `LEARNED_NOTHING` times the best constant's (`constant_rms`), whatever the
-    interval says."""
-    by = {a["depth"]: a for a in point["arms"]}
-    shallow, deep = by[1], by[max(by)]
-
-    def logs(arm):
-        return [math.log10(v) for v in arm["rms"] if v is not None and v > 0]
-
-    out = difference_interval(logs(shallow), logs(deep))
-    out["deep_depth"] = deep["depth"]
-    out["lower"] = lower_arm(out, ("one hidden layer", f"depth {deep['depth']}"))
-    floor = math.log10(LEARNED_NOTHING * point["constant_rms"])
-    if all(logs(a) and float(np.mean(logs(a))) > floor for a in (shallow, deep)):
-        out["lower"] = "neither learned"
-    return out
-
-
-def verdict_counts(comparisons) -> dict:
-    """How many (target, budget) points each verdict of `compare_depths` got: the one
-    hidden layer lower, the deeper networks lower, not resolved, neither learned."""
-    counts = {"one hidden layer": 0, "deeper": 0, "not resolved": 0, "neither learned": 0,
-              "no interval": 0}  # fmt: skip
-    for c in comparisons:
-        counts["deeper" if c["lower"].startswith("depth ") else c["lower"]] += 1
-    return counts
-
-
-def trained_rates(points) -> list[dict]:
-    """Per smooth d-dimensional target and depth: the least-squares slope of the mean log₁₀
-    test RMS against log₁₀ parameters over the budgets, with its 95% interval over each
-    budget's networks (`slope_interval`), against the piecewise-linear construction's
-    −2/d, whether the interval holds it (None below two budgets with two networks each),
-    and the exploded networks and budgets it left out (`left_out`)."""
-    out = []
-    for target in dict.fromkeys(p["target"] for p in points):
-        if not target.startswith("smooth"):
-            continue
-        d = int(target.removeprefix("smooth"))
-        mine = sorted((p for p in points if p["target"] == target), key=lambda p: p["budget"])
-        for depth in sorted({a["depth"] for p in mine for a in p["arms"]}):
-            xs, samples, left_out = [], [], []
-            for p in mine:
-                arm = next(a for a in p["arms"] if a["depth"] == depth)
-                logs = np.log10([v for v in arm["rms"] if v is not None and v > 0])
-                gone = len(arm["rms"]) - logs.size  # exploded (None) networks, named
-                if logs.size >= 2:
-                    xs.append(math.log10(arm["parameters"]))
-                    samples.append(logs)
-                if gone or logs.size < 2:
-                    why = "exploded" + ("" if logs.size >= 2 else "; budget left out")
-                    left_out.append({"budget": p["budget"], "networks": gone, "why": why})
-            rec = {"target": target, "d": d, "depth": depth, "predicted": -2.0 / d,
-                   "budgets": len(xs), "slope": None, "ci95": None,
-                   "holds_predicted": None, "left_out": left_out}  # fmt: skip
-            if len(xs) >= 2 and len(set(xs)) == len(xs):
-                ci = slope_interval(xs, samples)
-                rec.update(slope=line_fit(xs, [a.mean() for a in samples])[0], ci95=ci,
-                           holds_predicted=bool(ci[0] <= -2.0 / d <= ci[1]))  # fmt: skip
-            out.append(rec)
-    return out
-
-
-def rates_headline(rates) -> str:
-    """The headline line of `trained_rates` (called where there is a smooth target)."""
-    parts = []
-    for r in rates:
-        ci = r["ci95"] or [math.nan, math.nan]
-        measured = "—" if r["slope"] is None else f"{r['slope']:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}]"
-        gone = sum(x["networks"] for x in r.get("left_out", []))
-        parts.append(f"{r['target']} depth {r['depth']} {measured} (−2/d = {r['predicted']:+.2f})"
-                     + (f", {gone} exploded network(s) left out" if gone else ""))  # fmt: skip
-    return "trained, test RMS against parameters in d dimensions: " + "; ".join(parts)
+def _quiz(cfg) -> bool:
+    """Whether the pop quiz's reading runs: the preset, or several architectures."""
+    return cfg.get("preset") == "pop-quiz" or len(cfg.get("architectures", [])) > 1
 
 
 # ------------------------------------------------------------------ the constructions
@@ -509,7 +492,8 @@ def run(args):
     runner = start_study(args, cfg)
     master = jr.key(cfg["seed"])
     specs = [{"target": t, "budget": b} for t in cfg["targets"] for b in cfg["budgets"]]
-    specs.append({"exercise": "digits"})
+    if cfg["exercise"]:
+        specs.append({"exercise": "digits"})
 
     def point(spec):
         if "exercise" in spec:
@@ -525,6 +509,7 @@ def run(args):
         out = _point(cfg, spec, master, steps=SELF_CHECK_STEPS)
         for arm in out["arms"]:
             arm.pop("wrong", None)  # a count of rounded signs, which round-off can flip
+            arm.pop("init_spread")  # a deep plain network's is round-off itself (1e-17)
         return out
 
     def cost(spec):  # the exercise's networks are the largest
@@ -538,8 +523,9 @@ def run(args):
         "and op by op",
     )  # fmt: skip
     points = [p for p in every if "target" in p]
-    (exercise,) = [p for p in every if "exercise" in p]
-    exercise["comparison"] = exercise_comparison(exercise)
+    exercise = next((p for p in every if "exercise" in p), None)
+    if exercise is not None:
+        exercise["comparison"] = exercise_comparison(exercise)
     comparisons = [{"target": p["target"], "budget": p["budget"], **compare_depths(p)}
                    for p in points]  # fmt: skip
     exploded = sum(a["exploded"] for p in every for a in p["arms"])
@@ -566,8 +552,12 @@ def run(args):
         f"over all {len(comparisons)} (target, budget) points: one hidden layer lower at "
         f"{counts['one hidden layer']}, deeper at {counts['deeper']}, not resolved at "
         f"{counts['not resolved']}, neither learned at {counts['neither learned']}",
-        exercise_headline(exercise["comparison"]),
     ]
+    if exercise is not None:
+        headline.append(exercise_headline(exercise["comparison"]))
+    quiz = [quiz_reading(p) for p in points] if _quiz(cfg) else []
+    # the pop quiz first: the preset's question
+    headline[:0] = [line for q in quiz for line in quiz_lines(q)]
     rates = trained_rates(points)
     if rates:
         headline.append(rates_headline(rates))
@@ -576,7 +566,8 @@ def run(args):
             "points": points,
             "comparisons": comparisons,
             "verdict_counts": counts,
-            "exercise": exercise,
+            **({"exercise": exercise} if exercise is not None else {}),
+            **({"quiz": quiz} if quiz else {}),
             "trained_rates": rates,
             "constructions": built,
             "construction_checks": checks,

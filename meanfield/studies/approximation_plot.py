@@ -1,6 +1,7 @@
 """The figures of the approximation study: `constructions.png` (the exact ReLU
 constructions, measured), `trained.png` (trained networks' error against their parameter
-count, one line per depth) and `exercise.png` (the 784 → ? → 10 exercise on the digits)."""
+count, one line per depth and architecture), `exercise.png` (the 784 → ? → 10 exercise on
+the digits) and, where the pop quiz's reading ran, `pop_quiz.png` (its arms' networks)."""
 
 import math
 
@@ -25,7 +26,92 @@ def figures(out, results) -> list:
     done = [_constructions(out, results), _trained(out, results)]
     if results.get("exercise"):  # results from before the exercise existed have none
         done.append(_exercise(out, results))
+    if results.get("quiz"):
+        done.append(_quiz(out, results))
     return done
+
+
+QUIZ_ROWS = 4  # the pop quiz's figure: the first few (target, budget) points
+
+
+def _quiz(out, results):
+    """Per (target, budget) point of the pop quiz: each network's test RMS per arm, with
+    the mean and its 95% interval, against the best constant's; the median network's fit
+    of each arm; each arm's mean training loss along the steps."""
+    import matplotlib.pyplot as plt
+
+    cfg = results["config"]
+    quiz = results["quiz"][:QUIZ_ROWS]
+    fig, axes = plt.subplots(len(quiz), 3, figsize=(17, 4.8 * len(quiz)), squeeze=False)
+    for row, q in zip(axes, quiz, strict=True):
+        point = next(p for p in results["points"]
+                     if (p["target"], p["budget"]) == (q["target"], q["budget"]))  # fmt: skip
+        ax = row[0]
+        labels = []
+        for i, (arm, r) in enumerate(zip(point["arms"], q["arms"], strict=True)):
+            values = np.array([v for v in arm["rms"] if v is not None], float)
+            jitter = np.linspace(-0.15, 0.15, values.size) if values.size > 1 else np.zeros(1)
+            ax.plot(i + jitter[: values.size], values, "o", color=f"C{i}", alpha=0.6, ms=5,
+                    label="one network (test RMS)" if i == 0 else None)  # fmt: skip
+            if r["ci95"] is not None:
+                lo, hi = r["mean_rms"] - r["ci95"][0], r["ci95"][1] - r["mean_rms"]
+                ax.errorbar(i + 0.32, r["mean_rms"], yerr=[[lo], [hi]], fmt="D", color="k",
+                            capsize=4, label="mean, 95% interval" if i == 0 else None)  # fmt: skip
+            labels.append(f"{r['name']}\n{r['parameters']:,} parameters\nAdam lr {arm['lr']:g}"
+                          f"\n{r['state']}")  # fmt: skip
+        ax.axhline(q["constant_rms"], color="0.4", ls=":", lw=1.2,
+                   label=f"the best constant (mean of f): {q['constant_rms']:.4g}")  # fmt: skip
+        ax.set_xticks(range(len(labels)), labels, fontsize=8)
+        ax.set_xlim(-0.5, len(labels) - 0.4)
+        ax.set_yscale("log")
+        shown = [v for a in point["arms"] for v in a["rms"] if v is not None and v > 0]
+        # room above the constant's line and below the lowest network for the legend
+        ax.set_ylim(min(shown + [q["constant_rms"]]) / 3, max(shown + [q["constant_rms"]]) * 1.6)
+        _plain_log_ticks(ax)
+        ax.set(ylabel="test RMS error (4096 points)",
+               title=f"{TITLES[q['target']]}, {q['budget']:,} parameters: each network's "
+               f"test RMS\n{q['answer']}")  # fmt: skip
+        ax.legend(fontsize=8)
+        ax = row[1]
+        n = cfg.get("test_points", 4096)
+        x = ((np.arange(n) + 0.5) / n)[:: _every(point, n)]
+        for i, arm in enumerate(point["arms"]):
+            if arm.get("example_fit"):
+                ax.plot(x[: len(arm["example_fit"])], arm["example_fit"], color=f"C{i}", lw=1.2,
+                        label=q["arms"][i]["name"])  # fmt: skip
+        if q["target"] == "sin50":
+            ax.plot(x, np.sin(50 * x), color="k", lw=0.8, ls="--", label="sin(50x)")
+        if not ax.get_lines():
+            ax.text(0.5, 0.5, "no fit recorded (a target of several inputs)", ha="center",
+                    transform=ax.transAxes)  # fmt: skip
+        ax.set_ylim(-2.2, 1.6)  # room below sin(50x) for the legend
+        ax.set(xlabel="x", ylabel="network output",
+               title="each arm's network of median test RMS (the lower middle one)")  # fmt: skip
+        ax.legend(fontsize=8, loc="lower center", ncol=2)
+        ax = row[2]
+        for i, arm in enumerate(point["arms"]):
+            curve = np.asarray(arm["loss_curve"], float)
+            if curve.size:
+                stride = max(1, cfg["steps"] // 100)
+                ax.plot(np.arange(curve.size) * stride, curve, color=f"C{i}",
+                        label=q["arms"][i]["name"])  # fmt: skip
+        ax.axhline(q["constant_rms"] ** 2, color="0.4", ls=":", lw=1.2,
+                   label="the best constant's mean squared error (test points)")  # fmt: skip
+        ax.set_yscale("log")
+        low = min([c for a in point["arms"] for c in a["loss_curve"] if c > 0] or [1.0])
+        ax.set_ylim(bottom=low / 8)  # room below the curves for the legend
+        ax.set(xlabel="Adam step", ylabel="training MSE (mean over the networks)",
+               title="training loss at each arm's chosen learning rate")  # fmt: skip
+        ax.legend(fontsize=8, loc="lower left")
+    title = (f"The lecture's pop quiz: {cfg['seeds']} networks per arm, {cfg['steps']} "
+             f"full-batch Adam steps, best of learning rates {cfg['lrs']}")  # fmt: skip
+    return save_figure(fig, out / "pop_quiz.png", dpi=100, title=title)
+
+
+def _every(point, n) -> int:
+    """The stride of the test points an arm's recorded fit keeps."""
+    fits = [len(a["example_fit"]) for a in point["arms"] if a.get("example_fit")]
+    return max(1, n // fits[0]) if fits else 1
 
 
 def _exercise(out, results):
@@ -146,6 +232,11 @@ def _plain_log_ticks(ax) -> None:
     size_ticks(ax, [float(f"{t:.3g}") for t in np.geomspace(lo, hi, 5)[1:-1]], axis="y")
 
 
+def _kind(arm) -> tuple:
+    """An arm's `(depth, architecture)` (results from before architectures: plain)."""
+    return arm["depth"], arm.get("architecture", "plain")
+
+
 def _trained(out, results):
     import matplotlib.pyplot as plt
 
@@ -158,8 +249,9 @@ def _trained(out, results):
     for ax, target in zip(axes.ravel(), targets, strict=False):
         pts = sorted((p for p in results["points"] if p["target"] == target),
                      key=lambda p: p["budget"])  # fmt: skip
-        for depth in cfg["depths"]:
-            arms = [a for p in pts for a in p["arms"] if a["depth"] == depth]
+        kinds = dict.fromkeys(_kind(a) for p in pts for a in p["arms"])
+        for depth, architecture in kinds:
+            arms = [a for p in pts for a in p["arms"] if _kind(a) == (depth, architecture)]
             stats = [_interval(a["rms"]) for a in arms]
             params = [a["parameters"] for a in arms]
             means = np.array([10**m for m, _ in stats])
@@ -167,6 +259,7 @@ def _trained(out, results):
             hi = np.array([10 ** (m + h) - 10**m if h == h else 0.0 for m, h in stats])
             exploded = sum(a["exploded"] for a in arms)
             label = "one hidden layer" if depth == 1 else f"{depth} hidden layers"
+            label += "" if architecture == "plain" else f", {architecture}"
             if exploded:
                 label += f" ({exploded} exploded, left out)"
             ax.errorbar(params, means, [lo, hi], fmt="o-", capsize=3, label=label)
