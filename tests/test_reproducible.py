@@ -54,3 +54,17 @@ def test_the_comparison_sees_a_difference():
     ]
     assert _differences(a, {"rates": [], "timing": {}}) == ["/rates: 1 against 0 entries"]
     assert _differences(a, {"timing": {}}) == ["/rates: only in one"]
+
+
+def test_a_targets_numbers_do_not_depend_on_the_other_targets_of_the_run(tmp_path):
+    """`approximation`: sin(50x)'s networks (their keys fold in the target's name, its
+    programs are compiled per shape) give the same errors to the last digit whether it
+    runs alone or after two other targets of the same data shape."""
+    common = dict(budgets=[64], depths=[1, 3], seeds=2, steps=200, lrs=[0.003, 0.01],
+                  exercise_seeds=2, exercise_steps=2, no_progress=True)  # fmt: skip
+    runs = {}
+    for name, targets in (("alone", "sin50"), ("shared", "square,sawtooth,sin50")):
+        mf.run_study("approximation", out=str(tmp_path / name), targets=targets, **common)
+        r = json.loads((tmp_path / name / "results.json").read_text())
+        runs[name] = next(p for p in r["points"] if p["target"] == "sin50")
+    assert runs["alone"]["arms"] and _differences(runs["alone"], runs["shared"]) == []
