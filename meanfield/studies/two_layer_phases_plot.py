@@ -194,7 +194,7 @@ def phase_figure(out, cfg, points, fits, mlu) -> None:
         + "(95% intervals over draws; dotted: predicted)",
         fontsize=9,
     )
-    ax_e.legend(fontsize=7, loc="lower left")
+    ax_e.legend(fontsize=7, loc="best")
 
     curves = (  # (panel, quantity, style, label before the fitted slope)
         (ax_s, "local_update", "o-", ""),
