@@ -68,7 +68,7 @@ def test_the_paired_interval_is_calibrated(c, common, noise):
     path shared by every depth (`common`) and independent log-normal noise per depth
     (`noise`). The first case is what `meanfield study sde` measured on its Brownian
     errors (path sd 0.31, per-depth sd 0.36, c/a −0.24); 100 replicates, coverage in
-    [0.92, 0.98] (measured: 0.96 and 0.94)."""
+    [0.92, 0.98] (measured: 0.96 and 0.96)."""
     truth = _law(0.5, c)
     hits = 0
     for rep in range(100):
