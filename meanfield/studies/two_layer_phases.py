@@ -59,6 +59,7 @@ from .args import (
     preset_config,
 )
 from .embedded_options import load_data
+from .phase_cells import PAST_BOUNDARY, fit_cells, large_cells
 from .runner import start_study
 from .two_layer import MAX_RATE, MAX_SCALE, OPS_PER_UNIT_STEP
 from .two_layer_inputs import batch_size
@@ -107,7 +108,6 @@ QUANTITIES = {
     "local_update": ("the local update |Ṗ| at t, balanced η_u", "5, maximal local update"),
 }
 DEEP_HIDDEN = "‖h^L − h^0‖_D at t = 0"
-PAST_BOUNDARY = 0.5  # criterion 1's boundary for the deep ResNet: ‖h^L − h^0‖_D vs ‖h^0‖ ≈ 1
 # the predicted slopes: against D at a fixed s_v, and against s_v past `PAST_MLU`
 AGAINST_D = {"hidden": 0.5, "decay": 0.0, "local_update": 0.0}
 AGAINST_S_V = {"local_update": -1.0, "decay_u_unscaled": 2.0, "decay": 0.0}
@@ -543,24 +543,6 @@ def headline(fits, mlu, *, deep: bool = False, points=()) -> list[str]:
     if deep and points:
         lines.append(past_boundary(fits, points))
     return lines
-
-
-def large_cells(points, threshold: float = PAST_BOUNDARY) -> set:
-    """The (D, s_v) of the cells past criterion 1's boundary: mean ‖h^L − h^0‖_D at least
-    `threshold`, or not finite (None)."""
-    return {
-        (p["D"], p["s_v"])
-        for p in points
-        if p["hidden"]["mean"] is None or p["hidden"]["mean"] >= threshold
-    }
-
-
-def fit_cells(f) -> set:
-    """The (D, s_v) of the cells a slope is fitted over."""
-    fixed = f["fixed"]
-    if f["against"] == "D":
-        return {(D, fixed["s_v"]) for D in f["sizes"]}
-    return {(fixed["D"], s) for s in f["sizes"]}
 
 
 def past_boundary(fits, points, threshold: float = PAST_BOUNDARY) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 
 from ..io.plotting import save_figure, use_agg
-from .two_layer_phases import PAST_BOUNDARY, fit_cells, large_cells
+from .phase_cells import PAST_BOUNDARY, fit_cells, large_cells
 
 COLORS = {"hidden": "C3", "decay": "C2", "local_update": "C0"}
 LABELS = {
