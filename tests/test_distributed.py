@@ -118,6 +118,7 @@ def test_a_killed_process_stops_the_other_in_one_line_and_resume_finishes(one_de
 def test_settings_refused_in_one_line(capsys):
     class Args:
         distributed, coordinator, num_processes, process_id = False, None, None, None
+        study, join_timeout = "variance", None
 
     a = Args()
     assert distributed_settings(a) is None
@@ -135,6 +136,7 @@ def test_settings_refused_in_one_line(capsys):
     a.coordinator = "10.0.0.1:1234"
     assert distributed_settings(a) == {
         "coordinator": "10.0.0.1:1234", "num_processes": 2, "process_id": 1,
+        "join_timeout": 60.0, "where": "meanfield study variance",
     }  # fmt: skip
     assert main([*VARIANCE, "--process-id", "3", "--num-processes", "2"]) == 2
     err = capsys.readouterr().err.strip()

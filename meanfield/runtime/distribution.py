@@ -8,13 +8,27 @@ point may use; `shard_seeds` spreads its seeds over them (default: every device)
 
 **Processes.** `start_processes(...)` joins JAX's own multi-process runtime
 (`jax.distributed.initialize`; the coordinator's address, the number of processes and
-this one's index given, or read from a cluster's environment such as SLURM's). Each
+this one's index given, or read from a cluster's environment such as SLURM's) within
+`join_seconds()` (`--join-timeout`, `MEANFIELD_JOIN_TIMEOUT`, default 60 s): a peer that
+never comes, a coordinator nothing answers at, end the process with one line and exit
+status 2, as a refused input. The processes then agree (`Processes.agree`: every one's
+configuration and code against process 0's) or all refuse in one line. Each
 process then computes its share of the grid points (`Processes.share`) and sends every
 finished point to the others through the runtime's key-value store (`send`, `receive`):
 every process ends with every point, and only process 0 writes the study's folder
 (`studies.runner`). A process that stops answering (killed, its machine gone) makes the
 others stop within `stale_seconds()` with one line (`Processes` watches every peer's
 heartbeat); the points already written stay, and `--resume` continues from them.
+
+**A follower's supervisor.** Process 0 hosts the runtime's coordination service: killed,
+the others' runtime (C++) ends them at once by SIGABRT with a report of many lines, which
+Python cannot catch. The command line therefore runs each process other than 0 as a child
+of a small supervisor of its own (`cli.main`). The child has `MEANFIELD_SUPERVISED` set (an
+internal variable), says each point it computed on stderr in a line the supervisor reads
+(`COMPUTED_MARK`), and ends when the supervisor does (`watch_supervisor`). The supervisor
+relays the child's stderr, about a second late; where the runtime's fatal report comes
+(`FATAL_MARKERS`) it prints one line instead (the coordinator gone, what the child
+computed, `--resume`) and exits with status 1.
 """
 
 import contextlib
@@ -34,6 +48,41 @@ import jax
 
 TIMEOUT_VARIABLE = "MEANFIELD_PROCESS_TIMEOUT"
 DEFAULT_STALE_SECONDS = 10.0
+JOIN_VARIABLE = "MEANFIELD_JOIN_TIMEOUT"
+DEFAULT_JOIN_SECONDS = 60.0
+MAX_JOIN_SECONDS = 86400.0  # a day: beyond, the runtime's own (integer) timeout overflows
+JOIN_EXIT = 2  # a process that cannot join: a setup to correct, as a refused input
+SUPERVISED_VARIABLE = "MEANFIELD_SUPERVISED"  # set by a follower's supervisor on its child
+COMPUTED_MARK = "meanfield supervisor: computed "  # + a count: a supervised child's line
+# the runtime's report as it ends a process whose coordinator has gone (jaxlib 0.10.1)
+FATAL_MARKERS = (
+    "Terminating process because the JAX distributed service detected fatal errors",
+    "Polled an error from coordination service",
+)
+
+
+def supervised() -> bool:
+    """Whether a follower's supervisor runs this process (`SUPERVISED_VARIABLE` set)."""
+    return bool(os.environ.get(SUPERVISED_VARIABLE))
+
+
+def watch_supervisor() -> None:
+    """In a supervised process whose stdin is its supervisor's pipe: end this process as
+    if killed with it (SIGKILL) once the supervisor has gone (killed too: the pipe
+    closes), so that the others see it stop (`stale_seconds()`), never an orphan going
+    on. Stdin not a pipe (a terminal, a file, /dev/null): nothing is watched."""
+    import signal
+    import stat
+
+    def watch():
+        with contextlib.suppress(OSError):
+            while os.read(0, 4096):
+                pass
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    with contextlib.suppress(OSError):
+        if stat.S_ISFIFO(os.fstat(0).st_mode):
+            threading.Thread(target=watch, name="meanfield-supervisor", daemon=True).start()
 
 
 def stale_seconds() -> float:
@@ -50,6 +99,31 @@ def stale_seconds() -> float:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"{TIMEOUT_VARIABLE}: seconds, a finite number > 0, got {text!r}")
+    return value
+
+
+def join_seconds(given: float | None = None) -> float:
+    """How long a process waits to join the others: `given` (`--join-timeout`), else
+    `MEANFIELD_JOIN_TIMEOUT`, else 60 s; read when a multi-process run starts, not at
+    import. A value that is not a number in (0, 86400] is a one-line `ValueError` naming
+    the option or the variable."""
+    if given is None:
+        text, name = os.environ.get(JOIN_VARIABLE), JOIN_VARIABLE
+    else:
+        text, name = f"{given:g}", "--join-timeout"
+    if text is None:
+        return DEFAULT_JOIN_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= MAX_JOIN_SECONDS):
+        raise ValueError(
+            f"{name}: seconds, a finite number > 0 and at most {MAX_JOIN_SECONDS:g}, got {text}"
+            if given is not None
+            else f"{name}: seconds, a finite number > 0 and at most {MAX_JOIN_SECONDS:g}, "
+            f"got {text!r}"
+        )
     return value
 
 
@@ -150,19 +224,132 @@ def cluster_detected() -> str | None:
     return None
 
 
+def cluster_settings() -> dict | None:
+    """The coordinator's address, the process count and this process's index that JAX's
+    runtime reads from a cluster whose variables are cheap to read (SLURM, Open MPI), or
+    `None` (no such cluster; the runtime reads the others itself)."""
+    try:
+        from jax._src.clusters import ClusterEnv
+    except ImportError:  # pragma: no cover - private module moved
+        return None
+    for env in ClusterEnv._cluster_types:
+        if env.__name__ not in ("SlurmCluster", "OmpiCluster"):
+            continue
+        try:
+            if not env.is_env_present():
+                continue
+            port = os.environ.get("JAX_COORDINATOR_PORT")
+            return {
+                "cluster": env.__name__,
+                "coordinator": env.get_coordinator_address(None, port),
+                "num_processes": env.get_process_count(),
+                "process_id": env.get_process_id(),
+            }
+        except Exception:  # noqa: BLE001 - variables the runtime will refuse itself
+            return None
+    return None
+
+
+def check_host(address: str, seconds: float = 10.0) -> None:
+    """A `ValueError` (the reason, one line) where the host of `address` ("HOST:PORT")
+    does not resolve to an address (looked up in a thread, at most `seconds`; no
+    connection is made)."""
+    import socket
+
+    host = address.rpartition(":")[0].strip("[]")
+    found: list = []
+
+    def look():
+        try:
+            found.append(socket.getaddrinfo(host, None))
+        except (OSError, UnicodeError) as err:
+            found.append(err)
+
+    thread = threading.Thread(target=look, name="meanfield-resolve", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if not found:
+        raise ValueError(f"the host {host!r} did not resolve within {seconds:g} s")
+    if isinstance(found[0], BaseException):
+        err = found[0]
+        why = err.args[1] if isinstance(err, OSError) and len(err.args) > 1 else _first(err)
+        raise ValueError(f"the host {host!r} does not resolve to an address ({why})")
+
+
 def start_processes(
-    coordinator: str | None = None, num_processes: int | None = None, process_id: int | None = None
+    coordinator: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+    *,
+    join_timeout: float | None = None,
+    where: str = "meanfield",
 ) -> "Processes":
     """Join JAX's multi-process runtime (`jax.distributed.initialize`, before any other
     JAX computation) and return this process's `Processes`. Arguments left `None` come
-    from the cluster's environment (SLURM, Open MPI, ...; `JAX_COORDINATOR_ADDRESS`)."""
-    jax.distributed.initialize(
-        coordinator_address=coordinator, num_processes=num_processes, process_id=process_id,
-        # the runtime's own checks are slower than ours (`stale_seconds`), so a dead peer
-        # is reported by one line of ours, not by the runtime's abort
-        heartbeat_timeout_seconds=max(100, int(10 * stale_seconds())),
+    from the cluster's environment (SLURM, Open MPI, ...; `JAX_COORDINATOR_ADDRESS`).
+
+    A process that has not joined within `join_seconds(join_timeout)` (60 s by default: a
+    peer that never comes, a coordinator nothing answers at) prints one line, `where:
+    error: --coordinator HOST:PORT: process I of N could not join within T s (why)`, and
+    ends with exit status 2 (`JOIN_EXIT`); the runtime's own timeout, which ends the
+    process with a report of many lines, is set 10 s later as a backstop."""
+    seconds = join_seconds(join_timeout)
+    cluster = cluster_settings() or {}
+    address = coordinator or os.environ.get("JAX_COORDINATOR_ADDRESS") or cluster.get(
+        "coordinator")  # fmt: skip
+    n = num_processes if num_processes is not None else cluster.get("num_processes")
+    i = process_id if process_id is not None else cluster.get("process_id")
+    option = (
+        f"--coordinator {coordinator}" if coordinator
+        else f"--distributed (coordinator {address})" if not cluster
+        else f"--distributed ({cluster['cluster']}: coordinator {address})"
     )  # fmt: skip
+    joined = threading.Event()
+
+    def watch():
+        if joined.wait(seconds):
+            return
+        who = f"process {i if i is not None else '?'} of {n if n is not None else '?'}"
+        why = _why_not_joined(address, i, n)
+        print(f"{where}: error: {option}: {who} could not join within {seconds:g} s ({why})",
+              file=sys.stderr, flush=True)  # fmt: skip
+        sys.stdout.flush()
+        os._exit(JOIN_EXIT)
+
+    threading.Thread(target=watch, name="meanfield-join", daemon=True).start()
+    try:
+        jax.distributed.initialize(
+            coordinator_address=coordinator, num_processes=num_processes,
+            process_id=process_id, initialization_timeout=math.ceil(seconds) + 10,
+            # the runtime's own checks are slower than ours (`stale_seconds`), so a dead
+            # peer is reported by one line of ours, not by the runtime's abort
+            heartbeat_timeout_seconds=max(100, int(10 * stale_seconds())),
+        )  # fmt: skip
+    finally:
+        joined.set()
     return Processes()
+
+
+def _why_not_joined(address: str | None, index: int | None, count: int | None) -> str:
+    """Why a process is still waiting to join, as far as one look can tell."""
+    import socket
+
+    everyone = "each must be started with the same --coordinator and --num-processes"
+    if index == 0:
+        return f"not every other process came: {everyone}, and its own --process-id"
+    if not address:
+        return "no coordinator address"
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=2.0):
+            pass
+    except ConnectionRefusedError:
+        return f"nothing listens at {address}: is process 0 running there?"
+    except TimeoutError:
+        return f"no answer from {address}"
+    except OSError as err:
+        return f"{address}: {err.strerror or _first(err)}"
+    return f"process 0 answers at {address}, but not every process came: {everyone}"
 
 
 def active() -> "Processes | None":
@@ -195,11 +382,24 @@ class Processes:
         self.count = jax.process_count()
         self.on_lost = on_lost or _exit_with
         self.where = "meanfield"
+        self._computed = 0
         self._done: set[int] = set()
         self._stop = threading.Event()
         self._watch = threading.Thread(target=self._beat, name="meanfield-heartbeat", daemon=True)
         self._watch.start()
         _ACTIVE = self
+
+    @property
+    def computed(self) -> int:
+        """The points this process computed and sent (`StudyRunner`); a supervised
+        process says each new count on stderr (`COMPUTED_MARK`), for its supervisor."""
+        return self._computed
+
+    @computed.setter
+    def computed(self, count: int) -> None:
+        self._computed = count
+        if supervised():
+            print(f"{COMPUTED_MARK}{count}", file=sys.stderr, flush=True)
 
     # the exchange
     def share(self, items: Sequence) -> list:
@@ -228,13 +428,51 @@ class Processes:
             time.sleep(0.02)
         return got
 
+    def agree(self, record: dict[str, tuple[str, str]]) -> str | None:
+        """Whether every process runs what process 0 runs: `record` maps a name (an option
+        such as `--seed`, "the study", "jax") to its value's hash and its value as shown.
+        Each process publishes its record; process 0 compares every other with its own and
+        publishes the verdict, which every process returns: `None` where they agree, else
+        one line naming what differs (every process then refuses with it)."""
+        self.send(f"agree/{self.index}", record)
+        if self.index == 0:
+            differ: dict[str, list[str]] = {}
+            for peer in range(1, self.count):
+                theirs = self.receive(f"agree/{peer}")
+                for name in [*record, *(k for k in theirs if k not in record)]:
+                    mine, other = record.get(name), theirs.get(name)
+                    if (mine or [None])[0] != (other or [None])[0]:
+                        differ.setdefault(name, []).append(
+                            f"{_shown(other)} on process {peer}, {_shown(mine)} on process 0"
+                        )
+            verdict = ""
+            if differ:
+                each = "; ".join(f"{k} {', '.join(v)}" for k, v in differ.items())
+                verdict = (
+                    f"{', '.join(differ)}: the {self.count} processes were not given the same "
+                    f"run ({each}); start every process with the same options, data and "
+                    "code; nothing was computed"
+                )
+            self.send("agree/verdict", verdict)
+        else:
+            verdict = self.receive("agree/verdict")
+        return verdict or None
+
+    def _refused(self) -> bool:
+        """Whether process 0 found the processes not agreeing (`agree`): each refuses."""
+        return bool(json.loads(self.client_try(f"{_PREFIX}/agree/verdict/0") or '""'))
+
     def abort(self, line: str) -> None:
         """This process stops on an error (`line`, already printed): tell the others, which
-        stop with one line of their own, and wait a little for them to go (the runtime ends
-        a process whose coordinator, process 0, has gone, with a report of its own)."""
+        stop with one line of their own. Process 0, whose runtime serves the others (their
+        runtime ends them with a report of its own once it has gone), waits a little for
+        them to go first; the others go at once."""
         self._stop.set()
         try:
             self.client.key_value_set(f"{_PREFIX}/abort", f"process {self.index}: {line}")
+            self.client.key_value_set(f"{_PREFIX}/gone/{self.index}", "1")
+            if self.index != 0:
+                return
             deadline = time.monotonic() + 3 * _BEAT_SECONDS + 2
             for peer in range(self.count):
                 while peer != self.index and time.monotonic() < deadline:
@@ -275,7 +513,9 @@ class Processes:
                 self.client.key_value_increment(key, 1)
                 aborted = self.client_try(f"{_PREFIX}/abort")
                 if aborted is not None:
-                    self._lost(f"{aborted.split(': ', 1)[0]} stopped on an error")
+                    if not self._refused():  # else this process refuses too (`agree`)
+                        who, _, why = aborted.partition(": ")
+                        self._lost(f"{who} stopped ({why or 'an error'})")
                     return
                 now = time.monotonic()
                 for peer in range(self.count):
@@ -321,6 +561,24 @@ class Processes:
             f"{self.where}: process {self.index} of {self.count} stops: {why}; the finished "
             "points stay in process 0's folder: run the same commands with --resume"
         )
+
+
+def follower_stopped(where: str, signal_name: str, out) -> str | None:
+    """The one line a process other than process 0 prints when a signal stops it (what
+    it computed, and that process 0 holds the folder); `None` for process 0 or one
+    process (`runtime.interrupt.message` says what the folder keeps)."""
+    procs = _ACTIVE
+    if procs is None or procs.index == 0:
+        return None
+    return (
+        f"{where}: process {procs.index} of {procs.count} stopped by {signal_name}; it "
+        f"computed {procs.computed} point(s), sent to process 0, which holds the folder "
+        f"{out}: run the same commands with --resume to continue"
+    )
+
+
+def _shown(entry) -> str:
+    return "nothing" if entry is None else str(entry[1])
 
 
 def _first(err: BaseException) -> str:

@@ -13,7 +13,7 @@ import os
 import re
 
 from ..runtime.errors import StudyInputError as StudyInputError
-from .args import nonnegative_int, positive_int, seed_int
+from .args import nonnegative_int, positive_float, positive_int, seed_int
 from .runner import SelfCheckError as SelfCheckError
 from .runner import StudyRunner as StudyRunner
 
@@ -120,12 +120,20 @@ def add_common_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         "--process-id", type=nonnegative_int, default=None,
         help="this process's index, 0 to --num-processes - 1",
     )  # fmt: skip
+    group.add_argument(
+        "--join-timeout", metavar="SECONDS", type=positive_float, default=None,
+        help="how long a process waits for the others to join before it stops with one "
+        "line, exit status 2 (default: $MEANFIELD_JOIN_TIMEOUT, else 60)",
+    )  # fmt: skip
     add_release_override(parser)
 
 
 def distributed_settings(args) -> dict | None:
-    """The `jax.distributed` settings the options ask for (`None`: one process); a bad
-    combination is a `StudyInputError` naming the option."""
+    """The `jax.distributed` settings the options ask for (`None`: one process), with the
+    time to join (`join_timeout`: `--join-timeout`, else `MEANFIELD_JOIN_TIMEOUT`, else
+    60 s) and the command's name (`where`); a bad combination, a bad time, or a coordinator
+    whose host does not resolve (given, or read from SLURM's or Open MPI's variables) is
+    a `StudyInputError` naming the option or the variable."""
     given = {
         "coordinator": getattr(args, "coordinator", None),
         "num_processes": getattr(args, "num_processes", None),
@@ -147,13 +155,26 @@ def distributed_settings(args) -> dict | None:
 
         if cluster_detected() is None and "JAX_COORDINATOR_ADDRESS" not in os.environ:
             raise StudyInputError("--coordinator: needed with --num-processes outside a cluster")
-    from ..runtime.distribution import stale_seconds
+    from ..runtime.distribution import check_host, cluster_settings, join_seconds, stale_seconds
 
     try:  # read once here, so that a bad value is refused before any process starts
         stale_seconds()
+        seconds = join_seconds(getattr(args, "join_timeout", None))
     except ValueError as err:
         raise StudyInputError(str(err)) from None
-    return given
+    option = "--coordinator"
+    if address is None and os.environ.get("JAX_COORDINATOR_ADDRESS"):
+        option, address = "JAX_COORDINATOR_ADDRESS", os.environ["JAX_COORDINATOR_ADDRESS"]
+    elif address is None and (cluster := cluster_settings()) is not None:
+        option = f"--distributed ({cluster['cluster']}'s coordinator)"
+        address = cluster["coordinator"]
+    if address is not None:
+        try:
+            check_host(address, min(seconds, 10.0))
+        except ValueError as err:
+            raise StudyInputError(f"{option} {address}: {err}") from None
+    study = getattr(args, "study", None)
+    return {**given, "join_timeout": seconds, "where": f"meanfield study {study}"}
 
 
 def add_release_override(parser: argparse.ArgumentParser) -> None:

@@ -217,6 +217,7 @@ class StudyRunner(StudyFolder):
                 if procs is not None:
                     record = {"point": point, "seconds": seconds, "placement": placement}
                     procs.send(f"{self.study}/{call}/p/{names[i]}", record)
+                    procs.computed += 1
                     receive_ready(wait=False)
             if procs is not None:
                 receive_ready(wait=True)
@@ -483,6 +484,12 @@ def start_study(args, cfg: dict) -> StudyRunner:
     the runner over `args.out` with the common options, opened."""
     jax.config.update("jax_enable_x64", bool(cfg["x64"]))
     procs = distribution.active()
+    if procs is not None:  # several processes run one configuration, or all refuse
+        refused = procs.agree(agreement(args, cfg))
+        if refused:
+            from ..runtime.errors import StudyInputError
+
+            raise StudyInputError(refused)
     runner = StudyRunner if procs is None or procs.index == 0 else FollowerRunner
     return runner(
         args.study,
@@ -493,6 +500,30 @@ def start_study(args, cfg: dict) -> StudyRunner:
         progress=not args.no_progress,
         self_check=self_check_wanted(args),
     ).open()
+
+
+def agreement(args, cfg: dict) -> dict[str, tuple[str, str]]:
+    """What the processes of one run must share (`Processes.agree`): the study, each
+    entry of its configuration (config.json's; named by its option, `--seed`, where it has
+    one) and the code's identity (`identity.code_identity`), each as (hash, shown)."""
+    from .folder import canonical_json, sha256_text
+    from .identity import code_identity
+
+    def entry(value) -> tuple[str, str]:
+        text = canonical_json(to_json(value))
+        shown = value if isinstance(value, str) else text
+        return sha256_text(text), shown if len(shown) <= 40 else shown[:37] + "..."
+
+    record = {"the study": entry(args.study)}
+    for key, value in cfg.items():
+        name = f"--{key.replace('_', '-')}" if hasattr(args, key) else f"config {key!r}"
+        record[name] = entry(value)
+    code = code_identity()
+    for key in ("meanfield", "jax", "jaxlib"):
+        record[key] = entry(code.get(key))
+    source = str(code.get("source_sha256"))
+    record["the meanfield source"] = (source, f"sha256 {source[:12]}")
+    return record
 
 
 def exploded_warning(points, shown: int = 4) -> str | None:
