@@ -215,7 +215,8 @@ def join_negative_lists(argv: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(join_negative_lists(sys.argv[1:] if argv is None else list(argv)))
+    given = sys.argv[1:] if argv is None else list(argv)
+    args = parser.parse_args(join_negative_lists(given))
     if args.command in ("info", "study"):
         from .runtime.releases import KnownBadReleaseError, check_release
 
@@ -251,11 +252,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if settings is None:
         return _study_command(parser, args, where)
+    from .runtime import distribution
+
+    index, count = settings["process_id"], settings["num_processes"]
+    if index is None and args.distributed:  # a cluster's rank (SLURM, Open MPI)
+        cluster = distribution.cluster_settings() or {}
+        index, count = cluster.get("process_id"), cluster.get("num_processes")
+    if index:  # a follower: its runtime aborts it, the coordinator gone (`_supervise`)
+        if not distribution.supervised():
+            return _supervise(given, where, index, count, args)
+        distribution.watch_supervisor()  # and it ends with its supervisor
     # several processes: each says who it is; an error or a stop ends it at once (the
     # runtime's shutdown would wait for the others), which the others see within seconds
     import jax
-
-    from .runtime import distribution
 
     try:
         procs = distribution.start_processes(**settings)
@@ -280,6 +289,98 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+def _supervise(argv: list[str], where: str, index: int, count, args) -> int:
+    """Run this follower (process `index` of `count`) as a child, `python -m meanfield
+    ARGV` with `MEANFIELD_SUPERVISED` set, and return its exit status. Its stdout is this
+    process's; its stderr is relayed about a second late, piece by piece (a line, or a
+    progress bar's update), so that where the runtime ends it with its fatal report (the
+    coordinator gone) the report is dropped and one line said instead: what the child
+    computed (its `COMPUTED_MARK` lines, never relayed), where the points are, `--resume`;
+    exit status 1. SIGINT and SIGTERM are sent on to the child; a child ended by another
+    signal ends this with 128 + its number, as a shell reports it."""
+    import select
+    import signal
+    import subprocess
+    import time
+    from collections import deque
+    from pathlib import Path
+
+    from .runtime.distribution import COMPUTED_MARK, FATAL_MARKERS, SUPERVISED_VARIABLE
+    from .studies import resolve_out
+
+    hold = 1.0  # seconds: the report's first lines come within milliseconds of its last
+    env = dict(os.environ, **{SUPERVISED_VARIABLE: "1"})
+    root = str(Path(__file__).resolve().parents[1])  # the child runs this same meanfield
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    # its stdin: a pipe that closes as this process ends, killed too (`watch_supervisor`)
+    child = subprocess.Popen([sys.executable, "-m", "meanfield", *argv], env=env,
+                             stdin=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    assert child.stderr is not None
+
+    def forward(signum, frame):
+        if child.returncode is None:
+            child.send_signal(signum)
+
+    def relay(piece: bytes) -> None:  # bytes as they came; text where stderr is replaced
+        stream = getattr(sys.stderr, "buffer", None)
+        if stream is None:
+            sys.stderr.write(piece.decode(errors="replace"))
+        else:
+            stream.write(piece)
+        sys.stderr.flush()
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    runtime_log = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d")  # absl's, as the report's
+    fd, rest, computed, fatal = child.stderr.fileno(), b"", 0, False
+    held: deque[tuple[float, bytes]] = deque()
+    try:
+        while True:
+            while held and (fatal or held[0][0] <= time.monotonic()):
+                relay(held.popleft()[1])
+            wait = max(0.0, held[0][0] - time.monotonic()) if held else None
+            if not select.select([fd], [], [], wait)[0]:
+                continue
+            chunk = os.read(fd, 1 << 16)
+            pieces = re.split(rb"(?<=[\r\n])", rest + chunk)
+            rest = pieces.pop() if chunk else b""
+            for piece in filter(None, pieces):
+                text = piece.decode(errors="replace")
+                if text.startswith(COMPUTED_MARK):
+                    digits = text[len(COMPUTED_MARK) :].strip()
+                    computed = int(digits) if digits.isdigit() else computed
+                elif not fatal and any(m in text for m in FATAL_MARKERS):
+                    fatal = True  # dropped: the report from its first line, the child's line
+                    kept: deque[tuple[float, bytes]] = deque()
+                    for due, line in held:
+                        shown = line.decode(errors="replace")
+                        if runtime_log.match(shown) and "cpu_aot" not in shown:
+                            break
+                        if "stops: the coordinator (process 0)" not in shown:
+                            kept.append((due, line))
+                    held = kept
+                elif not fatal:
+                    held.append((time.monotonic() + hold, piece))
+            if not chunk:
+                break
+        while held:
+            relay(held.popleft()[1])
+        code = child.wait()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if fatal and code != 0:
+        try:
+            resolve_out(args)
+        except Exception:  # noqa: BLE001 - the child refused it already
+            pass
+        print(f"{where}: process {index} of {count} stops: the coordinator (process 0) is "
+              f"gone; it computed {computed} point(s); the finished points stay in process "
+              f"0's folder {args.out}: run the same commands with --resume",
+              file=sys.stderr, flush=True)  # fmt: skip
+        return 1
+    return code if code >= 0 else 128 - code
+
+
 def _study_command(parser, args, where: str, *, lock: bool = True) -> int:
     from .studies import resolve_out
     from .studies.folder import probe_lock, release_all
@@ -300,17 +401,40 @@ def _study_command(parser, args, where: str, *, lock: bool = True) -> int:
         # spurious SIGILL warning for every program read back (runtime.compilation)
         enable_compilation_cache(args.compile_cache, min_compile_seconds=1.0)
     except ValueError as err:
-        parser.error(f"--compile-cache: {err}")
+        import os
+
+        from .runtime.compilation import ENV_VAR
+
+        # the folder named by the variable where the option is left out
+        named = args.compile_cache is None and ENV_VAR in os.environ
+        given = ENV_VAR if named else "--compile-cache"
+        parser.error(f"{given}: {err}")
     import jax
 
-    from .runtime.interrupt import Interrupted, message, stop_on_signals
+    from .runtime.distribution import active
+    from .runtime.interrupt import Interrupted, end_process, message, stop_on_signals
+
+    def at_once(signum: int) -> None:
+        """One process: its line, then the end, from the signal's handler (the main thread
+        is not unwound out of a compile that jaxlib's thread goes on with: a segfault, or
+        Python's shutdown waiting a minute for it; runtime.interrupt)."""
+        if active() is None:  # (several processes: `main` tells the others, then ends)
+            print(message(where, signum, args.out), file=sys.stderr)
+            release_all()
+            end_process(128 + signum)
 
     x64 = jax.config.read("jax_enable_x64")
     try:
-        with stop_on_signals(where, args.out):
+        with stop_on_signals(where, args.out, at_once=at_once):
             module.run(args)
     except Interrupted as stop:  # Ctrl-C or SIGTERM: one line, the finished points kept
-        print(message(where, stop.signum, args.out), file=sys.stderr)
+        from .runtime.distribution import follower_stopped  # process 0 holds the folder
+
+        line = follower_stopped(where, str(stop), args.out)
+        print(line or message(where, stop.signum, args.out), file=sys.stderr)
+        if active() is None:  # raised where the handler could not end it (on the way out)
+            release_all()
+            end_process(stop.exit_code)
         return stop.exit_code
     except StudyInputError as err:
         print(f"meanfield study {args.study}: error: {err}", file=sys.stderr)

@@ -113,3 +113,67 @@ def test_an_interrupt_inside_a_del_or_a_gc_callback_is_not_swallowed(where):
     assert proc.stdout.count("answered") == 1, proc.stdout
     assert proc.stdout.endswith("answered 2\n"), proc.stdout
     assert proc.stderr == "", proc.stderr
+
+
+# a study whose run is one long XLA compile (about 25 s here: a scan of 4000 steps
+# unrolled; traced and lowered in under a second), through the command line
+COMPILING = """
+import sys
+import jax, jax.numpy as jnp
+from jax import lax
+import meanfield.studies.transfer as study
+from meanfield.cli import main
+
+
+def run(args):
+    def f(x):
+        def body(c, _):
+            return jnp.sin(c) * 1.0001 + jnp.cos(c[::-1]), None
+        return lax.scan(body, x, None, length=4000, unroll=True)[0]
+    lowered = jax.jit(f).lower(jnp.ones(16))
+    print("compiling", flush=True)
+    lowered.compile()
+    print("compiled", flush=True)
+
+
+study.run = run
+sys.exit(main(["--compile-cache", "off", "study", "transfer", "--no-progress",
+               "--out", sys.argv[1]]))
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_a_compile_ends_the_study_within_seconds(tmp_path, signum):
+    """SIGINT or SIGTERM while XLA compiles (issue 75: answered only when the compile
+    ended, 56 s to 142 s later). jaxlib compiles in a thread of its own and answers the
+    signal at once, but the compile goes on, and Python's shutdown waited for it (and then
+    crashed, exit 139): the command line now ends the process at once, in one line."""
+    out = tmp_path / "out"
+    # at the users' compiler settings, not the suite's cheaper ones (at those, XLA itself
+    # crashes compiling this unrolled scan, signal or not: exit -11 before the signal)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("XLA_FLAGS", "JAX_DISABLE_MOST_OPTIMIZATIONS")}  # fmt: skip
+    env["PYTHONUNBUFFERED"] = "1"
+    proc = subprocess.Popen([sys.executable, "-c", COMPILING, str(out)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "compiling"
+        time.sleep(2.0)  # inside XLA's compile
+        t0 = time.perf_counter()
+        proc.send_signal(signum)
+        try:
+            out_text, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{signal.Signals(signum).name} during a compile: not ended in 10 s")
+        seconds = time.perf_counter() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    lines = [line for line in err.splitlines() if line.strip() and "cpu_aot" not in line]
+    name = signal.Signals(signum).name
+    assert proc.returncode == 128 + signum, (proc.returncode, lines)
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"meanfield study transfer: stopped by {name}; "), lines
+    assert "compiled" not in out_text and seconds < 10

@@ -11,6 +11,13 @@ signal at once (`signal.set_wakeup_fd`); if the main thread has not reached its 
 within `grace` seconds it prints the same line and ends the process (`os._exit`): a point
 cut short is never half-written (atomic writes), the folder's lock is the operating
 system's and goes with the process.
+
+A stop answered in time does not end the work it cut short: jaxlib compiles in a thread of
+its own while the main thread waits, answering signals, so `Interrupted` is raised at once
+but the XLA compile goes on (as do a computation dispatched, a compile pool's threads).
+Python's shutdown then waited for it, a minute or more, and crashed after it (exit 139,
+not 130: issue 75). The command line therefore ends its process at once once it has said
+its line (`end_process`), without Python's shutdown.
 """
 
 import contextlib
@@ -19,8 +26,9 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NoReturn
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 GRACE_SECONDS = 5.0
@@ -54,9 +62,25 @@ def finished_points(out: str | os.PathLike | None) -> int:
 def message(where: str, signum: int, out: str | os.PathLike | None) -> str:
     """The one line a stopped study prints."""
     name = signal.Signals(signum).name
+    if out is None or not Path(out).is_dir():  # stopped before the folder was made
+        where_ = f" ({out} not created)" if out is not None else ""
+        return f"{where}: stopped by {name}; nothing written{where_}"
     n = finished_points(out)
-    kept = f"{n} finished point(s) kept in {out}" if out is not None else "nothing written"
+    kept = f"{n} finished point(s) kept in {out}" if n else f"no finished point yet in {out}"
     return f"{where}: stopped by {name}; {kept}; run it again with --resume to continue"
+
+
+def end_process(code: int) -> NoReturn:
+    """End this process at once with exit status `code`, stdout and stderr flushed, without
+    Python's shutdown: that waits for the threads still working (an XLA compile a signal
+    cut short goes on in jaxlib's thread; a compile pool's threads) and its garbage
+    collection of JAX's objects crashed after an abandoned compile. For the command line
+    (whose folder's points are written atomically and whose lock goes with the process),
+    not for a library caller, whose process is its own."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def _swallowing(frame) -> bool:
@@ -78,7 +102,11 @@ def _swallowing(frame) -> bool:
 
 @contextlib.contextmanager
 def stop_on_signals(
-    where: str, out: str | os.PathLike | None = None, *, grace: float = GRACE_SECONDS
+    where: str,
+    out: str | os.PathLike | None = None,
+    *,
+    grace: float = GRACE_SECONDS,
+    at_once: "Callable[[int], object] | None" = None,
 ) -> Iterator[None]:
     """While inside, SIGINT and SIGTERM raise `Interrupted` in the main thread; if it does
     not get there within `grace` seconds (a long compiled loop), the process prints
@@ -87,7 +115,13 @@ def stop_on_signals(
     inside a garbage-collection callback, a `__del__` or a weak reference's callback
     (where Python prints an exception and ignores it: it happened inside XLA's
     collection callback) is sent again 50 ms later; if the work ends first, `Interrupted`
-    is raised on the way out."""
+    is raised on the way out.
+
+    `at_once(signum)`, where given, is called by the handler first: it may end the process
+    (the command line of one process: its line said, `end_process`), never unwinding the
+    main thread out of a call that another thread still works for (an XLA compile the
+    signal cut short, whose objects the unwinding freed: a segfault); where it returns,
+    `Interrupted` is raised."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -108,6 +142,8 @@ def stop_on_signals(
             return
         signal.signal(signum, signal.SIG_IGN)  # a second Ctrl-C does not cut the cleanup
         received.append(signum)
+        if at_once is not None:
+            at_once(signum)
         raise Interrupted(signum)
 
     def watch():

@@ -616,8 +616,8 @@ def run(args):
 
         ref = runner.artifact("reference", reference, describe="the reference limit")
         ref_seconds = time.perf_counter() - t_ref
-    except BaseException:
-        pool.shutdown(cancel_futures=True)
+    except BaseException:  # an error or a stop: a compile running is not waited for
+        pool.shutdown(wait=False, cancel_futures=True)
         raise
     # then one per Euler depth, while this thread runs the finite networks (where an
     # accelerator leaves the CPU cores idle). Submitted now, not with the others: on a
@@ -729,8 +729,10 @@ def run(args):
         )  # fmt: skip
         # the Euler part's own time, without its waits for programs still compiling
         euler_seconds = time.perf_counter() - t_euler - sum(euler_wait)
-    finally:
-        pool.shutdown(cancel_futures=True)
+    except BaseException:  # as above: Ctrl-C during a compile ends the run at once
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(cancel_futures=True)
 
     t_fit = time.perf_counter()
     points = [
