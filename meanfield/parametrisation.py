@@ -276,14 +276,41 @@ _REFERENCE = (
 )
 
 
+def _table_keys(data, required: tuple, optional: tuple, what: str) -> None:
+    """A table as plain data must be a dict with every key of `required` and no key
+    outside `required` and `optional`: a one-line ValueError naming what is missing or
+    unknown."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} must be a dict, got {type(data).__name__}")
+    missing = [k for k in required if k not in data]
+    if missing:
+        raise ValueError(f"{what} is missing {', '.join(map(repr, missing))}")
+    unknown = [k for k in data if k not in required + optional]
+    if unknown:
+        raise ValueError(
+            f"{what} has unknown key(s) {', '.join(repr(k) for k in unknown[:5])}; the "
+            f"keys are {', '.join(required + optional)}"
+        )
+
+
 def from_table(data: dict) -> Parametrisation:
-    """The table `Parametrisation.table()` wrote (a results file's configuration)."""
+    """The table `Parametrisation.table()` wrote (a results file's configuration); a
+    one-line ValueError naming a missing or unknown key or a bad value."""
+    _table_keys(data, ("name", "alpha", "output", "attention", "rules"),
+                ("source", "optimizer"), "a parametrisation table")  # fmt: skip
+    if not isinstance(data["rules"], dict):
+        raise ValueError(f"rules must be a dict of groups, got {type(data['rules']).__name__}")
     rules = {
-        g: {q: tuple(pair) for q, pair in entries.items()} for g, entries in data["rules"].items()
-    }
+        g: {q: tuple(p) if isinstance(p, list | tuple) else p for q, p in entries.items()}
+        if isinstance(entries, dict) else entries
+        for g, entries in data["rules"].items()
+    }  # fmt: skip
+    source = data.get("source", "")
+    if not isinstance(source, str):
+        raise ValueError(f"source must be a string, got {type(source).__name__}")
     return Parametrisation(
         name=data["name"], alpha=data["alpha"], output=data["output"],
-        attention=data["attention"], rules=rules, source=data.get("source", ""),
+        attention=data["attention"], rules=rules, source=source,
         optimizer=data.get("optimizer", "adam"),
     )  # fmt: skip
 
@@ -458,7 +485,14 @@ class ResNetParametrisation:
 
 
 def resnet_from_table(data: dict) -> ResNetParametrisation:
-    """The table `ResNetParametrisation.table()` wrote."""
+    """The table `ResNetParametrisation.table()` wrote; a one-line ValueError naming a
+    missing or unknown key or a bad value."""
+    _table_keys(data, ("name", "depth", "width"), ("lr_depth", "lr_width", "source", "kind"),
+                "a ResNet parametrisation table")  # fmt: skip
+    if data.get("kind", "resnet") != "resnet":
+        raise ValueError(f"kind must be 'resnet', got {data['kind']!r}")
+    if not isinstance(data.get("source", ""), str):
+        raise ValueError(f"source must be a string, got {type(data['source']).__name__}")
     return ResNetParametrisation(**{k: v for k, v in data.items() if k != "kind"})
 
 

@@ -131,3 +131,17 @@ def test_a_bad_process_timeout_is_refused_naming_it_and_breaks_nothing_else(
     assert code == 2 and len(err.splitlines()) == 1, err
     assert "MEANFIELD_PROCESS_TIMEOUT" in err and repr(value) in err
     assert not out.exists()
+
+
+def test_a_file_named_points_in_out_is_refused_before_anything_is_written(tmp_path, capsys):
+    """Issue 75: a user's --out holding a plain file `points` was refused ("cannot create
+    .../points: File exists") after the manifest was written into it."""
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "points").write_text("my notes")
+    tiny = ["--L", "2,4", "--gammas", "0.5,1", "--M", "2", "--nets", "2", "--d", "2"]
+    assert run(["study", "tangent-kernel", *tiny, "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"--out: {out / 'points'} is a file" in err, err
+    assert sorted(p.name for p in out.iterdir()) == ["points"]
+    assert (out / "points").read_text() == "my notes"

@@ -325,3 +325,103 @@ def test_a_results_file_that_is_a_fifo_or_nested_too_deeply_is_refused(tmp_path,
     assert main(["plot", str(deep)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "nested too deeply" in err
+
+
+# the Transformer studies, tiny (about 20 s and 60 s here; no self-check: the figures are
+# what is tested)
+TRANSFORMER_TINY = {
+    "coord-check": ["--widths", "8,16,32", "--depth", "1", "--depths", "1,2,4", "--width", "8",
+                    "--steps", "1", "--seeds", "2", "--batch", "2", "--context", "4",
+                    "--heads", "1", "--base-width", "8", "--base-depth", "1",
+                    "--parametrisations", "mup"],
+    "transfer": ["--depths", "1,2,4", "--width", "8", "--widths", "8,16,32", "--depth", "1",
+                 "--steps", "2", "--seeds", "2", "--lrs", "0.001,0.01,0.1", "--batch", "2",
+                 "--context", "4", "--heads", "1", "--base-width", "8", "--base-depth", "1",
+                 "--parametrisations", "mup", "--width-parametrisations", "mup"],
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def transformer_results(tmp_path_factory):
+    """The results.json of a tiny coord-check and transfer (their figures drawn)."""
+    root = tmp_path_factory.mktemp("transformer_plots")
+    bodies = {}
+    for name, options in TRANSFORMER_TINY.items():
+        folder = root / name
+        argv = ["study", name, *options, "--out", str(folder), "--no-progress", "--no-self-check"]
+        assert main(argv) == 0
+        bodies[name] = json.loads((folder / "results.json").read_text())
+    return bodies
+
+
+def _coord_widths(body):
+    """Every point and line of the width line at widths 8, 16, 64: consistent with each
+    other, not with the config's widths 8, 16, 32."""
+    for p in body["points"]:
+        if p["depth"] == 1 and p["width"] == 32:
+            p["width"] = 64
+    for line in body["lines"]:
+        if line["against"] == "width":
+            line["sizes"] = [8, 16, 64]
+
+
+def _negative_draw(body):
+    """One draw's last size negative: its mean stays positive and would be drawn."""
+    rows = body["points"][0]["sizes"]["activation/mlp"]
+    rows[0][-1] = -0.1 * abs(rows[1][-1])
+
+
+# (study, what is edited, the edit, the line's JSON path and problem)
+TRANSFORMER_REFUSED = [
+    ("coord-check", "no base depth", _drop(["config", "base_depth"]),
+     "config.base_depth: missing (expected a positive integer)"),
+    ("coord-check", "sizes not the config's", _coord_widths,
+     "points[2]: width 64, depth 1 is not a size of the config (widths [8, 16, 32] at depth 1"),
+    ("coord-check", "a line's sizes not the config's", _set(["lines", 0, "sizes"], [8, 16]),
+     "lines[0].sizes: [8, 16] is not config.widths [8, 16, 32]"),
+    ("coord-check", "a negative size", _negative_draw,
+     'points[0].sizes["activation/mlp"][0][1]: expected a finite number ≥ 0 or null'),
+    ("coord-check", "a row short of a step", _set(["points", 0, "sizes", "change/mlp", 0], [0.1]),
+     'points[0].sizes["change/mlp"][0]: expected a list of 2 entries (config.steps + 1)'),
+    ("coord-check", "an unknown optimiser", _set(["config", "tables", 0, "optimizer"], "lion"),
+     'config.tables[0].optimizer: expected one of "adam", "sgd", got "lion"'),
+    ("transfer", "a negative lr*", _set(["lines", 0, "optimal_lr"], [-0.01, None, None]),
+     "lines[0].optimal_lr[0]: expected a positive finite number or null, got -0.01"),
+    ("transfer", "a curve short of a rate", _set(["lines", 0, "loss_curves", 0], [1.0, 1.0]),
+     "lines[0].loss_curves[0]: expected a list of 3 entries (as many as config.lrs)"),
+    ("transfer", "a negative fraction", _set(["points", 0, "nonlinear_mlp", 0, 0], -0.5),
+     "points[0].nonlinear_mlp[0][0]: expected a finite number ≥ 0 or null, got -0.5"),
+    ("transfer", "depths not the config's", _set(["config", "depths"], [1, 2, 8]),
+     "points[2]: width 8, depth 4 is not a size of the config's depth line"),
+    ("transfer", "a band below 0", _set(["lines", 0, "band"], -1),
+     "lines[0].band: expected a positive finite number, got -1"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "name, what, edit, problem", TRANSFORMER_REFUSED, ids=[r[1] for r in TRANSFORMER_REFUSED]
+)
+def test_a_transformer_study_is_checked_against_its_config_before_drawing(
+    transformer_results, name, what, edit, problem, tmp_path, capsys
+):
+    """Issue 75: a coord-check without `config.base_depth` was refused after two of its
+    three figures were redrawn; one whose points' sizes disagree with its config, or
+    with a negative size on a log axis, was drawn. Now refused before any figure."""
+    body = json.loads(json.dumps(transformer_results[name]))
+    edit(body)
+    folder = tmp_path / "edited"
+    folder.mkdir()
+    (folder / "results.json").write_text(json.dumps(body))
+    err = plot_refused(folder, capsys)
+    assert err == f"meanfield plot: error: DIR: results.json: {problem}" or (
+        problem in err and err.startswith("meanfield plot: error: DIR: results.json: ")
+    ), err
+
+
+def test_the_transformer_studies_own_results_redraw(transformer_results, tmp_path, capsys):
+    for name, body in transformer_results.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "results.json").write_text(json.dumps(body))
+        assert main(["plot", str(folder)]) == 0, capsys.readouterr().err
+        assert len(list(folder.glob("*.png"))) >= 3

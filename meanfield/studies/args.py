@@ -1,7 +1,10 @@
 """argparse value types shared by the studies: errors name the bad value in one line."""
 
 import argparse
+import contextlib
 import math
+import sys
+import threading
 
 from ..runtime.memory import available_memory, env_limit
 
@@ -212,7 +215,6 @@ def load_object(spec: str, flag: str):
     import importlib
     import importlib.util
     import os
-    import sys
 
     from ..runtime.errors import StudyInputError
 
@@ -231,26 +233,74 @@ def load_object(spec: str, flag: str):
         module = importlib.util.module_from_spec(loader_spec)
         sys.modules[module_name] = module
         try:
-            loader_spec.loader.exec_module(module)
-        except USER_ERRORS as err:  # the user's file: any error, reported in one line
+            with user_code(flag, f"importing {where}"):
+                loader_spec.loader.exec_module(module)
+        except USER_FILE_ERRORS as err:  # the user's file: any error, reported in one line
             sys.modules.pop(module_name, None)
             raise StudyInputError(
                 f"{flag}: importing {where!r} failed: {user_error(err)}"
             ) from None
     else:
         try:
-            module = importlib.import_module(where)
+            with user_code(flag, f"importing {where}"):
+                module = importlib.import_module(where)
         except ModuleNotFoundError as err:
             raise StudyInputError(
                 f"{flag}: cannot import module {where!r} ({_first_line(err)}); is it on PYTHONPATH?"
             ) from None
-        except USER_ERRORS as err:
+        except USER_FILE_ERRORS as err:
             raise StudyInputError(
                 f"{flag}: importing {where!r} failed: {user_error(err)}"
             ) from None
     if not hasattr(module, name):
         raise StudyInputError(f"{flag}: {where!r} has no {name!r}")
     return getattr(module, name)
+
+
+# a user's code (a file imported, a table or block first called) still running after this
+# many seconds is named on stderr, in one line: a loop in it shows which file it is in
+USER_CODE_NOTE_SECONDS = 2.0
+
+
+# the user_code contexts open, innermost last: one line at most for them all, the innermost's
+_USER_CODE: list = []
+
+
+@contextlib.contextmanager
+def user_code(flag: str, what: str, *, after: float | None = None):
+    """Run a user's code (`what`, e.g. "importing mine.py") inside: if it has not
+    returned within `after` seconds (default `USER_CODE_NOTE_SECONDS`), one line on
+    stderr names it, `meanfield: --block: still importing mine.py after 2 s (Ctrl-C
+    stops it)`; stopped inside by SIGINT or SIGTERM (`Interrupted`, inside the command
+    line's `stop_on_signals`), it is named at once if it was not yet, before the stop's
+    own line. Code that returns in time prints nothing (a refusal stays one line); of
+    nested contexts (a file imported while a block is tried) only the innermost speaks,
+    once."""
+    from ..runtime.interrupt import Interrupted
+
+    delay = USER_CODE_NOTE_SECONDS if after is None else after
+    me = threading.Event() if not _USER_CODE else _USER_CODE[0]  # said: shared when nested
+
+    def note(text: str) -> None:
+        if not me.is_set() and _USER_CODE and _USER_CODE[-1] is token:
+            me.set()
+            sys.stderr.write(f"meanfield: {flag}: {text}\n")
+            sys.stderr.flush()
+
+    token = me if not _USER_CODE else object()
+    timer = threading.Timer(delay, note, (f"still {what} after {delay:g} s (Ctrl-C stops it)",))
+    timer.daemon = True
+    _USER_CODE.append(token)
+    timer.start()
+    try:
+        yield
+    except Interrupted:
+        timer.cancel()
+        note(f"stopped while {what}")
+        raise
+    finally:
+        timer.cancel()
+        _USER_CODE.pop()
 
 
 def _first_line(err: BaseException) -> str:
@@ -261,6 +311,10 @@ def _first_line(err: BaseException) -> str:
 # what a user's block, law or file may raise and a study reports in one line naming its
 # option: any error, and exit() (SystemExit), which would otherwise end the study silently
 USER_ERRORS = (Exception, SystemExit)
+# what a user's file may raise while it is imported or its table is called: also
+# KeyboardInterrupt raised by the file itself (a real Ctrl-C inside the command line is
+# `runtime.interrupt.Interrupted`, which passes)
+USER_FILE_ERRORS = (*USER_ERRORS, KeyboardInterrupt)
 
 
 def user_error(err: BaseException) -> str:
@@ -268,6 +322,8 @@ def user_error(err: BaseException) -> str:
     exit(0)"."""
     if isinstance(err, SystemExit):
         return f"it called exit({err.code!r})" if err.code is not None else "it called exit()"
+    if isinstance(err, KeyboardInterrupt):
+        return "it raised KeyboardInterrupt"
     return f"{type(err).__name__}: {_first_line(err)}"
 
 

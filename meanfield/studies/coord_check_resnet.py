@@ -22,6 +22,7 @@ One compiled program per shape (L, M) serves every table: the residual scale and
 learning rate are data. float32 by default, as the Transformer's (`--x64` for float64).
 """
 
+import contextlib
 import functools
 
 import jax
@@ -40,6 +41,7 @@ from ..runtime.errors import StudyInputError
 from ..training.loop import gd_loop
 from ..training.resnet import loss_and_gradients
 from . import transformer_options
+from .args import USER_ERRORS, user_code, user_error
 from .own_block import check_block_law, user_block, user_law
 from .regimes import task
 from .runner import study_precision
@@ -95,12 +97,23 @@ def configure(cfg: dict, args) -> None:
     cfg["block"] = getattr(args, "block", None)
     cfg["law"] = getattr(args, "law", None)
     _block_and_law.cache_clear()  # a file edited since an earlier study is read afresh
-    block, law = block_and_law(cfg)
-    with study_precision(cfg["x64"]):
-        xs, _ = data(cfg, jr.key(cfg["seed"]))  # the study's own inputs
-        check_block_law(block, law, xs)
-        # the state's predicted slope depends on it (unit_coord_check.predicted_slopes)
-        cfg["centred"] = U.is_centred(block, law, xs)
+    given = [s for s in (cfg["block"], cfg["law"]) if s]
+    # the user's code first called and traced here: named on stderr if it runs long
+    watch = (user_code("--block/--law", f"trying {' and '.join(given)} on the data")
+             if given else contextlib.nullcontext())  # fmt: skip
+    with watch:
+        block, law = block_and_law(cfg)
+        with study_precision(cfg["x64"]):
+            xs, _ = data(cfg, jr.key(cfg["seed"]))  # the study's own inputs
+            check_block_law(block, law, xs)
+            # the state's predicted slope depends on it (unit_coord_check.predicted_slopes)
+            try:
+                cfg["centred"] = U.is_centred(block, law, xs)
+            except USER_ERRORS as err:  # vmapped over draws of the law, unlike the check
+                raise StudyInputError(
+                    f"--block/--law: φ(h, z) over a batch of draws of the law failed "
+                    f"({user_error(err)})"
+                ) from None
 
 
 def block_line(cfg) -> str:

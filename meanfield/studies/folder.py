@@ -118,6 +118,9 @@ def check_output_dir(out: Path) -> None:
             raise StudyInputError(f"--out: {out} exists and is not a folder")
         if not os.access(out, os.W_OK | os.X_OK):
             raise StudyInputError(f"--out: folder {out} is not writable")
+        points = out / "points"  # refused here, before the manifest or the lock is made
+        if points.exists() and not points.is_symlink() and not points.is_dir():
+            raise StudyInputError(f"--out: {points} is a file; a study keeps its points there")
         return
     parent = out.parent
     while not parent.exists():

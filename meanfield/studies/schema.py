@@ -8,8 +8,10 @@ The per-study tables (`SCHEMAS`, in the schema language of
 helpers it calls read: a key the plot does not read is not checked (the files carry much
 more).
 
-Why this file is long: one short table per study (sixteen), kept side by side so that a
-change to what the figures read is checked against every study's table in one place.
+Why this file is long: one short table per study, kept side by side so that a change to
+what the figures read is checked against every study's table in one place (coord-check's
+and transfer's, with their relations to the configuration, in
+`meanfield.studies.schema_checks`).
 
 ```python
 validate(results)  # raises StudyInputError("DIR: results.json: points[3].L: ...")
@@ -19,6 +21,9 @@ validate(results)  # raises StudyInputError("DIR: results.json: points[3].L: ...
 from __future__ import annotations
 
 from ..runtime.errors import StudyInputError
+
+# coord-check's and transfer's, with the relations to the configuration their figures use
+from .schema_checks import COORD_CHECK, TRANSFER
 from .schema_language import (
     FIT,
     NAT,
@@ -648,84 +653,6 @@ APPROXIMATION = study(
                                   "rows": List(Record({"pieces": POS, "rms": Num(positive=True)}),
                                                min_len=1)})),
         }),
-    },
-)  # fmt: skip
-
-# ------------------------------------------------------------------ coord-check
-
-_COORD_QUANTITIES = (
-    "activation/embedding", "activation/attention", "activation/mlp", "change/attention",
-    "change/mlp", "change/logits", "update/q", "update/k", "update/v", "update/o",
-    "update/in", "update/out", "update/embedding", "update/unembedding",
-)  # fmt: skip
-_RESNET_QUANTITIES = (
-    "activation/state", "activation/unit", "change/state", "change/output", "update/unit",
-    "update/layer",
-)  # fmt: skip
-_DRAWS_BY_STEP = List(List(OPT_NUM, min_len=1))
-
-
-def _coord_check(quantities) -> Spec:
-    return study(
-        {"parametrisations": List(Str(), min_len=1), "widths": List(POS, min_len=1),
-         "depths": List(POS, min_len=1), "width": POS, "depth": POS, "steps": POS,
-         "seeds": POS, "lr": Num(positive=True), "model?": Str(("transformer", "resnet"))},
-        {
-            "points": List(Record({
-                "parametrisation": Str(), "width": POS, "depth": POS,
-                "sizes": Record({q: _DRAWS_BY_STEP for q in quantities}),
-            })),
-            "lines": List(Record({
-                "parametrisation": Str(), "against": Str(("width", "depth")),
-                "sizes": List(POS, min_len=1), "fixed": Map(POS), "claims_flat": Bool(),
-                "fits": Record({q: Record({"slope": OPT_NUM, "ci95?": Maybe(PAIR),
-                                           "predicted?": OPT_NUM})
-                                for q in quantities}),
-            })),
-        },
-    )  # fmt: skip
-
-
-_COORD_TRANSFORMER = _coord_check(_COORD_QUANTITIES)
-_COORD_RESNET = _coord_check(_RESNET_QUANTITIES)
-# a Transformer's check, or a ResNet of unit blocks' (its config's `model`)
-COORD_CHECK = When(
-    lambda doc: (
-        _COORD_RESNET
-        if isinstance(doc, dict)
-        and isinstance(doc.get("config"), dict)
-        and doc["config"].get("model") == "resnet"
-        else _COORD_TRANSFORMER
-    )
-)
-
-
-# ------------------------------------------------------------------ transfer
-
-_BY_RATE = List(List(OPT_NUM))  # (learning rates, networks)
-TRANSFER = study(
-    {"lrs": List(Num(positive=True), min_len=1), "steps": POS, "seeds": POS, "width": POS,
-     "depth": POS},
-    {
-        "points": List(Record({
-            "line": Str(("depth", "width")), "parametrisation": Str(), "width": POS,
-            "depth": POS, "final_loss": _BY_RATE, "initial_loss": _BY_RATE,
-            "nonlinear_attention": _BY_RATE, "nonlinear_mlp": _BY_RATE,
-            "budget_loss?": List(_BY_RATE),
-        })),
-        "lines": List(Record({
-            "line": Str(("depth", "width")), "parametrisation": Str(),
-            "sizes": List(POS, min_len=1), "loss_curves": List(List(NUM)),
-            "loss_se_curves?": List(List(OPT_NUM)),
-            "optimal_lr": List(OPT_NUM), "drift_exponent": OPT_NUM, "drift_ci95": Maybe(PAIR),
-            "verdict": Str(("transfers", "drifts", "undecided")),
-            "budgets?": List(Record({"steps": POS, "optimal_lr": List(OPT_NUM),
-                                     "drift_exponent": OPT_NUM, "drift_ci95": Maybe(PAIR),
-                                     "verdict": Str(("transfers", "drifts", "undecided"))})),
-            "laziness?": Record({"lr": Num(positive=True),
-                                 "attention": Record({"slope": OPT_NUM, "ci95?": Maybe(PAIR)}),
-                                 "mlp": Record({"slope": OPT_NUM, "ci95?": Maybe(PAIR)})}),
-        })),
     },
 )  # fmt: skip
 

@@ -141,14 +141,20 @@ class Int(Spec):
 
 
 class Num(Spec):
-    """A finite number (not a boolean, not NaN or ±Infinity); `positive`: above 0."""
+    """A finite number (not a boolean, not NaN or ±Infinity); `positive`: above 0;
+    `non_negative`: 0 or above (a size, an RMS: what a log axis shows where above 0)."""
 
-    def __init__(self, *, positive: bool = False):
-        self.positive = positive
-        self.what = "a positive finite number" if positive else "a finite number"
+    def __init__(self, *, positive: bool = False, non_negative: bool = False):
+        self.positive, self.non_negative = positive, non_negative
+        self.what = (
+            "a positive finite number" if positive
+            else "a finite number ≥ 0" if non_negative else "a finite number"
+        )  # fmt: skip
 
     def check(self, value, path, root) -> None:
         if not _is_num(value) or (self.positive and value <= 0):
+            self.refuse(value, path)
+        if self.non_negative and value < 0:
             self.refuse(value, path)
 
 

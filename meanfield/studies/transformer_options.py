@@ -8,6 +8,7 @@ line naming it."""
 import dataclasses
 import hashlib
 import math
+import re
 from collections.abc import Callable
 
 import jax
@@ -15,7 +16,7 @@ import numpy as np
 
 from ..io.text import DOCS, STDLIB, TEXTS, load_text
 from ..models.transformer import Transformer
-from ..parametrisation import PARAMETRISATIONS, Parametrisation
+from ..parametrisation import PARAMETRISATIONS, Parametrisation, from_table
 from ..runtime.errors import StudyInputError
 from .args import nonnegative_float, positive_float, positive_int
 
@@ -86,7 +87,8 @@ def check_model_options(cfg, args, widths, sizes) -> None:
 def tables(names, flag: str = "--parametrisations", builtins=None, kind: type = Parametrisation):
     """The tables named (built-in names of `builtins`, by default the Transformer's
     `PARAMETRISATIONS`, or MODULE:NAME / FILE.py:NAME of a user's table of type `kind`);
-    a one-line refusal naming `flag`."""
+    a one-line refusal naming `flag`. A user's table comes back rebuilt from what its
+    `table()` gives (`user_table`), checked; its own code is not called again."""
     from .args import load_object
 
     builtins = PARAMETRISATIONS if builtins is None else builtins
@@ -104,10 +106,51 @@ def tables(names, flag: str = "--parametrisations", builtins=None, kind: type = 
             raise StudyInputError(
                 f"{flag}: {name} is a {type(table).__name__}, not a {kind.__name__}"
             )
-        out.append(table)
+        out.append(user_table(table, name, flag))
     if len({t.name for t in out}) != len(out):
         raise StudyInputError(f"{flag}: the tables' names must differ")
     return out
+
+
+# a table's name names the study's files (points/parametrisationNAME_...json): short, and
+# of the characters a file name keeps as they are
+TABLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
+SOURCE_LIMIT = 1000  # characters of a table's `source`
+
+
+def user_table(table, spec: str, flag: str):
+    """A user's table (`spec`, loaded) as the library's own: its `table()` called once
+    (named on stderr if it runs long: `args.user_code`), the data rebuilt
+    (`from_table`, `resnet_from_table`: finite numbers, every key present) and its name
+    and source checked; a one-line `StudyInputError` naming `flag` and `spec`."""
+    from ..parametrisation import resnet_from_table
+    from .args import USER_FILE_ERRORS, user_code, user_error
+
+    with user_code(flag, f"calling {spec}.table()"):
+        try:
+            data = table.table()
+        except USER_FILE_ERRORS as err:
+            raise StudyInputError(f"{flag}: {spec}.table() failed: {user_error(err)}") from None
+    rebuild = from_table if isinstance(table, Parametrisation) else resnet_from_table
+    try:
+        rebuilt = rebuild(data)
+    except (ValueError, TypeError) as err:
+        first = (str(err).splitlines() or [type(err).__name__])[0]
+        raise StudyInputError(f"{flag}: {spec}: table() gave no valid table: {first}") from None
+    if not TABLE_NAME.match(rebuilt.name):
+        n = len(rebuilt.name)
+        shown = repr(rebuilt.name) if n <= 40 else f"{rebuilt.name[:39]!r}… ({n} characters)"
+        raise StudyInputError(
+            f"{flag}: {spec} names its table {shown}; a "
+            "table's name is 1 to 64 letters, digits, '.', '_' or '-', starting with a letter "
+            "or digit (it names the study's files)"
+        )
+    if len(rebuilt.source) > SOURCE_LIMIT:
+        raise StudyInputError(
+            f"{flag}: {spec}: its source is {len(rebuilt.source)} characters, at most "
+            f"{SOURCE_LIMIT}"
+        )
+    return rebuilt
 
 
 def table_names(text: str, flag: str) -> list[str]:
