@@ -26,10 +26,18 @@ def as_number(value: Any) -> Any:
     return value
 
 
+# the largest size or count a field may hold: an array index of 32 bits (no array of that
+# many entries fits a machine's memory, and JAX indexes with int32 by default)
+MAX_SIZE = 2**31 - 1
+
+
 def check_positive_int(value, name: str) -> None:
-    """A one-line error unless `value` is an integer >= 1 (numpy integers too)."""
+    """A one-line error unless `value` is an integer >= 1 and at most `MAX_SIZE` (numpy
+    integers too)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if int(value) > MAX_SIZE:
+        raise ValueError(f"{name} must be at most 2^31 - 1, got {value!r}")
 
 
 def check_number(value, name: str, *, positive: bool = False, non_negative: bool = False) -> None:

@@ -9,6 +9,7 @@ Every key of the file is kept: the common ones as attributes, the study's own un
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,8 @@ def read_results_json(path, *, name: str = "path", error: type[Exception] = Valu
     """`(file, data)`: `DIR/results.json` (or the file itself) parsed, with a one-line
     `error` naming the argument `name` when it is missing, unreadable or not a study's
     results (a dict with `study` and `config`)."""
+    if not isinstance(path, str | os.PathLike):
+        raise error(f"{name}: a folder or file path, got {type(path).__name__} {path!r}")
     p = Path(path)
     file = p / "results.json" if p.is_dir() else p
     if file.exists() and not file.is_file():  # a FIFO or a device: reading it may block

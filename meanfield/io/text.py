@@ -56,7 +56,10 @@ and `train`, `validation` are `uint8` arrays of byte ids. `batches(key, ...)` dr
 windows of `context + 1` bytes at uniform positions from an explicit `jax.random`
 key: inputs `x` and next-byte targets `y = x` shifted by one.
 
-Every refusal is a one-line `ValueError` naming the argument.
+Every refusal is a one-line `ValueError` naming the argument; so is text whose index
+would not fit in the memory available (`TEXT_BYTES_PER_BYTE`, against
+`meanfield.runtime.memory.available_memory`: `MEANFIELD_MEMORY_LIMIT` where set), and
+batches beyond it. A `max_bytes` beyond the text is no refusal: what there is is read.
 """
 
 import ast
@@ -81,6 +84,14 @@ DEFAULT_MAX_BYTES = 2**23
 WINDOW = 64  # bytes: no validation window this long occurs verbatim in training
 _SKIPPED = ("site-packages", "dist-packages")  # anywhere in the library
 _HEADING = "*=-~^"  # the underlines of the help topics' section headings
+# the memory the text takes once read, per byte: the byte, its window hash, the hashes
+# sorted and their order (uint64 each), and the hashing's chunked temporaries
+TEXT_BYTES_PER_BYTE = 40
+# `batches`: the most ids one draw may take (XLA indexes arrays with 32-bit integers in
+# places: `meanfield.studies.args.MAX_ELEMENTS`), and the memory per id drawn (its index,
+# the gathered id and the two int32 slices x and y)
+MAX_ELEMENTS = 2**31 - 1
+BATCH_BYTES = 16
 _BASE = np.uint64(0x100000001B3)  # the rolling hash's multiplier (odd: FNV-1's prime)
 _INVERSE = np.uint64(pow(int(_BASE), -1, 2**64))  # its inverse mod 2**64
 
@@ -217,8 +228,9 @@ def load_text(
             data = content.encode("utf-8")[: max_bytes - total]  # a section's text
         else:
             try:
-                with open(content, "rb") as fh:  # a file's path
-                    data = fh.read(max_bytes - total)
+                with open(content, "rb") as fh:  # a file's path; never more than it holds
+                    size = os.fstat(fh.fileno()).st_size  # (read(n) allocates n)
+                    data = fh.read(min(max_bytes - total, size + 1))
                 data.decode("utf-8")
             except (OSError, UnicodeDecodeError):
                 continue  # an unreadable or non-UTF-8 file is left out
@@ -226,6 +238,7 @@ def load_text(
         side = _in_validation(name, validation)
         sides[side].append(data)
         names[side].append(name)
+    _check_text_memory(total, max_bytes, f"the {source} text of the library at {where}")
     train, valid = b"".join(sides[0]), b"".join(sides[1])
     if len(train) < 2 or len(valid) < 2:
         raise ValueError(
@@ -427,9 +440,25 @@ def _corpus(train: bytes, valid: bytes, source: str, names, window: int, dedup: 
     )  # fmt: skip
 
 
+def _check_text_memory(nbytes: int, max_bytes: int, what: str) -> None:
+    """Refuse (one line naming max_bytes) text whose windows' index would not fit in the
+    memory available (`TEXT_BYTES_PER_BYTE`; `MEANFIELD_MEMORY_LIMIT`)."""
+    from ..runtime.memory import available_memory
+
+    need, limit = nbytes * TEXT_BYTES_PER_BYTE, available_memory()
+    if need > limit:
+        raise ValueError(
+            f"max_bytes: {nbytes} bytes of {what} (max_bytes={max_bytes}) need about "
+            f"{need / 1e9:.3g} GB of memory to index their windows, more than the "
+            f"{limit / 1e9:.3g} GB available (a smaller max_bytes; MEANFIELD_MEMORY_LIMIT "
+            "sets another limit)"
+        )
+
+
 def _load_file(path: str, validation: float, max_bytes: int, window: int, dedup: bool):
     if not os.path.isfile(path):
         raise ValueError(f"path: no such file: {path}")
+    _check_text_memory(min(max_bytes, os.path.getsize(path)), max_bytes, path)
     with open(path, "rb") as fh:  # never more than the file holds (read(n) allocates n)
         data = fh.read(min(max_bytes, os.path.getsize(path) + 1))
     if b"\x00" in data:
@@ -464,10 +493,35 @@ def batches(key, ids, *, batch: int, context: int):
     `train` or `validation`; convert it once with `jnp.asarray` where this is called in a
     loop), at positions drawn uniformly from `key`: inputs `x` and targets `y` (the next
     byte of each input), `int32` arrays of shape (batch, context). Jittable with `batch`
-    and `context` static."""
+    and `context` static. Refused in one line: `batch`, `context` that are not positive
+    integers, whose windows exceed `MAX_ELEMENTS` or the memory available
+    (`BATCH_BYTES` per id; `MEANFIELD_MEMORY_LIMIT`), a `context` of at least the
+    text's length, and `ids` of a non-integer dtype."""
     for name, value in (("batch", batch), ("context", context)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}: must be a positive integer, got {value!r}")
+    elements = batch * (context + 1)
+    if elements > MAX_ELEMENTS:
+        raise ValueError(
+            f"batch, context: {batch} windows of {context + 1} ids are {elements:.3g} "
+            f"elements, more than the {MAX_ELEMENTS} one array may hold (XLA's 32-bit indices)"
+        )
+    from ..runtime.memory import available_memory
+
+    limit = available_memory()
+    if elements * BATCH_BYTES > limit:
+        raise ValueError(
+            f"batch, context: {batch} windows of {context + 1} ids need about "
+            f"{elements * BATCH_BYTES / 1e9:.3g} GB of memory, more than the {limit / 1e9:.3g} "
+            "GB available (MEANFIELD_MEMORY_LIMIT sets another limit)"
+        )
+    dtype = getattr(ids, "dtype", None)
+    if dtype is None:
+        dtype = np.asarray(ids).dtype
+    if not jnp.issubdtype(dtype, jnp.integer):
+        raise ValueError(
+            f"ids: must be integer byte ids (a corpus's train or validation), got dtype {dtype}"
+        )
     ids = jnp.asarray(ids)
     if ids.ndim != 1 or ids.shape[0] < context + 1:
         raise ValueError(

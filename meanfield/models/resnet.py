@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
-from .._validation import check_finite_array
+from .._validation import check_finite_array, check_positive_int
 from ..blocks.base import AbstractBlock, AbstractUnitBlock
 from ..engine import AbstractDepthLoop, Adjoint, AutoLoop
 from ..engine.base import Final
@@ -146,10 +146,12 @@ class ResNet(eqx.Module):
         """
         if isinstance(L, bool) or not isinstance(L, int) or L < 1:
             raise ValueError(f"L must be an integer >= 1, got {L!r}")
+        check_positive_int(L, "L")  # and at most 2^31 - 1
         unit = isinstance(block, AbstractUnitBlock)
         if unit:
             if M is None or isinstance(M, bool) or not isinstance(M, int) or M < 1:
                 raise ValueError(f"M must be an integer >= 1 for a unit block, got {M!r}")
+            check_positive_int(M, "M")
         elif M not in (None, 1):
             raise ValueError(f"M must be None (or 1) for a layer block, got {M!r}")
         width = M if unit and M is not None else 1

@@ -24,6 +24,18 @@ groups (`Transformer.labels`):
 
 Layer l's matrices are drawn from `fold_in(key, l)`, so networks of different depths
 drawn from one key share their first layers.
+
+**Sizes and token ids are checked where they enter.** The constructor refuses, in one
+line naming the argument, sizes that are not positive integers and a network whose
+parameters (`parameter_count`, at the default float's itemsize) would not fit in the
+memory available (`meanfield.runtime.memory.available_memory`: `MEANFIELD_MEMORY_LIMIT`
+where set), before anything is drawn. The forward entry points (`__call__`, `residual`,
+`embed`, `loss`) and `meanfield.training.transformer.train` refuse token ids of a
+non-integer dtype (from the dtype, so under `jit` too) and, where the ids are concrete
+(an eager call, or the arrays handed to `train`), ids outside `[0, vocab)`. Ids traced
+inside `jit`, `vmap` or `grad` cannot be read without a host round trip per step: they
+are not range-checked there (JAX clamps an embedding index and the loss of a target
+beyond the vocabulary is NaN), so check the data once before a compiled loop (`check_ids`).
 """
 
 import dataclasses
@@ -32,7 +44,9 @@ import equinox as eqx
 import jax
 import jax.lax as lax
 import jax.numpy as jnp
+import numpy as np
 import optax
+from jax.core import Tracer
 from jaxtyping import Array, Int, PyTree
 
 from .._validation import as_number, check_number, check_positive_int
@@ -48,6 +62,39 @@ from ..parametrisation import (
 # the name of a skeleton's placeholder table (`Transformer.skeleton_and_numbers`)
 SKELETON_TABLE = "numbers passed as data"
 _HIDDEN = {"weights": "hidden_weights", "biases": "hidden_biases", "norm": "hidden_norms"}
+# the sizes that set the parameter count, in the order a refusal names them
+_SIZES = ("width", "depth", "vocab", "context", "expansion")
+
+
+def check_ids(ids, name: str, vocab: int) -> None:
+    """Refuse (ValueError, one line naming `name`) token ids of a non-integer dtype and,
+    where `ids` is concrete (not traced), ids outside `[0, vocab)`. A concrete JAX array
+    off the CPU is reduced on its device: two integers cross to the host."""
+    dtype = getattr(ids, "dtype", None)
+    if dtype is None:
+        try:
+            dtype = np.asarray(ids).dtype
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}: token ids must be an integer array, got {ids!r}") from None
+    if not jnp.issubdtype(dtype, jnp.integer):
+        raise ValueError(
+            f"{name}: token ids must have an integer dtype, got {dtype} (ids are not cast: "
+            f"convert them with .astype(int) where they are whole numbers)"
+        )
+    if isinstance(ids, Tracer) or np.size(ids) == 0:
+        return  # traced: its dtype only (the module docstring)
+    if isinstance(ids, jax.Array) and not all(d.platform == "cpu" for d in ids.devices()):
+        with jax.ensure_compile_time_eval():
+            lo, hi = int(jnp.min(ids)), int(jnp.max(ids))
+    else:
+        a = np.asarray(ids)
+        lo, hi = int(a.min()), int(a.max())
+    if lo < 0 or hi >= vocab:
+        bad = lo if lo < 0 else hi
+        raise ValueError(
+            f"{name}: token id {bad} is outside [0, vocab) = [0, {vocab}) (ids run from "
+            f"{lo} to {hi})"
+        )
 
 
 class Transformer(eqx.Module):
@@ -103,6 +150,42 @@ class Transformer(eqx.Module):
         for name in ("norm", "bias"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        self._check_memory()
+
+    def _check_memory(self) -> None:
+        """Refuse a network whose parameters would not fit in the memory available,
+        naming the size that sets most of them."""
+        from ..runtime.memory import available_memory
+
+        itemsize = jnp.dtype(jnp.result_type(float)).itemsize
+        count = self.parameter_count()
+        nbytes = count * itemsize
+        limit = available_memory()
+        if nbytes <= limit:
+            return
+        # the size that, set to 1, leaves the fewest parameters (the first of equals)
+        name = min(_SIZES, key=lambda n: self.parameter_count(**{n: 1}))
+        shape = ", ".join(f"{n}={getattr(self, n)}" for n in _SIZES)
+        raise ValueError(
+            f"{name}: a Transformer of {shape} has {count:.3g} parameters, "
+            f"{nbytes / 1e9:.3g} GB at {itemsize} bytes each, more than the "
+            f"{limit / 1e9:.3g} GB of memory available (MEANFIELD_MEMORY_LIMIT sets "
+            "another limit)"
+        )
+
+    def parameter_count(self, **sizes: int) -> int:
+        """The number of parameters `init` draws (the module docstring's shapes), at this
+        network's sizes or at others given by name (`width`, `depth`, `vocab`, `context`,
+        `expansion`)."""
+        s = {name: getattr(self, name) for name in _SIZES} | sizes
+        N, L, V, T = s["width"], s["depth"], s["vocab"], s["context"]
+        E = s["expansion"] * N
+        count = V * N + T * N + L * (4 * N * N + 2 * N * E) + N * V
+        if self.bias:
+            count += L * (4 * N + E + N)
+        if self.norm:
+            count += 2 * L * N * 2 + 2 * N
+        return count
 
     # -- sizes ---------------------------------------------------------------------------
     @property
@@ -242,7 +325,8 @@ class Transformer(eqx.Module):
 
     # -- forward -------------------------------------------------------------------------
     def embed(self, params: dict, tokens: Int[Array, " T"]) -> Array:
-        """x^0, shape (T, N)."""
+        """x^0, shape (T, N). Token ids are checked (the module docstring)."""
+        check_ids(tokens, "tokens", self.vocab)
         T = tokens.shape[0]
         if T > self.context:
             raise ValueError(f"tokens: {T} tokens, more than context = {self.context}")
@@ -284,10 +368,13 @@ class Transformer(eqx.Module):
         return (u * self.logit_multiplier) @ params["unembedding"]
 
     def __call__(self, params: dict, tokens: Int[Array, " T"]) -> Array:
-        """The logits of one sequence, shape (T, V)."""
+        """The logits of one sequence, shape (T, V); ids checked (the module docstring)."""
         return self.readout(params, self.residual(params, tokens)[0])
 
     def loss(self, params: dict, x: Int[Array, "B T"], y: Int[Array, "B T"]) -> Array:
-        """Mean next-token cross-entropy over a batch of sequences `x` and targets `y`."""
+        """Mean next-token cross-entropy over a batch of sequences `x` and targets `y`:
+        integer token ids, in `[0, vocab)` where concrete (the module docstring)."""
+        check_ids(x, "x", self.vocab)
+        check_ids(y, "y", self.vocab)
         logits = jax.vmap(lambda t: self(params, t))(x)
         return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, y))

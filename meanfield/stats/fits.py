@@ -12,6 +12,7 @@ Fits never return a NaN: too few usable points give `slope = None` and a reason.
 """
 
 import math
+import numbers
 from collections.abc import Sequence
 
 import numpy as np
@@ -37,6 +38,8 @@ def _exploded(v: np.ndarray, threshold: float) -> np.ndarray:
 
 def split_exploded(values, threshold: float = EXPLOSION_THRESHOLD) -> tuple[np.ndarray, int]:
     """The usable values (finite, |v| <= threshold) and the number of exploded ones."""
+    if not (isinstance(threshold, numbers.Real) and threshold > 0):  # NaN too; inf: none
+        raise ValueError(f"threshold: a number > 0 (inf: no threshold), got {threshold!r}")
     v = np.asarray(values, dtype=float).ravel()
     bad = _exploded(v, threshold)
     return v[~bad], int(bad.sum())
@@ -68,6 +71,8 @@ def summarize(
     (`exploded_draws` over every quantity of the same networks). With `keep_values`,
     `values` holds every draw (None where not finite) and `exploded_draws` the indices of
     those counted as exploded; `fit_values` turns them back into fit input."""
+    if not (isinstance(threshold, numbers.Real) and threshold > 0):  # NaN too; inf: none
+        raise ValueError(f"threshold: a number > 0 (inf: no threshold), got {threshold!r}")
     v = np.asarray(values, dtype=float).ravel()
     bad = _exploded(v, threshold)
     if exploded is not None:

@@ -174,7 +174,9 @@ def load_data(path, default=(DATA_X, DATA_Y), study: str = "two-layer") -> tuple
     is zero (or below `MIN_DATA`) and, for two-layer, inputs that span more dimensions
     than its limit's quadrature takes. Duplicated inputs are taken: no computation of
     either study inverts their Gram (the limits drop its null directions,
-    `shallow_limits._root`; measured: duplicated inputs run as fast as distinct ones)."""
+    `shallow_limits._root`; measured: duplicated inputs run as fast as distinct ones);
+    the phase studies, whose claims need distinct inputs, refuse them
+    (`refuse_duplicated_inputs`)."""
     if path is None:
         return np.array(default[0], dtype=np.float64), np.array(default[1], dtype=np.float64)
     if not Path(path).is_file():
@@ -214,3 +216,34 @@ def load_data(path, default=(DATA_X, DATA_Y), study: str = "two-layer") -> tuple
                 "takes"
             )
     return x, y
+
+
+def duplicated_rows(x) -> list[list[int]]:
+    """The groups of rows of `x` that are the same input (equal entry by entry, -0 as 0),
+    each group's rows in order, the groups in the order of their first row."""
+    x = np.asarray(x, dtype=np.float64) + 0.0  # -0.0 -> 0.0
+    _, first, inverse, counts = np.unique(
+        x, axis=0, return_index=True, return_inverse=True, return_counts=True
+    )
+    inverse = inverse.ravel()
+    groups = [np.flatnonzero(inverse == g).tolist() for g in np.flatnonzero(counts > 1)]
+    return sorted(groups, key=lambda rows: rows[0])
+
+
+def refuse_duplicated_inputs(x, study: str, why: str) -> None:
+    """Refuse (one line naming --data) inputs `x` with duplicated rows, for a study whose
+    claim needs distinct inputs (`why`: what fails with duplicates); `two-layer` and
+    `shapes` take them (`load_data`)."""
+    groups = duplicated_rows(x)
+    if not groups:
+        return
+
+    def rows(g):
+        return ", ".join(map(str, g[:-1])) + f" and {g[-1]}"
+
+    named = "; ".join(f"rows {rows(g)}" for g in groups[:3])
+    more = f" (and {len(groups) - 3} more groups)" if len(groups) > 3 else ""
+    raise StudyInputError(
+        f"--data: x has duplicated inputs, {named}{more}: {study} needs distinct inputs "
+        f"({why}); keep one row of each"
+    )

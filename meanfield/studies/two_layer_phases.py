@@ -58,7 +58,7 @@ from .args import (
     positive_int,
     preset_config,
 )
-from .embedded_options import load_data
+from .embedded_options import load_data, refuse_duplicated_inputs
 from .phase_cells import PAST_BOUNDARY, fit_cells, large_cells
 from .runner import start_study
 from .two_layer import MAX_RATE, MAX_SCALE, OPS_PER_UNIT_STEP
@@ -93,6 +93,8 @@ DEFAULTS = {
     "dt": 0.05,
 }
 OPTIONS = ("D", "s_v_sweep", "M", "seeds", *DEFAULTS)
+# why the diagram needs distinct inputs (`--data` with duplicated rows is refused)
+DISTINCT = "their Gram is singular at every D, and criterion 1's ‖h‖_D then misses its law"
 N_BOOT = 2000  # bootstrap resamples of the draws for the MLU point
 # the slopes against s_v are fitted past the MLU point, where the predictions are power laws
 PAST_MLU = {"local_update": 2.0, "decay_u_unscaled": 1.0, "decay": 1.0}
@@ -133,7 +135,9 @@ def add_arguments(parser):
     parser.add_argument("--seeds", type=positive_int, help="independent draws per point")
     parser.add_argument("--activation", help=f"ρ (default: {d['activation']})")
     parser.add_argument(
-        "--data", help="FILE.npz with arrays x (n, d_in) and y (n, d_out) (default: built-in)"
+        "--data",
+        help="FILE.npz with arrays x (n, d_in), distinct inputs, and y (n, d_out) (default: "
+        "built-in)",
     )
     for name, what in (
         ("sigma_in", "σ_in"),
@@ -217,6 +221,7 @@ def run_phases(args, presets, options, draws, start) -> None:
     perceptron; `resnet_phases`, the deep ResNet: its config has `L`), its folder opened
     by `start` (the calling study's `runner.start_study`)."""
     x, y = load_data(args.data)
+    refuse_duplicated_inputs(x, args.study, DISTINCT)
     cfg = preset_config(args, DEFAULTS, presets, options)
     check_activation(cfg["activation"])
     cfg.update(data=args.data or "built-in", x=x.tolist(), y=y.tolist())

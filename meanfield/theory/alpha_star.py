@@ -83,6 +83,7 @@ def optimal_scaling(
         raise ValueError(f"alpha_range must satisfy 0 < lo < hi < inf, got {alpha_range!r}")
     if isinstance(grid, bool) or not isinstance(grid, int) or grid < 3:
         raise ValueError(f"grid must be an integer >= 3, got {grid!r}")
+    check_positive_int(grid, "grid")  # and at most 2^31 - 1
     return _optimal(
         *variances(K0, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out),
         L=L,

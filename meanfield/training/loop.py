@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Int, PyTree
 
-from .._validation import check_finite_array
+from .._validation import MAX_SIZE, check_finite_array
 
 
 def squared_loss(y: Array, prediction: Array) -> Array:
@@ -43,6 +43,8 @@ def gd_loop(
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
+    if steps > MAX_SIZE:
+        raise ValueError(f"steps must be at most 2^31 - 1, got {steps!r}")
     if not isinstance(optimizer, optax.GradientTransformation):
         raise ValueError(
             f"optimizer must be an optax.GradientTransformation, got {type(optimizer).__name__}"

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Float, PyTree
 
-from .._validation import check_finite_array
+from .._validation import check_finite_array, check_positive_int
 from ..engine import Adjoint
 from ..models.resnet import ResNet, _replace
 from .loop import gd_loop, squared_loss
@@ -39,6 +39,9 @@ def mean_ode_sgd(
     """
     for name, value in (("learning_rate", learning_rate), ("L", L), ("M", M)):
         check_finite_array(value, name)
+    for name, value in (("L", L), ("M", M)):  # a depth and a width given as numbers
+        if not hasattr(value, "shape"):
+            check_positive_int(value, name)
     return optax.sgd(learning_rate * L * M)
 
 

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Int
 
-from ..models.transformer import Transformer
+from ..models.transformer import Transformer, check_ids
 from ..parametrisation import DECAYED, GROUPS
 from .loop import gd_loop
 
@@ -88,11 +88,16 @@ def train(
     **Returns:** `(params, losses)`: with `history` (False) the parameters after the
     last step, else before every step and after the last (leading axis `steps + 1`);
     `losses[k]` the batch loss before update k.
+
+    `x`, `y` must hold integer token ids, in `[0, vocab)`: checked here once where they
+    are concrete (`meanfield.models.transformer.check_ids`), not in the compiled steps.
     """
     if x.shape != y.shape or x.ndim != 3:
         raise ValueError(
             f"x, y: two arrays of shape (steps, batch, tokens), got {x.shape} and {y.shape}"
         )
+    check_ids(x, "x", model.vocab)
+    check_ids(y, "y", model.vocab)
     steps = x.shape[0]
     grad = jax.value_and_grad(model.loss)
 
