@@ -45,6 +45,7 @@ OUTCOMES = (
     "refused for another reason",  # one line, exit 2, not naming the row's option
     "untidy refusal",  # exit 2 but several lines
     "crash",  # a traceback, an abort, another exit code
+    "stopped",  # sent SIGINT (a row that loops): one line, exit 130, no false claim
     "hang",  # past the timeout
     "wrote outside",  # a file outside the study's folder created, changed or removed
 )
@@ -59,6 +60,8 @@ def _argv(row: Row, case: Path) -> tuple[list[str], Path]:
     args = [a.replace("{case}", str(case)) for a in args]
     if args[0] == "plot":
         return [sys.executable, "-m", "meanfield", *args], Path(args[1])
+    if "study" not in args:  # canary, info: no folder of a study
+        return [sys.executable, "-m", "meanfield", *args], case / "out"
     if "--out" not in args:
         args = [*args, "--out", str(case / "out")]
     out = Path(args[args.index("--out") + 1])
@@ -77,12 +80,17 @@ def run_row(row: Row, root: Path, index: int, timeout: float) -> dict:
     t0 = time.perf_counter()
     # a row that may run gets the time a tiny run takes; a refusal must come within `timeout`
     limit = timeout if row.expect == {"refused"} else max(timeout, RUN_TIMEOUT)
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, cwd=case, env=env)
-        code, err = proc.returncode, proc.stderr
-    except subprocess.TimeoutExpired as exc:
-        code = "timeout"
-        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else ""
+    if row.interrupt is not None:
+        code, err = _interrupted(cmd, case, env, row.interrupt)
+    else:
+        try:
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=limit, cwd=case, env=env
+            )
+            code, err = proc.returncode, proc.stderr
+        except subprocess.TimeoutExpired as exc:
+            code = "timeout"
+            err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else ""
     seconds = time.perf_counter() - t0
     after = _listing(case)
     out_rel = _rel(out, case)
@@ -99,6 +107,8 @@ def run_row(row: Row, root: Path, index: int, timeout: float) -> dict:
         outcome = "wrote outside"
     elif code == "timeout":
         outcome = "hang"
+    elif row.interrupt is not None and code == 130 and "Traceback" not in err:
+        outcome = "stopped" if _stopped_cleanly(errors, row) else "untidy refusal"
     elif "Traceback" in err or code not in (0, 2):
         outcome = "crash"
     elif code == 2:
@@ -124,6 +134,41 @@ def run_row(row: Row, root: Path, index: int, timeout: float) -> dict:
         "outcome": outcome,
         "ok": ok,
     }
+
+
+STOP_SECONDS = 10.0  # a row sent SIGINT must end within this
+
+
+def _interrupted(cmd, case: Path, env: dict, after: float) -> tuple:
+    """Run `cmd`, send it SIGINT `after` seconds in, and wait `STOP_SECONDS` for it to
+    end: (exit code or "timeout", stderr)."""
+    import signal
+
+    proc = subprocess.Popen(
+        cmd, cwd=case, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        proc.wait(timeout=after)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=STOP_SECONDS)
+        return proc.returncode, err
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        return "timeout", err
+
+
+def _stopped_cleanly(errors: list[str], row: Row) -> bool:
+    """A stop's lines: the last says it stopped; a claim of kept points names a folder
+    that holds them; the row's `names` (the user's file) is named on some line."""
+    if not errors or "stopped by" not in errors[-1]:
+        return False
+    kept = re.search(r"(\d+) finished point\(s\) kept in (\S+);", errors[-1])
+    if kept and int(kept.group(1)) == 0:
+        return False  # "0 finished points kept" in a folder: say nothing was written
+    return row.names is None or any(row.names in line for line in errors)
 
 
 def _names(line: str, flag: str) -> bool:
@@ -191,11 +236,15 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2, help="rows run at once")
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--json", help="also write every row's outcome to this file")
+    parser.add_argument(
+        "--templates", help="keep the finished tiny studies the rows start from in this "
+        "folder, and reuse them from an earlier run (default: made afresh, removed)",
+    )  # fmt: skip
     opts = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="hostile-"))
     results = []
     try:
-        templates = make_templates(root / "templates")
+        templates = make_templates(Path(opts.templates) if opts.templates else root / "templates")
         chosen = [
             r
             for r in rows(templates)

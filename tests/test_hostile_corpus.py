@@ -13,7 +13,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import hostile_corpus  # noqa: E402
+import hostile_generated  # noqa: E402
 import hostile_inputs  # noqa: E402
+import hostile_issue75  # noqa: E402
 
 from meanfield.studies import STUDIES  # noqa: E402
 
@@ -33,13 +35,13 @@ def test_the_corpus_covers_every_study_and_every_kind_of_input():
 
 # one row of each kind, none needing a finished study to start from (seconds each)
 SUBSET = [
-    "two-layer --steps '1000000000'",
-    "shapes --seeds '1000000000'",
-    "plain-vs-residual --train-N '1000000000'",
-    "regimes --M '1000000000'",
-    "variance --c-samples '1000000000'",
-    "phases --bootstrap '9223372036854775808'",
-    "two-layer --sigma-in '1e300'",
+    "study two-layer --steps '1000000000'",
+    "study shapes --seeds '1000000000'",
+    "study plain-vs-residual --train-N '1000000000'",
+    "study regimes --M '1000000000'",
+    "study variance --c-samples '1000000000'",
+    "study phases --bootstrap '9223372036854775808'",
+    "study two-layer --sigma-in '1e300'",
     "trained-weights --data: 300-byte CIFAR pickle of (10^6, 3072)",
     "two-layer --data: complex x",
     "mean-ode: a block file calling sys.exit(0)",
@@ -122,3 +124,33 @@ def test_every_case_the_issue_quotes_is_a_row():
     labels = {r.label for r in _all_rows()}
     assert len(hostile_corpus.QUOTED) >= 60
     assert [q for q in hostile_corpus.QUOTED if q not in labels] == []
+
+
+def test_every_option_variable_entry_point_figure_and_constructor_has_rows():
+    """Issue 75: the corpus follows from what the package declares (the parser's options
+    of every command, the user-file options, the `MEANFIELD_*` variables in its source,
+    every study's figures, the API's constructors): nothing declared lacks a row."""
+    rows = _all_rows()
+    assert hostile_generated.coverage_gaps(rows) == []
+    declared = hostile_generated.declared()
+    assert sum(d.startswith("option study ") for d in declared) >= 400
+    assert {f"variable {v}" for v in hostile_generated.VARIABLES} <= declared | {
+        "variable MEANFIELD_JOIN_TIMEOUT"
+    }
+    assert len({r.label for r in rows}) == len(rows)
+
+
+def test_the_completeness_check_can_fail(monkeypatch):
+    """A new option, variable or public name with no rows is reported: the rows of one
+    option dropped, and a variable the source reads that has no kind."""
+    rows = [r for r in _all_rows() if "option study sde --n-fine" not in r.covers]
+    assert hostile_generated.coverage_gaps(rows) == ["option study sde --n-fine"]
+    read = hostile_generated.variables_read()
+    monkeypatch.setattr(hostile_generated, "variables_read", lambda: read | {"MEANFIELD_NEW"})
+    assert hostile_generated.coverage_gaps(_all_rows()) == ["variable MEANFIELD_NEW"]
+
+
+def test_every_case_issue_75_quotes_is_a_row():
+    labels = {r.label for r in _all_rows()}
+    assert len(hostile_generated.EXAMPLES) >= 25
+    assert [q for q in hostile_issue75.QUOTED_75 if q not in labels] == []
