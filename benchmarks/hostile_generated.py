@@ -107,9 +107,9 @@ def _values(flag: str, action) -> list[tuple[str, frozenset]]:
         return [("nope", REFUSED)]
     if action.choices is not None:
         return [("nope", REFUSED)]
-    big = REFUSED_OR_RAN if flag in NOT_A_SIZE else REFUSED
+    big = REFUSED_OR_RAN if flag in NOT_A_SIZE or kind == "seed_int" else REFUSED
     if kind in ("positive_int", "int", "nonnegative_int", "seed_int"):
-        zero = REFUSED_OR_RAN if kind == "nonnegative_int" else REFUSED
+        zero = REFUSED_OR_RAN if kind in ("nonnegative_int", "seed_int") else REFUSED
         return [("0", zero), ("2.5", REFUSED), (str(2**63), REFUSED), (str(BIG), big)]
     if kind in ("positive_float", "float", "nonnegative_float"):
         negative = REFUSED_OR_RAN if kind == "float" else REFUSED

@@ -223,3 +223,16 @@ def test_a_follower_whose_coordinator_is_killed_stops_in_one_line(tmp_path):
     assert rest == (f"the finished points stay in process 0's folder {out}: run the same "
                     "commands with --resume"), line  # fmt: skip
     assert "process 1 of 2, 1 device(s) here" in (tmp_path / "logs" / "1.out").read_text()
+
+
+def test_a_join_timeout_out_of_range_is_refused_with_one_process(tmp_path, capsys):
+    """`--join-timeout` beyond its range is refused in one line naming it even where one
+    process runs (it ran, ignored); a valid one there is taken."""
+    from meanfield.cli import main
+
+    base = ["study", "tangent-kernel", "--L", "2,4", "--gammas", "0.5,1", "--M", "2",
+            "--nets", "2", "--d", "2", "--no-progress"]  # fmt: skip
+    code = main([*base, "--join-timeout", "1e300", "--out", str(tmp_path / "a")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--join-timeout" in err[0], err
+    assert not (tmp_path / "a").exists()

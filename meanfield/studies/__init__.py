@@ -140,6 +140,13 @@ def distributed_settings(args) -> dict | None:
         "process_id": getattr(args, "process_id", None),
     }
     if not getattr(args, "distributed", False) and all(v is None for v in given.values()):
+        if getattr(args, "join_timeout", None) is not None:  # refused, used or not
+            from ..runtime.distribution import join_seconds
+
+            try:
+                join_seconds(args.join_timeout)
+            except ValueError as err:
+                raise StudyInputError(str(err)) from None
         return None
     n, i, address = given["num_processes"], given["process_id"], given["coordinator"]
     if (n is None) != (i is None):
