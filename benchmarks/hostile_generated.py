@@ -142,12 +142,14 @@ def common_options() -> set[str]:
 COMMON_HOME = "study tangent-kernel"
 
 
-def _base(command: str) -> list[str]:
+def _base(command: str, flag: str = "") -> list[str]:
     if command.startswith("study "):
         name = command.split()[1]
-        return ["study", name, *TINY[name].split()]
-    if command == "meanfield":
-        return ["info"]
+        # a user's block or law: the configuration that takes one (coord-check's ResNet)
+        tiny = BLOCK_BASE[name] if flag in ("--block", "--law") else TINY[name]
+        return ["study", name, *tiny.split()]
+    if command == "meanfield":  # the options before the command: read by a study
+        return ["study", "tangent-kernel", *TINY["tangent-kernel"].split()]
     return COMMAND_BASE[command].split()
 
 
@@ -159,7 +161,7 @@ def option_rows() -> list[Row]:
         for flag, action in options(p):
             if flag == "--allow-known-bad-jax" and command == "info":
                 continue  # a flag of info that only relaxes a refusal: given a value below
-            base = _base(command)
+            base = _base(command, flag)
             group = command.split()[-1] if command.startswith("study ") else command
             values = _values(flag, action)
             if flag in common and command.startswith("study ") and command != COMMON_HOME:
