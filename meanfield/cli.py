@@ -419,6 +419,9 @@ def _study_command(parser, args, where: str, *, lock: bool = True) -> int:
         is not unwound out of a compile that jaxlib's thread goes on with: a segfault, or
         Python's shutdown waiting a minute for it; runtime.interrupt)."""
         if active() is None:  # (several processes: `main` tells the others, then ends)
+            from .studies.args import name_stopped_user_code
+
+            name_stopped_user_code()  # the user's file it was in, if any
             print(message(where, signum, args.out), file=sys.stderr)
             release_all()
             end_process(128 + signum)

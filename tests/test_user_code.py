@@ -245,7 +245,7 @@ def test_a_user_file_that_loops_is_named_and_stops_cleanly(spec, tmp_path):
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        assert noted.wait(min(HANG_GUARD_S, 300)), lines  # named within 2 s of its start
+        assert noted.wait(min(HANG_GUARD_S, 300)), lines  # named 10 s after its start
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
     finally:
@@ -258,4 +258,34 @@ def test_a_user_file_that_loops_is_named_and_stops_cleanly(spec, tmp_path):
     assert lines[-1] == (
         f"meanfield study coord-check: stopped by SIGINT; nothing written ({out} not created)"
     ), lines
+    assert len(lines) == 2 and not out.exists(), lines
+
+
+def test_a_stop_before_the_note_still_names_the_users_file(tmp_path):
+    """SIGINT inside a user's file before its note is due (the command line ends the
+    process from the signal's handler): the file is named, then the stop's line."""
+    marker = tmp_path / "started"
+    (tmp_path / "loop.py").write_text(
+        f"import time\nopen({str(marker)!r}, 'w').close()\nwhile True:\n    time.sleep(0.01)\n"
+    )
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "meanfield", "study", "coord-check", *TINY,
+         "--parametrisations", f"{tmp_path / 'loop.py'}:T", "--out", str(out)],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + min(HANG_GUARD_S, 300)
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.exists()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    lines = [ln for ln in err.splitlines() if ln.strip() and "cpu_aot" not in ln]
+    assert proc.returncode == 130, lines
+    assert lines[0].startswith("meanfield: --parametrisations: stopped while importing "), lines
+    assert lines[-1].startswith("meanfield study coord-check: stopped by SIGINT; nothing written")
     assert len(lines) == 2 and not out.exists(), lines

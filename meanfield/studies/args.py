@@ -258,8 +258,10 @@ def load_object(spec: str, flag: str):
 
 
 # a user's code (a file imported, a table or block first called) still running after this
-# many seconds is named on stderr, in one line: a loop in it shows which file it is in
-USER_CODE_NOTE_SECONDS = 2.0
+# many seconds is named on stderr, in one line: a loop in it shows which file it is in (not
+# sooner: a block's first trial compiles, seconds on a loaded machine, and a refusal after
+# it must stay one line)
+USER_CODE_NOTE_SECONDS = 10.0
 
 
 # the user_code contexts open, innermost last: one line at most for them all, the innermost's
@@ -291,6 +293,7 @@ def user_code(flag: str, what: str, *, after: float | None = None):
     timer = threading.Timer(delay, note, (f"still {what} after {delay:g} s (Ctrl-C stops it)",))
     timer.daemon = True
     _USER_CODE.append(token)
+    _STOPPED.append(lambda: note(f"stopped while {what}"))
     timer.start()
     try:
         yield
@@ -301,6 +304,18 @@ def user_code(flag: str, what: str, *, after: float | None = None):
     finally:
         timer.cancel()
         _USER_CODE.pop()
+        _STOPPED.pop()
+
+
+# the innermost open context's note, said when a signal stops the run inside it
+_STOPPED: list = []
+
+
+def name_stopped_user_code() -> None:
+    """Where a signal ends the run from its handler (the command line of one process, which
+    does not unwind), name the user's code it stopped, as `user_code` does on the way out."""
+    if _STOPPED:
+        _STOPPED[-1]()
 
 
 def _first_line(err: BaseException) -> str:
