@@ -173,4 +173,12 @@ def test_show_saves_where_a_script_cannot_show(tmp_path, monkeypatch, capsys):
     assert show("line") == tmp_path / "elsewhere" / "line.png"
     with pytest.raises(ValueError, match="name"):
         show("../line")
+    (tmp_path / "afile").write_text("not a folder")
+    for below in ("afile", "afile/below"):
+        monkeypatch.setenv("MEANFIELD_FIGURES", str(tmp_path / below))
+        with pytest.raises(ValueError, match="^MEANFIELD_FIGURES: cannot make") as err:
+            show("line")
+        assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="^folder: cannot make"):
+        show("line", folder=tmp_path / "afile")
     plt.close("all")

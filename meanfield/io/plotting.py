@@ -36,11 +36,19 @@ def show(name: str, fig=None, *, folder: str | os.PathLike | None = None) -> Pat
     if matplotlib.get_backend().lower() not in FILE_BACKENDS:
         plt.show()
         return None
+    where = "folder"
     if folder is None:
         script = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else "notebook"
+        where = "MEANFIELD_FIGURES" if os.environ.get("MEANFIELD_FIGURES") else "folder"
         folder = os.environ.get("MEANFIELD_FIGURES") or Path("figures") / script
     path = Path(folder) / f"{name}.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # a file where the folder (or one above it) should be
+        reason = err.strerror or type(err).__name__
+        raise ValueError(
+            f"{where}: cannot make the figures folder {str(folder)!r}: {reason}"
+        ) from None
     (fig if fig is not None else plt.gcf()).savefig(path, dpi=110, bbox_inches="tight")
     print(f"figure saved: {path}")
     return path
