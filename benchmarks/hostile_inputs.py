@@ -48,6 +48,7 @@ OUTCOMES = (
     "stopped",  # sent SIGINT (a row that loops): one line, exit 130, no false claim
     "hang",  # past the timeout
     "wrote outside",  # a file outside the study's folder created, changed or removed
+    "setup failed",  # the corpus's own preparation of the row failed (a fault of the corpus)
 )
 
 
@@ -243,6 +244,10 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--json", help="also write every row's outcome to this file")
     parser.add_argument(
+        "--skip-log", metavar="FILE", help="skip the rows an earlier run's output (FILE) "
+        "reported clean ('ok  [group] label: ...'), to finish a run that stopped",
+    )  # fmt: skip
+    parser.add_argument(
         "--templates", help="keep the finished tiny studies the rows start from in this "
         "folder, and reuse them from an earlier run (default: made afresh, removed)",
     )  # fmt: skip
@@ -251,16 +256,27 @@ def main() -> int:
     results = []
     try:
         templates = make_templates(Path(opts.templates) if opts.templates else root / "templates")
+        done = _clean_in_log(Path(opts.skip_log)) if opts.skip_log else set()
         chosen = [
             r
             for r in rows(templates)
-            if (not opts.only or opts.only in r.label) and (not opts.group or opts.group == r.group)
+            if (not opts.only or opts.only in r.label)
+            and (not opts.group or opts.group == r.group)
+            and (r.group, r.label) not in done
         ][:: opts.every]
         print(f"{len(chosen)} rows, {opts.jobs} at a time", file=sys.stderr, flush=True)
         with concurrent.futures.ThreadPoolExecutor(opts.jobs) as pool:
-            futures = [pool.submit(run_row, r, root, i, opts.timeout) for i, r in enumerate(chosen)]
+            futures = {
+                pool.submit(run_row, r, root, i, opts.timeout): r for i, r in enumerate(chosen)
+            }
             for f in concurrent.futures.as_completed(futures):
-                r = f.result()
+                try:
+                    r = f.result()
+                except Exception as err:  # noqa: BLE001 - the row's own setup failed: said
+                    row = futures[f]
+                    r = {"group": row.group, "input": row.label, "ok": False, "exit": None,
+                         "outcome": "setup failed", "seconds": 0.0,
+                         "stderr": f"{type(err).__name__}: {err}"}  # fmt: skip
                 results.append(r)
                 print(
                     f"{'ok ' if r['ok'] else 'BAD'} [{r['group']}] {r['input']}: "
@@ -303,6 +319,17 @@ def main() -> int:
         + (f"; not: {', '.join(r['input'] for r in bad)}" if bad else "")
     )
     return 1 if bad else 0
+
+
+def _clean_in_log(path: Path) -> set[tuple[str, str]]:
+    """(group, label) of every row an earlier run printed as clean."""
+    done = set()
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith("ok  [") and ", exit " in line:
+            group, _, rest = line[5:].partition("] ")
+            label = rest.rpartition(", exit ")[0].rpartition(": ")[0]
+            done.add((group, label))
+    return done
 
 
 if __name__ == "__main__":

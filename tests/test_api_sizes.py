@@ -232,6 +232,10 @@ def _sample(L, M):
         (lambda: mf.load_results(123), "^path: a folder or file path, got int"),
         (lambda: mf.optimal_scaling(L=4, K0=1.0, sigma_w2=1.0, sigma_b2=0.0, grid=2**63),
          "^grid must be at most"),
+        *[(lambda name=name: mf.simulate_response(
+              0.5, K0=1.0, sigma_w2=1.0, sigma_b2=0.0, key=jax.random.key(0),
+              **{"L": 2, "width": 8, "d_out": 4, "inits": 4, name: 2**63}),
+           f"^{name} must be at most 2") for name in ("L", "width", "d_out", "inits")],
     ],
 )  # fmt: skip
 def test_absurd_sizes_and_values_are_refused_naming_the_argument(call, match):

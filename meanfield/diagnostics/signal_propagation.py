@@ -34,7 +34,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._mapping import map_batched
-from .._validation import as_number, check_finite, check_number, concrete
+from .._validation import as_number, check_finite, check_number, check_positive_int, concrete
 from ..blocks.activations import resolve_activation
 from ..blocks.layers import DenseBlock
 from ..laws.unit import DenseGaussianLaw
@@ -186,8 +186,7 @@ def simulate_response(
     if method not in METHODS:
         raise ValueError(f"method={method!r} is not known; use one of {', '.join(METHODS)}")
     for name, value in (("L", L), ("width", width), ("d_out", d_out), ("inits", inits)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        check_positive_int(value, name)  # at most 2^31 - 1: XLA's sizes
     # χ is a derivative in K0 at √K0; K0 and α may be traced (jit, grad, vmap over them):
     # their values are checked where they are concrete
     if jnp.ndim(K0) != 0:
