@@ -271,20 +271,20 @@ def _deep_embedded_wide(size, key):
 def _deep_embedded_limit_field(size, key):
     """The vector field of the joint L, M, D limit's nonlinear solve, on `size` nodes."""
     from .blocks.activations import resolve_activation
-    from .limits.deep_embedded import _nodes, _nonlinear_field
+    from .limits.deep_embedded import conditional_nodes, nonlinear_field
 
     n, p, steps = 3, 6, 2
     ke, kz, kg, kn = jr.split(key, 4)
     a = _normal(kg, p, p)
     gram = a @ a.T / p + jnp.eye(p)
-    nodes = _nodes(_normal(kn, size, 2 * p), jnp.full(size, 1.0 / size), gram, 1.0, 1.0)
+    nodes = conditional_nodes(_normal(kn, size, 2 * p), jnp.full(size, 1.0 / size), gram, 1.0, 1.0)
     eta, zeta = _normal(ke, steps + 1, n, p), _normal(kz, steps + 1, n, p)
     ymat = jnp.broadcast_to(jnp.eye(p), (n, p, p))
     coef = jnp.asarray([0.5, 0.5, 1.0, 1.0])
     rho = resolve_activation("tanh")
 
     def fn(y, nodes):
-        return _nonlinear_field(0.3, y, (steps, gram, nodes, coef, rho))
+        return nonlinear_field(0.3, y, (steps, gram, nodes, coef, rho))
 
     return fn, ((eta, zeta, ymat), nodes)
 
@@ -383,7 +383,7 @@ PROBES: tuple[Probe, ...] = (
     Probe("deep embedded ResNet: GD (dimension D)", "deep_embedded.train", _deep_embedded_wide),
     Probe(
         "deep embedded limit: vector field",
-        "deep_embedded._nonlinear_field",
+        "deep_embedded.nonlinear_field",
         _deep_embedded_limit_field,
     ),  # fmt: skip
     Probe("res-1 classifier: Adam", "res1.train_res1", _res1_train),

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield.stats.fits import _bootstrap_means, _studentized_slope, exploded_draws, fit_values
+from meanfield.stats.fits import _bootstrap_means, exploded_draws, fit_values, studentized_slope
 from meanfield.stats.rate_law import _rate_sum_coefficients
 
 
@@ -352,7 +352,7 @@ def test_a_resample_of_one_repeated_value_is_dropped_whatever_its_rounding(paire
     goods = [np.array([0.1, 0.1, 0.7]), np.array([0.3, 0.3, 0.9])]
     w = np.array([-1.0, 1.0]) / np.log(2.0)
     n_boot, seed = 4000, 3
-    _, _, t, dropped = _studentized_slope(goods, w, paired=paired, n_boot=n_boot, seed=seed)
+    _, _, t, dropped = studentized_slope(goods, w, paired=paired, n_boot=n_boot, seed=seed)
     rng = np.random.default_rng(seed)
     if paired:  # draw k of both points resampled together
         idx = rng.integers(0, 3, size=(n_boot, 3))

@@ -246,3 +246,16 @@ def test_a_front_never_hides_a_submodule_behind_a_name():
         if getattr(importlib.import_module(parent), leaf, None) is not module:
             hidden.append(info.name)
     assert hidden == []
+
+
+def test_every_package_opens_with_a_sentence_on_what_it_holds():
+    """Each folder's `__init__.py` starts with its docstring (no pragma before it), whose
+    first line says what the folder holds."""
+    inits = sorted((ROOT / "meanfield").rglob("__init__.py")) + [ROOT / "solvers/__init__.py"]
+    bad = []
+    for path in inits:
+        text = path.read_text()
+        doc = ast.get_docstring(ast.parse(text)) or ""
+        if not text.startswith('"""') or len(doc.split("\n")[0].split()) < 4:
+            bad.append(str(path.relative_to(ROOT)))
+    assert bad == []

@@ -64,7 +64,7 @@ import numpy as np
 
 from ..runtime.errors import StudyInputError
 from ..stats.fits import line_fit
-from ..theory import approximation as A
+from ..theory import approximation as approximation_theory
 from ..training.approximation import (
     ARCHITECTURES,
     fit_mlp,
@@ -322,7 +322,7 @@ def target_data(cfg, target):
     x_test = ((np.arange(cfg["test_points"]) + 0.5) / cfg["test_points"])[:, None]
     f = {
         "square": lambda x: x**2,
-        "sawtooth": lambda x: A.sawtooth(x, cfg["sawtooth_k"]),
+        "sawtooth": lambda x: approximation_theory.sawtooth(x, cfg["sawtooth_k"]),
         "sin50": lambda x: np.sin(50.0 * x),
     }[target]
     return x, f(x[:, 0]), x_test, f(x_test[:, 0])
@@ -422,35 +422,40 @@ def constructions(seed: int) -> dict:
     grid = np.linspace(0.0, 1.0, 2**14 + 1)  # holds every knot and cell midpoint used
     square = []
     for p in SQUARE_PIECES:
-        net = A.square_staircase(p)
+        net = approximation_theory.square_staircase(p)
         error = float(np.max(np.abs(net(grid) - grid**2)))
         square.append({"relus": net.units, "parameters": net.parameters, "max_error": error,
-                       "predicted": A.square_staircase_error(p)})  # fmt: skip
+                       "predicted": approximation_theory.square_staircase_error(p)})  # fmt: skip
     sawtooth = []
     for k in SAWTOOTH_K:
         points = 2 ** (k + 3) + 1
-        pieces = A.count_pieces(lambda x, k=k: A.sawtooth(x, k), 0.0, 1.0, points)
-        sawtooth.append({"k": k, "pieces": pieces, "predicted_pieces": A.sawtooth_pieces(k),
-                         "deep_units": A.sawtooth_deep_units(k),
-                         "shallow_units": A.shallow_units_needed(pieces)})  # fmt: skip
+        pieces = approximation_theory.count_pieces(
+            lambda x, k=k: approximation_theory.sawtooth(x, k), 0.0, 1.0, points
+        )
+        theory = approximation_theory
+        sawtooth.append({"k": k, "pieces": pieces, "predicted_pieces": theory.sawtooth_pieces(k),
+                         "deep_units": theory.sawtooth_deep_units(k),
+                         "shallow_units": theory.shallow_units_needed(pieces)})  # fmt: skip
     parity = []
     for n in PARITY_N:
         bits = ((np.arange(2**n)[:, None] >> np.arange(n)) & 1).astype(float)
         truth = bits.sum(axis=1) % 2
+        theory = approximation_theory
         parity.append({
             "n": n,
-            "shallow_wrong": int(np.sum(np.abs(A.parity_shallow(n)(bits) - truth) > 1e-9)),
-            "deep_wrong": int(np.sum(np.abs(A.parity_deep(n)(bits) - truth) > 1e-9)),
-            "shallow_units": A.parity_shallow_units(n), "deep_units": A.parity_deep_units(n),
-            "deep_depth": A.parity_deep_depth(n), "lookup_units": A.parity_lookup_units(n),
+            "shallow_wrong": int(np.sum(np.abs(theory.parity_shallow(n)(bits) - truth) > 1e-9)),
+            "deep_wrong": int(np.sum(np.abs(theory.parity_deep(n)(bits) - truth) > 1e-9)),
+            "shallow_units": theory.parity_shallow_units(n),
+            "deep_units": theory.parity_deep_units(n), "deep_depth": theory.parity_deep_depth(n),
+            "lookup_units": theory.parity_lookup_units(n),
         })  # fmt: skip
     rng = np.random.default_rng([seed, 11])
     curse = []
     for d, cells_list in CURSE_CELLS.items():
         x = rng.random((CURSE_POINTS, d))
         rows = [
-            {"cells": c, "pieces": A.simplex_pieces(c, d),
-             "rms": A.interpolation_error(smooth_function, d, c, x)}
+            {"cells": c, "pieces": approximation_theory.simplex_pieces(c, d),
+             "rms": approximation_theory.interpolation_error(smooth_function, d, c, x)}
             for c in cells_list
         ]  # fmt: skip
         slope, intercept = line_fit(
@@ -461,7 +466,7 @@ def constructions(seed: int) -> dict:
                       "pieces_for_epsilon": needed})  # fmt: skip
     return {"square": square, "sawtooth": sawtooth, "parity": parity, "curse": curse,
             "epsilon": EPSILON, "function": "exp(-2 |x - c|²), c = (0.5, ..., 0.5)",
-            "lecture_square": A.lecture_square_table()}  # fmt: skip
+            "lecture_square": approximation_theory.lecture_square_table()}  # fmt: skip
 
 
 def smooth_function(x):

@@ -56,14 +56,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..diagnostics import coord_check as C
-from ..diagnostics import unit_coord_check as U
+from ..diagnostics import coord_check as coord_check_diagnostics
+from ..diagnostics import unit_coord_check
 from ..io.text import batches
 from ..parametrisation import Parametrisation, from_table, resnet_from_table
 from ..runtime.errors import StudyInputError
 from ..training.loop import gd_loop
 from ..training.transformer import optimizer
-from . import coord_check_resnet as R
+from . import coord_check_resnet
 from .args import int_list, positive_float, positive_int
 from .runner import start_study
 from .transformer_options import (
@@ -180,8 +180,8 @@ def _config(args) -> dict:
     from .args import override
 
     kind = _model(args)
-    presets = R.PRESETS if kind == "resnet" else PRESETS
-    options = (*SHARED, *(R.OPTIONS if kind == "resnet" else MODEL_OPTIONS))
+    presets = coord_check_resnet.PRESETS if kind == "resnet" else PRESETS
+    options = (*SHARED, *(coord_check_resnet.OPTIONS if kind == "resnet" else MODEL_OPTIONS))
     cfg = override(dict(presets[args.preset]), args, options)
     if args.parametrisations is not None:
         cfg["parametrisations"] = table_names(args.parametrisations, "--parametrisations")
@@ -196,10 +196,10 @@ def _config(args) -> dict:
         raise StudyInputError(f"--steps: at most 100000, got {cfg['steps']}")
     cfg.update(model=kind, seed=args.seed, x64=args.x64, preset=args.preset)
     if kind == "resnet":
-        R.configure(cfg, args)
+        coord_check_resnet.configure(cfg, args)
         from .args import check_costs
 
-        check_costs(R.cost_parts(cfg))
+        check_costs(coord_check_resnet.cost_parts(cfg))
         return cfg
     named = tables(cfg["parametrisations"])
     check_model_options(
@@ -279,13 +279,15 @@ def _program(skeleton, steps: int, batch: int, context: int, eps: float, weight_
         net = skeleton.with_numbers(numbers)
         # the table's optimiser at a (traced) base learning rate
         opt = functools.partial(optimizer, net, eps=eps, weight_decay=weight_decay)
-        reference = C.reference_states(net, p0, held_out)
+        reference = coord_check_diagnostics.reference_states(net, p0, held_out)
         grad = jax.value_and_grad(net.loss)
 
         def grad_fn(theta, k):
             k = jnp.minimum(k, steps - 1)
             loss, g = grad(theta, xs[k], ys[k])
-            coords = C.coordinates(net, p0, theta, held_out, reference=reference)
+            coords = coord_check_diagnostics.coordinates(
+                net, p0, theta, held_out, reference=reference
+            )
             return g, (loss, coords)
 
         # steps + 1 passes, without the history of the parameters: the aux of pass k is
@@ -311,7 +313,9 @@ def _point(cfg, table: Parametrisation, N: int, L: int, master, text, steps=None
     # (seeds, steps + 1): the loss at θ_k (the last's batch repeats)
     losses = np.asarray(losses, float)
     exploded = ~np.all(np.isfinite(losses), axis=1)
-    return R.summarise(losses, coords, C.QUANTITIES, exploded, steps)
+    return coord_check_resnet.summarise(
+        losses, coords, coord_check_diagnostics.QUANTITIES, exploded, steps
+    )
 
 
 def run(args):
@@ -326,7 +330,11 @@ def run(args):
     specs = [
         {"parametrisation": name, "width": N, "depth": L} for name in named for N, L in _sizes(cfg)
     ]
-    program, xy = (R.programs(cfg), R.data(cfg, master)) if resnet else (None, None)
+    program, xy = (
+        (coord_check_resnet.programs(cfg), coord_check_resnet.data(cfg, master))
+        if resnet
+        else (None, None)
+    )
 
     def point(spec, steps=None):
         key = jax.random.fold_in(jax.random.fold_in(master, spec["width"]), spec["depth"])
@@ -334,7 +342,7 @@ def run(args):
         N, L = spec["width"], spec["depth"]
         if isinstance(table, Parametrisation):
             return _point(cfg, table, N, L, key, text, steps)
-        return R.point(cfg, program, table, N, L, key, xy, steps)
+        return coord_check_resnet.point(cfg, program, table, N, L, key, xy, steps)
 
     points = run_sized_points(runner, specs, point, SELF_CHECK_STEPS,
                               width_symbol="M" if resnet else "N")  # fmt: skip
@@ -344,7 +352,7 @@ def run(args):
                 f"{p['parametrisation']} {'M' if resnet else 'N'}={p['width']} L={p['depth']}: "
                 f"{p['exploded']} of {cfg['seeds']} draws exploded (left out of the fits)"
             )
-    diag = U if resnet else C
+    diag = unit_coord_check if resnet else coord_check_diagnostics
     lines = _lines(cfg, named, points, diag)
     method = (
         "slopes predicted at first order for gradient descent from each table's exponents "
@@ -361,19 +369,20 @@ def run(args):
             "fits": [f for line in lines for f in line["fits"].values()],
             "reference": {"method": method},
             **({} if resnet else {"data": data_record(cfg, text)}),
-            "headline": ([R.block_line(cfg)] if resnet else []) + _headline(lines, diag),
+            "headline": ([coord_check_resnet.block_line(cfg)] if resnet else [])
+            + _headline(lines, diag),
         },
         plot=plot,
     )
 
 
-def _lines(cfg, tables, points, diag=C) -> list[dict]:
+def _lines(cfg, tables, points, diag=coord_check_diagnostics) -> list[dict]:
     """Per table and line (width, depth): every quantity's slope after the last step.
     `diag`: the model's diagnostics module (`coord_check` for a Transformer,
     `unit_coord_check` for a ResNet of unit blocks): its quantities and predictions;
     a ResNet's state's prediction depends on whether its block is centred (`config`)."""
     predict = diag.predicted_slopes
-    if diag is U:
+    if diag is unit_coord_check:
         predict = functools.partial(predict, centred=cfg.get("centred", True))
     out = []
     for name, table in tables.items():
@@ -399,8 +408,15 @@ def _lines(cfg, tables, points, diag=C) -> list[dict]:
             claims = all(predicted[q] == 0.0 for q in features)
             # the predictions are the fits' theory only where the table claims the line
             # flat: elsewhere they are first-step asymptotics, not a claim to test
-            fits = C.slope_fits(sizes, draws, against=against, predicted=predicted, fixed=fixed,
-                                seed=cfg["seed"], as_theory=claims)  # fmt: skip
+            fits = coord_check_diagnostics.slope_fits(
+                sizes,
+                draws,
+                against=against,
+                predicted=predicted,
+                fixed=fixed,
+                seed=cfg["seed"],
+                as_theory=claims,
+            )
             slopes = {q: fits[q].get("slope") for q in diag.QUANTITIES}
             out.append(
                 {
@@ -425,7 +441,7 @@ def _largest(fits, quantities, predicted):
     return max(values) if values else None
 
 
-def _headline(lines, diag=C) -> list[str]:
+def _headline(lines, diag=coord_check_diagnostics) -> list[str]:
     out = []
     for line in lines:
         fits = line["fits"]

@@ -9,22 +9,22 @@ from pathlib import Path
 
 import numpy as np
 
-from ..diagnostics import coord_check as C
-from ..diagnostics import unit_coord_check as U
+from ..diagnostics import coord_check as coord_check_diagnostics
+from ..diagnostics import unit_coord_check
 from ..io.plotting import save_figure, use_agg
 
 # one colour per site of the stream in every panel (activations and their changes)
 SITE_COLORS = {"embedding": "C0", "attention": "C1", "mlp": "C2", "logits": "C3",
                "state": "C0", "unit": "C1", "output": "C3", "layer": "C2"}  # fmt: skip
 KINDS = (
-    ("activations (RMS of the stream)", C.ACTIVATIONS),
-    ("changes since initialisation", C.CHANGES),
-    ("updates ΔW·input", C.UPDATES),
+    ("activations (RMS of the stream)", coord_check_diagnostics.ACTIVATIONS),
+    ("changes since initialisation", coord_check_diagnostics.CHANGES),
+    ("updates ΔW·input", coord_check_diagnostics.UPDATES),
 )
 RESNET_KINDS = (
-    ("activations (RMS of the states hˡ and of the units φ)", U.ACTIVATIONS),
-    ("changes since initialisation", U.CHANGES),
-    ("updates φ(h, z_t) − φ(h, z_0), per unit and per layer", U.UPDATES),
+    ("activations (RMS of the states hˡ and of the units φ)", unit_coord_check.ACTIVATIONS),
+    ("changes since initialisation", unit_coord_check.CHANGES),
+    ("updates φ(h, z_t) − φ(h, z_0), per unit and per layer", unit_coord_check.UPDATES),
 )
 
 
@@ -32,7 +32,7 @@ def _resnet(cfg) -> bool:
     return cfg.get("model") == "resnet"
 
 
-def _optimisers(cfg) -> str:
+def optimisers(cfg) -> str:
     """What trained the networks: gradient descent (a ResNet), or each table's optimiser."""
     if _resnet(cfg):
         return "gradient-descent"
@@ -139,7 +139,7 @@ def figures(out: Path, results: dict) -> None:
             dpi=90,
             title=(
                 f"Coordinate check against {against} ({fixed}): sizes after {cfg['steps']} "
-                f"{_optimisers(cfg)} steps at base lr {cfg['lr']:g}, mean of {cfg['seeds']} "
+                f"{optimisers(cfg)} steps at base lr {cfg['lr']:g}, mean of {cfg['seeds']} "
                 "draws with 95% "
                 "intervals; a correct parametrisation keeps every curve flat in the "
                 "dimension it scales"

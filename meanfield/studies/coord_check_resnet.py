@@ -32,7 +32,7 @@ import numpy as np
 import optax
 
 from ..blocks.two_layer import TwoLayerBlock
-from ..diagnostics import unit_coord_check as U
+from ..diagnostics import unit_coord_check
 from ..diagnostics.regimes import EXPLOSION_FACTOR
 from ..laws.unit import TwoLayerGaussianLaw
 from ..models.resnet import ResNet
@@ -108,7 +108,7 @@ def configure(cfg: dict, args) -> None:
             check_block_law(block, law, xs)
             # the state's predicted slope depends on it (unit_coord_check.predicted_slopes)
             try:
-                cfg["centred"] = U.is_centred(block, law, xs)
+                cfg["centred"] = unit_coord_check.is_centred(block, law, xs)
             except USER_ERRORS as err:  # vmapped over draws of the law, unlike the check
                 raise StudyInputError(
                     f"--block/--law: φ(h, z) over a batch of draws of the law failed "
@@ -185,14 +185,14 @@ def programs(cfg):
 
         def one(key, scale, lr, xs, ys):
             p0 = ResNet.sample(block, law, L=L, M=M, scaling=1.0, key=key).params
-            h0 = U.network(block, p0, scale).states(xs)
+            h0 = unit_coord_check.network(block, p0, scale).states(xs)
             # the initial function subtracted (module docstring): targets shifted by the
             # initial deviation, so that the first residual is x − y at every size
             targets = ys + (h0[:, -1] - xs)
 
             def grad_fn(theta, k):
-                g = loss_and_gradients(U.network(block, theta, scale), xs, targets)
-                coords = U.coordinates(block, scale, p0, theta, h0, g.adjoint.h)
+                g = loss_and_gradients(unit_coord_check.network(block, theta, scale), xs, targets)
+                coords = unit_coord_check.coordinates(block, scale, p0, theta, h0, g.adjoint.h)
                 return g.grads.params, (g.loss, coords)
 
             # steps + 1 passes: the aux of pass k is measured at θ_k, k = 0..steps
@@ -224,11 +224,11 @@ def point(cfg, program, table: ResNetParametrisation, M: int, L: int, key, xy, s
         EXPLOSION_FACTOR * np.abs(losses[:, 0])
     )
     exploded = ~finite | grew
-    out = summarise(losses, coords, U.QUANTITIES, exploded, steps)
+    out = summarise(losses, coords, unit_coord_check.QUANTITIES, exploded, steps)
     # changes and updates are differences (`self_check.of_terms`), small against their
     # terms at large depth: of states (`activation/state`), of units' features
     # (`activation/unit`), and for a layer's update, of M features at scale α
-    state, unit = (np.asarray(coords[q], float)[~exploded] for q in U.ACTIVATIONS)
+    state, unit = (np.asarray(coords[q], float)[~exploded] for q in unit_coord_check.ACTIVATIONS)
     scales = {"change/state": state, "change/output": state, "update/unit": unit,
               "update/layer": table.scale(L, M) * M * unit}  # fmt: skip
     for part in ("sizes", "per_layer"):

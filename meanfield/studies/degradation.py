@@ -19,10 +19,9 @@ import jax
 import jax.random as jr
 import numpy as np
 
-from ..models import plain as P
-from ..models import staged as S
+from ..models import plain, staged
 from ..stats.compare import difference_interval, lower_arm, mean_interval
-from ..training import plain as P_training
+from ..training import plain as plain_training
 
 TASK = {"d_in": 16, "classes": 4, "n_train": 512, "n_test": 2048}
 # draws of each trained network's initialisation whose scale is recorded (a forward pass
@@ -117,16 +116,16 @@ def _sample(key, alpha, *, net: TrainNet, L, N):
               "architecture": net.architecture, "activation": "relu", "init": net.init,
               "alpha": alpha}  # fmt: skip
     if net.shortcut is not None:
-        return S.StagedClassifier.sample(key, shortcut=net.shortcut, **common)
-    return P.Classifier.sample(key, norm=net.norm, **common)
+        return staged.StagedClassifier.sample(key, shortcut=net.shortcut, **common)
+    return plain.Classifier.sample(key, norm=net.norm, **common)
 
 
 @functools.partial(jax.jit, static_argnames=("net", "L", "N", "steps"))
 def _train_draws(keys, data, alpha, lr, *, net, L, N, steps):
     def one(key):
         model = _sample(key, alpha, net=net, L=L, N=N)
-        model, losses, acc = P_training.train_classifier(model, data, steps=steps, lr=lr)
-        final = P.cross_entropy(model, data[0], data[1])
+        model, losses, acc = plain_training.train_classifier(model, data, steps=steps, lr=lr)
+        final = plain.cross_entropy(model, data[0], data[1])
         return final, acc, losses
 
     return jax.vmap(one)(keys)
@@ -178,7 +177,7 @@ def init_scale(ms, net: TrainNet, L) -> tuple[dict, dict | None]:
 def train_point(cfg, L, master):
     """Every network of `train_architectures(cfg)` at depth L: `train_seeds` draws trained
     together, and `init_draws` draws' scale at initialisation."""
-    data = P.teacher_task(jr.fold_in(master, 10**6), **TASK)
+    data = plain.teacher_task(jr.fold_in(master, 10**6), **TASK)
     cells = []
     for index, net in enumerate(train_architectures(cfg)):
         keys = jr.split(jr.fold_in(master, 2 * 10**6 + 1000 * index + L), cfg["train_seeds"])

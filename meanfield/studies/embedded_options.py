@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..limits import perceptron as shallow_limits
+from ..limits import perceptron as perceptron_limits
 from ..runtime.errors import StudyInputError
 from .args import (
     positive_float,
@@ -174,7 +174,7 @@ def load_data(path, default=(DATA_X, DATA_Y), study: str = "two-layer") -> tuple
     is zero (or below `MIN_DATA`) and, for two-layer, inputs that span more dimensions
     than its limit's quadrature takes. Duplicated inputs are taken: no computation of
     either study inverts their Gram (the limits drop its null directions,
-    `shallow_limits._root`; measured: duplicated inputs run as fast as distinct ones);
+    `shallow_limits.gram_root`; measured: duplicated inputs run as fast as distinct ones);
     the phase studies, whose claims need distinct inputs, refuse them
     (`refuse_duplicated_inputs`)."""
     if path is None:
@@ -207,7 +207,7 @@ def load_data(path, default=(DATA_X, DATA_Y), study: str = "two-layer") -> tuple
         )
     dims = DATA_LIMITS[study].get("dims")
     if dims is not None:
-        rank = shallow_limits._root(x @ x.T).shape[1]
+        rank = perceptron_limits.gram_root(x @ x.T).shape[1]
         if rank + y.shape[1] > dims:
             raise StudyInputError(
                 f"--data: x spans {rank} dimension(s) and y has {y.shape[1]} column(s): the "

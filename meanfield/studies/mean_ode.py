@@ -67,22 +67,22 @@ from .args import (
     positive_int,
     preset_config,
 )
-from .mean_ode_design import AUTO, _not_judged, auto_design
+from .mean_ode_design import AUTO, auto_design, not_judged
 from .mean_ode_reference import (
     REPLICAS,
-    _monte_carlo,
-    _particle_sets,
-    _quadrature_order,
-    _reference_info,
-    _solve,
+    monte_carlo,
+    particle_sets,
+    quadrature_order,
     reference_cost,
+    reference_info,
+    reference_on_grids,
 )
 from .own_block import (
     BUILT_IN_BLOCK,
     BUILT_IN_LAW,
-    _describe,
-    _quadrature_applies,
+    describe_user_object,
     make_data,
+    quadrature_applies,
     study_block_law,
 )
 from .runner import start_study
@@ -280,11 +280,11 @@ def resolve_config(args) -> dict:
     custom = block_arg is not None or law_arg is not None
     if block_arg is not None:
         cfg.pop("activation")
-        cfg["block"] = _describe(block_arg)
+        cfg["block"] = describe_user_object(block_arg)
     if law_arg is not None:
         for name in BUILT_IN_LAW:
             cfg.pop(name)
-        cfg["law"] = _describe(law_arg)
+        cfg["law"] = describe_user_object(law_arg)
     grid_given = getattr(args, "L", None) is not None or getattr(args, "M", None) is not None
     design = getattr(args, "design", None)
     cfg["design"] = design or ("auto" if block_arg is not None and not grid_given else "grid")
@@ -336,7 +336,7 @@ def resolve_config(args) -> dict:
         )
     block, law = study_block_law(args, cfg)  # loaded and tried: before the folder is made
     if cfg["reference"] == "auto":
-        cfg["reference"] = "quadrature" if _quadrature_applies(law) else "monte-carlo"
+        cfg["reference"] = "quadrature" if quadrature_applies(law) else "monte-carlo"
     for name, flag, used_with in (
         ("order", "--order", "quadrature"),
         ("particles", "--particles", "monte-carlo"),
@@ -351,7 +351,7 @@ def resolve_config(args) -> dict:
                 "--reference: quadrature needs a Gaussian law (an AbstractGaussianLaw); "
                 "use --reference monte-carlo"
             )
-        _quadrature_order(law, cfg["order"])
+        quadrature_order(law, cfg["order"])
     elif cfg["particles"] % REPLICAS:
         raise StudyInputError(
             f"--particles: must be a multiple of {REPLICAS} (the batches that estimate the "
@@ -491,7 +491,7 @@ def run(args):
     if "block" in cfg or "law" in cfg:
         first_pass = first_pass_mean(block, law, xs, key=jr.fold_in(master, 6))
         if first_pass["heavy_tailed"]:
-            return _not_judged(args, runner, cfg, first_pass)
+            return not_judged(args, runner, cfg, first_pass)
         if first_pass["centred"] and steps == 0:
             runner.warn(
                 "the law is centred (E φ(x, Z_0) = 0 within its Monte-Carlo error), so the "
@@ -512,10 +512,10 @@ def run(args):
             runner, cfg, block, law, xs, ys, ref_probes, loop, units_per_batch, first_pass
         )
         cfg = {**cfg, **grid}  # the designed lines (results.json keeps the given config)
-        check = None if cfg["reference"] == "monte-carlo" else _particle_sets(cfg, law)[1]
-        ref_info = _reference_info(cfg, main)
+        check = None if cfg["reference"] == "monte-carlo" else particle_sets(cfg, law)[1]
+        ref_info = reference_info(cfg, main)
     else:
-        main, check, ref_info = _particle_sets(cfg, law)
+        main, check, ref_info = particle_sets(cfg, law)
     compile_seconds = {}
     finite_seconds = {}
     specs = grid_specs(cfg)
@@ -588,8 +588,8 @@ def run(args):
                 # Monte Carlo, designed: refined until its error meets the design's target
                 def solve(N):
                     runner.say(f"reference: the limit with {N} particles ...")
-                    return _solve(
-                        cfg, block, _monte_carlo(cfg, law, N), None, xs, ys, ref_probes,
+                    return reference_on_grids(
+                        cfg, block, monte_carlo(cfg, law, N), None, xs, ys, ref_probes,
                         all_depths(cfg),
                     )  # fmt: skip
 
@@ -606,7 +606,9 @@ def run(args):
             elif reuse is not None:
                 out = dict(reuse)
             else:
-                out = _solve(cfg, block, main, check, xs, ys, ref_probes, all_depths(cfg))
+                out = reference_on_grids(
+                    cfg, block, main, check, xs, ys, ref_probes, all_depths(cfg)
+                )
             if euler_own:  # the Euler part's own limit, with its subset of the particles
                 model = MeanODE(block, euler_set, xs, ys, lr)
                 sol = solve_mean_ode(model, steps, rtol=cfg["rtol"], atol=cfg["rtol"])
@@ -621,9 +623,7 @@ def run(args):
         raise
     # then one per Euler depth, while this thread runs the finite networks (where an
     # accelerator leaves the CPU cores idle). Submitted now, not with the others: on a
-    # 2-core CPU they then slowed the reference down more than they saved (quick preset:
-    # wall 120 s; submitted here 109 s and 115 s, against 113 s and 119 s compiled by
-    # this thread when needed: the same within the spread of runs)
+    # 2-core CPU they then slow the reference down more than they save
     euler_ahead = {s["L"]: pool.submit(compile_euler, s["L"]) for s in runner.pending(euler_specs)}
     # the reference's own error in the norm of each quantity: Δ^h's is `error_estimate`
     floors = reference_errors(ref)

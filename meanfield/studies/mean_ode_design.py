@@ -2,7 +2,7 @@
 error's terms, a fit of the pilot predicts each grid line's error, and the depths, widths
 and particles are chosen so that the reference's own error lies 10× below the errors it
 judges within the preset's budget (`AUTO`); where no design can, the study says so
-(`_not_judged`) and does not fit those points.
+(`not_judged`) and does not fit those points.
 """
 
 import math
@@ -13,7 +13,7 @@ import numpy as np
 
 from ..coupling.design import design_lines, euler_coefficient, fit_pilot, pilot_errors
 from ..coupling.reference import particles_for, reference_errors, reference_target
-from .mean_ode_reference import _monte_carlo, _particle_sets, _solve
+from .mean_ode_reference import monte_carlo, particle_sets, reference_on_grids
 
 # the automatic design of a grid for a user's block (`--design auto`): the pilot grid and
 # seeds, and the budgets of the grid (largest depth and width, seeds × L·M units of the
@@ -63,12 +63,12 @@ def auto_design(runner, cfg, block, law, xs, ys, probes, loop, units_per_batch, 
     )
     quadrature = cfg["reference"] == "quadrature"
     if quadrature:
-        main0, check0, _ = _particle_sets(cfg, law)
+        main0, check0, _ = particle_sets(cfg, law)
     else:
-        main0, check0 = _monte_carlo(cfg, law, budget["pilot_particles"]), None
+        main0, check0 = monte_carlo(cfg, law, budget["pilot_particles"]), None
     pilot_ref = runner.artifact(
         "pilot_reference",
-        lambda: _solve(cfg, block, main0, check0, xs, ys, probes, depths),
+        lambda: reference_on_grids(cfg, block, main0, check0, xs, ys, probes, depths),
         describe=f"design: the pilot's reference limit ({main0.count} particles)",
     )
     floor0 = reference_errors(pilot_ref)["delta_h"]
@@ -79,7 +79,7 @@ def auto_design(runner, cfg, block, law, xs, ys, probes, loop, units_per_batch, 
         "pilot_euler",
         lambda: euler_coefficient(
             block,
-            _monte_carlo(cfg, law, 2**10),
+            monte_carlo(cfg, law, 2**10),
             xs,
             ys,
             learning_rate=lr,
@@ -137,7 +137,7 @@ def auto_design(runner, cfg, block, law, xs, ys, probes, loop, units_per_batch, 
             "preset's grid is used"
         )
         record["why"] = "pilot fit failed: the preset's grid"
-        main = main0 if quadrature else _monte_carlo(cfg, law, cfg["particles"])
+        main = main0 if quadrature else monte_carlo(cfg, law, cfg["particles"])
         return record, {}, main, None
     a, b = fit["a"], fit["b"]
     # the reference error the budget reaches: Monte Carlo falls as N^{-1/2}
@@ -162,7 +162,7 @@ def auto_design(runner, cfg, block, law, xs, ys, probes, loop, units_per_batch, 
         # half the target error by the pilot's estimate, within the budget (refined
         # further in the reference's own solve if its estimate says so)
         N = particles_for(floor0, N0, target, budget["particles_max"])
-        main = main0 if N == N0 else _monte_carlo(cfg, law, N)
+        main = main0 if N == N0 else monte_carlo(cfg, law, N)
         reuse = pilot_ref if N == N0 else None
     record.update(
         lines=lines,
@@ -187,7 +187,7 @@ def auto_design(runner, cfg, block, law, xs, ys, probes, loop, units_per_batch, 
     return record, grid, main, reuse
 
 
-def _not_judged(args, runner, cfg, first_pass):
+def not_judged(args, runner, cfg, first_pass):
     """Finish a study whose law no reference can judge (heavy tails): its results say so,
     with the diagnosis, and hold no points and no fits."""
     message = (

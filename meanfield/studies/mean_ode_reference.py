@@ -60,7 +60,7 @@ def reference_cost(cfg) -> Cost:
     )
 
 
-def _quadrature_order(law, order):
+def quadrature_order(law, order):
     """The requested order, or the largest order within the default node budget."""
     p = law.gaussian_dim
     if order is None:
@@ -87,17 +87,17 @@ def _quadrature_order(law, order):
     return order
 
 
-def _particle_sets(cfg, law):
+def particle_sets(cfg, law):
     """The reference particles and the set that checks them: the Gauss-Hermite rule of
     order q and that of order q/2; or `--particles` Monte-Carlo draws, checked by batch
     means (no second set: None)."""
     if cfg["reference"] == "quadrature":
-        return reference_particles(law, order=_quadrature_order(law, cfg["order"]))
+        return reference_particles(law, order=quadrature_order(law, cfg["order"]))
     main = monte_carlo_particles(law, cfg["particles"], key=jr.fold_in(jr.key(cfg["seed"]), 4))
-    return main, None, _reference_info(cfg, main)
+    return main, None, reference_info(cfg, main)
 
 
-def _reference_info(cfg, main) -> dict:
+def reference_info(cfg, main) -> dict:
     """How the reference's particles were made, for the JSON (Monte Carlo)."""
     if cfg["reference"] == "quadrature":
         return reference_particles_info(cfg)
@@ -112,7 +112,7 @@ def reference_particles_info(cfg) -> dict:
     return {"method": "gauss-hermite", "order": cfg.get("order")}
 
 
-def _solve(cfg, block, main, check, xs, ys, probes, depths):
+def reference_on_grids(cfg, block, main, check, xs, ys, probes, depths):
     """The reference limit on every grid of `depths`, with its error estimate: a coarser
     quadrature rule (`check`), or batch means of Monte-Carlo particles (`check` None)."""
     kwargs = dict(
@@ -123,6 +123,6 @@ def _solve(cfg, block, main, check, xs, ys, probes, depths):
     return solve_reference(block, main, check, xs, ys, **kwargs)
 
 
-def _monte_carlo(cfg, law, count: int) -> Particles:
+def monte_carlo(cfg, law, count: int) -> Particles:
     """`count` Monte-Carlo particles of the reference (the key depends on the seed only)."""
     return monte_carlo_particles(law, count, key=jr.fold_in(jr.key(cfg["seed"]), 4))

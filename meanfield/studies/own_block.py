@@ -42,7 +42,7 @@ BUILT_IN_LAW = {
 }
 
 
-def _describe(value) -> str:
+def describe_user_object(value) -> str:
     """How the configuration records a `--block` / `--law`: the spec as given, or the
     object's type and repr (the Python API)."""
     if isinstance(value, str):
@@ -56,7 +56,7 @@ def _describe(value) -> str:
     return text[:300]
 
 
-def _quadrature_applies(law) -> bool:
+def quadrature_applies(law) -> bool:
     """A Gaussian law whose default node budget gives at least 8 nodes per coordinate."""
     if not isinstance(law, AbstractGaussianLaw):
         return False

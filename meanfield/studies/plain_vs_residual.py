@@ -41,11 +41,11 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from ..models import plain as P
+from ..models import plain
 from ..runtime.errors import StudyInputError
 from ..stats.compare import slope_interval
 from ..stats.fits import line_fit
-from ..theory import gradients as P_theory
+from ..theory import gradients as gradients_theory
 from .args import int_list, positive_float, positive_int
 from .degradation import (
     INIT_DRAWS,
@@ -59,7 +59,7 @@ from .degradation import (
     train_architectures,
     train_point,
 )
-from .plain_vs_residual_plot import RELATIVE_TOLERANCE, _figures
+from .plain_vs_residual_plot import RELATIVE_TOLERANCE, draw_figures
 from .runner import start_study
 
 HELP = "gradients through plain and residual networks, and the degradation problem"
@@ -128,8 +128,8 @@ def configurations(activations) -> list[dict]:
     """Every (architecture, activation, init, alpha) of the gradient part."""
     out = []
     for act in activations:
-        for arch in P.ARCHITECTURES:
-            for init in P.INITS:
+        for arch in plain.ARCHITECTURES:
+            for init in plain.INITS:
                 for alpha in ("1",) if arch == "plain" else ALPHAS:
                     out.append(
                         {"architecture": arch, "activation": act, "init": init, "alpha": alpha}
@@ -337,7 +337,7 @@ def plot(out, results) -> None:
     """The figures from `results.json` alone (`meanfield plot DIR`)."""
     cfg = results["config"]
     grad_points = [p for p in results["points"] if p["part"] == "gradients"]
-    _figures(Path(out), cfg, configurations(cfg["activations"]), grad_points,
+    draw_figures(Path(out), cfg, configurations(cfg["activations"]), grad_points,
              results["gradient_rates"], results["degradation"])  # fmt: skip
 
 
@@ -355,7 +355,7 @@ def _draw(key, gains, alphas, *, pairs, L, N):
     for (arch, act), g, a in zip(pairs, gains, alphas, strict=True):
 
         def one(gain, alpha, arch=arch, act=act):
-            net = P.LayeredNet(G, jnp.zeros((L, N)), alpha, arch, act, jnp.sqrt(gain / N))
+            net = plain.LayeredNet(G, jnp.zeros((L, N)), alpha, arch, act, jnp.sqrt(gain / N))
             hs, pre = net.layers(x)
             logs = net.gradient_log_norms(x, B)
             ok = jnp.all(jnp.isfinite(hs)) & jnp.all(jnp.isfinite(logs))
@@ -376,7 +376,7 @@ def _gradient_point(cfg, configs, L, master, per_layer):
     N, seeds = cfg["N"], cfg["seeds"]
     pairs = tuple(dict.fromkeys((c["architecture"], c["activation"]) for c in configs))
     members = [[c for c in configs if (c["architecture"], c["activation"]) == p] for p in pairs]
-    gains = [jnp.array([P.weight_gain(c["init"], N) for c in m]) for m in members]
+    gains = [jnp.array([plain.weight_gain(c["init"], N) for c in m]) for m in members]
     alphas = [jnp.array([alpha_value(c["alpha"], L) for c in m]) for m in members]
     keys = jr.split(jr.fold_in(master, L), seeds)
     draws = jax.lax.map(
@@ -432,7 +432,7 @@ def _rates(cfg, configs, points):
             "agrees": None,
         }
         predictions = [
-            P_theory.predicted_log_ratio(
+            gradients_theory.predicted_log_ratio(
                 c["architecture"], c["activation"], c["init"], N=cfg["N"], L=L,
                 alpha=alpha_value(c["alpha"], L),
             )
@@ -448,7 +448,7 @@ def _rates(cfg, configs, points):
         # post-activation: none (its prediction is a population of coordinate paths)
         width_n = None
         if fit and c["architecture"] != "post-activation":
-            width_n = P_theory.finite_width_log_ratios(
+            width_n = gradients_theory.finite_width_log_ratios(
                 c["architecture"], c["activation"], c["init"], N=cfg["N"],
                 Ls=[Ls[j] for j in fit], alphas=[alpha_value(c["alpha"], Ls[j]) for j in fit],
             )  # fmt: skip

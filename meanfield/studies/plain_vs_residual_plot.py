@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 
 from ..io.plotting import log_spread, save_figure, size_ticks, use_agg
-from ..models import plain as P
+from ..models import plain
 from .degradation import cells_of, train_architectures
 
 
-def _figures(out: Path, cfg, configs, points, rates, degradation):
+def draw_figures(out: Path, cfg, configs, points, rates, degradation):
     use_agg()
     import matplotlib.pyplot as plt
 
@@ -22,7 +22,7 @@ def _figures(out: Path, cfg, configs, points, rates, degradation):
     deepest = max(points, key=lambda p: p["L"])
     acts = cfg["activations"]
     fig, axes = plt.subplots(3, len(acts), figsize=(3.6 * len(acts), 9), sharex=True, squeeze=False)
-    for row, arch in enumerate(P.ARCHITECTURES):
+    for row, arch in enumerate(plain.ARCHITECTURES):
         for col, act in enumerate(acts):
             ax = axes[row, col]
             for c, cell in zip(configs, deepest["cells"], strict=True):
@@ -217,7 +217,7 @@ def _log_ratio_figure(out, cfg, configs, points, rates, colors, styles):
     acts = cfg["activations"]
     points = sorted(points, key=lambda p: p["L"])
     fig, axes = plt.subplots(3, len(acts), figsize=(3.6 * len(acts), 9), sharex=True, squeeze=False)
-    for row, arch in enumerate(P.ARCHITECTURES):
+    for row, arch in enumerate(plain.ARCHITECTURES):
         for col, act in enumerate(acts):
             ax = axes[row, col]
             for i, (c, rate) in enumerate(zip(configs, rates, strict=True)):
@@ -264,7 +264,7 @@ def _layer_figure(out, cfg, configs, deepest, name, text, scale, colors, styles)
     fig, axes = plt.subplots(
         3, len(acts), figsize=(max(3.6 * len(acts), 8), 9), sharex=True, squeeze=False
     )
-    for row, arch in enumerate(P.ARCHITECTURES):
+    for row, arch in enumerate(plain.ARCHITECTURES):
         for col, act in enumerate(acts):
             ax = axes[row, col]
             for c, cell in zip(configs, deepest["cells"], strict=True):

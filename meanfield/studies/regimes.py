@@ -46,15 +46,14 @@ import numpy as np
 import optax
 
 from ..blocks.two_layer import TwoLayerBlock, TwoLayerParams
-from ..diagnostics import regimes as R
+from ..diagnostics import regimes as regimes_diagnostics
 from ..models.resnet import ResNet
 from ..runtime.errors import StudyInputError
 from ..stats.fits import fit_loglog
 from ..stats.transfer import drift
-from ..stats.transfer import optimal_lr as _optimum  # noqa: F401  (its old home)
 from ..training.resnet import train
 from .args import float_list, int_list, positive_float, positive_int
-from .regimes_plot import _agreement, _diagnostics_figure, _figures, drift_text
+from .regimes_plot import classified_agreement, diagnostics_figure, draw_figures, drift_text
 from .runner import start_study
 from .self_check import of_terms
 
@@ -270,7 +269,7 @@ def _network(key, L, cfg, scale):
     d, M = cfg["d"], cfg["M"]
     ku, kv = jr.split(key)
     params = TwoLayerParams(u=jr.normal(ku, (L, M, d)) / math.sqrt(d), v=jr.normal(kv, (L, M, d)))
-    block = R.ScaledBlock(TwoLayerBlock(cfg["activation"]), jnp.asarray(scale))
+    block = regimes_diagnostics.ScaledBlock(TwoLayerBlock(cfg["activation"]), jnp.asarray(scale))
     return ResNet(block, params, 1.0)
 
 
@@ -292,7 +291,9 @@ def _diagram_program(L, d, M, activation, steps, batch):
     def one(key, gamma, lam, lr0, xs, ys):
         net = _network(key, L, cfg, L**-gamma / M)
         lr = lr0 * M * L**lam
-        dg = R.regime_diagnostics(net, xs, ys, optimizer=optax.sgd(lr), steps=steps)
+        dg = regimes_diagnostics.regime_diagnostics(
+            net, xs, ys, optimizer=optax.sgd(lr), steps=steps
+        )
         return {
             "forward_deviation": dg.forward_deviation,
             "predictor_movement": dg.predictor_movement,
@@ -314,7 +315,9 @@ def _transfer_program(L, d, M, activation, steps, batch):
         net = _network(key, L, cfg, L**-gamma / M)
         res = train(net, xs, ys, optimizer=optax.sgd(lr * M * L**lam), steps=steps)
         first, last = res.losses[0], res.losses[-1]
-        ok = jnp.all(jnp.isfinite(res.losses)) & (jnp.max(res.losses) < R.EXPLOSION_FACTOR * first)
+        ok = jnp.all(jnp.isfinite(res.losses)) & (
+            jnp.max(res.losses) < regimes_diagnostics.EXPLOSION_FACTOR * first
+        )
         return {"final_loss": jnp.where(ok, last, jnp.nan), "initial_loss": first}
 
     return _batched(one, batch, shared=2)
@@ -348,7 +351,7 @@ def run(args):
     )  # fmt: skip
     diagram = _classify(cfg, cells, [p for p in points if p["part"] == "diagram"])
     transfer = _transfer(cfg, [p for p in points if p["part"] == "transfer"])
-    agreement = _agreement(diagram)
+    agreement = classified_agreement(diagram)
     runner.finish(
         {
             "points": points,
@@ -368,9 +371,11 @@ def run(args):
 def plot(out, results) -> None:
     """The figures from `results.json` alone (`meanfield plot DIR`)."""
     transfer_points = [p for p in results["points"] if p["part"] == "transfer"]
-    _figures(Path(out), results["config"], results["cells"], results["transfer"], transfer_points)
+    draw_figures(
+        Path(out), results["config"], results["cells"], results["transfer"], transfer_points
+    )
     diagram_points = [p for p in results["points"] if p["part"] == "diagram"]
-    _diagnostics_figure(Path(out), results["config"], diagram_points)
+    diagnostics_figure(Path(out), results["config"], diagram_points)
 
 
 def _headline(agreement, transfer) -> list[str]:
@@ -401,7 +406,7 @@ def _diagram_point(cfg, L, cells, xs, ys, master):
         rec = {"gamma": g, "lambda": lam, "exploded": int(out["exploded"][sl].sum())}
         for name in (*QUANTITIES, "parameter_movement", "loss_ratio"):
             vals = np.where(out["exploded"][sl], np.nan, out[name][sl])
-            rec[name] = R.nan_to_none(vals)
+            rec[name] = regimes_diagnostics.nan_to_none(vals)
         # movements after a few steps are differences (`self_check.of_terms`): of the
         # predictors f = h^L, of size about ‖x‖(1 + the forward deviation); the others are
         # of terms normalised by the initial features, parameters or inputs (scale 1)
@@ -424,16 +429,24 @@ def _classify(cfg, cells, points):
         fits, exps = {}, {}
         for name, short in QUANTITIES.items():
             samples = [[v for v in r[name] if v is not None] for r in rows]
-            fit = fit_loglog(Ls, samples, quantity=name, against="L",
-                             fixed={"gamma": g, "lambda": lam}, seed=cfg["seed"],
-                             theory=R.predicted_exponents(g, lam).get(short))  # fmt: skip
+            fit = fit_loglog(
+                Ls,
+                samples,
+                quantity=name,
+                against="L",
+                fixed={"gamma": g, "lambda": lam},
+                seed=cfg["seed"],
+                theory=regimes_diagnostics.predicted_exponents(g, lam).get(short),
+            )
             fits[name] = fit
             exps[short] = {"value": fit["slope"], "ci": fit["ci95"]}
         exploded_top = sum(r["exploded"] for r, L in zip(rows, Ls, strict=True) if L == largest)
-        measured = R.classify(exps, exploded=exploded_top > 0)
+        measured = regimes_diagnostics.classify(exps, exploded=exploded_top > 0)
         # the prediction at the classifier's resolution: a local exponent within
         # EXPONENT_TOL of 0 (the learning line at 1 - tol < γ < 1) reads as local learning
-        predicted, distance = R.predicted_regime(g, lam, margin=R.EXPONENT_TOL)
+        predicted, distance = regimes_diagnostics.predicted_regime(
+            g, lam, margin=regimes_diagnostics.EXPONENT_TOL
+        )
         out.append(
             {
                 "gamma": g,
@@ -444,7 +457,7 @@ def _classify(cfg, cells, points):
                 "exploded": [r["exploded"] for r in rows],
                 "exponents": {k: v["value"] for k, v in exps.items()},
                 "exponents_ci95": {k: v["ci"] for k, v in exps.items()},
-                "predicted_exponents": R.predicted_exponents(g, lam),
+                "predicted_exponents": regimes_diagnostics.predicted_exponents(g, lam),
                 "predicted_regime": predicted,
                 "distance_to_boundary": distance,
                 "fits": fits,
@@ -471,8 +484,8 @@ def _transfer_point(cfg, L, xs, ys, master):
         final = out["final_loss"][idx].reshape(len(lrs), S)
         initial = out["initial_loss"][idx].reshape(len(lrs), S)
         rec[name] = {
-            "final_loss": [R.nan_to_none(row) for row in final],
-            "initial_loss": [R.nan_to_none(row) for row in initial],
+            "final_loss": [regimes_diagnostics.nan_to_none(row) for row in final],
+            "initial_loss": [regimes_diagnostics.nan_to_none(row) for row in initial],
         }
     return {"parametrizations": rec}
 

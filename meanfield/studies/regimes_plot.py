@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..diagnostics import regimes as R
+from ..diagnostics import regimes as regimes_diagnostics
 from ..io.plotting import save_figure, use_agg
 
 
-def _figures(out: Path, cfg, diagram, transfer, transfer_points):
+def draw_figures(out: Path, cfg, diagram, transfer, transfer_points):
     use_agg()
     import matplotlib.pyplot as plt
 
@@ -28,7 +28,7 @@ def _figures(out: Path, cfg, diagram, transfer, transfer_points):
     far = gx[gx >= 1]
     ax.plot(far, far, "k--", lw=1.2, label="λ = γ (local update Θ(1))")
     ax.plot([1], [1], "*", ms=16, mfc="none", mec="k", label="mean-ODE / CompleteP (1, 1)")
-    agreement = _agreement(diagram)
+    agreement = classified_agreement(diagram)
     for c in diagram:
         marker = "o" if not c["ambiguous"] else "s"
         near = c["distance_to_boundary"] < agreement["resolution"] and not _on_line(c)
@@ -104,7 +104,7 @@ def _figures(out: Path, cfg, diagram, transfer, transfer_points):
     save_figure(fig, out / "transfer.png", dpi=110)
 
 
-def _diagnostics_figure(out: Path, cfg, points):
+def diagnostics_figure(out: Path, cfg, points):
     """`diagnostics.png`: every diagnostic of every (L, γ, λ), the mean over its draws (the
     exploded ones left out) against L, a row per diagnostic and a column per γ, a line per
     λ: the slopes the diagram's exponents are fitted to."""
@@ -182,7 +182,7 @@ def drift_text(t) -> str:
     return text
 
 
-def _agreement(diagram) -> dict:
+def classified_agreement(diagram) -> dict:
     """How many cells the measurement classifies as predicted, among those it can judge:
     not ambiguous (no deciding exponent's interval straddles a threshold), classified,
     and predicted farther than the classifier's resolution from its threshold. The
@@ -190,7 +190,7 @@ def _agreement(diagram) -> dict:
     deciding predicted exponent lies within 2·EXPONENT_TOL of 0 (its threshold plus that
     same tolerance) can be read either way by deviations the classifier tolerates
     elsewhere: it is counted apart, as are the ambiguous cells."""
-    resolution = 2 * R.EXPONENT_TOL
+    resolution = 2 * regimes_diagnostics.EXPONENT_TOL
     on_line = [c for c in diagram if _on_line(c)]
     near = [c for c in diagram if c["distance_to_boundary"] < resolution and not _on_line(c)]
     unclear = [c for c in diagram if c not in near and (c["ambiguous"] or c["regime"] is None)]
@@ -213,7 +213,8 @@ def _agreement(diagram) -> dict:
         "ambiguous_drawn": sum(bool(c["ambiguous"]) for c in diagram),
         "resolution": resolution,
         "rule": "judged: not ambiguous, and the deciding predicted exponent at least "
-        f"{resolution:g} (twice the classifier's tolerance {R.EXPONENT_TOL:g}) from 0",
+        f"{resolution:g} (twice the classifier's tolerance "
+        f"{regimes_diagnostics.EXPONENT_TOL:g}) from 0",
         "disagree": [{k: c[k] for k in keys} for c in judged if c not in agree],
         "not_judged": [
             {**{k: c[k] for k in keys}, "why": "near a boundary" if c in near else "ambiguous"}

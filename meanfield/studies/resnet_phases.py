@@ -30,7 +30,7 @@ import jax
 from ..diagnostics.criteria import deep_criteria_rates
 from ..models.deep_embedded import DeepEmbeddedResNet
 from ..training.deep_embedded import train_with_final
-from . import two_layer_phases as shallow
+from . import two_layer_phases
 from .args import positive_int
 from .runner import start_study
 from .two_layer_inputs import batch_size
@@ -53,20 +53,20 @@ PRESETS = {
         "seeds": 16,
     },
 }
-DEFAULTS = shallow.DEFAULTS
+DEFAULTS = two_layer_phases.DEFAULTS
 OPTIONS = ("D", "s_v_sweep", "L", "M", "seeds", *DEFAULTS)
 
 
 def add_arguments(parser):
-    shallow.add_arguments(parser)
+    two_layer_phases.add_arguments(parser)
     parser.add_argument("--L", type=positive_int, help="depth (residual layers)")
 
 
 def run(args):
-    shallow.run_phases(args, PRESETS, OPTIONS, _draws, start_study)
+    two_layer_phases.run_phases(args, PRESETS, OPTIONS, _draws, start_study)
 
 
-plot = shallow.plot
+plot = two_layer_phases.plot
 
 
 @functools.partial(

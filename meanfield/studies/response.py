@@ -33,7 +33,7 @@ from ..stats.fits import (
 from ..theory.alpha_star import optimal_scaling, saturation_asymptotic, saturation_formula
 from ..theory.gaussian import DEFAULT_ORDER, K_ACCURATE
 from ..theory.response import FIG2, FIG5_SIGMA_B2, FIG5_SIGMA_W2, output_response_curve, response
-from . import response_paper as RP
+from . import response_paper
 from .args import (
     check_activation,
     check_costs,
@@ -207,13 +207,15 @@ def cost_parts(cfg) -> list:
     few = max(2, min(inits, 200))  # the correlations' initialisations
     work_inits = (
         (alphas + 2) * inits * L * layer  # the layers, Figure 2
-        + (len(RP.FIG3_ALPHAS) * L + RP.FIG6_DEPTH) * inits * identity  # Figures 3, 6
+        + (len(response_paper.FIG3_ALPHAS) * L + response_paper.FIG6_DEPTH)
+        * inits
+        * identity  # Figures 3, 6
         + (alphas + 4) * inits * d_out * N * 2  # the readouts
     )
     work_star = ALPHA_STAR_ALPHAS * star * identity * (sum(cfg["depths"]) + len(FIG4C_K0) * L)
     work_full = (2 * few * 2 + 3 * 20) * L * 2.0 * N * N  # the correlations, the signal
     per_init = 4 * (L + 1) * 4  # K, C, χ, η per layer, float32
-    runs = max(alphas, len(RP.FIG3_ALPHAS)) * inits
+    runs = max(alphas, len(response_paper.FIG3_ALPHAS)) * inits
     batch = SIMULATION_BATCH * max(alphas, ALPHA_STAR_ALPHAS) * N * 4 * 8
     weights = 4.0 * 3 * N * max(N, d_out)  # a layer's matrices (and the readout)
     if cfg["method"] == "full":
@@ -485,13 +487,13 @@ def run(args):
                 "eta": _summary(sim.eta, theory[f"fig2_{spec['net']}_eta"]),
             }
         if kind == "fig3":
-            return RP.figure3(cfg, key)
+            return response_paper.figure3(cfg, key)
         if kind == "fig6":
-            return RP.figure6(cfg, key)
+            return response_paper.figure6(cfg, key)
         if kind == "correlations":
-            return RP.correlations(cfg, key)
+            return response_paper.correlations(cfg, key)
         if kind == "signal":
-            return RP.signal_distribution(cfg, stars, key)
+            return response_paper.signal_distribution(cfg, stars, key)
         if kind == "alpha_star_K0":
             at = {**cfg, "K0": spec["K0"]}
             theory_star = float(optimal_scaling(L=L_max, **_theory_kwargs(at))[0])
@@ -549,8 +551,8 @@ def run(args):
     paper["alpha_star_over_K0"] = by_part.get("alpha_star_K0", [])
     for row in paper["alpha_star_over_K0"]:
         row["theory_inside_ci95"] = theory_inside_same_estimator(row)
-    paper["linearised_response"] = RP.linearised(cfg, theory)
-    paper["max_entropy"] = RP.max_entropy(cfg, stars)
+    paper["linearised_response"] = response_paper.linearised(cfg, theory)
+    paper["max_entropy"] = response_paper.max_entropy(cfg, stars)
     runner.finish(
         {
             "points": points,

@@ -43,22 +43,22 @@ from .schema_language import (
     Num,
     Record,
     Ref,
+    SchemaRefusal,
     Spec,
     Str,
     Tagged,
     Tuple,
     When,
     Where,
-    _below,
-    _entries,
-    _first,
-    _got,
-    _got_all,
-    _need,
-    _Refused,
-    _sub,
+    below_path,
+    entries_text,
+    first_found,
     fit_record,
+    need,
+    shown_value,
+    shown_values,
     study,
+    sub_path,
 )
 
 __all__ = ["SCHEMAS", "StudyInputError", "validate"]
@@ -83,16 +83,18 @@ def _mean_ode_config(cfg, root):
     if "block" in cfg or "law" in cfg:
         return None
     # the built-in 2LP: its activation and init are named in the title
-    return _first(*(_need(cfg, k, Any(), "no block or law named") for k in ("activation", "init")))
+    return first_found(
+        *(need(cfg, k, Any(), "no block or law named") for k in ("activation", "init"))
+    )
 
 
 def _mean_ode_fits(fits, root):
     """A fit against L of an error names the width M of its line and its theory slope."""
     for i, f in enumerate(fits):
         if f.get("against") == "L" and f.get("quantity") in ("delta_h", "delta_b", "delta_z"):
-            found = _first(
-                _below(".fixed", _need(f.get("fixed") or {}, "M", POS, "the line's width")),
-                _need(f, "theory", OPT_NUM, "the line's theory slope"),
+            found = first_found(
+                below_path(".fixed", need(f.get("fixed") or {}, "M", POS, "the line's width")),
+                need(f, "theory", OPT_NUM, "the line's theory slope"),
             )
             if found:
                 return f"[{i}]" + found[0], found[1]
@@ -128,7 +130,7 @@ MEAN_ODE = When(lambda r: _MEAN_ODE_NOTHING if r.get("points") == [] else _MEAN_
 def _sde_config(cfg, root):
     # the title of fBm weights names H, of smooth weights ℓ
     key = {"fbm": "hurst", "smooth": "length_scale"}.get(cfg["weights"])
-    return None if key is None else _need(cfg, key, Any(), f"the title of {cfg['weights']} weights")
+    return None if key is None else need(cfg, key, Any(), f"the title of {cfg['weights']} weights")
 
 
 SDE = study(
@@ -136,8 +138,8 @@ SDE = study(
      "seeds": Any()},
     {
         "points": List(Record({"L": POS, "error_final": STAT, "error_sup": STAT})),
-        "fits": Where(List(FIT, min_len=1), lambda fits, root: _below(
-            "[0]", _need(fits[0], "theory", NUM, "the title's theory slope"))),
+        "fits": Where(List(FIT, min_len=1), lambda fits, root: below_path(
+            "[0]", need(fits[0], "theory", NUM, "the title's theory slope"))),
         "reference": Record({"error_estimate?": OPT_NUM}),
     },
     _sde_config,
@@ -162,8 +164,8 @@ def _ratio_values(point, root):
     for q in ("forward", "gradient", "forward_max"):
         if q in point and len(point[q]["values"]) > seeds:
             return f".{q}.values", (
-                f"expected at most {_entries(seeds)} (config.seeds), "
-                f"got {_entries(len(point[q]['values']))}"
+                f"expected at most {entries_text(seeds)} (config.seeds), "
+                f"got {entries_text(len(point[q]['values']))}"
             )
     return None
 
@@ -238,7 +240,7 @@ def _response_curves(curves, root):
     keys += ["alpha_grid", "formula_L", "formula_curve", "K0_grid", "alpha_star_K0",
              "formula_K0", "fig4c_alpha", "fig4c_surface"]  # fmt: skip
     missing = next((k for k in keys if k not in curves), None)
-    return None if missing is None else (_sub(missing), "missing (a theory curve drawn)")
+    return None if missing is None else (sub_path(missing), "missing (a theory curve drawn)")
 
 
 def _response_stars(stars, root):
@@ -362,8 +364,8 @@ def _two_layer_fits(fits, root):
     """A criterion's fitted line is drawn over its sizes, its interval in the legend."""
     for i, f in enumerate(fits):
         if f["against"] == "s_v" and f.get("slope") is not None:
-            found = _first(_need(f, "ci95", PAIR, "the fit has a slope"),
-                           _need(f, "sizes", List(Num(positive=True), min_len=1),
+            found = first_found(need(f, "ci95", PAIR, "the fit has a slope"),
+                           need(f, "sizes", List(Num(positive=True), min_len=1),
                                  "the fit has a slope"))  # fmt: skip
             if found:
                 return f"[{i}]" + found[0], found[1]
@@ -416,7 +418,7 @@ def _every_response(points, root):
         for kind in ("initial", "function", "samples"):
             for e in sizes:
                 key = f"{kind}_{e:g}"
-                found = _need(p, key, _MEAN, "the figure draws every ε term at every size")
+                found = need(p, key, _MEAN, "the figure draws every ε term at every size")
                 if found:
                     return f"[{i}]" + found[0], found[1]
     return None
@@ -509,9 +511,9 @@ def _rate_holds(rate, root):
     if rate["rate"] is None:
         return None
     why = "the rate is measured"
-    return _first(_need(rate, "rate_ci", PAIR, why),
-                  _need(rate, "predicted_width_N", NUM, why),
-                  _need(rate, "predicted", NUM, why))  # fmt: skip
+    return first_found(need(rate, "rate_ci", PAIR, why),
+                  need(rate, "predicted_width_N", NUM, why),
+                  need(rate, "predicted", NUM, why))  # fmt: skip
 
 
 _LAYER_STATS = Record({"mean": List(OPT_NUM, min_len=1)})
@@ -546,7 +548,7 @@ PLAIN_VS_RESIDUAL = study(
 # ------------------------------------------------------------------ trained-weights
 
 _REGULARITY = Maybe(Where(Record({"hurst?": OPT_NUM, "interval?": Maybe(PAIR)}),
-                          lambda r, root: None if r.get("hurst") is None else _need(
+                          lambda r, root: None if r.get("hurst") is None else need(
                               r, "interval", PAIR, "the index is drawn with it")))  # fmt: skip
 
 
@@ -555,11 +557,20 @@ def _cell_row(cell, root):
     cfg = root["config"]
     init, hurst = cell["init"], cell["hurst"]
     if init not in cfg["inits"]:
-        return ".init", f"{_got(init)} is not one of config.inits {_got_all(cfg['inits'])}"
+        return (
+            ".init",
+            f"{shown_value(init)} is not one of config.inits {shown_values(cfg['inits'])}",
+        )
     if init == "fbm" and hurst not in cfg["hursts"]:
-        return ".hurst", f"{_got(hurst)} is not one of config.hursts {_got_all(cfg['hursts'])}"
+        return (
+            ".hurst",
+            f"{shown_value(hurst)} is not one of config.hursts {shown_values(cfg['hursts'])}",
+        )
     if init != "fbm" and hurst is not None:
-        return ".hurst", f"expected null (only fbm cells have a Hurst index), got {_got(hurst)}"
+        return (
+            ".hurst",
+            f"expected null (only fbm cells have a Hurst index), got {shown_value(hurst)}",
+        )
     return None
 
 
@@ -588,7 +599,7 @@ def _transfer_holds(rec, root):
     n = len(rec["L"])
     for key in ("loss_curves", "optimal_lr"):
         if len(rec[key]) != n:
-            return f".{key}", f"expected {_entries(n)} (as many as its L), got {len(rec[key])}"
+            return f".{key}", f"expected {entries_text(n)} (as many as its L), got {len(rec[key])}"
     return None
 
 
@@ -682,14 +693,16 @@ _COMMON = Record({"study": Str(), "config": Record({"x64?": Bool()})})
 
 
 def check(results) -> None:
-    """Raise `_Refused` (path, problem) where `results` does not fit its study's schema."""
+    """Raise `SchemaRefusal` (path, problem) where `results` does not fit its study's schema."""
     if not isinstance(results, dict):
-        raise _Refused("", f"expected an object, got {_got(results)}")
+        raise SchemaRefusal("", f"expected an object, got {shown_value(results)}")
     if "study" not in results:
-        raise _Refused("study", "missing (expected a string naming a study)")
+        raise SchemaRefusal("study", "missing (expected a string naming a study)")
     study_name = results["study"]
     if not isinstance(study_name, str):
-        raise _Refused("study", f"expected a string naming a study, got {_got(study_name)}")
+        raise SchemaRefusal(
+            "study", f"expected a string naming a study, got {shown_value(study_name)}"
+        )
     SCHEMAS.get(study_name, _COMMON).check(results, "", results)
 
 
@@ -699,6 +712,6 @@ def validate(results) -> None:
     `DIR: results.json: points[3].L: expected a positive integer, got "four"`."""
     try:
         check(results)
-    except _Refused as err:
+    except SchemaRefusal as err:
         where = f"{err.path}: " if err.path else ""
         raise StudyInputError(f"{PREFIX}: {where}{err.problem}") from None

@@ -32,7 +32,7 @@ from .schema_language import (
     Tuple,
     When,
     Where,
-    _got_all,
+    shown_values,
     study,
 )
 
@@ -72,8 +72,8 @@ def _coord_sizes(doc, root):
         if (p["width"], p["depth"]) not in allowed:
             return f".points[{i}]", (
                 f"{_size_text(p['width'], p['depth'])} is not a size of the config (widths "
-                f"{_got_all(cfg['widths'])} at depth {cfg['depth']}, depths "
-                f"{_got_all(cfg['depths'])} at width {cfg['width']})"
+                f"{shown_values(cfg['widths'])} at depth {cfg['depth']}, depths "
+                f"{shown_values(cfg['depths'])} at width {cfg['width']})"
             )
     have = {(p["parametrisation"], p["width"], p["depth"]) for p in doc["points"]}
     for j, line in enumerate(doc["lines"]):
@@ -81,11 +81,11 @@ def _coord_sizes(doc, root):
         key, wanted = ("widths", cfg["widths"]) if width else ("depths", cfg["depths"])
         if line["sizes"] != wanted:
             return f".lines[{j}].sizes", (
-                f"{_got_all(line['sizes'])} is not config.{key} {_got_all(wanted)}"
+                f"{shown_values(line['sizes'])} is not config.{key} {shown_values(wanted)}"
             )
         fixed = {"depth": cfg["depth"]} if width else {"width": cfg["width"]}
         if line["fixed"] != fixed:
-            return f".lines[{j}].fixed", f"expected {_got_all(fixed)} (the config's)"
+            return f".lines[{j}].fixed", f"expected {shown_values(fixed)} (the config's)"
         for n in line["sizes"]:
             size = (n, cfg["depth"]) if width else (cfg["width"], n)
             if (line["parametrisation"], *size) not in have:
@@ -168,9 +168,9 @@ def _transfer_sizes(doc, root):
         )
         if not ok:
             along = (
-                f"depths {_got_all(cfg['depths'])} at width {cfg['width']}"
+                f"depths {shown_values(cfg['depths'])} at width {cfg['width']}"
                 if depth
-                else f"widths {_got_all(cfg['widths'])} at depth {cfg['depth']}"
+                else f"widths {shown_values(cfg['widths'])} at depth {cfg['depth']}"
             )
             return f".points[{i}]", (
                 f"{_size_text(p['width'], p['depth'])} is not a size of the config's "
@@ -181,7 +181,7 @@ def _transfer_sizes(doc, root):
         key = "depths" if line["line"] == "depth" else "widths"
         if line["sizes"] != cfg[key]:
             return f".lines[{j}].sizes", (
-                f"{_got_all(line['sizes'])} is not config.{key} {_got_all(cfg[key])}"
+                f"{shown_values(line['sizes'])} is not config.{key} {shown_values(cfg[key])}"
             )
         if line["line"] == "depth" and line.get("laziness"):
             for d in line["sizes"]:

@@ -20,7 +20,7 @@ from typing import Any as _AnyType
 PREFIX = "DIR: results.json"
 
 
-class _Refused(Exception):
+class SchemaRefusal(Exception):
     """A value that does not fit its schema: where (`path`) and why (`problem`)."""
 
     def __init__(self, path: str, problem: str, *, kind: bool = False):
@@ -29,12 +29,12 @@ class _Refused(Exception):
         self.kind = kind  # the value is not of its kind at all (not a detail of it)
 
 
-def _got(value) -> str:
+def shown_value(value) -> str:
     """A value as the message shows it: JSON's own spelling, shortened."""
     if isinstance(value, dict):
         return "an object"
     if isinstance(value, list):
-        return f"a list of {_entries(len(value))}" if value else "an empty list"
+        return f"a list of {entries_text(len(value))}" if value else "an empty list"
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     try:
@@ -50,10 +50,10 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 def _key(path: str, key: str) -> str:
     """The JSON path of `key` inside the object at `path`: `points[3].L`, or
     `theory_curves["fig5_w1.0"]` for a key that is not a plain name."""
-    return key if not path and _NAME.match(key) else path + _sub(key)
+    return key if not path and _NAME.match(key) else path + sub_path(key)
 
 
-def _sub(key: str) -> str:
+def sub_path(key: str) -> str:
     """The step from an object to its `key` in a JSON path: `.L`, or `["fig5_w1.0"]`."""
     return f".{key}" if _NAME.match(key) else f"[{json.dumps(key, ensure_ascii=False)}]"
 
@@ -80,7 +80,7 @@ def _is_num(v) -> bool:
     return isinstance(v, int) or (isinstance(v, float) and math.isfinite(v))
 
 
-def _entries(n: int) -> str:
+def entries_text(n: int) -> str:
     return f"{n} entry" if n == 1 else f"{n} entries"
 
 
@@ -105,7 +105,7 @@ def _size(n: int | Ref, root) -> tuple[int, str]:
 
 
 class Spec(abc.ABC):
-    """One kind of value; `check` raises `_Refused` naming the path."""
+    """One kind of value; `check` raises `SchemaRefusal` naming the path."""
 
     what = "a value"
 
@@ -114,7 +114,7 @@ class Spec(abc.ABC):
         """Refuse `value` (at `path` in the document `root`) unless it is of this kind."""
 
     def refuse(self, value, path: str):
-        raise _Refused(path, f"expected {self.what}, got {_got(value)}", kind=True)
+        raise SchemaRefusal(path, f"expected {self.what}, got {shown_value(value)}", kind=True)
 
 
 class Any(Spec):
@@ -208,7 +208,7 @@ class Maybe(Spec):
             return
         try:
             self.inner.check(value, path, root)
-        except _Refused as err:
+        except SchemaRefusal as err:
             if err.kind and err.path == path:  # not of its kind: say that null would do
                 self.refuse(value, path)
             raise
@@ -243,14 +243,17 @@ class List(Spec):
         if self.length is not None:
             n, why = _size(self.length, root)
             if len(value) != n:
-                raise _Refused(
-                    path, f"expected a list of {_entries(n)}{why}, got {_entries(len(value))}"
+                raise SchemaRefusal(
+                    path,
+                    f"expected a list of {entries_text(n)}{why}, got {entries_text(len(value))}",
                 )
         n, why = _size(self.min_len, root)
         if len(value) < n:
-            wanted = "a non-empty list" if n == 1 and not why else f"at least {_entries(n)}{why}"
-            got = "an empty list" if not value else _entries(len(value))
-            raise _Refused(path, f"expected {wanted}, got {got}")
+            wanted = (
+                "a non-empty list" if n == 1 and not why else f"at least {entries_text(n)}{why}"
+            )
+            got = "an empty list" if not value else entries_text(len(value))
+            raise SchemaRefusal(path, f"expected {wanted}, got {got}")
         for i, v in enumerate(value):
             self.item.check(v, _index(path, i), root)
 
@@ -260,7 +263,7 @@ class Tuple(Spec):
 
     def __init__(self, *items: Spec):
         self.items = items
-        self.what = f"a list of {_entries(len(items))}"
+        self.what = f"a list of {entries_text(len(items))}"
 
     def check(self, value, path, root) -> None:
         if not isinstance(value, list) or len(value) != len(self.items):
@@ -287,13 +290,13 @@ class Record(Spec):
             if key not in value:
                 if optional:
                     continue
-                raise _Refused(_key(path, key), f"missing (expected {spec.what})")
+                raise SchemaRefusal(_key(path, key), f"missing (expected {spec.what})")
             spec.check(value[key], _key(path, key), root)
         if self.closed:
             known = [k for k, _, _ in self.fields]
             for key in value:
                 if key not in known:
-                    raise _Refused(
+                    raise SchemaRefusal(
                         _key(path, key), f"not expected here (the keys: {', '.join(known)})"
                     )
 
@@ -327,7 +330,7 @@ class Tagged(Spec):
             self.refuse(value, path)
         where = _key(path, self.tag)
         if self.tag not in value:
-            raise _Refused(where, f"missing (expected {self.choices.what})")
+            raise SchemaRefusal(where, f"missing (expected {self.choices.what})")
         self.choices.check(value[self.tag], where, root)
         self.variants[value[self.tag]].check(value, path, root)
 
@@ -344,10 +347,12 @@ class Member(Spec):
         self.inner.check(value, path, root)
         among = _at(root, self.of)
         if value not in among:
-            raise _Refused(path, f"{_got(value)} is not one of {self.of} {_got_all(among)}")
+            raise SchemaRefusal(
+                path, f"{shown_value(value)} is not one of {self.of} {shown_values(among)}"
+            )
 
 
-def _got_all(values) -> str:
+def shown_values(values) -> str:
     text = json.dumps(values, ensure_ascii=False)
     return text if len(text) <= 60 else text[:59] + "…"
 
@@ -368,7 +373,7 @@ class Where(Spec):
         found = self.test(value, root)
         if found is not None:
             below, problem = found
-            raise _Refused((path + below).lstrip("."), problem)
+            raise SchemaRefusal((path + below).lstrip("."), problem)
 
 
 class When(Spec):
@@ -401,34 +406,34 @@ PAIR = Tuple(Num(), Num())  # an interval [lo, hi]
 STAT = Record({"mean": OPT_NUM, "std": OPT_NUM})  # `summarize()`: mean and std over draws
 
 
-def _need(record: dict, key: str, spec: Spec, because: str) -> tuple[str, str] | None:
+def need(record: dict, key: str, spec: Spec, because: str) -> tuple[str, str] | None:
     """A test's answer where `record[key]` is missing or not a `spec` (`because`: why the
     plot needs it there)."""
-    below = _sub(key)
+    below = sub_path(key)
     if key not in record:
         return below, f"missing (expected {spec.what}: {because})"
     try:
         spec.check(record[key], "", None)
-    except _Refused:
-        return below, f"expected {spec.what} ({because}), got {_got(record[key])}"
+    except SchemaRefusal:
+        return below, f"expected {spec.what} ({because}), got {shown_value(record[key])}"
     return None
 
 
-def _first(*found: tuple[str, str] | None) -> tuple[str, str] | None:
+def first_found(*found: tuple[str, str] | None) -> tuple[str, str] | None:
     return next((f for f in found if f is not None), None)
 
 
-def _below(prefix: str, found: tuple[str, str] | None) -> tuple[str, str] | None:
+def below_path(prefix: str, found: tuple[str, str] | None) -> tuple[str, str] | None:
     return None if found is None else (prefix + found[0], found[1])
 
 
 def _fit_holds(fit, root):
     """`loglog_series`: a slope draws its line from the intercept; a theory flagged as
     outside the interval is named."""
-    return _first(
-        _need(fit, "intercept", NUM, "the fit has a slope") if fit.get("slope") is not None
+    return first_found(
+        need(fit, "intercept", NUM, "the fit has a slope") if fit.get("slope") is not None
         else None,
-        _need(fit, "theory", NUM, "theory_inside is false") if fit.get("theory_inside") is False
+        need(fit, "theory", NUM, "theory_inside is false") if fit.get("theory_inside") is False
         else None,
     )  # fmt: skip
 

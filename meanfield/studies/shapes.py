@@ -36,15 +36,15 @@ import jax.random as jr
 import numpy as np
 
 from ..blocks.activations import resolve_activation
-from ..coupling import deep_embedded as de_coupling
+from ..coupling import deep_embedded as deep_embedded_coupling
 from ..coupling.design import program_boxes
-from ..limits import deep_embedded as de_limits
-from ..models import deep_embedded as de
+from ..limits import deep_embedded as deep_embedded_limits
+from ..models import deep_embedded
 from ..models.embedding import Embedding
 from ..runtime.errors import StudyInputError
 from ..stats.fits import fit_loglog, fit_values, summarize
 from ..stats.rate_law import RATE_THEORIES, fit_rate_law, optimal_shape
-from ..training import deep_embedded as de_training
+from ..training import deep_embedded as deep_embedded_training
 from .args import (
     add_pad_argument,
     check_activation,
@@ -61,10 +61,10 @@ from .shapes_plot import (
     QUANTITIES,
     REGIME,
     THEORY,
-    _errors_figure,
-    _figures,
-    _rows,
-    _trajectory_figure,
+    draw_figures,
+    error_rows,
+    errors_figure,
+    trajectory_figure,
 )
 from .two_layer import MAX_RATE
 
@@ -343,12 +343,12 @@ def plot(out, results) -> None:
     after K steps, and every point's six errors after each step k (`shapes_errors.png` at
     k = K, `shapes_errors_step{k}.png` before)."""
     cfg, points = results["config"], results["points"]
-    _figures(out, cfg, points, results["fits"], results["rate_law"],
+    draw_figures(out, cfg, points, results["fits"], results["rate_law"],
              results["optimal_shape"])  # fmt: skip
     for k in sorted({p["steps"] for p in points}):
-        _errors_figure(out, cfg, points, k)
+        errors_figure(out, cfg, points, k)
     if results.get("trajectory"):
-        _trajectory_figure(out, cfg, points, results["trajectory"])
+        trajectory_figure(out, cfg, points, results["trajectory"])
 
 
 class _Study:
@@ -375,7 +375,8 @@ class _Study:
         (`deep_embedded.limit`)."""
         c = self.cfg
         solve = functools.partial(
-            de_limits.limit, self.x, self.y, activation=c["activation"], steps=c["steps"],
+            deep_embedded_limits.limit, self.x, self.y,
+            activation=c["activation"], steps=c["steps"],
             eta_u=c["lr_u"], eta_v=c["lr_v"], s_u=c["s_u"], s_v=c["s_v"],
             sigma_in=c["sigma_in"], sigma_out=c["sigma_out"], ts=jnp.asarray(self.ts),
             eta_in=c.get("lr_in", 0.0), eta_out=c.get("lr_out", 0.0),
@@ -395,7 +396,7 @@ class _Study:
     def fixed_d(self, D):
         if D not in self._fixed:
             embs = self.embeddings(D)
-            self._fixed[D] = (embs, self._limit(jax.vmap(de_limits.basis_gram)(embs)))
+            self._fixed[D] = (embs, self._limit(jax.vmap(deep_embedded_limits.basis_gram)(embs)))
         return self._fixed[D]
 
     def _draw_keys(self, L, M, D):
@@ -416,16 +417,19 @@ class _Study:
         emb = jax.tree.map(lambda a: a[0], embs)
         lim = _on_grid(jax.tree.map(lambda a: a[0], fixed), np.searchsorted(
             self.ts, np.arange(L + 1) / L))  # fmt: skip
-        u, v = de.padded_units(
+        u, v = deep_embedded.padded_units(
             self._draw_keys(L, M, D)[0], L=L, M=M, D=D, box=(L, M, D), s_u=c["s_u"],
             s_v=c["s_v"], dtype=self.x.dtype,
         )  # fmt: skip
-        net = de.DeepEmbeddedResNet(emb, u, v, resolve_activation(c["activation"]))
-        _, hidden, last = de_training.train_with_final(
+        net = deep_embedded.DeepEmbeddedResNet(emb, u, v, resolve_activation(c["activation"]))
+        _, hidden, last = deep_embedded_training.train_with_final(
             net, self.x, self.y, eta_u=c["lr_u"], eta_v=c["lr_v"], steps=K,
             eta_in=c.get("lr_in", 0.0), eta_out=c.get("lr_out", 0.0),
         )  # fmt: skip
-        h, b = np.asarray(hidden[K]), np.asarray(de_training.backward_fields(last, self.x, self.y))
+        h, b = (
+            np.asarray(hidden[K]),
+            np.asarray(deep_embedded_training.backward_fields(last, self.x, self.y)),
+        )
         h_lim, b_lim = np.asarray(lim.hidden(emb)[K]), np.asarray(lim.backward(emb)[K])
         d = min(coordinates, D)
         return {
@@ -443,7 +447,7 @@ class _Study:
         L, M, D = spec["L"], spec["M"], spec["D"]
         box = self.boxes.get((L, M, D), (L, M, D)) if padded else (L, M, D)
         embs, fixed = self.fixed_d(D)
-        grams = np.asarray(jax.vmap(de_limits.basis_gram)(embs))  # for the errors' scale
+        grams = np.asarray(jax.vmap(deep_embedded_limits.basis_gram)(embs))  # for the errors' scale
         rows = ((0, 0), (0, box[2] - D), (0, 0))  # the embedding's zero rows beyond D
         embs = jax.tree.map(lambda a: jnp.pad(a, rows), embs)
         idx = np.searchsorted(self.ts, np.arange(L + 1) / L)
@@ -562,15 +566,17 @@ def _program(box, d_in, d_out, activation, steps, embedding_rates=(0.0, 0.0)):
         def one(k, emb, x, y, joint, fixed, scalars, idx, size):
             s_u, s_v, lr_u, lr_v = scalars
             L, M, D = size[0], size[1], size[2]
-            u, v = de.padded_units(k, L=L, M=M, D=D, box=box, s_u=s_u, s_v=s_v, dtype=x.dtype)
-            net = de.DeepEmbeddedResNet(emb, u, v, rho)
-            outputs, hidden = de_training.train(
+            u, v = deep_embedded.padded_units(
+                k, L=L, M=M, D=D, box=box, s_u=s_u, s_v=s_v, dtype=x.dtype
+            )
+            net = deep_embedded.DeepEmbeddedResNet(emb, u, v, rho)
+            outputs, hidden = deep_embedded_training.train(
                 net, x, y, eta_u=lr_u, eta_v=lr_v, steps=steps, eta_in=lr_in, eta_out=lr_out,
                 size=(L, M, D),
             )  # fmt: skip
             joint, fixed = _on_grid(joint, idx), _on_grid(fixed, idx)
-            e_f, e_h = de_coupling.errors(outputs, hidden, joint, emb, D)
-            f_f, f_h = de_coupling.errors(outputs, hidden, fixed, emb, D)
+            e_f, e_h = deep_embedded_coupling.errors(outputs, hidden, joint, emb, D)
+            f_f, f_h = deep_embedded_coupling.errors(outputs, hidden, fixed, emb, D)
             gap_f = jnp.sqrt(jnp.mean((fixed.outputs - joint.outputs) ** 2, axis=(-2, -1)))
             gap = fixed.hidden(emb) - joint.hidden(emb)  # (K+1, n, L+1, D), zero beyond D
             gap_h = jnp.max(jnp.sqrt(jnp.mean(jnp.sum(gap**2, axis=-1) / D, axis=1)), axis=-1)
@@ -680,7 +686,7 @@ def _rate_law(cfg, points, quantity, warnings):
     chosen = min(aics, key=aics.__getitem__)
     lm = lm_fits[chosen]
     top = {"L": max(cfg["L"]), "M": max(cfg["M"])}
-    line = sorted(_rows(points, gap_name, K, **top)[0], key=lambda p: p["D"])
+    line = sorted(error_rows(points, gap_name, K, **top)[0], key=lambda p: p["D"])
     d_part = fit_loglog(
         [p["D"] for p in line], [values(p, gap_name) for p in line], quantity=gap_name,
         against="D", theory=-0.5, seed=cfg["seed"],
@@ -774,7 +780,7 @@ def _fits(cfg, points, laws, reference_error, warnings):
                 term = 1 if (variant, against) == ("_fixed_D", "D") else axes[against]
                 for combo in sorted(combos):
                     fixed = dict(zip(others, combo, strict=True))
-                    rows, _ = _rows(points, name, K, **fixed)
+                    rows, _ = error_rows(points, name, K, **fixed)
                     rows = sorted(
                         (p for p in rows if p["D"] <= REGIME * p["L"] * p["M"]),
                         key=lambda p: p[against],

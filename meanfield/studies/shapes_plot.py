@@ -9,7 +9,7 @@ import numpy as np
 from ..io.plotting import loglog_series, mark_exploded, save_figure, size_ticks, use_agg
 
 
-def _figures(out, cfg, points, fits, laws, shapes):
+def draw_figures(out, cfg, points, fits, laws, shapes):
     use_agg()
     import matplotlib.pyplot as plt
 
@@ -30,7 +30,7 @@ def _figures(out, cfg, points, fits, laws, shapes):
                         color="0.3")  # fmt: skip
             for f, color in zip(chosen, ("C0", "C1", "C2"), strict=False):
                 fixed = {k: v for k, v in f["fixed"].items() if k != "steps"}
-                rows, _ = _rows(points, f["quantity"], K, **fixed)
+                rows, _ = error_rows(points, f["quantity"], K, **fixed)
                 rows = sorted(rows, key=lambda p: p[against])
                 label = ", ".join(f"{k}={v}" for k, v in fixed.items())
                 if not f["dominant"]:
@@ -89,7 +89,7 @@ def _figures(out, cfg, points, fits, laws, shapes):
     save_figure(fig, Path(out) / "shapes_grid.png", dpi=110)
 
 
-def _errors_figure(out, cfg, points, k):
+def errors_figure(out, cfg, points, k):
     """Every point's six errors after k steps (mean over draws, bars ×/÷ their geometric
     spread): one row per error, one panel per D, against L, one line per M."""
     use_agg()
@@ -157,7 +157,7 @@ ERRORS = (
 )  # fmt: skip
 
 
-def _rows(points, quantity, k, **fixed):
+def error_rows(points, quantity, k, **fixed):
     rows = [p for p in points if p["steps"] == k and all(p[a] == b for a, b in fixed.items())]
     return rows, [r[quantity] for r in rows]
 
@@ -185,7 +185,7 @@ ERROR_LABELS = {
 }
 
 
-def _trajectory_figure(out, cfg, points, traj):
+def trajectory_figure(out, cfg, points, traj):
     """`shapes_trajectories.png`: one network (draw 0 of the deepest, widest point at the
     middle D) after the last step against its fixed-D limit — (a) coordinates of h^l(x_0)
     along l/L, (b) of the rescaled backward field b^l(x_0), (d) the histogram of the

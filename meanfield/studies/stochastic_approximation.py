@@ -40,7 +40,7 @@ import numpy as np
 from ..runtime.errors import StudyInputError
 from ..stats.compare import mean_interval
 from ..stats.fits import fit_loglog, fit_values, summarize
-from ..theory import stochastic_approximation as sa
+from ..theory import stochastic_approximation as stochastic_approximation_theory
 from .args import PYTHON_STEP, Cost, check_costs, float_list, int_list, positive_int, preset_config
 from .runner import start_study
 from .self_check import of_terms
@@ -96,7 +96,7 @@ def run(args):
     check_config(cfg)
     runner = start_study(args, cfg)
     master = jr.key(cfg["seed"])
-    example = sa.SteinExample.make(cfg["d"], key=jr.fold_in(master, 0))
+    example = stochastic_approximation_theory.SteinExample.make(cfg["d"], key=jr.fold_in(master, 0))
     direction = jnp.ones(cfg["d"]) / math.sqrt(cfg["d"])
     limit_errors = []
 
@@ -112,7 +112,7 @@ def run(args):
             "base_error": of_terms(summarize(np.asarray(base)), ref),
             "reference_error": of_terms(ref_error, ref),
         }
-        for i, kind in enumerate(sa.KINDS):
+        for i, kind in enumerate(stochastic_approximation_theory.KINDS):
             for j, e in enumerate(cfg["sizes"]):
                 response = summarize(np.asarray(responses[:, i, j]))
                 out[f"{kind}_{e:g}"] = of_terms(response, np.max(np.abs(ref)) / e)
@@ -166,12 +166,16 @@ def _draws(keys, example, ref, direction, sizes, L, M):
     @jax.jit
     def one(key):
         zs = example.sample(key, L, M)
-        base = sa.euler_monte_carlo(sa.stein_f, example.a0, zs)
+        base = stochastic_approximation_theory.euler_monte_carlo(
+            stochastic_approximation_theory.stein_f, example.a0, zs
+        )
         rows = []
-        for kind in sa.KINDS:
+        for kind in stochastic_approximation_theory.KINDS:
             row = []
             for e in sizes:
-                path = sa.perturbed_scheme(sa.stein_f, example.a0, zs, kind, e, direction)
+                path = stochastic_approximation_theory.perturbed_scheme(
+                    stochastic_approximation_theory.stein_f, example.a0, zs, kind, e, direction
+                )
                 row.append(jnp.linalg.norm(path[-1] - base[-1]) / e)
             rows.append(jnp.stack(row))
         return jnp.max(jnp.linalg.norm(base - ref, axis=-1)), jnp.stack(rows)
@@ -189,7 +193,7 @@ def _limit_response(example, kind, e, direction) -> float:
 
 def response_names(cfg) -> list[str]:
     """The point's response quantities, `KIND_SIZE` (e.g. `initial_0.01`)."""
-    return [f"{k}_{e:g}" for k in sa.KINDS for e in cfg["sizes"]]
+    return [f"{k}_{e:g}" for k in stochastic_approximation_theory.KINDS for e in cfg["sizes"]]
 
 
 def response_fits(cfg, points) -> list[dict]:
@@ -256,7 +260,7 @@ def line_verdicts(checks) -> list[dict]:
     are one measurement: the line is flat where every size's slope is, grows or falls
     where every size's does, else undecided; `sizes` keeps each size's check."""
     out = []
-    for kind in sa.KINDS:
+    for kind in stochastic_approximation_theory.KINDS:
         for against in ("L", "M"):
             mine = [c for c in checks if c["quantity"].startswith(kind + "_")
                     and c["against"] == against]  # fmt: skip
@@ -317,7 +321,7 @@ def headline(checks, ratios, verdicts=None) -> list[str]:
     computed from `checks` unless given), then each limit ratio."""
     verdicts = line_verdicts(checks) if verdicts is None else verdicts
     lines = []
-    for kind in sa.KINDS:
+    for kind in stochastic_approximation_theory.KINDS:
         mine = [v for v in verdicts if v["kind"] == kind]
         flat = sum(v["verdict"] == "flat" for v in mine)
         off = [f"{c['quantity']} vs {c['against']}: {c['slope']:.3f} [{c['ci95'][0]:.3f}, "

@@ -48,7 +48,7 @@ from ..training import res1 as res1_training
 from .args import check_activation, float_list, override, positive_float, positive_int
 from .runner import start_study
 from .self_check import of_terms
-from .trained_weights_plot import _figures, _fmt
+from .trained_weights_plot import draw_figures, format_cell
 
 HELP = "trained weights along depth: regularity before/after and test accuracy over (β, H)"
 SELF_CHECK_STEPS = 2  # the self-check's training (module docstring of runner.run_points)
@@ -294,7 +294,7 @@ def run(args):
 
 def plot(out, results) -> None:
     """The figures from `results.json` alone (`meanfield plot DIR`)."""
-    _figures(Path(out), results["config"], results["cells"])
+    draw_figures(Path(out), results["config"], results["cells"])
 
 
 _PROGRAMS: dict = {}
@@ -457,11 +457,11 @@ def _statement(cfg, cells) -> dict:
         }
         summary[name] = entry
         parts = [
-            f"β={c['beta']:g}: V {_fmt(c.get('regularity_before'))} -> "
-            f"{_fmt(c.get('regularity_after'))}, partial sums "
-            f"{_fmt(c.get('regularity_cumulative_before'))} -> "
-            f"{_fmt(c.get('regularity_cumulative_after'))}, update "
-            f"{_fmt(c.get('regularity_update'))}"
+            f"β={c['beta']:g}: V {format_cell(c.get('regularity_before'))} -> "
+            f"{format_cell(c.get('regularity_after'))}, partial sums "
+            f"{format_cell(c.get('regularity_cumulative_before'))} -> "
+            f"{format_cell(c.get('regularity_cumulative_after'))}, update "
+            f"{format_cell(c.get('regularity_update'))}"
             for c in cs
         ]
         lines.append(f"{name}: " + "; ".join(parts))

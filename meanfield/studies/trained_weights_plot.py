@@ -9,7 +9,7 @@ import numpy as np
 from ..io.plotting import save_figure, use_agg
 
 
-def _figures(out: Path, cfg, cells):
+def draw_figures(out: Path, cfg, cells):
     use_agg()
     import matplotlib.pyplot as plt
 
@@ -35,8 +35,8 @@ def _figures(out: Path, cfg, cells):
             title = c["init"] + ("" if c["hurst"] is None else f", H = {c['hurst']:g}")
             ax.set_title(f"{title}, β = {c['beta']:g}", fontsize=9)
             ax.set_xlabel("k / L")
-            ax.text(0.02, 0.02, f"H_V: {_fmt(c.get('regularity_before'))} → "
-                    f"{_fmt(c.get('regularity_after'))}", transform=ax.transAxes,
+            ax.text(0.02, 0.02, f"H_V: {format_cell(c.get('regularity_before'))} → "
+                    f"{format_cell(c.get('regularity_after'))}", transform=ax.transAxes,
                     fontsize=6)  # fmt: skip
         axes[0, 0].set_ylabel("entry (1, 1) of V_k")
         axes[0, 0].legend(fontsize=7)
@@ -132,7 +132,7 @@ def _figures(out: Path, cfg, cells):
 EXAMPLE_CELLS = (("iid", 0.5), ("iid", 1.0), ("smooth", 1.0))  # (init, β)
 
 
-def _fmt(r):
+def format_cell(r):
     if not r or r.get("hurst") is None:
         return "n/a"
     lo, hi = r["interval"]

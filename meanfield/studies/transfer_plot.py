@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..io.plotting import save_figure, use_agg
-from .coord_check_plot import _optimisers
+from .coord_check_plot import optimisers
 
 
 def _drift_text(line) -> str:
@@ -61,7 +61,7 @@ def figures(out: Path, results: dict) -> None:
         fixed = f"width {cfg['width']}" if which == "depth" else f"depth {cfg['depth']}"
         title = (
             f"Learning-rate transfer against {which} ({fixed}; {cfg['steps']} "
-            f"{_optimisers(cfg)} steps, "
+            f"{optimisers(cfg)} steps, "
             f"{cfg['seeds']} networks per size, held-out text); a table transfers when lr* "
             "stays put"
         )

@@ -39,15 +39,15 @@ import numpy as np
 
 from .._mapping import map_batched
 from ..blocks.activations import resolve_activation
-from ..coupling import perceptron as shallow_coupling
+from ..coupling import perceptron as perceptron_coupling
 from ..coupling.design import program_boxes
 from ..io.plotting import use_agg
-from ..limits import perceptron as shallow_limits
-from ..models import perceptron as shallow
+from ..limits import perceptron as perceptron_limits
+from ..models import perceptron
 from ..models.embedding import Embedding, norm_d
 from ..runtime.errors import StudyInputError
 from ..stats.fits import fit_loglog, fit_values, summarize
-from ..training import perceptron as shallow_training
+from ..training import perceptron as perceptron_training
 from . import two_layer_inputs
 from .args import (
     PYTHON_STEP,
@@ -65,11 +65,11 @@ from .runner import start_study
 from .self_check import of_terms
 from .two_layer_plot import (
     CRITERIA_THEORY,
-    _criteria_figure,
-    _critical_figure,
-    _inputs_figure,
-    _limits_figure,
-    _series,
+    criteria_figure,
+    critical_figure,
+    inputs_figure,
+    limits_figure,
+    series,
 )
 
 HELP = "the high-dimensional two-layer perceptron: width, dimension, scaling criteria, lazy regime"
@@ -431,7 +431,7 @@ class _Study:
         self.boxes = boxes or {}  # (D, M) of part (a) -> the box of its program
         self.master = jr.key(cfg["seed"])
         self.kw = {"lr_u": cfg["lr_u"], "lr_v": cfg["lr_v"], "steps": cfg["steps"]}
-        g_in, g_out = shallow_limits.infinite_d_grams(
+        g_in, g_out = perceptron_limits.infinite_d_grams(
             x, y.shape[1], cfg["sigma_in"], cfg["sigma_out"]
         )
         self.infinite = self.limit(g_in, g_out)
@@ -440,7 +440,7 @@ class _Study:
     def limit(self, g_in, g_out, s_v=None, lr_u=None):
         c = self.cfg
         kw = dict(self.kw, lr_u=c["lr_u"] if lr_u is None else lr_u)
-        return shallow_limits.gaussian_limit(
+        return perceptron_limits.gaussian_limit(
             g_in, g_out, self.y, activation=c["activation"], s_u=c["s_u"],
             s_v=c["s_v"] if s_v is None else s_v, **kw,
         )  # fmt: skip
@@ -455,7 +455,7 @@ class _Study:
         """A perceptron drawn from `key` (its embedding too, unless `embedding` is given)."""
         c = self.cfg
         k_emb, k_units = jr.split(key)
-        net = shallow.Perceptron.sample(
+        net = perceptron.Perceptron.sample(
             k_units, M=M, D=D, d_in=self.x.shape[1], d_out=self.y.shape[1],
             activation=c["activation"], s_u=c["s_u"] if s_u is None else s_u,
             s_v=c["s_v"] if s_v is None else s_v,
@@ -497,8 +497,8 @@ class _Study:
         for i, (emb, lim) in enumerate(fixed):
             f_hat, h_hat = outputs[i], hidden[i]
             h_lim = lim.hidden_coef @ emb.w_out.T  # (K+1, n, D)
-            out_err.append(np.asarray(shallow_coupling.output_error(f_hat, lim.outputs)))
-            hid_err.append(np.asarray(shallow_coupling.hidden_error(h_hat, h_lim)))
+            out_err.append(np.asarray(perceptron_coupling.output_error(f_hat, lim.outputs)))
+            hid_err.append(np.asarray(perceptron_coupling.hidden_error(h_hat, h_lim)))
             ref_err.append(max(lim.error_outputs, _hidden_bound(lim.error_hidden, emb)))
             sizes.append(_sizes(lim, h_lim))
         return _per_step(out_err, hid_err, ref_err, sizes)
@@ -510,7 +510,7 @@ class _Study:
         for i in range(c["seeds"]):
             emb = self._embedding(self._draw_key(1, D, i), D)
             lim = self.limit(*emb.grams(self.x))
-            out_err.append(np.asarray(shallow_coupling.output_error(lim.outputs, inf.outputs)))
+            out_err.append(np.asarray(perceptron_coupling.output_error(lim.outputs, inf.outputs)))
             diff = (lim.hidden_coef - inf.hidden_coef) @ emb.w_out.T
             hid_err.append(np.asarray(jnp.max(norm_d(diff), axis=-1)))
             ref_err.append(
@@ -577,7 +577,7 @@ def _width_program(box: int, d_in, d_out, activation, s_u, s_v, lr_u, lr_v, step
     n, D)."""
 
     def one(key, emb, x, y, width):
-        net = shallow.Perceptron.sample(
+        net = perceptron.Perceptron.sample(
             jr.split(key)[1], M=box, D=emb.D, d_in=d_in, d_out=d_out, activation=activation,
             s_u=s_u, s_v=s_v,
         )  # fmt: skip
@@ -587,7 +587,7 @@ def _width_program(box: int, d_in, d_out, activation, s_u, s_v, lr_u, lr_v, step
             net,
             (emb, jnp.where(rows, net.u, 0), jnp.where(rows, net.v, 0)),
         )
-        _, outputs, hidden = shallow_training.train(
+        _, outputs, hidden = perceptron_training.train(
             net, x, y, lr_u=lr_u, lr_v=lr_v, steps=steps, width=width
         )
         return outputs, hidden
@@ -608,17 +608,17 @@ def _criteria_draws(keys, x, y, s_v, lr_u, lr_v, *, M, D, activation, steps, s_u
     the largest pre-activation before and after (the movement's scale)."""
 
     def one(key):
-        net = shallow.Perceptron.sample(
+        net = perceptron.Perceptron.sample(
             key, M=M, D=D, d_in=x.shape[1], d_out=y.shape[1], activation=activation,
             s_u=s_u, sigma_in=sigma_in, sigma_out=sigma_out,
         )  # fmt: skip
         net = eqx.tree_at(lambda n: n.v, net, s_v * net.v)
-        thetas, f, _ = shallow_training.train(net, x, y, lr_u=lr_u, lr_v=lr_v, steps=steps)
+        thetas, f, _ = perceptron_training.train(net, x, y, lr_u=lr_u, lr_v=lr_v, steps=steps)
         losses = 0.5 * jnp.mean(jnp.sum((f - y[None]) ** 2, axis=-1), axis=-1)
         g_in, g_out = net.embedding.grams(x)
-        first = shallow.reduce(net, x)
+        first = perceptron.reduce(net, x)
         last_net = eqx.tree_at(lambda n: (n.u, n.v), net, (thetas["u"][-1], thetas["v"][-1]))
-        last = shallow.reduce(last_net, x)
+        last = perceptron.reduce(last_net, x)
         k0 = tangent_kernel(*first, g_in, g_out, activation, lr_u, lr_v)
         k1 = tangent_kernel(*last, g_in, g_out, activation, lr_u, lr_v)
         move = jnp.sqrt(jnp.mean((last[0] - first[0]) ** 2))
@@ -737,7 +737,7 @@ def _fits(cfg, points, infinite):
     for k in range(K + 1):
         for D in cfg["D"]:
             for q in ("output_error", "hidden_error"):
-                rows, stats = _series(points, "width", "M", {"D": D}, "M", q, k)
+                rows, stats = series(points, "width", "M", {"D": D}, "M", q, k)
                 fits.append(
                     _fit_judged(
                         rows,
@@ -752,7 +752,7 @@ def _fits(cfg, points, infinite):
                     )  # fmt: skip
                 )
         for q in ("output_error", "hidden_error") if k > 0 else ():  # f_0 = 0 in both limits
-            rows, stats = _series(points, "dimension", "D", {}, "D", q, k)
+            rows, stats = series(points, "dimension", "D", {}, "D", q, k)
             fits.append(_fit_judged(rows, stats, "D", q, {"steps": k}, -0.5, cfg["seed"], warnings))
     for M in cfg["sweep_M"]:
         rows = sorted(
@@ -817,7 +817,7 @@ def _collapse(cfg, points):
     for q in ("output_error", "hidden_error"):
         coef_m, coef_dm = [], []
         for D in cfg["D"]:
-            rows, stats = _series(points, "width", "M", {"D": D}, "M", q, K)
+            rows, stats = series(points, "width", "M", {"D": D}, "M", q, K)
             c = [
                 s["mean"] * math.sqrt(r["M"])
                 for r, s in zip(rows, stats, strict=True)
@@ -852,8 +852,8 @@ def _figures(out, cfg, points, fits, critical, factor=None):
         for f in fits
     }
     for k in range(cfg["steps"] + 1):
-        _limits_figure(out, cfg, points, by_fit, k)
-    _criteria_figure(out, cfg, points, by_fit)
-    _critical_figure(out, critical)
+        limits_figure(out, cfg, points, by_fit, k)
+    criteria_figure(out, cfg, points, by_fit)
+    critical_figure(out, critical)
     if factor:
-        _inputs_figure(out, cfg, factor)
+        inputs_figure(out, cfg, factor)

@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.special import ndtri
 
-from ..models import perceptron as shallow
+from ..models import perceptron
 from ..stats.fits import summarize
 
 FAMILIES = ("orthogonal", "arc")
@@ -63,7 +63,7 @@ def draws(keys, x, *, M, D, activation, s_u, s_v, sigma_in, sigma_out):
     mean over inputs of `f̂_0(x_i)²` (d_out = 1), in batches (`BATCH_ELEMENTS`)."""
 
     def one(key):
-        net = shallow.Perceptron.sample(
+        net = perceptron.Perceptron.sample(
             key, M=M, D=D, d_in=x.shape[1], d_out=1, activation=activation, s_u=s_u,
             s_v=s_v, sigma_in=sigma_in, sigma_out=sigma_out,
         )  # fmt: skip

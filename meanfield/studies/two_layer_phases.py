@@ -43,10 +43,10 @@ import jax.random as jr
 import numpy as np
 
 from ..diagnostics.criteria import criteria_rates
-from ..models import perceptron as shallow
+from ..models import perceptron
 from ..runtime.errors import StudyInputError
 from ..stats.fits import fit_loglog, fit_values, summarize
-from ..training import perceptron as shallow_training
+from ..training import perceptron as perceptron_training
 from .args import (
     PYTHON_STEP,
     Cost,
@@ -339,7 +339,7 @@ def _draws(
     """Per draw: the rates at t = 0 (balanced and unscaled η_u) and at `time` (balanced)."""
 
     def one(key):
-        net = shallow.Perceptron.sample(
+        net = perceptron.Perceptron.sample(
             key,
             M=M,
             D=D,
@@ -354,7 +354,7 @@ def _draws(
         start = criteria_rates(net, x, y, lr_u=lr_u, lr_v=lr_v)
         # the inner weights' share is linear in η_u: the unscaled rate's without a second pass
         unscaled = start._replace(decay_u=start.decay_u * (lr_u_unscaled / lr_u))
-        later_net = shallow_training.flow(net, x, y, lr_u=lr_u, lr_v=lr_v, time=time, dt=dt)
+        later_net = perceptron_training.flow(net, x, y, lr_u=lr_u, lr_v=lr_v, time=time, dt=dt)
         return start, unscaled, criteria_rates(later_net, x, y, lr_u=lr_u, lr_v=lr_v)
 
     return jax.lax.map(one, keys, batch_size=batch_size(keys.shape[0], M, D))

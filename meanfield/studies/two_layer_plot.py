@@ -11,7 +11,7 @@ import numpy as np
 from ..io.plotting import loglog_series, save_figure, size_ticks
 
 
-def _limits_figure(out, cfg, points, by_fit, k):
+def limits_figure(out, cfg, points, by_fit, k):
     import matplotlib.pyplot as plt
 
     K = cfg["steps"]
@@ -22,7 +22,7 @@ def _limits_figure(out, cfg, points, by_fit, k):
         (axes[0, 1], "hidden_error", "hidden error max_i ‖ĥ − h‖_D"),
     ):
         for D, color in zip(cfg["D"], colors, strict=True):
-            rows, stats = _series(points, "width", "M", {"D": D}, "M", q, k)
+            rows, stats = series(points, "width", "M", {"D": D}, "M", q, k)
             fit = by_fit.get((q, "M", tuple(sorted({"D": D, "steps": k}.items()))))
             loglog_series(
                 ax, [r["M"] for r in rows], [s["mean"] for s in stats], [s["std"] for s in stats],
@@ -35,7 +35,7 @@ def _limits_figure(out, cfg, points, by_fit, k):
     ax = axes[1, 0]
     for D, color in zip(cfg["D"], colors, strict=True):
         for q in ("hidden_error", "output_error"):
-            rows, stats = _series(points, "width", "M", {"D": D}, "M", q, k)
+            rows, stats = series(points, "width", "M", {"D": D}, "M", q, k)
             x = [D / r["M"] for r in rows] if q == "hidden_error" else [1 / r["M"] for r in rows]
             ax.plot(
                 x, _means(stats), marker="o" if q == "hidden_error" else "s", color=color,
@@ -48,7 +48,7 @@ def _limits_figure(out, cfg, points, by_fit, k):
     ax.legend(fontsize=6, ncol=2)
     ax = axes[1, 1]
     for q, color in (("output_error", "C0"), ("hidden_error", "C3")):
-        rows, stats = _series(points, "dimension", "D", {}, "D", q, k)
+        rows, stats = series(points, "dimension", "D", {}, "D", q, k)
         fit = by_fit.get((q, "D", (("steps", k),)))
         loglog_series(
             ax, [r["D"] for r in rows], [s["mean"] for s in stats], [s["std"] for s in stats],
@@ -74,7 +74,7 @@ def _limits_figure(out, cfg, points, by_fit, k):
     save_figure(fig, Path(out) / f"{stem}.png", dpi=120)
 
 
-def _criteria_figure(out, cfg, points, by_fit):
+def criteria_figure(out, cfg, points, by_fit):
     import matplotlib.pyplot as plt
 
     K = cfg["steps"]
@@ -184,7 +184,7 @@ def _criteria_figure(out, cfg, points, by_fit):
     save_figure(fig, Path(out) / "two_layer_criteria.png", dpi=110)
 
 
-def _critical_figure(out, critical):
+def critical_figure(out, critical):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5, 4.3))
@@ -212,7 +212,7 @@ def _critical_figure(out, critical):
     save_figure(fig, Path(out) / "two_layer_critical_scale.png", dpi=120)
 
 
-def _series(points, part, key, fixed, against, quantity, k):
+def series(points, part, key, fixed, against, quantity, k):
     rows = sorted(
         (p for p in points if p["part"] == part and all(p[a] == b for a, b in fixed.items())),
         key=lambda p: p[against],
@@ -263,7 +263,7 @@ def _say_exploded(ax, points, q, upto=None) -> None:
         ax.plot([], [], " ", label="every draw exploded (not drawn):\n" + "\n".join(gone))
 
 
-def _inputs_figure(out, cfg, rows):
+def inputs_figure(out, cfg, rows):
     """`two_layer_inputs.png`, part (e): (left) the `1 − δ` quantile of the max over n inputs
     of the output error at initialisation, times sqrt(M), against n, per δ (filled:
     orthogonal inputs, hollow: inputs on an arc), with the max of n independent Gaussians

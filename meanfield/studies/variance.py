@@ -42,7 +42,7 @@ from .args import (
 )
 from .runner import start_study, study_precision
 from .self_check import of_terms
-from .variance_plot import _figure, _lm_figure
+from .variance_plot import lm_figure, variance_figure
 
 HELP = "variance of the first forward pass: Chizat's Prop. 2.1 and its three regimes"
 DEFAULT_X64 = True
@@ -340,9 +340,9 @@ def plot(out, results) -> None:
     c = results["reference"]["c"]  # null where no draw of the law gave a finite φ
     c = math.nan if c is None else c
     if results["config"].get("sigma_vs"):
-        _lm_figure(out, results["config"], results["points"], c)
+        lm_figure(out, results["config"], results["points"], c)
     else:
-        _figure(out, results["config"], results["points"], c)
+        variance_figure(out, results["config"], results["points"], c)
 
 
 def _estimate_c(block, law, cfg, *, key) -> dict:

@@ -50,7 +50,7 @@ def _means(ax, xs, rows, label, color, c) -> None:
     )
 
 
-def _figure(out, cfg, points, c):
+def variance_figure(out, cfg, points, c):
     use_agg()
     import matplotlib.pyplot as plt
 
@@ -110,7 +110,7 @@ def _figure(out, cfg, points, c):
     save_figure(fig, Path(out) / "variance_law.png", dpi=120)
 
 
-def _lm_figure(out, cfg, points, c):
+def lm_figure(out, cfg, points, c):
     """`embedding_law.png`: Chaintron's scaling α = 1/(LM), swept in σ_v. The deviation
     against σ_v²/(LM) for each depth (mean over networks, bars 2 standard errors), the
     exact law `(1 + c x / L)^L − 1` of each depth at `x = σ_v²/(LM)` (lines), its leading
