@@ -78,7 +78,7 @@ def relative_difference(compiled, eager) -> float:
     a near-zero difference of larger terms (measured at widths 2000 and 4097: the largest
     leaf difference 4.3e-15 in float64, 1.1e-6 in float32, against bounds of 1e-9 and
     1e-3; issue 73). A probe whose output is such a difference returns its terms instead,
-    as the studies' self-checks mark theirs (`meanfield.studies.self_check.of_terms`)."""
+    as the studies' self-checks mark theirs (`meanfield.harness.self_check.of_terms`)."""
     worst = 0.0
     for a, b in zip(jax.tree.leaves(compiled), jax.tree.leaves(eager), strict=True):
         a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)

@@ -130,7 +130,7 @@ def key(request):
 @pytest.fixture
 def self_checked():
     """`self_checked(results)`: assert that a study's results.json records a self-check
-    (a grid point recomputed op by op) that agrees (meanfield.studies.runner). The test
+    (a grid point recomputed op by op) that agrees (meanfield.harness.runner). The test
     that asks for it runs its studies with the self-check (the suite skips it elsewhere)."""
 
     def check(results: dict) -> None:

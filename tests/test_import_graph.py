@@ -37,6 +37,7 @@ LAYERS = [
     ("coupling", ["meanfield.coupling"]),
     ("diagnostics", ["meanfield.diagnostics"]),
     ("theory", ["meanfield.theory"]),
+    ("harness", ["meanfield.harness"]),
     ("studies", ["meanfield.studies"]),
     ("cli", ["meanfield.canary", "meanfield.cli", "meanfield.__main__"]),
 ]
@@ -156,6 +157,7 @@ def test_every_layer_exists_and_is_a_folder_with_a_front():
         "stats",
         "io",
         "runtime",
+        "harness",
         "studies",
     ):
         assert (ROOT / "meanfield" / folder / "__init__.py").is_file(), folder

@@ -200,8 +200,8 @@ def test_agreement_counts_only_what_the_classifier_can_judge():
     """Fed cells that contradict their prediction, ambiguous cells and cells near a
     boundary: the disagreement is counted, the others are set apart and counted, and the
     headline says so (a count of 'agree of judged' over every cell could not fail)."""
-    from meanfield.studies.regimes import _headline
-    from meanfield.studies.regimes_plot import classified_agreement
+    from meanfield.studies.regimes.plot import classified_agreement
+    from meanfield.studies.regimes.study import _headline
 
     def cell(g, lam, regime, distance, ambiguous=False, predicted="no-learning"):
         return {"gamma": g, "lambda": lam, "regime": regime, "predicted_regime": predicted,
@@ -233,7 +233,7 @@ def test_agreement_counts_only_what_the_classifier_can_judge():
 
 
 def test_the_drift_says_which_depths_its_line_goes_through():
-    from meanfield.studies.regimes_plot import drift_text
+    from meanfield.studies.regimes.plot import drift_text
 
     t = {"drift_exponent": -1.43, "drift_ci95": [-1.46, -1.37], "L": [4, 8, 16, 32, 64],
          "optimal_lr": [1.0, 0.4, 0.15, None, None], "unresolved_L": [32, 64]}  # fmt: skip
@@ -264,8 +264,8 @@ def test_a_point_in_batches_equals_the_point_at_once(monkeypatch):
     batches): a batch of one, of three (12 networks: no remainder) and of five (a
     remainder of two) give the numbers of all twelve vmapped at once, each network against
     its own key, to round-off."""
-    from meanfield.studies import regimes as S
-    from meanfield.studies.self_check import split_terms
+    from meanfield.harness.self_check import split_terms
+    from meanfield.studies.regimes import study as S
 
     cfg = {"d": 4, "M": 4, "n": 8, "steps": 3, "seeds": 3, "activation": "tanh", "x64": True,
            "lr0": 0.5, "transfer_steps": 3, "transfer_lrs": [0.1, 1.0],
