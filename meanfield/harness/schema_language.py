@@ -17,6 +17,50 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any as _AnyType
 
+# the language a study's schema.py is written in (`from ...harness.schema_language import *`)
+__all__ = [
+    "PREFIX",
+    "SchemaRefusal",
+    "shown_value",
+    "shown_values",
+    "sub_path",
+    "entries_text",
+    "Ref",
+    "Spec",
+    "Any",
+    "Int",
+    "Num",
+    "Str",
+    "Bool",
+    "Scalar",
+    "Maybe",
+    "Array",
+    "List",
+    "Tuple",
+    "Record",
+    "Map",
+    "Tagged",
+    "Member",
+    "Test",
+    "Where",
+    "When",
+    "POS",
+    "NAT",
+    "NUM",
+    "OPT_NUM",
+    "PAIR",
+    "STAT",
+    "MEAN",
+    "SIZE",
+    "POSITIVE",
+    "need",
+    "first_found",
+    "below_path",
+    "fit_record",
+    "FIT",
+    "study",
+]
+
 PREFIX = "DIR: results.json"
 
 

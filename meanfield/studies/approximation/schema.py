@@ -1,23 +1,6 @@
-"""What `meanfield study approximation`'s figures read from `results.json`, checked before
-`meanfield plot DIR` draws them (`meanfield.studies.schema`).
-"""
+"""What the figures of `meanfield study approximation` read from `results.json`."""
 
-from __future__ import annotations
-
-from ...harness.schema_language import (
-    NAT,
-    NUM,
-    OPT_NUM,
-    PAIR,
-    POS,
-    List,
-    Maybe,
-    Member,
-    Num,
-    Record,
-    Str,
-    study,
-)
+from ...harness.schema_language import *
 
 _ARM = Record(
     {

@@ -9,27 +9,7 @@ relies on (issue 75):
 * the configuration holds what the titles read (a Transformer's `config.base_depth`).
 """
 
-from __future__ import annotations
-
-from ...harness.schema_language import (
-    OPT_NUM,
-    PAIR,
-    POS,
-    POSITIVE,
-    SIZE,
-    Bool,
-    List,
-    Map,
-    Maybe,
-    Record,
-    Ref,
-    Spec,
-    Str,
-    When,
-    Where,
-    shown_values,
-    study,
-)
+from ...harness.schema_language import *
 
 # the tables the titles name the optimisers of (`coord_check.plot.optimisers`)
 TABLES = List(Record({"optimizer?": Str(("adam", "sgd"))}))

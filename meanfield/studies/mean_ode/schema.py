@@ -1,30 +1,6 @@
-"""What `meanfield study mean-ode`'s figures read from `results.json`, checked before
-`meanfield plot DIR` draws them (`meanfield.studies.schema`).
-"""
+"""What the figures of `meanfield study mean-ode` read from `results.json`."""
 
-from __future__ import annotations
-
-from ...harness.schema_language import (
-    NAT,
-    NUM,
-    OPT_NUM,
-    PAIR,
-    POS,
-    STAT,
-    Any,
-    List,
-    Map,
-    Maybe,
-    Record,
-    Str,
-    When,
-    Where,
-    below_path,
-    first_found,
-    fit_record,
-    need,
-    study,
-)
+from ...harness.schema_language import *
 
 _MEAN_ODE_GRID = {"L": List(POS, min_len=1), "M": List(POS, min_len=1), "L_for_M": POS,
                   "fit_M_max": NUM}  # fmt: skip

@@ -1,27 +1,6 @@
-"""What `meanfield study phases`'s figures read from `results.json`, checked before
-`meanfield plot DIR` draws them (`meanfield.studies.schema`).
-"""
+"""What the figures of `meanfield study phases` read from `results.json`."""
 
-from __future__ import annotations
-
-from ...harness.schema_language import (
-    NAT,
-    NUM,
-    OPT_NUM,
-    PAIR,
-    POS,
-    Any,
-    List,
-    Maybe,
-    Member,
-    Num,
-    Record,
-    Ref,
-    Str,
-    Where,
-    entries_text,
-    study,
-)
+from ...harness.schema_language import *
 
 _BETAS = Ref("config.beta", length=True)
 _RATIO = Record({"values": List(OPT_NUM)})

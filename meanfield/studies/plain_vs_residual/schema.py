@@ -1,26 +1,6 @@
-"""What `meanfield study plain-vs-residual`'s figures read from `results.json`, checked before
-`meanfield plot DIR` draws them (`meanfield.studies.schema`).
-"""
+"""What the figures of `meanfield study plain-vs-residual` read from `results.json`."""
 
-from __future__ import annotations
-
-from ...harness.schema_language import (
-    NUM,
-    OPT_NUM,
-    PAIR,
-    POS,
-    Any,
-    List,
-    Maybe,
-    Record,
-    Ref,
-    Str,
-    Tagged,
-    Where,
-    first_found,
-    need,
-    study,
-)
+from ...harness.schema_language import *
 
 
 def _configurations(root) -> int:

@@ -1,27 +1,6 @@
-"""What `meanfield study regimes`'s figures read from `results.json`, checked before
-`meanfield plot DIR` draws them (`meanfield.studies.schema`).
-"""
+"""What the figures of `meanfield study regimes` read from `results.json`."""
 
-from __future__ import annotations
-
-from ...harness.schema_language import (
-    NUM,
-    OPT_NUM,
-    PAIR,
-    POS,
-    Any,
-    Bool,
-    List,
-    Maybe,
-    Num,
-    Record,
-    Ref,
-    Str,
-    Tagged,
-    Where,
-    entries_text,
-    study,
-)
+from ...harness.schema_language import *
 
 
 def _transfer_holds(rec, root):

@@ -1,28 +1,6 @@
-"""What `meanfield study response`'s figures read from `results.json`, checked before
-`meanfield plot DIR` draws them (`meanfield.studies.schema`).
-"""
+"""What the figures of `meanfield study response` read from `results.json`."""
 
-from __future__ import annotations
-
-from ...harness.schema_language import (
-    NUM,
-    OPT_NUM,
-    PAIR,
-    POS,
-    Any,
-    Array,
-    List,
-    Map,
-    Maybe,
-    Num,
-    Record,
-    Ref,
-    Str,
-    Tuple,
-    Where,
-    study,
-    sub_path,
-)
+from ...harness.schema_language import *
 
 _SIM = {"sim_mean": Array(), "sim_se": Array(), "theory": Array()}
 _LAYERS = Record({**_SIM, "z": Array()})

@@ -1,24 +1,6 @@
-"""What `meanfield study sde`'s figures read from `results.json`, checked before
-`meanfield plot DIR` draws them (`meanfield.studies.schema`).
-"""
+"""What the figures of `meanfield study sde` read from `results.json`."""
 
-from __future__ import annotations
-
-from ...harness.schema_language import (
-    FIT,
-    NUM,
-    OPT_NUM,
-    POS,
-    STAT,
-    Any,
-    List,
-    Record,
-    Str,
-    Where,
-    below_path,
-    need,
-    study,
-)
+from ...harness.schema_language import *
 
 
 def _sde_config(cfg, root):

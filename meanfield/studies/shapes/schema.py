@@ -1,23 +1,6 @@
-"""What `meanfield study shapes`'s figures read from `results.json`, checked before
-`meanfield plot DIR` draws them (`meanfield.studies.schema`).
-"""
+"""What the figures of `meanfield study shapes` read from `results.json`."""
 
-from __future__ import annotations
-
-from ...harness.schema_language import (
-    NAT,
-    NUM,
-    POS,
-    STAT,
-    Any,
-    Bool,
-    List,
-    Maybe,
-    Member,
-    Record,
-    fit_record,
-    study,
-)
+from ...harness.schema_language import *
 
 _SHAPE = Record({"L": NUM, "M": NUM, "D": NUM})
 _SIX = ("output_error", "hidden_error", "output_error_fixed_D", "hidden_error_fixed_D",

@@ -1,23 +1,6 @@
-"""What `meanfield study stochastic-approximation`'s figures read from `results.json`,
-checked before `meanfield plot DIR` draws them (`meanfield.studies.schema`).
-"""
+"""What the figures of `meanfield study stochastic-approximation` read from `results.json`."""
 
-from __future__ import annotations
-
-from ...harness.schema_language import (
-    MEAN,
-    POS,
-    List,
-    Map,
-    Maybe,
-    Member,
-    Num,
-    Record,
-    Where,
-    fit_record,
-    need,
-    study,
-)
+from ...harness.schema_language import *
 
 
 def _every_response(points, root):

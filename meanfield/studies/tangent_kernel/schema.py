@@ -1,21 +1,6 @@
-"""What `meanfield study tangent-kernel`'s figures read from `results.json`, checked before
-`meanfield plot DIR` draws them (`meanfield.studies.schema`).
-"""
+"""What the figures of `meanfield study tangent-kernel` read from `results.json`."""
 
-from __future__ import annotations
-
-from ...harness.schema_language import (
-    NUM,
-    POS,
-    STAT,
-    List,
-    Maybe,
-    Member,
-    Num,
-    Record,
-    fit_record,
-    study,
-)
+from ...harness.schema_language import *
 
 SCHEMA = study(
     {"gammas": List(NUM), "L": List(POS, min_len=1)},

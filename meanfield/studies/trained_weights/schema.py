@@ -1,28 +1,6 @@
-"""What `meanfield study trained-weights`'s figures read from `results.json`, checked before
-`meanfield plot DIR` draws them (`meanfield.studies.schema`).
-"""
+"""What the figures of `meanfield study trained-weights` read from `results.json`."""
 
-from __future__ import annotations
-
-from ...harness.schema_language import (
-    NAT,
-    NUM,
-    OPT_NUM,
-    PAIR,
-    POS,
-    Any,
-    List,
-    Maybe,
-    Member,
-    Record,
-    Ref,
-    Str,
-    Where,
-    need,
-    shown_value,
-    shown_values,
-    study,
-)
+from ...harness.schema_language import *
 
 _REGULARITY = Maybe(Where(Record({"hurst?": OPT_NUM, "interval?": Maybe(PAIR)}),
                           lambda r, root: None if r.get("hurst") is None else need(

@@ -6,25 +6,7 @@ point; a loss curve has one entry per learning rate of `config.lrs`; every value
 on a log axis is a size (a nonlinear fraction) or positive (a learning rate).
 """
 
-from __future__ import annotations
-
-from ...harness.schema_language import (
-    NUM,
-    OPT_NUM,
-    PAIR,
-    POS,
-    POSITIVE,
-    SIZE,
-    List,
-    Maybe,
-    Record,
-    Ref,
-    Str,
-    Tuple,
-    Where,
-    shown_values,
-    study,
-)
+from ...harness.schema_language import *
 from ..coord_check.schema import TABLES, size_text
 
 _LRS = Ref("config.lrs", length=True)

@@ -1,31 +1,6 @@
-"""What `meanfield study two-layer`'s figures read from `results.json`, checked before
-`meanfield plot DIR` draws them (`meanfield.studies.schema`).
-"""
+"""What the figures of `meanfield study two-layer` read from `results.json`."""
 
-from __future__ import annotations
-
-from ...harness.schema_language import (
-    NAT,
-    NUM,
-    OPT_NUM,
-    PAIR,
-    POS,
-    STAT,
-    Any,
-    List,
-    Maybe,
-    Member,
-    Num,
-    Record,
-    Ref,
-    Str,
-    Tagged,
-    Where,
-    first_found,
-    fit_record,
-    need,
-    study,
-)
+from ...harness.schema_language import *
 
 
 def _two_layer_fits(fits, root):

@@ -1,22 +1,6 @@
-"""What `meanfield study two-layer-phases`'s figures read from `results.json`, checked before
-`meanfield plot DIR` draws them (`meanfield.studies.schema`).
-"""
+"""What the figures of `meanfield study two-layer-phases` read from `results.json`."""
 
-from __future__ import annotations
-
-from ...harness.schema_language import (
-    MEAN,
-    NUM,
-    OPT_NUM,
-    POS,
-    List,
-    Maybe,
-    Member,
-    Num,
-    Record,
-    fit_record,
-    study,
-)
+from ...harness.schema_language import *
 
 SCHEMA = study(
     {"M": POS, "time": Num(positive=True), "s_v_sweep": List(Num(positive=True), min_len=1)},

@@ -1,21 +1,6 @@
-"""What `meanfield study variance`'s figures read from `results.json`, checked before
-`meanfield plot DIR` draws them (`meanfield.studies.schema`).
-"""
+"""What the figures of `meanfield study variance` read from `results.json`."""
 
-from __future__ import annotations
-
-from ...harness.schema_language import (
-    NAT,
-    NUM,
-    OPT_NUM,
-    POS,
-    Any,
-    List,
-    Num,
-    Record,
-    When,
-    study,
-)
+from ...harness.schema_language import *
 
 _VARIANCE_GAMMAS = study(
     {"gammas": List(NUM), "M": POS, "activation": Any(), "block": Any()},
