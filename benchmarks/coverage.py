@@ -167,7 +167,7 @@ def _fig6_tail(rng, r, by_inits=True, tilt_sd=0.3, inits=1000, kappa=1.5):
     log l of its own (the layers of one network are correlated) and a gamma noise per
     layer; the power-law exponent's interval over the initialisations (`by_inits`) or, as
     before, a parametric bootstrap of each layer's mean on its own."""
-    from meanfield.studies.response_paper import _power_and_exponential
+    from meanfield.studies.response.paper import _power_and_exponential
 
     layers = np.arange(5, 21)
     x = np.log(layers / 10.0)
@@ -255,7 +255,7 @@ def _lr_drift(rng, r, seeds=4, drift=-0.5):
     lr*(L) = L^drift, each network's curve off by a level and a tilt of its own; lr* from
     the mean curve, the drift a line through log lr* against log L, its interval from the
     networks' jackknife (`regimes._transfer`)."""
-    from meanfield.studies.regimes import PARAMETRIZATIONS, _transfer
+    from meanfield.studies.regimes.study import PARAMETRIZATIONS, _transfer
 
     lrs = [2.0 ** (e / 2) for e in range(-8, 9)]
     x = np.log(lrs)
@@ -282,7 +282,7 @@ def _transfer_drift(rng, r, preset="quick", line="depth", drift=0.0, skew=0.0):
     network off by a level (sd 0.02) and a tilt in log lr (sd 0.008) of its own, and
     noise of sd 0.01 per rate: the sizes measured in the quick preset's run (RESULTS)."""
     from meanfield.stats.transfer import drift as fit_drift
-    from meanfield.studies.transfer import PRESETS
+    from meanfield.studies.transfer.study import PRESETS
 
     p = PRESETS[preset]
     lrs = np.asarray(p["lrs"], dtype=float)

@@ -44,7 +44,7 @@ import jax.numpy as jnp
 from benchmarks import hardware, timing
 from meanfield.engine import FusedLoop, ScanLoop
 from meanfield.engine.kernels import WEIGHT_LOADS
-from meanfield.studies.args import int_list
+from meanfield.harness.args import int_list
 
 FULL = {
     "d": [4, 8, 64],

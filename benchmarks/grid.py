@@ -201,8 +201,8 @@ def natural(
     from meanfield.engine import ScanLoop
     from meanfield.models.resnet import ResNet
     from meanfield.scaling import MeanODEScaling
-    from meanfield.studies import mean_ode as study
-    from meanfield.studies import own_block
+    from meanfield.studies.mean_ode import study
+    from meanfield.studies.shared import own_block
 
     cfg = results["config"]
     block = TwoLayerBlock(cfg["activation"])

@@ -419,8 +419,8 @@ def plotted_studies() -> list[str]:
 def schema_paths(name: str, limit: int = 6) -> list[list]:
     """Key paths (lists of keys and indices) the study's plot schema reads, config and
     top-level fields first, at most `limit`, spread over the schema."""
+    from meanfield.harness.schema_language import List, Record
     from meanfield.studies.schema import SCHEMAS
-    from meanfield.studies.schema_language import List, Record
 
     paths: list[list] = []
 
@@ -444,7 +444,7 @@ def schema_paths(name: str, limit: int = 6) -> list[list]:
 
 
 def _unwrapped(spec):
-    from meanfield.studies.schema_language import When
+    from meanfield.harness.schema_language import When
 
     if isinstance(spec, When):  # the schema of a typical document
         spec = spec.choose({"study": "", "config": {}, "points": [None]})

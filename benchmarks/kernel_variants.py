@@ -44,7 +44,7 @@ import jax.numpy as jnp
 
 from benchmarks import timing
 from meanfield.engine import kernels as fused
-from meanfield.studies.args import int_list
+from meanfield.harness.args import int_list
 
 
 def _call(kernel, out_shape, grid, in_specs, out_specs, num_warps, interpret):

@@ -47,7 +47,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from benchmarks import timing  # noqa: E402
-from meanfield.studies.args import int_list  # noqa: E402
+from meanfield.harness.args import int_list  # noqa: E402
 
 PRESETS = {
     "quick": {

@@ -78,12 +78,13 @@ def study_command(study: str, config: dict) -> str | None:
     """`meanfield study STUDY --flag=value ...` rebuilt from a run's configuration: every
     configuration entry that is an option of the study's command line (results.json
     does not store the command itself)."""
-    from meanfield.studies import STUDIES, add_common_arguments
+    from meanfield.harness.options import add_common_arguments
+    from meanfield.studies import STUDIES
 
     if study not in STUDIES:
         return None
     parser = argparse.ArgumentParser(prog=f"meanfield study {study}")
-    add_common_arguments(parser, study)
+    add_common_arguments(parser, STUDIES[study], study)
     STUDIES[study].add_arguments(parser)
     by_dest = {a.dest: a for a in parser._actions if a.option_strings}
     words = [f"meanfield study {study}"]
@@ -105,9 +106,9 @@ def study_command(study: str, config: dict) -> str | None:
 
 
 def _headline(results: dict, out: Path) -> list[str]:
-    """The lines the study printed when it finished (`meanfield.studies.summary`), less its
+    """The lines the study printed when it finished (`meanfield.harness.summary`), less its
     title and the line naming the folder it wrote."""
-    from meanfield.studies.summary import summary
+    from meanfield.harness.summary import summary
 
     lines = summary(results, out).splitlines()[1:]
     return [line[2:] if line.startswith("  ") else line for line in lines

@@ -49,11 +49,11 @@ import jax.random as jr  # noqa: E402
 import numpy as np  # noqa: E402
 
 from meanfield.coupling import deep_embedded as de_coupling
+from meanfield.harness.args import int_list, positive_int  # noqa: E402
 from meanfield.limits import deep_embedded as de_limits
 from meanfield.models import deep_embedded as de  # noqa: E402
 from meanfield.models.embedding import Embedding, norm_d  # noqa: E402
 from meanfield.stats.fits import fit_loglog  # noqa: E402
-from meanfield.studies.args import int_list, positive_int  # noqa: E402
 from meanfield.training import deep_embedded as de_training
 
 NAME = "shapes_authors_tanh"

@@ -60,7 +60,7 @@ import numpy as np  # noqa: E402
 
 from benchmarks import timing  # noqa: E402
 from meanfield.engine.scan import default_unroll  # noqa: E402
-from meanfield.studies.args import int_list, positive_int  # noqa: E402
+from meanfield.harness.args import int_list, positive_int  # noqa: E402
 
 NAME = "shapes_numpy"
 ACTIVATIONS = ("identity", "tanh")  # the NumPy peer's; the draws' keys use the index

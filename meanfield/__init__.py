@@ -1,4 +1,3 @@
-# ruff: noqa: I001  (imports are grouped by topic, in the order data flows)
 """meanfield: deep residual networks and their large-depth limits in JAX.
 
 The package is built in layers, in the order data flows through them; each imports only

@@ -2,7 +2,7 @@
 
 Under `jax.disable_jit()` every primitive is compiled and run on its own, so no fusion,
 tiling or layout decision of the compiler spans two operations: the independent route
-against which a study checks its compiled results (`meanfield.studies.runner`). But JAX
+against which a study checks its compiled results (`meanfield.harness.runner`). But JAX
 runs `lax.scan` op by op by slicing its inputs with a static index, compiling a new
 slice for every step: a depth loop of L layers compiles L programs (0.1 s a layer here,
 minutes for one study point). `op_by_op()` runs `lax.scan` and `lax.map` as Python

@@ -78,7 +78,7 @@ def relative_difference(compiled, eager) -> float:
     a near-zero difference of larger terms (measured at widths 2000 and 4097: the largest
     leaf difference 4.3e-15 in float64, 1.1e-6 in float32, against bounds of 1e-9 and
     1e-3; issue 73). A probe whose output is such a difference returns its terms instead,
-    as the studies' self-checks mark theirs (`meanfield.studies.self_check.of_terms`)."""
+    as the studies' self-checks mark theirs (`meanfield.harness.self_check.of_terms`)."""
     worst = 0.0
     for a, b in zip(jax.tree.leaves(compiled), jax.tree.leaves(eager), strict=True):
         a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
@@ -271,20 +271,20 @@ def _deep_embedded_wide(size, key):
 def _deep_embedded_limit_field(size, key):
     """The vector field of the joint L, M, D limit's nonlinear solve, on `size` nodes."""
     from .blocks.activations import resolve_activation
-    from .limits.deep_embedded import _nodes, _nonlinear_field
+    from .limits.deep_embedded import conditional_nodes, nonlinear_field
 
     n, p, steps = 3, 6, 2
     ke, kz, kg, kn = jr.split(key, 4)
     a = _normal(kg, p, p)
     gram = a @ a.T / p + jnp.eye(p)
-    nodes = _nodes(_normal(kn, size, 2 * p), jnp.full(size, 1.0 / size), gram, 1.0, 1.0)
+    nodes = conditional_nodes(_normal(kn, size, 2 * p), jnp.full(size, 1.0 / size), gram, 1.0, 1.0)
     eta, zeta = _normal(ke, steps + 1, n, p), _normal(kz, steps + 1, n, p)
     ymat = jnp.broadcast_to(jnp.eye(p), (n, p, p))
     coef = jnp.asarray([0.5, 0.5, 1.0, 1.0])
     rho = resolve_activation("tanh")
 
     def fn(y, nodes):
-        return _nonlinear_field(0.3, y, (steps, gram, nodes, coef, rho))
+        return nonlinear_field(0.3, y, (steps, gram, nodes, coef, rho))
 
     return fn, ((eta, zeta, ymat), nodes)
 
@@ -383,7 +383,7 @@ PROBES: tuple[Probe, ...] = (
     Probe("deep embedded ResNet: GD (dimension D)", "deep_embedded.train", _deep_embedded_wide),
     Probe(
         "deep embedded limit: vector field",
-        "deep_embedded._nonlinear_field",
+        "deep_embedded.nonlinear_field",
         _deep_embedded_limit_field,
     ),  # fmt: skip
     Probe("res-1 classifier: Adam", "res1.train_res1", _res1_train),

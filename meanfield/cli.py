@@ -18,14 +18,9 @@ import re
 import sys
 from importlib import metadata
 
-from .studies import (
-    STUDIES,
-    SelfCheckError,
-    StudyInputError,
-    add_common_arguments,
-    add_release_override,
-)
-from .studies.args import int_list
+from .harness.args import int_list
+from .harness.options import add_common_arguments, add_release_override
+from .studies import STUDIES, SelfCheckError, StudyInputError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -37,7 +32,7 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message):
-        from .studies import one_line_usage_error
+        from .harness.options import one_line_usage_error
 
         self.exit(2, f"{self.prog}: error: {one_line_usage_error(message)}\n")
 
@@ -191,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     studies.required = True
     for name, module in STUDIES.items():
         p = studies.add_parser(name, help=module.HELP, description=module.HELP)
-        add_common_arguments(p, name)
+        add_common_arguments(p, module, name)
         module.add_arguments(p)
     return parser
 
@@ -242,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"meanfield plot: redrew {len(written)} figure(s) in {args.dir}: "
               + ", ".join(p.name for p in written))  # fmt: skip
         return 0
-    from .studies import distributed_settings
+    from .harness.options import distributed_settings
 
     where = f"meanfield study {args.study}"
     try:
@@ -382,17 +377,15 @@ def _supervise(argv: list[str], where: str, index: int, count, args) -> int:
 
 
 def _study_command(parser, args, where: str, *, lock: bool = True) -> int:
-    from .studies import resolve_out
-    from .studies.folder import probe_lock, release_all
+    from .harness.folder import release_all
+    from .harness.launcher import launch, prepare
 
+    module = STUDIES[args.study]
     try:
-        resolve_out(args)
-        if lock:
-            probe_lock(args.out)  # a folder held by another run: refused before anything else
+        prepare(module, args, lock=lock)  # a folder held by another run: refused first
     except StudyInputError as err:
         print(f"{where}: error: {err}", file=sys.stderr)
         return 2
-    module = STUDIES[args.study]
     from .runtime.compilation import enable_compilation_cache
 
     try:
@@ -409,7 +402,6 @@ def _study_command(parser, args, where: str, *, lock: bool = True) -> int:
         named = args.compile_cache is None and ENV_VAR in os.environ
         given = ENV_VAR if named else "--compile-cache"
         parser.error(f"{given}: {err}")
-    import jax
 
     from .runtime.distribution import active
     from .runtime.interrupt import Interrupted, end_process, message, stop_on_signals
@@ -419,17 +411,15 @@ def _study_command(parser, args, where: str, *, lock: bool = True) -> int:
         is not unwound out of a compile that jaxlib's thread goes on with: a segfault, or
         Python's shutdown waiting a minute for it; runtime.interrupt)."""
         if active() is None:  # (several processes: `main` tells the others, then ends)
-            from .studies.args import name_stopped_user_code
+            from .harness.args import name_stopped_user_code
 
             name_stopped_user_code()  # the user's file it was in, if any
             print(message(where, signum, args.out), file=sys.stderr)
             release_all()
             end_process(128 + signum)
 
-    x64 = jax.config.read("jax_enable_x64")
     try:
-        with stop_on_signals(where, args.out, at_once=at_once):
-            module.run(args)
+        launch(module, args, around=stop_on_signals(where, args.out, at_once=at_once))
     except Interrupted as stop:  # Ctrl-C or SIGTERM: one line, the finished points kept
         from .runtime.distribution import follower_stopped  # process 0 holds the folder
 
@@ -453,7 +443,4 @@ def _study_command(parser, args, where: str, *, lock: bool = True) -> int:
             file=sys.stderr,
         )
         return 2
-    finally:
-        release_all()  # the output folder's lock, also when called in-process
-        jax.config.update("jax_enable_x64", x64)  # the study set its own precision
     return 0

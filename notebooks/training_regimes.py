@@ -47,7 +47,7 @@ import optax
 import meanfield as mf
 from meanfield.diagnostics import regimes as R
 from meanfield.io.plotting import show
-from meanfield.studies.regimes import task
+from meanfield.studies.regimes.study import task
 
 jax.config.update("jax_enable_x64", True)
 SIZE = os.environ.get("MEANFIELD_NOTEBOOK_SIZE", "cpu")

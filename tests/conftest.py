@@ -6,25 +6,17 @@ import jax
 import pytest
 
 # tests write nothing outside their tmp folders: no persistent compilation cache from the CLI
-# (a cache shared by the whole run was tried: 2265 s against 2285 s without it, and one
-# worker crashed compiling with it on, inside XLA; see benchmarks/RESULTS.md, issue 48)
 os.environ.setdefault("MEANFIELD_COMPILE_CACHE", "off")
-# the suite compiles thousands of small programs and is bound by compile time, so it asks
-# XLA's CPU backend for its cheapest compiles (here and in the notebook and CLI
-# subprocesses, which inherit them):
-# - LLVM at -O0 (JAX's `jax_disable_most_optimizations`, from the environment): the whole
-#   suite from 737 s to 494 s on 2 cores (310 tests, passing at both levels); the tests
-#   marked `runs_long`, whose time is in running their programs (16 networks of width 512:
-#   6.2 s at -O0, 1.3 s at -O1), compile at -O1 (XLA_FLAGS below);
-# - the fusions emitted by XLA's older LLVM IR emitters, not its MLIR fusion emitters:
-#   half the backend's compile time (7.2 s -> 3.5 s and 5.8 s -> 3.8 s in two
-#   compile-bound tests; the whole suite's time in benchmarks/RESULTS.md, issue 48).
-# Results may differ in the last bits (-O3 fuses multiply-adds; a tiny mean-ODE study's
-# points moved by 1e-8 relative, through its adaptive reference solve), far inside every
-# tolerance. The users' own settings are checked where it matters: the canary at large
-# widths (tests/test_canary.py) and CI's known-bad release check run without these flags.
-# An XLA_FLAGS that sets either wins (`--xla_backend_optimization_level=3
-# --xla_cpu_use_fusion_emitters=true` runs the suite as users' programs compile).
+# The suite compiles thousands of small programs and is bound by compile time, so it asks
+# XLA's CPU backend for its cheapest compiles, here and in the notebook and CLI
+# subprocesses, which inherit them: LLVM at -O0 (`jax_disable_most_optimizations`), the
+# tests marked `runs_long` (bound by running their programs) at -O1, and the fusions of
+# XLA's older LLVM IR emitters. What each saves, and why a shared cache is not used:
+# benchmarks/RESULTS.md, "Suite compile flags". Results may differ in the last bits, far
+# inside every tolerance. The users' own settings are tested where it matters (the canary
+# at large widths, tests/test_users_compiler.py); an XLA_FLAGS that sets either flag wins
+# (`--xla_backend_optimization_level=3 --xla_cpu_use_fusion_emitters=true` runs the suite
+# as users' programs compile).
 SUITE_XLA_FLAGS = {
     "xla_backend_optimization_level": "1",
     "xla_cpu_use_fusion_emitters": "false",
@@ -138,7 +130,7 @@ def key(request):
 @pytest.fixture
 def self_checked():
     """`self_checked(results)`: assert that a study's results.json records a self-check
-    (a grid point recomputed op by op) that agrees (meanfield.studies.runner). The test
+    (a grid point recomputed op by op) that agrees (meanfield.harness.runner). The test
     that asks for it runs its studies with the self-check (the suite skips it elsewhere)."""
 
     def check(results: dict) -> None:

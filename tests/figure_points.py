@@ -41,7 +41,15 @@ def mean_ode(stem, results):
     return out
 
 
-SPECS = {"mean-ode": mean_ode}
+def toy(stem, results):
+    """The toy study of docs/adding-a-study.md (tests/toy_study.py): each n's mean error."""
+    if stem != "toy":
+        return None
+    return [(f"error at n={p['n']}", "error of a mean", p["n"], mean(p["error"]))
+            for p in results["points"]]  # fmt: skip
+
+
+SPECS = {"mean-ode": mean_ode, "toy": toy}
 
 
 def _gather() -> None:

@@ -13,8 +13,10 @@ import pytest
 import meanfield as mf
 from meanfield.io.text import batches, load_text
 from meanfield.models.transformer import Transformer, check_ids
-from meanfield.studies import StudyInputError, resnet_phases, two_layer_phases
-from meanfield.studies.embedded_options import duplicated_rows, load_data
+from meanfield.studies import StudyInputError
+from meanfield.studies.resnet_phases import study as resnet_phases
+from meanfield.studies.shared.embedded_options import duplicated_rows, load_data
+from meanfield.studies.two_layer_phases import study as two_layer_phases
 from meanfield.training.transformer import adam, train
 
 SMALL = {"vocab": 5, "context": 4, "width": 8, "depth": 2}

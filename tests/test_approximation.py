@@ -15,8 +15,8 @@ import pytest
 
 from meanfield.cli import main
 from meanfield.stats.compare import difference_interval, lower_arm
-from meanfield.studies import approximation as S
-from meanfield.studies.approximation_exercise import exercise_comparison
+from meanfield.studies.approximation import study as S
+from meanfield.studies.approximation.exercise import exercise_comparison
 from meanfield.training.approximation import fit_mlp, mlp_parameters, mlp_shape, sample_mlp
 
 
@@ -362,7 +362,7 @@ def test_the_lectures_square_table_is_flagged_with_the_corrected_weights():
     """Issue 74: the lecture's printed weights (0.25, 0.5, 0.75, 1) at knots 0, 1/4, 1/2,
     3/4 give f(1) = 1.25 (x² is 1): a plain loop over its four ReLUs says so; the
     interpolant's weights are the changes of the chords' slopes, max error 1/64."""
-    from meanfield.studies.approximation_exercise import lecture_square_text
+    from meanfield.studies.approximation.exercise import lecture_square_text
     from meanfield.theory.approximation import lecture_square_table
 
     t = lecture_square_table()

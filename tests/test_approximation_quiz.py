@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from meanfield.cli import main
-from meanfield.studies import approximation as S
-from meanfield.studies.approximation_verdicts import arm_reading, quiz_lines, quiz_reading
+from meanfield.studies.approximation import study as S
+from meanfield.studies.approximation.verdicts import arm_reading, quiz_lines, quiz_reading
 from meanfield.training.approximation import (
     ResidualMLP,
     fit_mlp,

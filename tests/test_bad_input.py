@@ -120,7 +120,7 @@ def test_unwritable_output_folder(tmp_path, capsys, monkeypatch, study):
     out = parent / "out"
     if os.geteuid() == 0:
         # root writes through any mode bits: make the permission check itself say no
-        import meanfield.studies.runner as runner
+        import meanfield.harness.runner as runner
 
         real = runner.os.access
         monkeypatch.setattr(

@@ -236,7 +236,12 @@ def test_the_initial_scale_check_is_computed_from_the_draws_and_can_fail():
     """The study's check of pre-activation + BN at α = 1 (increment L in expectation):
     draws centred on L agree, draws centred 10% above disagree, explosions are counted
     and left out; other networks are not judged."""
-    from meanfield.studies.degradation import TrainNet, init_checks, init_headline, init_scale
+    from meanfield.studies.plain_vs_residual.degradation import (
+        TrainNet,
+        init_checks,
+        init_headline,
+        init_scale,
+    )
 
     rng = np.random.default_rng(1)
     L = 16

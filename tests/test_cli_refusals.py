@@ -94,7 +94,7 @@ def test_a_failed_write_is_one_line(tmp_path, capsys, monkeypatch):
     """A disk that fills up mid-run: one line naming --out, exit 2, no traceback."""
     import errno
 
-    import meanfield.studies.runner as runner
+    import meanfield.harness.runner as runner
 
     real = runner.write_json_atomic
 

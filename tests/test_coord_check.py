@@ -350,7 +350,7 @@ def test_own_block_study_end_to_end(tmp_path, self_checked):
     assert res["config"]["centred"] is False and "not centred" in res["headline"][0]
     # one program per shape and number of steps, whatever the table (its scale and
     # learning rate are data)
-    from meanfield.studies import coord_check_resnet as R
+    from meanfield.studies.coord_check import resnet as R
 
     program = R.programs(res["config"])
     assert program(2, 4, 1) is program(2, 4, 1) and program(2, 4, 1) is not program(2, 4, 2)
@@ -376,7 +376,7 @@ def test_lines_and_headline_on_contradicting_points():
     """The verdicts are computed from the numbers: points whose activations grow as
     N^0.5 under a table that claims flatness are reported outside the band and off, and
     flat ones inside."""
-    from meanfield.studies import coord_check as S
+    from meanfield.studies.coord_check import study as S
 
     cfg = {"widths": [32, 64, 128, 256], "depth": 2, "depths": [2, 4, 8], "width": 32,
            "seed": 0}  # fmt: skip
@@ -404,7 +404,7 @@ def test_resnet_lines_on_contradicting_points():
     """The same verdicts for a ResNet of units: a state growing as L^0.5 under the
     mean-ODE table (which claims depth flat) is outside the band and off, a unit update
     shrinking as L^-0.5 under depth-μP is as predicted, and flat quantities inside."""
-    from meanfield.studies import coord_check as S
+    from meanfield.studies.coord_check import study as S
 
     cfg = {"widths": [8, 16, 32], "depth": 4, "depths": [4, 8, 16, 32], "width": 8,
            "seed": 0}  # fmt: skip
@@ -439,7 +439,7 @@ def test_an_exploded_draw_is_reported_and_left_out(monkeypatch):
     point's other draws kept (never averaged into a NaN)."""
     from types import SimpleNamespace
 
-    from meanfield.studies import coord_check as S
+    from meanfield.studies.coord_check import study as S
 
     steps, seeds, L = 2, 3, 2
 
@@ -471,8 +471,8 @@ def test_an_exploded_draw_is_reported_and_left_out(monkeypatch):
 def test_an_exploded_resnet_draw_is_reported_and_left_out():
     """A ResNet draw whose loss grows a million-fold (or is not finite) is counted and
     written as null; the other draws are kept."""
-    from meanfield.studies import coord_check_resnet as R
-    from meanfield.studies.self_check import split_terms
+    from meanfield.harness.self_check import split_terms
+    from meanfield.studies.coord_check import resnet as R
 
     steps, seeds, L = 2, 3, 4
 

@@ -255,12 +255,12 @@ def no_study(monkeypatch):
     through fails at once, before any folder or large allocation."""
     import importlib
 
-    from meanfield.studies import _MODULES
+    from meanfield.studies import MODULES
 
     def reached(*args, **kwargs):
         raise _Reached()
 
-    for module in _MODULES.values():
+    for module in MODULES.values():
         monkeypatch.setattr(importlib.import_module(module), "start_study", reached)
 
 
@@ -370,8 +370,8 @@ def test_check_costs_refuses_memory_arrays_and_work_naming_the_part(monkeypatch)
     """`args.check_costs`: the largest part's memory, an array beyond 2^31 - 1 elements
     (even where memory would hold it) and the total work, each named by the options of
     the parts at fault."""
+    from meanfield.harness.args import MAX_ELEMENTS, Cost, check_costs
     from meanfield.studies import StudyInputError
-    from meanfield.studies.args import MAX_ELEMENTS, Cost, check_costs
 
     monkeypatch.setenv("MEANFIELD_MEMORY_LIMIT", "1e15")
     monkeypatch.setenv("MEANFIELD_WORK_LIMIT", "1e12")
@@ -391,10 +391,10 @@ def test_the_regimes_paper_preset_runs_its_networks_in_batches():
     """The regimes paper preset ran the 648 networks of a diagram point at once (224 GB,
     XLA's count); they now run in batches of at most `BATCH_BYTES` (11 at L = 512), and
     a point's memory is one batch's."""
-    from meanfield.studies import regimes
+    from meanfield.studies.regimes import study as regimes
 
     args = build_parser().parse_args(["study", "regimes", "--preset", "paper", "--out", "o"])
-    cfg = regimes._config(args)
+    cfg = regimes.configure(args)
     cells = len(cfg["gammas"]) * len(cfg["lambdas"]) * cfg["seeds"]
     one = regimes.diagram_net_bytes(cfg, max(cfg["L"]))
     batch = regimes.nets_per_batch(one, cells)

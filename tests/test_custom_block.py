@@ -326,7 +326,7 @@ def test_auto_design_on_a_small_budget(tmp_path, monkeypatch):
     """The whole automatic path on a budget that runs in seconds: pilot reference, Euler
     coefficient, pilot grid, design, refined Monte-Carlo reference, the grid and its fits;
     every fitted Δ^h lies 10x above the reference's own error, the slopes near theory."""
-    from meanfield.studies import mean_ode_design
+    from meanfield.studies.mean_ode import design as mean_ode_design
 
     monkeypatch.setitem(mean_ode_design.AUTO, "quick", SMALL)
     monkeypatch.setattr(mean_ode_design, "PILOT_POINTS", [(2, 1), (2, 16), (8, 1), (8, 16)])
@@ -363,7 +363,7 @@ def test_auto_design_on_a_small_budget(tmp_path, monkeypatch):
 def _record_drawn(monkeypatch) -> list:
     """The (x, y) of every series the mean-ODE figures draw from here on (a list that
     fills as they are drawn: the study's own figures, `mean_ode.plot`)."""
-    from meanfield.studies import mean_ode_plot
+    from meanfield.studies.mean_ode import plot as mean_ode_plot
 
     drawn = []
 

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 from meanfield.cli import main
-from meanfield.studies import embedded_options, two_layer
+from meanfield.studies.shared import embedded_options
+from meanfield.studies.two_layer import study as two_layer
 
 X = np.array([[1.0, 0.0, 0.0], [0.6, 0.8, 0.0]])
 Y = np.array([[1.0], [-0.5]])

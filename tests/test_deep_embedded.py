@@ -401,7 +401,7 @@ def test_reduced_field_is_the_brute_force_expectation_in_r2d(key):
     Monte Carlo over 2^19 units drawn in R^D (D = 3, the unit recursion run in R^D, the
     fields E[v_a ρ(⟨u_a, h_a⟩_D)] and −E[u_a ρ'(P_a) ⟨v_a, b_a⟩_D] averaged there and read
     in the basis E), within 4.5 standard errors per entry."""
-    from meanfield.limits.deep_embedded import _nodes, _nonlinear_field, gauss_hermite
+    from meanfield.limits.deep_embedded import conditional_nodes, gauss_hermite, nonlinear_field
 
     D, n, K, s_u, s_v, lr = 3, 2, 2, 1.3, 0.8, (0.6, 0.4)
     ks = jr.split(key, 5)
@@ -412,9 +412,9 @@ def test_reduced_field_is_the_brute_force_expectation_in_r2d(key):
     zeta = jr.normal(ks[2], (K + 1, n, 2)).at[K].set(0.0)
     coef = jnp.asarray([*lr, s_u**2, s_v**2])
     z, w = gauss_hermite((28,) * 4)  # converged to ~1e-4 here (order 20: 3e-3 off)
-    nodes = _nodes(z, w, gram, s_u, s_v)
+    nodes = conditional_nodes(z, w, gram, s_u, s_v)
     eye = jnp.broadcast_to(jnp.eye(2), (n, 2, 2))
-    deta, dzeta, dy = _nonlinear_field(0.3, (eta, zeta, eye), (K, gram, nodes, coef, jnp.tanh))
+    deta, dzeta, dy = nonlinear_field(0.3, (eta, zeta, eye), (K, gram, nodes, coef, jnp.tanh))
 
     # brute force in R^D, compiled as one program (op by op, each product over the 2^19
     # units was a program of its own)

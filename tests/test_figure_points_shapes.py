@@ -28,7 +28,7 @@ def _results():
 
 
 def test_a_point_the_figure_leaves_out_is_reported(tmp_path, figure_problems):
-    from meanfield.studies import shapes
+    from meanfield.studies.shapes import study as shapes
 
     results = _results()
     (tmp_path / "results.json").write_text(json.dumps(results))

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 from figure_check import points_missing
 
 from meanfield.cli import main
-from meanfield.studies import phases
+from meanfield.studies.phases import study as phases
 
 
 def test_a_point_left_out_of_phases_png_is_reported(tmp_path, monkeypatch):

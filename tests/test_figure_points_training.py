@@ -36,7 +36,7 @@ def _results():
 
 
 def test_a_point_the_figure_lacks_is_reported(tmp_path, monkeypatch):
-    from meanfield.studies import trained_weights
+    from meanfield.studies.trained_weights import study as trained_weights
 
     results = _results()
     (tmp_path / "results.json").write_text(json.dumps(results))

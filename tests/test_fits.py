@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield.stats.fits import _bootstrap_means, _studentized_slope, exploded_draws, fit_values
+from meanfield.stats.fits import _bootstrap_means, exploded_draws, fit_values, studentized_slope
 from meanfield.stats.rate_law import _rate_sum_coefficients
 
 
@@ -209,7 +209,7 @@ def test_delta_quantiles_tell_the_log_form_from_the_gaussian_one():
 def test_the_printed_fit_says_what_it_left_out(tmp_path):
     """A point whose every draw exploded, an exploded draw elsewhere: the fit leaves them
     out and its printed line says so; a fit that left nothing out says nothing of it."""
-    from meanfield.studies.summary import summary
+    from meanfield.harness.summary import summary
 
     rng = np.random.default_rng(1)
     x = np.array([8.0, 16, 32, 64])
@@ -243,8 +243,8 @@ def test_a_fit_whose_interval_excludes_its_theory_says_so(tmp_path):
     """theory_inside is computed from the interval: False for data of slope −0.7 judged
     against −1, True against its own estimate; the printed summary names the first with its reason,
     never the second; without an interval over draws the regression's is used."""
+    from meanfield.harness.summary import summary
     from meanfield.stats.fits import judge_theory
-    from meanfield.studies.summary import summary
 
     rng = np.random.default_rng(0)
     x = np.array([8.0, 16, 32, 64, 128])
@@ -279,7 +279,7 @@ def test_the_summary_states_verdicts_from_their_numbers(tmp_path):
     """Critical β, the β = 1/2 bounds and the flow identity, printed from the numbers:
     an estimate whose interval misses the theory says OUTSIDE, a failed identity FAILS,
     bounds count what held."""
-    from meanfield.studies.summary import summary
+    from meanfield.harness.summary import summary
 
     crit = {"estimate": 0.70, "ci95": [0.68, 0.71], "theory": 0.75, "quantity": "forward ratio",
             "from_gradient": {"estimate": 0.74, "ci95": [0.70, 0.78], "theory": 0.75,
@@ -307,7 +307,7 @@ def test_the_summary_states_verdicts_from_their_numbers(tmp_path):
 def test_one_draw_per_point_discards_no_bootstrap_and_says_whose_interval(tmp_path):
     """The Euler part has one draw per depth: no bootstrap over draws is possible, so none
     is "discarded"; the printed interval is named as the regression's."""
-    from meanfield.studies.summary import summary
+    from meanfield.harness.summary import summary
 
     rng = np.random.default_rng(3)
     x = np.array([8.0, 16, 32, 64, 128])
@@ -352,7 +352,7 @@ def test_a_resample_of_one_repeated_value_is_dropped_whatever_its_rounding(paire
     goods = [np.array([0.1, 0.1, 0.7]), np.array([0.3, 0.3, 0.9])]
     w = np.array([-1.0, 1.0]) / np.log(2.0)
     n_boot, seed = 4000, 3
-    _, _, t, dropped = _studentized_slope(goods, w, paired=paired, n_boot=n_boot, seed=seed)
+    _, _, t, dropped = studentized_slope(goods, w, paired=paired, n_boot=n_boot, seed=seed)
     rng = np.random.default_rng(seed)
     if paired:  # draw k of both points resampled together
         idx = rng.integers(0, 3, size=(n_boot, 3))

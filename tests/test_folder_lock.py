@@ -10,15 +10,15 @@ import textwrap
 import pytest
 
 from meanfield.cli import main
+from meanfield.harness.folder import LOCK_NAME
+from meanfield.harness.runner import StudyRunner
 from meanfield.studies import StudyInputError
-from meanfield.studies.folder import LOCK_NAME
-from meanfield.studies.runner import StudyRunner
 
 # a run that opens the folder (its lock), writes one point, says so and then waits
 HOLDER = textwrap.dedent(
     """
     import sys, time
-    from meanfield.studies.runner import StudyRunner
+    from meanfield.harness.runner import StudyRunner
     runner = StudyRunner("variance", sys.argv[1], {"a": 1}, resume=True, progress=False)
     runner.run_points([{"L": 4}], lambda spec: {"value": 1.0})
     print("holding", flush=True)

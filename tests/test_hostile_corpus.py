@@ -93,12 +93,12 @@ def test_every_base_configuration_reaches_its_study(study, tmp_path, monkeypatch
     import importlib
 
     from meanfield.cli import main
-    from meanfield.studies import _MODULES
+    from meanfield.studies import MODULES
 
     def reached(*args, **kwargs):
         raise _Reached()
 
-    monkeypatch.setattr(importlib.import_module(_MODULES[study]), "start_study", reached)
+    monkeypatch.setattr(importlib.import_module(MODULES[study]), "start_study", reached)
     monkeypatch.setenv("MEANFIELD_MEMORY_LIMIT", "24e9")
     argv = ["study", study, *hostile_corpus.TINY[study].split()]
     with pytest.raises(_Reached):

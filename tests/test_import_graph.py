@@ -37,6 +37,7 @@ LAYERS = [
     ("coupling", ["meanfield.coupling"]),
     ("diagnostics", ["meanfield.diagnostics"]),
     ("theory", ["meanfield.theory"]),
+    ("harness", ["meanfield.harness"]),
     ("studies", ["meanfield.studies"]),
     ("cli", ["meanfield.canary", "meanfield.cli", "meanfield.__main__"]),
 ]
@@ -156,6 +157,7 @@ def test_every_layer_exists_and_is_a_folder_with_a_front():
         "stats",
         "io",
         "runtime",
+        "harness",
         "studies",
     ):
         assert (ROOT / "meanfield" / folder / "__init__.py").is_file(), folder
@@ -246,3 +248,16 @@ def test_a_front_never_hides_a_submodule_behind_a_name():
         if getattr(importlib.import_module(parent), leaf, None) is not module:
             hidden.append(info.name)
     assert hidden == []
+
+
+def test_every_package_opens_with_a_sentence_on_what_it_holds():
+    """Each folder's `__init__.py` starts with its docstring (no pragma before it), whose
+    first line says what the folder holds."""
+    inits = sorted((ROOT / "meanfield").rglob("__init__.py")) + [ROOT / "solvers/__init__.py"]
+    bad = []
+    for path in inits:
+        text = path.read_text()
+        doc = ast.get_docstring(ast.parse(text)) or ""
+        if not text.startswith('"""') or len(doc.split("\n")[0].split()) < 4:
+            bad.append(str(path.relative_to(ROOT)))
+    assert bad == []

@@ -121,7 +121,7 @@ COMPILING = """
 import sys
 import jax, jax.numpy as jnp
 from jax import lax
-import meanfield.studies.transfer as study
+import meanfield.studies.transfer.study as study
 from meanfield.cli import main
 
 

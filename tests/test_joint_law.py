@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy.optimize import least_squares
 
+from meanfield.harness.summary import summary
 from meanfield.stats.joint_law import fit_depth_law, fit_depth_width_law, law_value
-from meanfield.studies.summary import summary
 
 # the main job's quick layout: L 8..128 x M 1..16384, and M 1..64 at L = 1024
 GRID = [(L, M) for L in (8, 16, 32, 64, 128) for M in (1, 4, 16, 64, 16384)]

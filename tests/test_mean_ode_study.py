@@ -219,7 +219,7 @@ def test_depth_loop_per_program(monkeypatch):
     import jax
 
     import meanfield as mf
-    from meanfield.studies.mean_ode import depth_loop, loop_name
+    from meanfield.studies.mean_ode.study import depth_loop, loop_name
 
     law = mf.TwoLayerNonCentredLaw(2, sigma_u=1.25)
     block = mf.TwoLayerBlock("gelu")
@@ -356,17 +356,17 @@ def test_order_advice_is_one_that_can_be_taken():
     budget is pointed to the Monte-Carlo reference (it was told 'use at most 2', which
     the next check refuses); otherwise to the largest order that fits."""
     from meanfield.studies import StudyInputError
-    from meanfield.studies.mean_ode_reference import _quadrature_order
-    from meanfield.studies.own_block import make_law
+    from meanfield.studies.mean_ode.reference import quadrature_order
+    from meanfield.studies.shared.own_block import make_law
 
     wide = make_law({"init": "centred", "d": 8, "sigma_u": 1.0, "sigma_v": 1.0})
     assert wide.gaussian_dim == 16
     with pytest.raises(StudyInputError, match="^--order: .*use --reference monte-carlo$"):
-        _quadrature_order(wide, 3)
+        quadrature_order(wide, 3)
     narrow = make_law({"init": "centred", "d": 2, "sigma_u": 1.0, "sigma_v": 1.0})
     with pytest.raises(StudyInputError, match="use at most 45$"):  # floor(2^22 ** (1/4))
-        _quadrature_order(narrow, 46)
-    assert _quadrature_order(narrow, 45) == 45
+        quadrature_order(narrow, 46)
+    assert quadrature_order(narrow, 45) == 45
 
 
 def test_figure_check_reports_a_point_the_figure_leaves_out(
@@ -378,7 +378,8 @@ def test_figure_check_reports_a_point_the_figure_leaves_out(
 
     from check_figures import main as check_figures
 
-    from meanfield.studies import mean_ode_plot, replot
+    from meanfield.studies import replot
+    from meanfield.studies.mean_ode import plot as mean_ode_plot
 
     out = tmp_path / "copy"
     shutil.copytree(tiny_run, out)

@@ -119,7 +119,7 @@ def test_readme_custom_block_snippet_runs(tmp_path, monkeypatch, capsys):
     reference's own error."""
     import jax
 
-    from meanfield.studies import mean_ode_design
+    from meanfield.studies.mean_ode import design as mean_ode_design
 
     blocks = _python_blocks((ROOT / "README.md").read_text())
     first = next(i for i, b in enumerate(blocks) if b.startswith("# myblocks.py"))

@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 
+from meanfield.harness.folder import MANIFEST_NAME
+from meanfield.harness.runner import StudyRunner
 from meanfield.studies import StudyInputError
-from meanfield.studies.folder import MANIFEST_NAME
-from meanfield.studies.runner import StudyRunner
 
 
 def _study(out, config=None, kind="toy", **kw):

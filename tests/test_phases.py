@@ -17,7 +17,7 @@ from meanfield.diagnostics.phases import (
 )
 from meanfield.io.plotting import cell_edges, size_ticks, use_agg
 from meanfield.laws.depth import IIDGaussianLaw
-from meanfield.studies import phases as study
+from meanfield.studies.phases import study
 
 
 def test_bounds_are_those_of_spec_section_4():
@@ -269,16 +269,16 @@ def test_length_scale_is_checked_before_the_study_starts():
         loss="squared",
     )  # fmt: skip
     with pytest.raises(study.StudyInputError, match="^--length-scale: length_scale"):
-        study.resolve_config(SimpleNamespace(**base, weights="smooth", length_scale=1e-5))
+        study.configure(SimpleNamespace(**base, weights="smooth", length_scale=1e-5))
     with pytest.raises(study.StudyInputError, match="^--length-scale: only used"):
-        study.resolve_config(SimpleNamespace(**base, weights="iid", length_scale=0.1))
-    assert study.resolve_config(SimpleNamespace(**base, weights="smooth", length_scale=0.2))
+        study.configure(SimpleNamespace(**base, weights="iid", length_scale=0.1))
+    assert study.configure(SimpleNamespace(**base, weights="smooth", length_scale=0.2))
 
 
 def test_gradient_panel_shows_the_gradient_phases():
     """The gradient panel of `phases.png` labels each β with the gradient ratio's phase
     (it showed the forward ratio's)."""
-    from meanfield.studies.phases_plot import phase_labels
+    from meanfield.studies.phases.plot import phase_labels
 
     critical = {
         "phases": ["explosion", "identity"],
@@ -371,7 +371,7 @@ def test_critical_beta_note_says_what_was_measured():
     """The note of critical_beta.png follows the numbers: none where the theory lies in
     the interval; where it does not, the depths and the measured slope at the theory's β
     (whatever its sign), and no claim of where the crossing moves."""
-    from meanfield.studies.phases_plot import theory_note
+    from meanfield.studies.phases.plot import theory_note
 
     betas = [0.5, 0.75, 1.0]
     cfg = {"L": [16, 32, 64]}
@@ -391,7 +391,7 @@ def test_phases_png_says_where_a_line_has_no_median():
     """A β whose median ratio overflowed at some depths (more than half its draws infinite)
     is named in the panel's title with those depths; a median over draws of which only a
     minority overflowed is drawn, and not named."""
-    from meanfield.studies.phases_plot import missing_medians
+    from meanfield.studies.phases.plot import missing_medians
 
     draws = np.ones((2, 3, 5))  # (β, L, draws)
     assert missing_medians([0.0, 0.5], [16, 256, 4096], draws) == []

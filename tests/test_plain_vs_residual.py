@@ -15,7 +15,7 @@ import meanfield
 from meanfield.blocks.layers import DenseBlock, DenseParams
 from meanfield.models import plain as P
 from meanfield.studies import run_study
-from meanfield.studies.plain_vs_residual import _rates, configurations
+from meanfield.studies.plain_vs_residual.study import _rates, configurations
 from meanfield.theory import gradients as P_theory
 from meanfield.training import plain as P_training
 
@@ -283,7 +283,7 @@ def test_study_small_run_and_refusals(tmp_path, self_checked):
     # compiled training reuse the run's programs; seed 1 makes the self-check draw a
     # training point (`parttrain_L2`, as seed 0 did at L = 4, 8), so that the check's
     # short-training route (compiled and op by op) stays the one exercised
-    from meanfield.studies.plain_vs_residual import SELF_CHECK_STEPS
+    from meanfield.studies.plain_vs_residual.study import SELF_CHECK_STEPS
 
     res = run_study(
         "plain-vs-residual", out=str(tmp_path / "s"), L=[2, 4], N=64, seeds=3,
@@ -374,7 +374,7 @@ def test_agreement_is_relative_to_the_measurement_and_can_fail():
     """No absolute floor: a rate measured at 0.015 [0.012, 0.018] does not agree with a
     prediction of 0 (it did, within 0.02); one whose interval holds 0 does; a large rate
     within 10% of its prediction agrees; the prediction's own error widens the interval."""
-    from meanfield.studies.plain_vs_residual import agrees
+    from meanfield.studies.plain_vs_residual.study import agrees
 
     assert not agrees(0.015, [0.012, 0.018], 0.0)
     assert agrees(0.003, [-0.002, 0.008], 0.0)
@@ -383,8 +383,10 @@ def test_agreement_is_relative_to_the_measurement_and_can_fail():
 
 
 def test_degradation_needs_a_spread_to_be_judged():
-    from meanfield.studies.degradation import TRAIN_ARCHITECTURES
-    from meanfield.studies.degradation import degradation_verdict as _degradation_verdict
+    from meanfield.studies.plain_vs_residual.degradation import TRAIN_ARCHITECTURES
+    from meanfield.studies.plain_vs_residual.degradation import (
+        degradation_verdict as _degradation_verdict,
+    )
 
     arch = TRAIN_ARCHITECTURES[0].name
     cells = [
@@ -400,7 +402,7 @@ def test_degradation_needs_a_spread_to_be_judged():
 
 
 def test_the_agreement_count_counts_disagreement_and_leaves_out_the_unjudged():
-    from meanfield.studies.plain_vs_residual import agreement_counts
+    from meanfield.studies.plain_vs_residual.study import agreement_counts
 
     rates = [{"agrees": True, "agrees_infinite_width": True},
              {"agrees": False, "agrees_infinite_width": False},

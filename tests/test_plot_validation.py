@@ -237,7 +237,7 @@ def test_records_chosen_by_part_and_values_in_the_config(edit, message):
 def test_a_plot_that_still_fails_says_so_in_one_line(finished, tmp_path, capsys, monkeypatch):
     """The safety net: what a plot raises on a results.json that passed its schema is one
     line naming the exception, not a traceback."""
-    import meanfield.studies.tangent_kernel as tk
+    import meanfield.studies.tangent_kernel.study as tk
 
     def broken(out, results):
         return results["no such key"]

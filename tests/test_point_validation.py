@@ -8,8 +8,8 @@ import shutil
 import numpy as np
 import pytest
 
+from meanfield.harness.runner import StudyRunner
 from meanfield.studies import StudyInputError
-from meanfield.studies.runner import StudyRunner
 
 SPECS = [{"L": 4}, {"L": 8}, {"L": 16}]
 

@@ -200,7 +200,8 @@ def test_agreement_counts_only_what_the_classifier_can_judge():
     """Fed cells that contradict their prediction, ambiguous cells and cells near a
     boundary: the disagreement is counted, the others are set apart and counted, and the
     headline says so (a count of 'agree of judged' over every cell could not fail)."""
-    from meanfield.studies.regimes import _agreement, _headline
+    from meanfield.studies.regimes.plot import classified_agreement
+    from meanfield.studies.regimes.study import _headline
 
     def cell(g, lam, regime, distance, ambiguous=False, predicted="no-learning"):
         return {"gamma": g, "lambda": lam, "regime": regime, "predicted_regime": predicted,
@@ -214,7 +215,7 @@ def test_agreement_counts_only_what_the_classifier_can_judge():
         cell(0.75, 0.5, "lazy-ode", 0.0, predicted="lazy-ode"),  # on the line
     ]
     cells.append(cell(0.0, 0.0, "explosion", 0.1, ambiguous=True, predicted="explosion"))
-    a = _agreement(cells)
+    a = classified_agreement(cells)
     # the learning line's cell is judged against its line, not faded as "near a boundary"
     assert (a["agree"], a["judged"], a["near_boundary"], a["ambiguous"]) == (1, 2, 2, 1)
     assert [(d["gamma"], d["lambda"]) for d in a["disagree"]] == [(1.25, -0.5)]
@@ -228,11 +229,11 @@ def test_agreement_counts_only_what_the_classifier_can_judge():
     assert [(d["gamma"], d["lambda"]) for d in a["on_learning_line"]] == [(0.75, 0.5)]
     assert a["on_learning_line_agree"] == a["on_learning_line_agree_judged"] == 1
     cells[-2]["regime"] = "no-learning"  # measured off its prediction: the count falls
-    assert _agreement(cells)["on_learning_line_agree_judged"] == 0
+    assert classified_agreement(cells)["on_learning_line_agree_judged"] == 0
 
 
 def test_the_drift_says_which_depths_its_line_goes_through():
-    from meanfield.studies.regimes import drift_text
+    from meanfield.studies.regimes.plot import drift_text
 
     t = {"drift_exponent": -1.43, "drift_ci95": [-1.46, -1.37], "L": [4, 8, 16, 32, 64],
          "optimal_lr": [1.0, 0.4, 0.15, None, None], "unresolved_L": [32, 64]}  # fmt: skip
@@ -248,7 +249,7 @@ def test_the_optimal_lr_is_unresolved_at_either_edge_of_the_grid():
     that depth out and says so); inside, the parabola's vertex, within its neighbours."""
     import numpy as np
 
-    from meanfield.studies.regimes import _optimum
+    from meanfield.stats.transfer import optimal_lr as _optimum
 
     lrs = [0.01, 0.03, 0.1, 0.3, 1.0]
     assert _optimum(lrs, np.log([1, 2, 3, 4, 5])) is None  # falling towards small lr
@@ -263,8 +264,8 @@ def test_a_point_in_batches_equals_the_point_at_once(monkeypatch):
     batches): a batch of one, of three (12 networks: no remainder) and of five (a
     remainder of two) give the numbers of all twelve vmapped at once, each network against
     its own key, to round-off."""
-    from meanfield.studies import regimes as S
-    from meanfield.studies.self_check import split_terms
+    from meanfield.harness.self_check import split_terms
+    from meanfield.studies.regimes import study as S
 
     cfg = {"d": 4, "M": 4, "n": 8, "steps": 3, "seeds": 3, "activation": "tanh", "x64": True,
            "lr0": 0.5, "transfer_steps": 3, "transfer_lrs": [0.1, 1.0],

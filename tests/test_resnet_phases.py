@@ -15,7 +15,7 @@ from meanfield.diagnostics.criteria import deep_criteria_rates
 from meanfield.models.deep_embedded import DeepEmbeddedResNet
 from meanfield.stats.fits import summarize
 from meanfield.studies import StudyInputError
-from meanfield.studies import two_layer_phases as phases
+from meanfield.studies.two_layer_phases import study as phases
 from meanfield.training.deep_embedded import backward_fields, train_with_final
 
 X = jnp.array([[1.0, 0.0, 0.0], [0.6, 0.8, 0.0]])
@@ -162,7 +162,7 @@ def test_bad_deep_inputs_are_refused(tmp_path):
 def test_deep_study_draws_match_a_direct_draw():
     """The study's draw at (D, s_v) is the network `DeepEmbeddedResNet.sample` gives at the
     same key with v rescaled, and its rates are `deep_criteria_rates` of it."""
-    from meanfield.studies.resnet_phases import _draws
+    from meanfield.studies.resnet_phases.study import _draws
 
     keys = jr.split(jr.key(7), 2)
     kw = dict(L=3, M=16, D=8, activation="tanh", s_u=1.0, sigma_in=1.0, sigma_out=1.0,

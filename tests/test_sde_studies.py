@@ -149,7 +149,7 @@ def test_fbm_note_states_the_local_slopes_measured():
     """The fBm figure's note is computed from the points: the local slopes at the shallowest
     and deepest pairs of depths, and whether they come nearer the theory's −(2H − 1); data
     that steepen instead make it say so."""
-    from meanfield.studies.sde_plot import fbm_note, local_slopes
+    from meanfield.studies.sde.plot import fbm_note, local_slopes
 
     def rows(slopes):
         out, m = [{"L": 8, "error_final": {"mean": 1.0}}], 1.0

@@ -13,13 +13,13 @@ import pytest
 
 import meanfield as mf
 from meanfield.cli import main
+from meanfield.harness import identity as identity_module
+from meanfield.harness import runner as runner_module
+from meanfield.harness import summary as summary_module
+from meanfield.harness.runner import SelfCheckError, StudyRunner, compare_points
+from meanfield.harness.self_check import SELF_CHECK_RTOL, of_terms, split_terms
 from meanfield.models import perceptron as shallow
 from meanfield.studies import StudyInputError
-from meanfield.studies import identity as identity_module
-from meanfield.studies import runner as runner_module
-from meanfield.studies import summary as summary_module
-from meanfield.studies.runner import SelfCheckError, StudyRunner, compare_points
-from meanfield.studies.self_check import SELF_CHECK_RTOL, of_terms, split_terms
 
 TINY_TWO_LAYER = dict(
     M=[64, 256], D=[4, 8], D_limit=[16, 64], s_v_sweep=[0.5, 2.0], sweep_M=[64], sweep_D=8,
@@ -141,7 +141,7 @@ def _wrong_when_compiled(monkeypatch):
     monkeypatch.setattr(shallow.Perceptron, "preactivations", preactivations)
     # part (a)'s programs are kept per shape (`_width_program`): programs traced before the
     # patch would not see it, and those traced with it must not outlive this test
-    from meanfield.studies import two_layer
+    from meanfield.studies.two_layer import study as two_layer
 
     fresh = functools.cache(two_layer._width_program.__wrapped__)
     monkeypatch.setattr(two_layer, "_width_program", fresh)

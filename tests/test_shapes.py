@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import meanfield as mf
+from meanfield.harness.self_check import split_terms
 from meanfield.stats.rate_law import fit_rate_law, optimal_shape
 from meanfield.studies import StudyInputError
-from meanfield.studies.self_check import split_terms
 
 
 def test_optimal_shapes_of_the_bound_and_the_conjecture():
@@ -123,7 +123,7 @@ def test_verdict_needs_intervals_that_tell_the_theories_apart():
     other theory's (q, r = 1/2 for the bound, 1 for the conjecture); an interval wider than
     their gap is named; intervals that hold both say "undecided", neither "neither"."""
     from meanfield.stats.rate_law import RATE_THEORIES
-    from meanfield.studies.shapes import _verdict
+    from meanfield.studies.shapes.study import _verdict
 
     def law(q, r):
         theories = {
@@ -166,7 +166,7 @@ def test_a_failed_fixed_d_solve_is_left_out_and_said(monkeypatch):
     import jax.numpy as jnp
     import numpy as np
 
-    from meanfield.studies import shapes
+    from meanfield.studies.shapes import study as shapes
 
     real = shapes._Study._limit
 
@@ -200,7 +200,7 @@ def test_an_unresolved_l_term_is_replaced_and_said_a_resolved_one_kept():
     """p is used as fitted only where the L term is resolved (a share of 5% or more and an
     interval narrower than 2); otherwise p = 1 and the shape says why."""
     from meanfield.stats.rate_law import RATE_THEORIES
-    from meanfield.studies.shapes import _optimal_shapes
+    from meanfield.studies.shapes.study import _optimal_shapes
 
     theories = {n: {k: {"inside_ci95": True} for k in "qr"} for n in RATE_THEORIES}
     base = {"p": 0.7, "q": 0.5, "r": 0.5, "s": 0.5, "p_ci95": [0.6, 0.8],
@@ -223,7 +223,7 @@ def test_a_point_padded_into_a_larger_program_gives_its_own_numbers():
     import jax.numpy as jnp
 
     from meanfield.coupling.design import program_boxes
-    from meanfield.studies import shapes
+    from meanfield.studies.shapes import study as shapes
 
     # the grid of `test_small_study_end_to_end` (the limits' solves compiled once for both;
     # the padding itself is checked with nonlinear ρ in `test_deep_embedded`)
@@ -282,7 +282,7 @@ def test_explosions_are_warned_and_marked_in_the_figures(tmp_path):
 
     from meanfield.io.plotting import mark_exploded
     from meanfield.stats.fits import summarize
-    from meanfield.studies.shapes import _explosions
+    from meanfield.studies.shapes.study import _explosions
 
     def point(L, values):
         s = summarize(values)

@@ -136,10 +136,13 @@ STUDY_SCRIPT = textwrap.dedent(
     import meanfield as mf
     from meanfield.cli import build_parser
     from meanfield.coupling.design import seed_program
-    from meanfield.studies import mean_ode, own_block, phases, sde
+    from meanfield.studies.mean_ode import study as mean_ode
+    from meanfield.studies.phases import study as phases
+    from meanfield.studies.sde import study as sde
+    from meanfield.studies.shared import own_block
 
     def cfg_of(module, *argv):
-        return module.resolve_config(build_parser().parse_args(["study", *argv]))
+        return module.configure(build_parser().parse_args(["study", *argv]))
 
     meshes = {}
 

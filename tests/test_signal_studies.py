@@ -90,7 +90,7 @@ def test_response_paper_pieces():
 
     import numpy as np
 
-    from meanfield.studies import response_paper as RP
+    from meanfield.studies.response import paper as RP
     from meanfield.theory.gaussian import second_moment
     from meanfield.theory.response import output_response_curve
 
@@ -226,7 +226,7 @@ def test_tangent_kernel_figure_bars_stay_on_the_log_axis(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from meanfield.studies import tangent_kernel
+    from meanfield.studies.tangent_kernel import study as tangent_kernel
 
     close = plt.close
     monkeypatch.setattr(plt, "close", lambda fig=None: None)  # keep the figure to inspect
@@ -257,7 +257,7 @@ def test_variance_study_checks_the_mean_and_the_maximal_bound():
     a centred sample passes and a shifted one fails; a sup above the bound fails."""
     import numpy as np
 
-    from meanfield.studies.variance import _maximal_bound, _mean_state
+    from meanfield.studies.variance.study import _maximal_bound, _mean_state
 
     rng = np.random.default_rng(0)
     centred = rng.normal(size=(4000, 4))
@@ -293,7 +293,7 @@ def test_variance_study_reports_an_overflowing_regime(tmp_path):
 def test_the_response_verdicts_follow_the_data():
     """Simulation against theory is flagged only where noise cannot explain the z-scores;
     α*(K⁰) is judged through the simulation's own estimator, not the exact argmax."""
-    from meanfield.studies.response import simulation_agreement, theory_inside_same_estimator
+    from meanfield.studies.response.study import simulation_agreement, theory_inside_same_estimator
 
     def pts(*zs):
         return [{"alpha": 0.1, "C": {"z": list(z)}, "chi": {"z": [0.1] * len(z)}} for z in zs]
@@ -322,7 +322,7 @@ def test_the_tail_shape_verdict_follows_the_data():
     """A power-law tail is called a power law, an exponential one exponential."""
     import numpy as np
 
-    from meanfield.studies.response_paper import _power_and_exponential
+    from meanfield.studies.response.paper import _power_and_exponential
 
     layers = np.arange(10, 200, 5, dtype=float)
     rng = np.random.default_rng(0)
@@ -341,7 +341,7 @@ def test_the_tail_exponents_bootstrap_equals_a_loop_of_least_squares_fits():
     draws of log η."""
     import numpy as np
 
-    from meanfield.studies.response_paper import _power_and_exponential
+    from meanfield.studies.response.paper import _power_and_exponential
 
     layers = np.arange(4, 16, dtype=float)
     rng = np.random.default_rng(5)

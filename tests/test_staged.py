@@ -173,7 +173,11 @@ def test_the_shortcut_comparison_reads_the_draws_and_can_go_either_way():
     """Projection − zero-pad in mean log training loss, Welch's interval over the draws:
     draws with projection clearly lower say "projection", the reverse "zero-pad", equal
     laws "not resolved"; an exploded draw (None) is left out."""
-    from meanfield.studies.degradation import SHORTCUT_PAIR, shortcut_comparison, shortcut_headline
+    from meanfield.studies.plain_vs_residual.degradation import (
+        SHORTCUT_PAIR,
+        shortcut_comparison,
+        shortcut_headline,
+    )
 
     rng = np.random.default_rng(0)
 

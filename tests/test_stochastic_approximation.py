@@ -10,7 +10,7 @@ import pytest
 
 import meanfield as mf
 from meanfield.studies import SelfCheckError, StudyInputError
-from meanfield.studies import stochastic_approximation as study
+from meanfield.studies.stochastic_approximation import study
 from meanfield.theory import stochastic_approximation as sa
 
 

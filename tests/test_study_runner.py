@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import HANG_GUARD_S
 
+from meanfield.harness.folder import point_name
+from meanfield.harness.runner import StudyRunner
 from meanfield.studies import StudyInputError
-from meanfield.studies.folder import point_name
-from meanfield.studies.runner import StudyRunner
 
 TINY = [
     "study",
@@ -225,8 +225,8 @@ def test_point_names_are_file_safe():
 def test_every_studys_explosions_are_warned(tmp_path):
     """Issue 74: a study whose summaries left exploded draws out gets a warning naming the
     points and counts in results.json, unless it warned of them itself; none without."""
+    from meanfield.harness.runner import exploded_warning
     from meanfield.stats.fits import summarize
-    from meanfield.studies.runner import exploded_warning
 
     calm = [{"L": 4, "error": summarize([1.0, 2.0, 3.0])}]
     blown = [

@@ -26,7 +26,7 @@ from meanfield.io.text import (
     verbatim_overlap,
     verbatim_windows,
 )
-from meanfield.studies.transformer_options import TEXT_BYTES
+from meanfield.studies.shared.transformer_options import TEXT_BYTES
 
 
 def _key(name: str, salt: str = "") -> int:
@@ -308,8 +308,10 @@ def test_the_studies_text_option(tmp_path, monkeypatch):
     """`--text stdlib|docs` (default stdlib) in the studies' configuration and `data`
     record, refused with `--data` and for a ResNet; a `--resume` on another text is
     refused like other data, on the same one it goes on."""
-    from meanfield.studies import StudyInputError, coord_check, run_study, transfer
-    from meanfield.studies.transformer_options import corpus, data_record
+    from meanfield.studies import StudyInputError, run_study
+    from meanfield.studies.coord_check import study as coord_check
+    from meanfield.studies.shared.transformer_options import corpus, data_record
+    from meanfield.studies.transfer import study as transfer
 
     cfg = {"data": None, "text": "docs"}
     record = data_record(cfg, corpus(cfg))

@@ -202,7 +202,7 @@ def test_the_conclusion_is_computed_and_says_the_opposite_on_opposite_data():
     """Fed indices that rise with β, fall with β, or neither, and starting regularities
     that differ or not, the conclusion says each; it never states a trend the numbers
     do not have."""
-    from meanfield.studies.trained_weights import regularity_conclusion
+    from meanfield.studies.trained_weights.study import regularity_conclusion
 
     betas = [0.0, 0.5, 1.0]
     rising = {"iid": _init([0.5, 0.6, 0.7], [0.5] * 3, [0.52, 0.6, 0.8]),
@@ -230,7 +230,7 @@ def test_the_conclusion_is_computed_and_says_the_opposite_on_opposite_data():
 def test_the_per_initialisation_statement_follows_the_cells():
     """`_statement` itself, on cells whose update index rises with β for one initialisation
     and falls for the other: each entry says which, and the conclusion is mixed."""
-    from meanfield.studies.trained_weights import _statement
+    from meanfield.studies.trained_weights.study import _statement
 
     def cell(init, beta, update):
         r = lambda h: {"hurst": h, "interval": [h - 0.05, h + 0.05]}  # noqa: E731
@@ -252,7 +252,7 @@ def test_the_per_initialisation_statement_follows_the_cells():
 def test_cells_with_exploded_networks_are_warned():
     """Issue 74: a cell where trained networks exploded is named with its count in a
     warning (they are left out of its accuracies); cells without explosions are not."""
-    from meanfield.studies.trained_weights import exploded_warning
+    from meanfield.studies.trained_weights.study import exploded_warning
 
     cells = [
         {"init": "iid", "hurst": None, "beta": 0.5, "draws": 4, "exploded": 0},

@@ -167,7 +167,7 @@ def test_the_drift_after_each_budget_is_its_own():
     """Held-out losses after 25 and 50 steps whose lr* does not move and after 100 that
     drifts as L^-1/2: each budget's drift and verdict from its own losses, the last the
     line's own."""
-    from meanfield.studies import transfer as S
+    from meanfield.studies.transfer import study as S
 
     rng = np.random.default_rng(2)
     lrs = [1e-3 * 2.0 ** (k / 2) for k in range(-2, 14)]
@@ -186,7 +186,7 @@ def test_lines_on_curves_of_known_drift(drift, expected):
     """Curves whose minimum sits at lr* = 0.01 · L^drift: the drift recovered, its verdict
     computed from its interval (a contradicting drift gives the other verdict); the
     nonlinear fraction's slope recovered (−½ for one branch, 0 for the other)."""
-    from meanfield.studies import transfer as S
+    from meanfield.studies.transfer import study as S
 
     rng = np.random.default_rng(1)
     lrs = [1e-3 * 2.0 ** (k / 2) for k in range(-2, 14)]
@@ -205,7 +205,7 @@ def test_lines_on_curves_of_known_drift(drift, expected):
 def test_the_laziness_fit_names_what_it_leaves_out():
     """Issue 74: networks whose nonlinear fraction is missing (None) or <= 0 are left out of
     the log-log fit and named per depth; the depth whose lr* chose the rate is recorded."""
-    from meanfield.studies import transfer as S
+    from meanfield.studies.transfer import study as S
 
     rng = np.random.default_rng(3)
     lrs = [1e-3 * 2.0 ** (k / 2) for k in range(-2, 14)]
@@ -226,7 +226,7 @@ def test_the_laziness_fit_names_what_it_leaves_out():
 
 
 def test_an_exploded_run_counts_at_its_initial_loss():
-    from meanfield.studies.transfer import log_losses
+    from meanfield.studies.transfer.study import log_losses
 
     p = {"final_loss": [[1.0, None], [5.0, 0.5]], "initial_loss": [[2.0, 2.0], [2.0, 2.0]]}
     np.testing.assert_allclose(log_losses(p), np.log([[1.0, 2.0], [2.0, 0.5]]))

@@ -12,12 +12,12 @@ import pytest
 
 import meanfield as mf
 from meanfield.coupling import perceptron as shallow_coupling
+from meanfield.harness.self_check import split_terms
 from meanfield.limits import perceptron as shallow_limits
 from meanfield.models import perceptron as shallow
 from meanfield.models.embedding import Embedding, inner_d
 from meanfield.studies import StudyInputError
-from meanfield.studies import two_layer as study
-from meanfield.studies.self_check import split_terms
+from meanfield.studies.two_layer import study
 from meanfield.training import perceptron as shallow_training
 
 X = jnp.array([[1.0, 0.0, 0.0], [0.6, 0.8, 0.0]])
@@ -251,7 +251,7 @@ def test_the_collapse_verdict_follows_the_data():
     """Errors c M^{-1/2} with the same c at every D collapse against M; with c ∝ sqrt(D)
     against D/M; a D whose means exploded takes no part, and with fewer than two D nothing
     is claimed."""
-    from meanfield.studies.two_layer import _collapse
+    from meanfield.studies.two_layer.study import _collapse
 
     cfg = {"steps": 0, "D": [4, 64]}
 

@@ -1,5 +1,5 @@
 """Part (e) of `meanfield study two-layer`: the log(n/δ) factor of the two-layer bound
-(`meanfield.studies.two_layer_inputs`)."""
+(`meanfield.studies.shared.two_layer_inputs`)."""
 
 import math
 
@@ -7,7 +7,7 @@ import jax.random as jr
 import numpy as np
 
 from meanfield.stats.fits import summarize
-from meanfield.studies import two_layer_inputs as part
+from meanfield.studies.shared import two_layer_inputs as part
 
 
 def test_the_independent_quantile_against_monte_carlo():

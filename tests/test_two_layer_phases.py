@@ -16,7 +16,7 @@ from meanfield.diagnostics.criteria import criteria_rates
 from meanfield.models import perceptron as shallow
 from meanfield.stats.fits import summarize
 from meanfield.studies import StudyInputError
-from meanfield.studies import two_layer_phases as study
+from meanfield.studies.two_layer_phases import study
 from meanfield.training import perceptron as shallow_training
 
 X = jnp.array([[1.0, 0.0, 0.0], [0.6, 0.8, 0.0]])

@@ -14,9 +14,9 @@ import pytest
 from conftest import HANG_GUARD_S
 
 from meanfield.cli import main
+from meanfield.harness.args import user_code
 from meanfield.parametrisation import MUP, from_table, resnet_from_table
 from meanfield.runtime.interrupt import Interrupted, message
-from meanfield.studies.args import user_code
 
 TINY = ["--widths", "8,16,32", "--depth", "1", "--depths", "1,2,4", "--width", "8",
         "--steps", "1", "--seeds", "2", "--batch", "2", "--context", "4", "--heads", "1",
@@ -143,7 +143,7 @@ def test_a_file_raising_keyboard_interrupt_is_refused_in_one_line(tmp_path, caps
 def test_a_table_is_rebuilt_from_its_data_and_its_own_code_runs_once(tmp_path):
     """The study keeps the library's table rebuilt from what `table()` gave: the user's
     code is not called again (a second call could differ, or loop)."""
-    from meanfield.studies.transformer_options import tables
+    from meanfield.studies.shared.transformer_options import tables
 
     (tmp_path / "counted.py").write_text(
         "from meanfield.parametrisation import Parametrisation, MUP\n"

@@ -89,7 +89,7 @@ def test_an_unknown_c_leaves_the_law_out_of_the_figure(tmp_path, capsys):
     assert deep["exploded"] == 40 and deep["mean"] is None
     assert (out / "variance_law.png").exists()
     # the figure from the stored results alone (c null there)
-    from meanfield.studies.variance import plot
+    from meanfield.studies.variance.study import plot
 
     again = tmp_path / "again"
     again.mkdir()
@@ -98,8 +98,8 @@ def test_an_unknown_c_leaves_the_law_out_of_the_figure(tmp_path, capsys):
 
 
 def test_the_legend_names_points_with_no_finite_network():
-    from meanfield.studies.variance import _exploded_warning
-    from meanfield.studies.variance_plot import _no_finite
+    from meanfield.studies.variance.plot import _no_finite
+    from meanfield.studies.variance.study import _exploded_warning
 
     rows = [{"L": 4, "gamma": 0.5, "mean": 1.0, "exploded": 3},
             {"L": 16, "gamma": 0.5, "mean": None, "exploded": 10}]  # fmt: skip

@@ -67,7 +67,7 @@ def test_backward_pass_first_step_and_identity(key):
 def test_near_identity_is_computed_and_can_fail():
     """A backward deviation that grows with L at γ > 1/2 is not "near identity"; nor is a
     slope not measured, nor γ = 1/2 (where M L α² does not fall)."""
-    from meanfield.studies.variance import near_identity
+    from meanfield.studies.variance.study import near_identity
 
     assert near_identity(0.75, -0.5)
     assert not near_identity(0.75, 0.2)

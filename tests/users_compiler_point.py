@@ -17,8 +17,9 @@ import numpy as np
 from meanfield.cli import build_parser
 from meanfield.parametrisation import from_table
 from meanfield.runtime.compilation import CompileCounter
-from meanfield.studies import coord_check, transfer
-from meanfield.studies.transformer_options import corpus, model
+from meanfield.studies.coord_check import study as coord_check
+from meanfield.studies.shared.transformer_options import corpus, model
+from meanfield.studies.transfer import study as transfer
 
 # YNNPACK, to which XLA's CPU backend hands dots, packs a dot's operand with two more
 # dimensions and refuses tensors beyond rank 8
@@ -42,7 +43,7 @@ def dot_operand_ranks(hlo: str) -> list[int]:
 def main(study: str) -> dict:
     module = transfer if study == "transfer" else coord_check
     args = build_parser().parse_args(["study", study, "--preset", "quick", "--out", "unused"])
-    cfg = module._config(args)
+    cfg = module.configure(args)
     text = corpus(cfg)
     tables = {t["name"]: from_table(t) for t in cfg["tables"]}
     if study == "transfer":

@@ -1,4 +1,3 @@
-# ruff: noqa: I001  (grouped by module, in the order data flows)
 """The user's residual block φ (docs: Mathematics §1): the abstract unit and layer
 blocks, the built-in two-layer, dense, matrix, perceptron and attention blocks, and the
 activations they take by name.

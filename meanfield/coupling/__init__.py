@@ -1,4 +1,3 @@
-# ruff: noqa: I001  (grouped by module, in the order data flows)
 """A finite network against its limit: the coupled errors Δ^h, Δ^b, Δ^Z of a ResNet and
 its mean ODE (`coupled_errors`, `euler_errors`), the strong errors of the neural SDE, the
 embedded networks' errors, and the convergence numerics the studies run on them

@@ -31,7 +31,7 @@ from ..blocks.base import AbstractUnitBlock, WeightedUnits
 from ..laws.unit import AbstractGaussianLaw, AbstractLaw
 from ..limits.mean_ode import MeanODESolution
 from ..limits.particles import Particles, particle_gradients
-from ..models.resnet import ResNet, _replace
+from ..models.resnet import ResNet
 from ..training.loop import gd_loop, squared_loss
 from ..training.resnet import loss_and_gradients, mean_ode_sgd, train
 
@@ -284,14 +284,14 @@ def _euler_errors(block, particles, xs, ys, grid, *, learning_rate, probes, loss
     tile = lambda a: jnp.broadcast_to(a, (L,) + a.shape)
     z0 = jax.tree.map(lambda a, b: tile(jnp.concatenate([a, b])), particles.z, probes)
     w = tile(jnp.concatenate([particles.weights, jnp.zeros(n_probe)]))
-    # built once: in the loop only its units change (`_replace`: the moving units are
+    # built once: in the loop only its units change (`ResNet.with_params`: the moving units are
     # not checked for NaN, a result, not an input, where `jax.disable_jit` runs the loop)
     base = ResNet(WeightedUnits(block), (z0, w), 1.0 / L)
 
     # each particle moves by its own gradient (weights aside: a probe of weight zero
     # moves too), skipped after the last step, where only the states are kept
     def grad_fn(z, k):
-        g = loss_and_gradients(_replace(base, (z, w)), xs, ys, loss)
+        g = loss_and_gradients(base.with_params((z, w)), xs, ys, loss)
         h, b = jnp.swapaxes(g.adjoint.h, 0, 1), jnp.swapaxes(g.adjoint.b, 0, 1)  # (L+1, n, d)
         grads = lax.cond(
             k < grid.steps,

@@ -1,4 +1,3 @@
-# ruff: noqa: I001  (grouped by module, in the order data flows)
 """What a network does at initialisation and in training: phases in depth
 (`critical_beta`, `depth_ratios`), signal propagation (`simulate_response`), training
 regimes (`regime_diagnostics`), Chaintron's scaling criteria on the two-layer perceptron

@@ -112,11 +112,6 @@ def coordinates(model, params0: dict, params: dict, tokens, *, reference=None) -
     return out
 
 
-def layer_mean(value) -> float:
-    """A quantity's size at a network: its mean over the layers (scalars as they are)."""
-    return float(np.mean(np.asarray(value)))
-
-
 def predicted_slopes(table: Parametrisation, against: str) -> dict[str, float]:
     """The slope of every quantity against `width` or `depth` that the table predicts
     for its optimiser's first steps (module docstring)."""

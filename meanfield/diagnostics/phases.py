@@ -220,13 +220,6 @@ def ratio_draw(
     return jnp.stack(fwd), jnp.stack(grad), jnp.stack(fmax)
 
 
-def _as_array(values) -> np.ndarray:
-    """Per-draw values with None / NaN as +inf (an overflowed draw is an explosion)."""
-    v = np.array([math.inf if x is None else float(x) for x in values], dtype=float)
-    v[np.isnan(v)] = math.inf
-    return v
-
-
 def median_log_slope(Ls: Sequence[int], samples: np.ndarray) -> float:
     """Least-squares slope of `log median(r)` against `log L`; `samples` is `(n_L, draws)`.
 

@@ -61,7 +61,7 @@ from typing import Any
 
 import numpy as np
 
-from ..stats.fits import _t975
+from ..stats.fits import t975
 
 __all__ = ["HurstEstimate", "estimate_hurst", "variogram"]
 
@@ -222,7 +222,7 @@ def _t_interval(x: np.ndarray, y: np.ndarray, level: float) -> tuple[float, floa
     slope = float(xc @ (y - y.mean()) / (xc @ xc))
     resid = y - y.mean() - slope * xc
     se = math.sqrt(float(resid @ resid) / dof / float(xc @ xc))
-    q = _t975(dof) if level == 0.95 else _t_quantile(0.5 + level / 2, dof)
+    q = t975(dof) if level == 0.95 else _t_quantile(0.5 + level / 2, dof)
     return (0.5 * (slope - q * se), 0.5 * (slope + q * se))
 
 
@@ -354,7 +354,7 @@ def estimate_hurst(
         low, high = np.percentile(draws, [tail, 100.0 - tail])
         interval, method = (float(low), float(high)), "unit-bootstrap" if named else "bootstrap"
     elif G >= 2:
-        q = _t975(G - 1) if level == 0.95 else _t_quantile(0.5 + level / 2, G - 1)
+        q = t975(G - 1) if level == 0.95 else _t_quantile(0.5 + level / 2, G - 1)
         per_unit = 0.5 * _slopes(x, np.log(unit_rel)) if named else per_entry
         half = q * float(np.std(per_unit, ddof=1)) / math.sqrt(G)
         interval, method = (hurst - half, hurst + half), "units-t" if named else "paths-t"

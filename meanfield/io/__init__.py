@@ -1,4 +1,3 @@
-# ruff: noqa: I001  (grouped by module, in the order data flows)
 """Input and output: a study's results (`load_results`, `StudyResults`), data sets
 (the bundled digits, a user's files; text for language modelling, `load_text`) and the
 figures' helpers.

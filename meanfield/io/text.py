@@ -88,7 +88,7 @@ _HEADING = "*=-~^"  # the underlines of the help topics' section headings
 # sorted and their order (uint64 each), and the hashing's chunked temporaries
 TEXT_BYTES_PER_BYTE = 40
 # `batches`: the most ids one draw may take (XLA indexes arrays with 32-bit integers in
-# places: `meanfield.studies.args.MAX_ELEMENTS`), and the memory per id drawn (its index,
+# places: `meanfield.harness.args.MAX_ELEMENTS`), and the memory per id drawn (its index,
 # the gathered id and the two int32 slices x and y)
 MAX_ELEMENTS = 2**31 - 1
 BATCH_BYTES = 16

@@ -1,4 +1,3 @@
-# ruff: noqa: I001  (grouped by module, in the order data flows)
 """The laws of a block's parameters: unit laws μ_0 (Gaussian, non-centred, a sampler,
 the attention head's) and, in `meanfield.laws.depth`, laws across depth (i.i.d.,
 Brownian, fractional Brownian, smooth).

@@ -1,4 +1,3 @@
-# ruff: noqa: I001  (grouped by module, in the order data flows)
 """The large-depth and large-width limits of the models: particles and the neural mean
 ODE (forward, adjoint, gradient descent in the limit), the neural SDE / Young / ODE, and
 the limits of the networks on an embedding (fixed D: `particle_dynamics`; D → ∞:

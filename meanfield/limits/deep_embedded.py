@@ -272,7 +272,7 @@ QMC_REPLICATES = 8  # independent scramblings of the quasi-Monte-Carlo rule
 METHODS = ("auto", "linear", "quadrature", "monte-carlo", "qmc")
 
 
-def _nonlinear_field(s, y, args):
+def nonlinear_field(s, y, args):
     """Item 7 of the module docstring: the vector field of solve k at depth s. The unit
     recursion runs over a = 0..k only (a `fori_loop` of k + 1 trips: the later steps' fields
     are zero in solve k); R̃_a is contracted with ζ_a directly (O(N n p) per step), the
@@ -308,7 +308,7 @@ def _nonlinear_field(s, y, args):
     return deta, dzeta, -rt_k @ ymat
 
 
-def _nodes(z, w, gram, s_u, s_v):
+def conditional_nodes(z, w, gram, s_u, s_v):
     """ξ = (ξ_u, ξ_v) ~ N(0, diag(s_u² G, s_v² G)) from standard nodes `z` (N, 2p), and the
     conditional means' coefficients G⁻¹ξ_u, G⁻¹ξ_v (item 6)."""
     p = gram.shape[0]
@@ -322,12 +322,12 @@ def _nodes(z, w, gram, s_u, s_v):
 def _solve_nonlinear(xs, ys, gram, ts, coef, rtol, z, w, *, steps, activation):
     n, p = xs.shape[0], gram.shape[0]
     rho = resolve_activation(activation)
-    nodes = _nodes(z, w, gram, jnp.sqrt(coef[2]), jnp.sqrt(coef[3]))
+    nodes = conditional_nodes(z, w, gram, jnp.sqrt(coef[2]), jnp.sqrt(coef[3]))
     eye = jnp.broadcast_to(jnp.eye(p, dtype=gram.dtype), (n, p, p))
 
     def solve_k(eta0, zeta0, k):
         return solve_dense(
-            _nonlinear_field, (eta0, zeta0, eye), t0=0.0, t1=1.0,
+            nonlinear_field, (eta0, zeta0, eye), t0=0.0, t1=1.0,
             args=(k, gram, nodes, coef, rho), rtol=rtol, atol=rtol, max_steps=1024,
         )  # fmt: skip
 

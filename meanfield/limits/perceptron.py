@@ -77,7 +77,7 @@ def _particle_dynamics(
     return ParticleLimit(f, coef, ps)
 
 
-def _root(cov, tol: float = 1e-12):
+def gram_root(cov, tol: float = 1e-12):
     """A square root `R` (dim × rank) of a PSD `cov` with `R Rᵀ = cov`, dropping
     directions whose eigenvalue is below `tol` times the largest."""
     w, q = np.linalg.eigh(np.asarray(cov, dtype=float))
@@ -90,7 +90,7 @@ def gaussian_nodes(g_in, g_out, *, s_u: float, s_v: float, order: int):
     N(0, s_v² G_out)`: arrays (N, n), (N, d_out), (N,). Directions where `G_in` is
     singular (inputs spanning fewer than n dimensions) are not integrated over."""
     check_finite_arguments(colon=True, g_in=g_in, g_out=g_out, s_u=s_u, s_v=s_v)
-    r_in, r_out = s_u * _root(g_in), s_v * _root(g_out)
+    r_in, r_out = s_u * gram_root(g_in), s_v * gram_root(g_out)
     dims = r_in.shape[1] + r_out.shape[1]
     if order**dims > MAX_NODES:
         raise ValueError(
@@ -112,7 +112,7 @@ def gaussian_nodes(g_in, g_out, *, s_u: float, s_v: float, order: int):
 def monte_carlo_nodes(key, g_in, g_out, *, s_u: float, s_v: float, particles: int):
     """`particles` i.i.d. draws of `(p_0, a_0)` with equal weights (as `gaussian_nodes`)."""
     check_finite_arguments(colon=True, g_in=g_in, g_out=g_out, s_u=s_u, s_v=s_v)
-    r_in, r_out = s_u * _root(g_in), s_v * _root(g_out)
+    r_in, r_out = s_u * gram_root(g_in), s_v * gram_root(g_out)
     k1, k2 = jr.split(key)
     z_in = jr.normal(k1, (particles, r_in.shape[1]))
     z_out = jr.normal(k2, (particles, r_out.shape[1]))
@@ -158,7 +158,7 @@ def gaussian_limit(
         colon=True, g_in=g_in, g_out=g_out, ys=ys, s_u=s_u, s_v=s_v, lr_u=lr_u, lr_v=lr_v
     )
     g_in, g_out = np.asarray(g_in), np.asarray(g_out)
-    dims = _root(g_in).shape[1] + _root(g_out).shape[1]
+    dims = gram_root(g_in).shape[1] + gram_root(g_out).shape[1]
     if dims > 4:
         raise ValueError(
             f"g_in, g_out: {dims} Gaussian dimensions (> 4) for tensor quadrature; "

@@ -1,4 +1,3 @@
-# ruff: noqa: I001  (grouped by module, in the order data flows)
 """The finite networks: the ResNet on the engine (`ResNet`), the matrix ResNet of the
 neural SDE (`matrix_resnet`), res-1 classifiers, plain and residual networks (of one
 width, or widening with shortcuts: `StagedClassifier`), and the networks on an embedding

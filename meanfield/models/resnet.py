@@ -15,9 +15,6 @@ from ..engine.base import Final
 from ..laws.unit import AbstractGaussianLaw, AbstractLaw
 from ..scaling import AbstractScaling, resolve_alpha
 
-# the former name of `_validation.check_finite_array`, kept for its callers
-_check_finite_input = check_finite_array
-
 
 def _depth_and_width(block: AbstractBlock, params: PyTree) -> tuple[int, int]:
     leaves = jax.tree.leaves(params)
@@ -241,21 +238,20 @@ class ResNet(eqx.Module):
             check_finite_array(final, "final")
         return self.loop.adjoint(self.block, self.params, self.alpha, h0, final)
 
+    def with_params(self, params: PyTree, embedding=None, readout=None) -> "ResNet":
+        """This network with other params, embedding and readout of the same shapes, not
+        checked for NaN: for the library's own results (gradients, trained parameters),
+        where a NaN is an outcome to report, not an input to refuse."""
+        return eqx.tree_at(
+            lambda m: (m.params, m.embedding, m.readout),
+            self,
+            (params, embedding, readout),
+            is_leaf=lambda x: x is None,
+        )
+
     def __call__(self, x: Float[Array, " d_in"]) -> Float[Array, " d_out"]:
         """The network output for one input x."""
         self.embed(x)  # a one-line error unless x is one input that fits the embedding
         h0 = self._initial(x[None])
         hL = self.loop.forward(self.block, self.params, self.alpha, h0)[0]
         return self.output(hL)
-
-
-def _replace(net: ResNet, params: PyTree, embedding=None, readout=None) -> ResNet:
-    """`net` with other params, embedding and readout of the same shapes, not checked for
-    NaN: for the library's own results (gradients, trained parameters), where a NaN is
-    an outcome to report, not an input to refuse."""
-    return eqx.tree_at(
-        lambda m: (m.params, m.embedding, m.readout),
-        net,
-        (params, embedding, readout),
-        is_leaf=lambda x: x is None,
-    )

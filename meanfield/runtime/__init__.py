@@ -1,4 +1,3 @@
-# ruff: noqa: I001  (grouped by module, in the order data flows)
 """Running: seeds over devices (`shard_seeds`), grid points over devices and processes
 (`distribution`), the persistent compilation cache, the
 JAX releases known to compute wrong results, the machine's memory, signals, and the

@@ -16,7 +16,7 @@ configuration and code against process 0's) or all refuse in one line. Each
 process then computes its share of the grid points (`Processes.share`) and sends every
 finished point to the others through the runtime's key-value store (`send`, `receive`):
 every process ends with every point, and only process 0 writes the study's folder
-(`studies.runner`). A process that stops answering (killed, its machine gone) makes the
+(`harness.runner`). A process that stops answering (killed, its machine gone) makes the
 others stop within `stale_seconds()` with one line (`Processes` watches every peer's
 heartbeat); the points already written stay, and `--resume` continues from them.
 

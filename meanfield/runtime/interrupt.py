@@ -3,7 +3,7 @@
 `stop_on_signals` turns either signal into `Interrupted`, which the command line reports as
 one line (what stopped it, how many finished points the folder keeps, how to continue) and
 exit status 130 or 143 (128 + the signal's number, as shells report it). Finished points
-are already on disk: each is written atomically when it finishes (`studies.runner`).
+are already on disk: each is written atomically when it finishes (`harness.runner`).
 
 Python runs a signal handler only between bytecodes, so a long compiled loop (an XLA
 program of minutes) would hold the signal until it returns. A watcher thread sees each

@@ -1,4 +1,3 @@
-# ruff: noqa: I001  (grouped by module, in the order data flows)
 """Statistics: summaries with explosions set apart, log-log and rate fits with bootstrap
 intervals over independent draws, two arms compared (`difference_interval`, Welch's
 interval over each arm's draws), learning-rate transfer (`optimal_lr`, `drift`), and the

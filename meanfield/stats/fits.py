@@ -27,11 +27,11 @@ _T975 = [
 ]  # fmt: skip
 
 
-def _t975(dof: int) -> float:
+def t975(dof: int) -> float:
     return _T975[dof - 1] if dof <= len(_T975) else 1.96
 
 
-def _exploded(v: np.ndarray, threshold: float) -> np.ndarray:
+def exploded_mask(v: np.ndarray, threshold: float) -> np.ndarray:
     """Per value of the flat float array `v`: not finite, or above the threshold."""
     return ~np.isfinite(v) | (np.abs(v) > threshold)
 
@@ -41,7 +41,7 @@ def split_exploded(values, threshold: float = EXPLOSION_THRESHOLD) -> tuple[np.n
     if not (isinstance(threshold, numbers.Real) and threshold > 0):  # NaN too; inf: none
         raise ValueError(f"threshold: a number > 0 (inf: no threshold), got {threshold!r}")
     v = np.asarray(values, dtype=float).ravel()
-    bad = _exploded(v, threshold)
+    bad = exploded_mask(v, threshold)
     return v[~bad], int(bad.sum())
 
 
@@ -54,7 +54,7 @@ def exploded_draws(*values, threshold: float = EXPLOSION_THRESHOLD) -> np.ndarra
     flat = [np.asarray(v, dtype=float).ravel() for v in values]
     if len({v.size for v in flat}) != 1:
         raise ValueError(f"values: the arrays differ in length ({[v.size for v in flat]})")
-    return np.logical_or.reduce([_exploded(v, threshold) for v in flat])
+    return np.logical_or.reduce([exploded_mask(v, threshold) for v in flat])
 
 
 def summarize(
@@ -74,7 +74,7 @@ def summarize(
     if not (isinstance(threshold, numbers.Real) and threshold > 0):  # NaN too; inf: none
         raise ValueError(f"threshold: a number > 0 (inf: no threshold), got {threshold!r}")
     v = np.asarray(values, dtype=float).ravel()
-    bad = _exploded(v, threshold)
+    bad = exploded_mask(v, threshold)
     if exploded is not None:
         mask = np.asarray(exploded, dtype=bool).ravel()
         if mask.shape != v.shape:
@@ -125,7 +125,7 @@ def _bootstrap_means(goods: list[np.ndarray], n_boot: int, seed: int) -> np.ndar
     return boots
 
 
-def _check_fit_args(n_boot, **sizes) -> None:
+def check_fit_args(n_boot, **sizes) -> None:
     if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 1:
         raise ValueError(f"n_boot must be a positive integer, got {n_boot!r}")
     for name, values in sizes.items():
@@ -134,16 +134,7 @@ def _check_fit_args(n_boot, **sizes) -> None:
             raise ValueError(f"{name} must be a 1-D sequence of finite sizes > 0, got {values!r}")
 
 
-def _positive_draws(boots: np.ndarray, result: dict) -> np.ndarray:
-    """The bootstrap draws in which every point's mean is > 0 (a point whose seeds are
-    mostly exactly 0 can resample to 0, which neither fit can take); how many were
-    dropped goes in `result["bootstrap_dropped"]`."""
-    keep = np.all(boots > 0, axis=1)
-    result["bootstrap_dropped"] = int(boots.shape[0] - keep.sum())
-    return boots[keep]
-
-
-def _studentized_slope(goods, w, *, paired, n_boot, seed):
+def studentized_slope(goods, w, *, paired, n_boot, seed):
     """`(slope, se, t_draws, dropped)` of `slope = w · log(mean_i)`: its standard error by
     the delta method and the bootstrap distribution of `(slope* − slope) / se*`.
 
@@ -261,13 +252,13 @@ def fit_loglog(
         "bootstrap_dropped": 0,
         "dropped": [],
     }
-    _check_fit_args(n_boot, x=x)
+    check_fit_args(n_boot, x=x)
     xs, goods = [], []
     lengths = set()
     for xi, s in zip(x, samples, strict=True):
         v = np.asarray(s, dtype=float).ravel()
         lengths.add(v.size)
-        bad = _exploded(v, threshold)
+        bad = exploded_mask(v, threshold)
         result["excluded"] += int(bad.sum())
         if bad.any():
             result["excluded_at"].append({"x": float(xi), "draws": int(bad.sum())})
@@ -290,7 +281,7 @@ def fit_loglog(
     slope, intercept = line_fit(logx, logy)
     result["slope"], result["intercept"] = slope, intercept
     xc = logx - logx.mean()
-    _, se, t, dropped = _studentized_slope(
+    _, se, t, dropped = studentized_slope(
         goods, xc / (xc @ xc), paired=paired, n_boot=n_boot, seed=seed
     )
     # one draw at some point: no bootstrap over draws was possible, none was discarded
@@ -309,7 +300,7 @@ def fit_loglog(
     if dof >= 1:
         resid = logy - (slope * logx + intercept)
         se = math.sqrt(float(resid @ resid) / dof / float(xc @ xc))
-        result["ci95_fit"] = [slope - _t975(dof) * se, slope + _t975(dof) * se]
+        result["ci95_fit"] = [slope - t975(dof) * se, slope + t975(dof) * se]
     return judge_theory(result)
 
 

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .fits import EXPLOSION_THRESHOLD, _check_fit_args, _studentized_slope, _t975, split_exploded
+from .fits import EXPLOSION_THRESHOLD, check_fit_args, split_exploded, studentized_slope, t975
 from .rate_law import least_squares_in_log
 
 # BFGS's gradient tolerance: tight, so that exact law values give the exponents to 1e-6
@@ -111,7 +111,7 @@ def fit_depth_law(L: Sequence[int], values: Sequence[float], *, quantity: str) -
     relative least squares; p's 95% interval the regression's (t at n − 3 degrees of
     freedom: the residual is the expansion's higher orders, not noise). Needs 4 depths
     with positive values; `c_over_a` is the next order's size relative to the first."""
-    _check_fit_args(1, L=L)
+    check_fit_args(1, L=L)
     rows = [(float(li), float(v)) for li, v in zip(L, values, strict=True)
             if v is not None and np.isfinite(v) and v > 0]  # fmt: skip
     result: dict = {"quantity": quantity, "model": "a L^-p + c L^-2p", "n_points": len(rows)}
@@ -137,7 +137,7 @@ def fit_depth_law(L: Sequence[int], values: Sequence[float], *, quantity: str) -
         # held fixed in the finite networks' law: its own error moves their p little
         # (mean-ODE quick preset: se 0.01-0.02, p moving by < 0.002; Mathematics §7)
         c_over_a_se=float(np.sqrt(max(cov[2, 2], 0.0))),
-        p_ci95=[p - _t975(dof) * se, p + _t975(dof) * se],
+        p_ci95=[p - t975(dof) * se, p + t975(dof) * se],
         rel_rms=float(np.sqrt(loss)),
         interval=f"the regression's t interval ({dof} degrees of freedom): one value per depth",
     )
@@ -167,7 +167,7 @@ def fit_depth_width_law(
     **Returns** `p`, `q` (or `q` alone), `a`, `b`, each exponent's `*_ci95`, `theory`
     (the theorem's p = 1, q = 1/2 and whether each interval holds it), `rel_rms`,
     `n_points`, `draws` (the independent networks behind the fit), `bootstrap_dropped`."""
-    _check_fit_args(n_boot, L=L, M=M)
+    check_fit_args(n_boot, L=L, M=M)
     if statistic not in STATISTICS:
         raise ValueError(f"statistic: {statistic!r} is not one of {', '.join(STATISTICS)}")
     power = STATISTICS[statistic][0]
@@ -221,7 +221,7 @@ def fit_depth_width_law(
     for i, k in enumerate(names):
         if k.startswith("log_"):
             continue
-        _, se, t, n_dropped = _studentized_slope(
+        _, se, t, n_dropped = studentized_slope(
             goods, influence[i], paired=False, n_boot=n_boot, seed=seed
         )
         dropped_boot = max(dropped_boot, n_dropped)

@@ -12,10 +12,10 @@ import numpy as np
 
 from .fits import (
     EXPLOSION_THRESHOLD,
-    _check_fit_args,
-    _exploded,
-    _studentized_slope,
+    check_fit_args,
+    exploded_mask,
     split_exploded,
+    studentized_slope,
 )
 
 
@@ -92,7 +92,7 @@ def fit_rate_sum(
     root-mean-square relative residual. Seeds whose error is exactly 0 count in the means;
     `bootstrap_dropped` as in `fit_loglog`.
     """
-    _check_fit_args(n_boot, L=L, M=M)
+    check_fit_args(n_boot, L=L, M=M)
     Ls, Ms, goods, excluded = [], [], [], 0
     for li, mi, s in zip(L, M, samples, strict=True):
         good, bad = split_exploded(s, threshold)
@@ -289,7 +289,7 @@ def fit_rate_law(
 
     if law not in RATE_LAWS:
         raise ValueError(f"law: unknown {law!r}; use one of {', '.join(RATE_LAWS)}")
-    _check_fit_args(n_boot, L=L, M=M, D=D)
+    check_fit_args(n_boot, L=L, M=M, D=D)
     rows, goods, draws, excluded = [], [], [], 0
     for li, mi, di, s in zip(L, M, D, samples, strict=True):
         good, bad = split_exploded(s, threshold)
@@ -298,7 +298,7 @@ def fit_rate_law(
             rows.append((float(li), float(mi), float(di)))
             goods.append(good)
             v = np.asarray(s, dtype=float)
-            draws.append(np.where(_exploded(v, threshold), np.nan, v))
+            draws.append(np.where(exploded_mask(v, threshold), np.nan, v))
     names = _law_names(law)
     result: dict = {
         "quantity": quantity,
@@ -332,7 +332,7 @@ def fit_rate_law(
     )
     dropped = 0
     for i, k in enumerate(names):
-        _, se, t, dropped_k = _studentized_slope(
+        _, se, t, dropped_k = studentized_slope(
             draws if paired else goods, influence[i], paired=paired, n_boot=n_boot, seed=seed
         )
         dropped = max(dropped, dropped_k)

@@ -1,4 +1,3 @@
-# ruff: noqa: I001  (grouped by module, in the order data flows)
 """Closed forms at infinite width: the Gaussian expectations of an activation
 (`gain`, `second_moment`), the response function and its optimal residual scaling
 (`response`, `optimal_scaling`), the variance law of the first forward pass, the tangent

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 
 from .._validation import check_finite, check_positive_int
 from .gaussian import DEFAULT_ORDER
-from .response import _chi_out_at, variances
+from .response import chi_out_at, variances
 
 GOLDEN = (5**0.5 - 1) / 2
 
@@ -32,7 +32,7 @@ def _optimal(
     settings = (K0, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out)
 
     def f(a):
-        return _chi_out_at(a, *settings, L=L, activation=activation, order=order)
+        return chi_out_at(a, *settings, L=L, activation=activation, order=order)
 
     lo, hi = alpha_range
     alphas = jnp.geomspace(lo, hi, grid)

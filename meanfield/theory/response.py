@@ -114,7 +114,7 @@ def _evaluate(fn, name: str, values, L: int, settings: tuple, **static):
     return fn(jnp.asarray(values, dtype=float), *variances(*settings), L=L, **static)
 
 
-def _chi_out_at(alpha, K0, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out, **static) -> Array:
+def chi_out_at(alpha, K0, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out, **static) -> Array:
     """`response(alpha, ...).chi_out` with the variances given in `variances`' order, as a
     compiled sweep over α (`output_response_curve`, `optimal_scaling`) evaluates it;
     `static`: `L`, `activation`, `order` (and `residual`)."""
@@ -162,7 +162,7 @@ def _curve(
 ):
     settings = (K0, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out)
     static = dict(L=L, activation=activation, residual=residual, order=order)
-    return jax.vmap(lambda a: _chi_out_at(a, *settings, **static))(alphas)
+    return jax.vmap(lambda a: chi_out_at(a, *settings, **static))(alphas)
 
 
 def output_response_curve(

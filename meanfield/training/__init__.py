@@ -1,4 +1,3 @@
-# ruff: noqa: I001  (grouped by module, in the order data flows)
 """Training: the one gradient-descent loop (`gd_loop`, any optax optimiser) and each
 model's training on it: `train` (a `ResNet`), and in their modules
 `meanfield.training.perceptron.train`, `meanfield.training.deep_embedded.train`,

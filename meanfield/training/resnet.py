@@ -21,7 +21,7 @@ from jaxtyping import Array, Float, PyTree
 
 from .._validation import check_finite_array, check_positive_int
 from ..engine import Adjoint
-from ..models.resnet import ResNet, _replace
+from ..models.resnet import ResNet
 from .loop import gd_loop, squared_loss
 
 
@@ -114,7 +114,7 @@ def loss_and_gradients(
     if net.readout is not None:
         g_read = jnp.einsum("nd,no->do", hL, dpred) / (n * net.readout.shape[0])
     # the gradients in the network's shape (not checked for NaN: a result, not an input)
-    grads = _replace(net, jax.tree.map(lambda g: g / n, adj.grads), g_emb, g_read)
+    grads = net.with_params(jax.tree.map(lambda g: g / n, adj.grads), g_emb, g_read)
     return Gradients(loss=jnp.mean(values), grads=grads, adjoint=Adjoint(h=adj.h, b=adj.b))
 
 
@@ -144,7 +144,7 @@ def _trainable(net: ResNet, train_embedding: bool):
 def _with_trainable(net: ResNet, values, train_embedding: bool) -> ResNet:
     embedding, readout = (values[1], values[2]) if train_embedding else (net.embedding, net.readout)
     # not checked for NaN: trained parameters that diverged are a result to report
-    return _replace(net, values[0], embedding, readout)
+    return net.with_params(values[0], embedding, readout)
 
 
 def train(

@@ -1,0 +1,3 @@
+"""`meanfield study approximation`: why depth, from exact ReLU constructions and trained
+shallow against deep networks (run, figures, the 784 -> ? -> 10 exercise, verdicts).
+"""

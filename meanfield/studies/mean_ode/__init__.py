@@ -1,0 +1,3 @@
+"""`meanfield study mean-ode`: finite ResNets against the neural mean-ODE limit, the 1/L +
+1/sqrt(LM) study (run, grid design, reference limit, figures).
+"""

@@ -1,0 +1,3 @@
+"""`meanfield study tangent-kernel`: the tangent kernel of finite ResNets against the
+shallow M*L-unit kernel (run).
+"""

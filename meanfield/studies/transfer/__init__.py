@@ -1,0 +1,3 @@
+"""`meanfield study transfer`: learning-rate transfer of a Transformer across depth and
+width, per parametrisation (run, figures).
+"""
