@@ -4,7 +4,7 @@ from ...harness.schema_language import *
 
 
 def _configurations(root) -> int:
-    from .study import configurations
+    from .grid import configurations
 
     return len(configurations(root["config"]["activations"]))
 

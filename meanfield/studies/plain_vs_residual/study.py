@@ -61,13 +61,13 @@ from .degradation import (
     train_architectures,
     train_point,
 )
+from .grid import configurations
 from .plot import RELATIVE_TOLERANCE, draw_figures
 from .schema import SCHEMA as SCHEMA  # what its figures read (the protocol)
 
 HELP = "gradients through plain and residual networks, and the degradation problem"
 DEFAULT_X64 = True
 ACTIVATIONS = ("sigmoid", "tanh", "relu", "leaky_relu")
-ALPHAS = ("1", "1/sqrt(L)")
 PRESETS = {
     "quick": {
         "L": [4, 8, 16, 32, 64, 128],
@@ -124,19 +124,6 @@ def add_arguments(parser):
         help="also train networks that widen from train-N/2 to train-N halfway: plain, and "
         "post-activation with zero-padding and projection shortcuts (degradation part)",
     )
-
-
-def configurations(activations) -> list[dict]:
-    """Every (architecture, activation, init, alpha) of the gradient part."""
-    out = []
-    for act in activations:
-        for arch in plain.ARCHITECTURES:
-            for init in plain.INITS:
-                for alpha in ("1",) if arch == "plain" else ALPHAS:
-                    out.append(
-                        {"architecture": arch, "activation": act, "init": init, "alpha": alpha}
-                    )
-    return out
 
 
 # temporaries of the compiled programs (float64; XLA's memory analysis on a CPU): a draw
