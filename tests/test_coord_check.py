@@ -384,7 +384,7 @@ def test_lines_and_headline_on_contradicting_points():
     points = []
     for N, L in S._sizes(cfg):
         sizes = {}
-        for q in S.C.QUANTITIES:
+        for q in S.coord_check_diagnostics.QUANTITIES:
             grow = 0.5 if q == "activation/mlp" else 0.0
             vals = np.exp(grow * np.log(N) + 0.01 * rng.standard_normal(8))
             sizes[q] = [[1.0, float(v)] for v in vals]
@@ -414,14 +414,14 @@ def test_resnet_lines_on_contradicting_points():
     for name, (moving, slope) in grow.items():
         for M, L in S._sizes(cfg):
             sizes = {}
-            for q in S.U.QUANTITIES:
+            for q in S.unit_coord_check.QUANTITIES:
                 e = slope if q == moving else (-1.0 if q == "update/layer" else 0.0)
                 vals = np.exp(e * np.log(L) + 0.01 * rng.standard_normal(8))
                 sizes[q] = [[1.0, float(v)] for v in vals]
             points.append({"parametrisation": name, "width": M, "depth": L, "sizes": sizes})
     tables = {n: RESNET_PARAMETRISATIONS[n] for n in grow}
     lines = {(ln["parametrisation"], ln["against"]): ln
-             for ln in S._lines(cfg, tables, points, S.U)}  # fmt: skip
+             for ln in S._lines(cfg, tables, points, S.unit_coord_check)}  # fmt: skip
     ode = lines[("mean-ode", "depth")]
     assert ode["claims_flat"] and ode["fits"]["activation/state"]["flat"] == "outside"
     assert ode["off"] == ["activation/state", "update/layer"]
@@ -430,7 +430,7 @@ def test_resnet_lines_on_contradicting_points():
     assert dm["fits"]["update/unit"]["as_predicted"] == "inside"
     assert dm["fits"]["update/unit"]["flat"] == "outside"
     assert dm["fits"]["change/state"]["flat"] == "inside"
-    head = S._headline([ode], S.U)[0]
+    head = S._headline([ode], S.unit_coord_check)[0]
     assert "state +0.50" in head and "3 of 4 activations and changes flat" in head
 
 
@@ -451,7 +451,7 @@ def test_an_exploded_draw_is_reported_and_left_out(monkeypatch):
                 q: np.full((seeds, steps + 1, L), 2.0) if q.split("/")[1] in
                 ("attention", "mlp", "q", "k", "v", "o", "in", "out")
                 else np.full((seeds, steps + 1), 2.0)
-                for q in S.C.QUANTITIES
+                for q in S.coord_check_diagnostics.QUANTITIES
             }  # fmt: skip
             return losses, coords
 
@@ -482,7 +482,7 @@ def test_an_exploded_resnet_draw_is_reported_and_left_out():
             losses[0, 2] = 1e7  # grew a million-fold
             losses[2, 1] = np.inf
             coords = {q: np.full((seeds, steps + 1) + ((L,) if q != "change/output" else ()),
-                                 3.0) for q in R.U.QUANTITIES}  # fmt: skip
+                                 3.0) for q in R.unit_coord_check.QUANTITIES}  # fmt: skip
             return losses, coords
 
         return run
