@@ -9,10 +9,12 @@ tables' sources). So under μP's AdamW the hidden matrices, at `lr · m_N^{-1}` 
 weight decay `weight_decay · m_N`, shrink by `lr · weight_decay` per step at every
 width, as the embedding and unembedding do."""
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 import optax
-from jaxtyping import Array, Int
+from jaxtyping import Array, Int, PyTree
 
 from ..models.transformer import Transformer, check_ids
 from ..parametrisation import DECAYED, GROUPS
@@ -82,15 +84,24 @@ def train(
     optimizer: optax.GradientTransformation,
     *,
     history: bool = False,
+    measure: Callable[[dict, Int[Array, ""], Array], PyTree] | None = None,
+    last: bool = False,
 ):
     """`steps` optimiser steps, step k on the batch `(x[k], y[k])`, in one `lax.scan`.
 
-    **Returns:** `(params, losses)`: with `history` (False) the parameters after the
+    **Returns:** `(params, records)`: with `history` (False) the parameters after the
     last step, else before every step and after the last (leading axis `steps + 1`);
-    `losses[k]` the batch loss before update k.
+    `records[k]` what was measured before update k: `measure(theta, k, loss)` of the
+    parameters `theta` after k updates and the batch loss `loss` there, by default the
+    loss itself. With `last` (and without `history`) one more pass measures the
+    parameters after the last update (its own update is computed and dropped, on the
+    last batch again): `records` then has `steps + 1` entries. Both Transformer studies
+    train here: the coordinate check measures the coordinates at every pass (`last`),
+    the transfer study the held-out loss at its budgets.
 
     `x`, `y` must hold integer token ids, in `[0, vocab)`: checked here once where they
-    are concrete (`meanfield.models.transformer.check_ids`), not in the compiled steps.
+    are concrete (`meanfield.models.transformer.check_ids`), not in the compiled steps;
+    traced ids (a study's vmapped draws) have their dtype checked only.
     """
     if x.shape != y.shape or x.ndim != 3:
         raise ValueError(
@@ -104,9 +115,9 @@ def train(
     def grad_fn(theta, k):
         k = jnp.minimum(k, steps - 1)
         loss, g = grad(theta, x[k], y[k])
-        return g, loss
+        return g, (loss if measure is None else measure(theta, k, loss))
 
     if history:
-        thetas, losses = gd_loop(grad_fn, params, optimizer, steps, last=False)
-        return thetas, losses
-    return gd_loop(grad_fn, params, optimizer, steps, history=False)
+        thetas, records = gd_loop(grad_fn, params, optimizer, steps, last=False)
+        return thetas, records
+    return gd_loop(grad_fn, params, optimizer, steps + 1 if last else steps, history=False)

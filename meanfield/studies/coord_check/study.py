@@ -63,8 +63,7 @@ from ...harness.runner import start_study
 from ...io.text import batches
 from ...parametrisation import Parametrisation, from_table, resnet_from_table
 from ...runtime.errors import StudyInputError
-from ...training.loop import gd_loop
-from ...training.transformer import optimizer
+from ...training.transformer import optimizer, train
 from ..shared.transformer_options import (
     MODEL_OPTIONS,
     DrawnAndTrained,
@@ -281,19 +280,16 @@ def _program(skeleton, steps: int, batch: int, context: int, eps: float, weight_
         # the table's optimiser at a (traced) base learning rate
         opt = functools.partial(optimizer, net, eps=eps, weight_decay=weight_decay)
         reference = coord_check_diagnostics.reference_states(net, p0, held_out)
-        grad = jax.value_and_grad(net.loss)
 
-        def grad_fn(theta, k):
-            k = jnp.minimum(k, steps - 1)
-            loss, g = grad(theta, xs[k], ys[k])
+        def measure(theta, k, loss):
             coords = coord_check_diagnostics.coordinates(
                 net, p0, theta, held_out, reference=reference
             )
-            return g, (loss, coords)
+            return loss, coords
 
-        # steps + 1 passes, without the history of the parameters: the aux of pass k is
-        # measured at θ_k, k = 0..steps (the last pass's update is dropped)
-        _, (losses, coords) = gd_loop(grad_fn, p0, opt(lr=lr), steps + 1, history=False)
+        # steps + 1 passes, without the history of the parameters: pass k measures θ_k,
+        # k = 0..steps (the last pass's update is dropped)
+        _, (losses, coords) = train(net, p0, xs, ys, opt(lr=lr), measure=measure, last=True)
         return losses, coords
 
     drawn = draws_program(jax.vmap(draw, in_axes=(None, 0, None, None)))

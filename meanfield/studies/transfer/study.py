@@ -55,8 +55,7 @@ from ...parametrisation import Parametrisation, from_table
 from ...runtime.errors import StudyInputError
 from ...stats.fits import fit_loglog
 from ...stats.transfer import TRANSFER_BAND, drift, verdict
-from ...training.loop import gd_loop
-from ...training.transformer import optimizer
+from ...training.transformer import optimizer, train
 from ..shared.transformer_options import (
     MODEL_OPTIONS,
     DrawnAndTrained,
@@ -278,20 +277,17 @@ def _program(
         net = skeleton.with_numbers(numbers)
         # the table's optimiser at a (traced) base learning rate
         opt = functools.partial(optimizer, net, eps=eps, weight_decay=weight_decay)
-        grad = jax.value_and_grad(net.loss)
 
         def held_out(p):  # the mean over EVAL_BATCHES equal batches: one batch of them all
             return net.loss(p, ex.reshape(-1, context), ey.reshape(-1, context))
 
         checkpoints = jnp.asarray(budgets, dtype=int)
 
-        def grad_fn(theta, k):  # theta: the parameters after k steps
-            _, g = grad(theta, xs[k], ys[k])
+        def measure(theta, k, loss):  # theta: the parameters after k steps
             at_budget = jnp.any(checkpoints == k) if budgets else jnp.asarray(False)
-            loss = jax.lax.cond(at_budget, held_out, lambda p: jnp.zeros(()), theta)
-            return g, loss
+            return jax.lax.cond(at_budget, held_out, lambda p: jnp.zeros(()), theta)
 
-        final, after = gd_loop(grad_fn, p0, opt(lr=lr), steps, history=False)
+        final, after = train(net, p0, xs, ys, opt(lr=lr), measure=measure)
         fractions = nonlinear_fractions(net, p0, final, ex[0])
         return held_out(p0), held_out(final), fractions, after[checkpoints]
 
@@ -299,14 +295,14 @@ def _program(
     pairs = jax.vmap(one, in_axes=(None, 0, 0, 0, 0, 0, 0))
 
     @jax.jit
-    def train(numbers, lrs, *networks):
+    def pairs_trained(numbers, lrs, *networks):
         # networks outer, learning rates inner: a network's draw is shared by its rates
         S, R = jax.tree.leaves(networks)[0].shape[0], lrs.shape[0]
         each = jax.tree.map(lambda a: jnp.repeat(a, R, axis=0), networks)
         out = pairs(numbers, jnp.tile(lrs, S), *each)
         return jax.tree.map(lambda a: a.reshape(S, R, *a.shape[1:]), out)
 
-    return DrawnAndTrained(drawn, train)
+    return DrawnAndTrained(drawn, pairs_trained)
 
 
 def _point(cfg, table: Parametrisation, N: int, L: int, master, text, steps=None) -> dict:
