@@ -97,13 +97,26 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
     """Write `phases.png`, `critical_beta.png` and, when present, `heatmap.png` and
     `stability.png` into `out`."""
     use_agg()
-    import matplotlib.pyplot as plt
 
     out = Path(out)
     written = []
-    betas, Ls = cfg["beta"], cfg["L"]
     title = TITLES[cfg["weights"]].format(**cfg)
+    written.append(_ratios_figure(out, cfg, critical, samples, title))
+    written.append(_critical_figure(out, cfg, critical, title))
+    if heat is not None:
+        written.append(_heatmap_figure(out, cfg["beta"], heat))
+    if stability is not None:
+        written.append(_stability(out, cfg, stability, samples, title))
+    written.append(_histograms(out, cfg, critical, samples, title))
+    written.append(_weight_paths(out, cfg))
+    return written
 
+
+def _ratios_figure(out, cfg, critical, samples, title) -> Path:
+    """`phases.png`: each ratio's median and quartiles against depth, a line per β."""
+    import matplotlib.pyplot as plt
+
+    betas, Ls = cfg["beta"], cfg["L"]
     fig, axes = plt.subplots(1, 3, figsize=(15.5, 4.5))
     for ax, q, label in zip(axes, RATIO_PANELS, RATIO_LABELS.values(), strict=True):
         ax.set_title(RATIO_PANELS[q] + " against depth", fontsize=9)
@@ -142,9 +155,17 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
         f"(or most draws exploded), stability |s| ≤ {tol:g}, identity s < −{tol:g}",
         fontsize=9,
     )
-    written.append(out / "phases.png")
-    save_figure(fig, written[-1], dpi=120)
+    path = out / "phases.png"
+    save_figure(fig, path, dpi=120)
+    return path
 
+
+def _critical_figure(out, cfg, critical, title) -> Path:
+    """`critical_beta.png`: each ratio's slope against β, its zero crossing β_c with the
+    95% interval, and the theory."""
+    import matplotlib.pyplot as plt
+
+    betas = cfg["beta"]
     fig, ax = plt.subplots(figsize=(5.8, 4.4))
     for q, marker, ls in (("forward", "o", "-"), ("gradient", "s", "-"), ("forward_max", "^", ":")):
         est = _estimate(critical, q)
@@ -178,59 +199,60 @@ def plot_phases(out, cfg, points, critical, heat, stability, samples) -> list[Pa
     ax.set_ylabel("slope of log median ratio vs log L")
     ax.set_title(f"critical β, {title}", fontsize=9)
     ax.legend(fontsize=6.5)
-    written.append(out / "critical_beta.png")
-    save_figure(fig, written[-1], dpi=120)
+    path = out / "critical_beta.png"
+    save_figure(fig, path, dpi=120)
+    return path
 
-    if heat is not None:
-        fig, ax = plt.subplots(figsize=(6.2, 4.4))
-        z = np.array([[np.nan if v is None else v for v in row] for row in heat["slope_forward"]])
-        z = np.clip(np.nan_to_num(z, nan=1.0), -1.0, 1.0)
-        hs = np.asarray(heat["hurst"])
-        # one cell around each grid value (the grids need not be evenly spaced)
-        im = ax.pcolormesh(
-            cell_edges(hs), cell_edges(np.asarray(betas)), z.T, cmap="RdBu_r", vmin=-1, vmax=1
-        )
-        fig.colorbar(im, ax=ax, label="slope of log median forward ratio vs log L (clipped)")
-        # β_c of the gradient ratio: open squares (its slopes are not in the cells)
-        grad = heat.get("critical_beta_gradient") or []
-        g_ok = [(h, c) for h, c in zip(hs, grad, strict=False) if c.get("estimate") is not None]
-        if g_ok:
-            err = np.array([[c["estimate"] - c["ci95"][0], c["ci95"][1] - c["estimate"]]
-                            if c.get("ci95") else [0, 0] for _, c in g_ok]).T.clip(0)  # fmt: skip
-            ax.errorbar([h for h, _ in g_ok], [c["estimate"] for _, c in g_ok], yerr=err,
-                        fmt="s", color="0.35", mfc="none", ms=5, capsize=2,
-                        label="estimated β_c, gradient ratio")  # fmt: skip
-        est = [c["estimate"] for c in heat["critical_beta"]]
-        ci = [c["ci95"] for c in heat["critical_beta"]]
-        ok = [e is not None for e in est]
-        if any(ok):
-            h_ok = hs[ok]
-            e_ok = np.array([e for e in est if e is not None])
-            pairs = [(e, c) for e, c in zip(est, ci, strict=True) if e is not None]
-            err = np.array([[e - c[0], c[1] - e] if c else [0, 0] for e, c in pairs]).T
-            ax.errorbar(h_ok, e_ok, yerr=err, fmt="ko", ms=4, capsize=3,
-                        label="estimated β_c, forward ratio")  # fmt: skip
-            # flagged on the figure: an interval that excludes the theory max(H, 1/2)
-            off = [(h, e) for h, (e, c) in zip(h_ok, pairs, strict=True)
-                   if c and theory_inside(c, max(h, 0.5)) is False]  # fmt: skip
-            if off:
-                ax.scatter([h for h, _ in off], [e for _, e in off], s=120, facecolors="none",
-                           edgecolors="tab:orange", linewidths=1.8, zorder=4,
-                           label="interval excludes max(H, 1/2)")  # fmt: skip
-        grid = np.linspace(hs.min(), hs.max(), 100)
-        ax.plot(grid, np.maximum(grid, 0.5), "k:", lw=1.5, label="max(H, 1/2)")
-        ax.set_xlabel("Hurst index H")
-        ax.set_ylabel("β")
-        ax.set_title("fBm weights: identity (blue) / explosion (red)", fontsize=9)
-        ax.legend(fontsize=7, loc="upper left")
-        written.append(out / "heatmap.png")
-        save_figure(fig, written[-1], dpi=120)
 
-    if stability is not None:
-        written.append(_stability(out, cfg, stability, samples, title))
-    written.append(_histograms(out, cfg, critical, samples, title))
-    written.append(_weight_paths(out, cfg))
-    return written
+def _heatmap_figure(out, betas, heat) -> Path:
+    """`heatmap.png` (fBm): the forward slope over Hurst × β, with the estimated β_c of
+    both ratios and the theory max(H, 1/2) over it."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.2, 4.4))
+    z = np.array([[np.nan if v is None else v for v in row] for row in heat["slope_forward"]])
+    z = np.clip(np.nan_to_num(z, nan=1.0), -1.0, 1.0)
+    hs = np.asarray(heat["hurst"])
+    # one cell around each grid value (the grids need not be evenly spaced)
+    im = ax.pcolormesh(
+        cell_edges(hs), cell_edges(np.asarray(betas)), z.T, cmap="RdBu_r", vmin=-1, vmax=1
+    )
+    fig.colorbar(im, ax=ax, label="slope of log median forward ratio vs log L (clipped)")
+    # β_c of the gradient ratio: open squares (its slopes are not in the cells)
+    grad = heat.get("critical_beta_gradient") or []
+    g_ok = [(h, c) for h, c in zip(hs, grad, strict=False) if c.get("estimate") is not None]
+    if g_ok:
+        err = np.array([[c["estimate"] - c["ci95"][0], c["ci95"][1] - c["estimate"]]
+                        if c.get("ci95") else [0, 0] for _, c in g_ok]).T.clip(0)  # fmt: skip
+        ax.errorbar([h for h, _ in g_ok], [c["estimate"] for _, c in g_ok], yerr=err,
+                    fmt="s", color="0.35", mfc="none", ms=5, capsize=2,
+                    label="estimated β_c, gradient ratio")  # fmt: skip
+    est = [c["estimate"] for c in heat["critical_beta"]]
+    ci = [c["ci95"] for c in heat["critical_beta"]]
+    ok = [e is not None for e in est]
+    if any(ok):
+        h_ok = hs[ok]
+        e_ok = np.array([e for e in est if e is not None])
+        pairs = [(e, c) for e, c in zip(est, ci, strict=True) if e is not None]
+        err = np.array([[e - c[0], c[1] - e] if c else [0, 0] for e, c in pairs]).T
+        ax.errorbar(h_ok, e_ok, yerr=err, fmt="ko", ms=4, capsize=3,
+                    label="estimated β_c, forward ratio")  # fmt: skip
+        # flagged on the figure: an interval that excludes the theory max(H, 1/2)
+        off = [(h, e) for h, (e, c) in zip(h_ok, pairs, strict=True)
+               if c and theory_inside(c, max(h, 0.5)) is False]  # fmt: skip
+        if off:
+            ax.scatter([h for h, _ in off], [e for _, e in off], s=120, facecolors="none",
+                       edgecolors="tab:orange", linewidths=1.8, zorder=4,
+                       label="interval excludes max(H, 1/2)")  # fmt: skip
+    grid = np.linspace(hs.min(), hs.max(), 100)
+    ax.plot(grid, np.maximum(grid, 0.5), "k:", lw=1.5, label="max(H, 1/2)")
+    ax.set_xlabel("Hurst index H")
+    ax.set_ylabel("β")
+    ax.set_title("fBm weights: identity (blue) / explosion (red)", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left")
+    path = out / "heatmap.png"
+    save_figure(fig, path, dpi=120)
+    return path
 
 
 def _median_marker(ax, values, colour: str | tuple = "k", label=None) -> None:
@@ -239,6 +261,13 @@ def _median_marker(ax, values, colour: str | tuple = "k", label=None) -> None:
     med = _finite_median(values)
     if math.isfinite(med) and med > 0:
         ax.plot([med], [0.0], "^", color=colour, ms=7, clip_on=False, zorder=4, label=label)
+
+
+def _log_bins(v):
+    """The finite positive values of `v` and log-spaced bins over them (40 bins where
+    they span no range)."""
+    v = v[np.isfinite(v) & (v > 0)]
+    return v, np.geomspace(v.min(), v.max(), 41) if v.size > 1 and v.max() > v.min() else 40
 
 
 def _stability(out, cfg, stability, samples, title) -> Path:
@@ -254,13 +283,23 @@ def _stability(out, cfg, stability, samples, title) -> Path:
     fig, axes = plt.subplots(2, 2, figsize=(10.5, 7.4))
     r2 = samples["forward"][i, -1] ** 2
     g2 = samples["gradient"][i, -1] ** 2
+    _forward_histogram(axes[0, 0], row, r2, L)
+    _gradient_histogram(axes[0, 1], row, stability["gradient_bounds"], g2, L)
+    # every depth: the forward bounds' coverage per δ, and the gradient's mean
+    rows = stability["per_L"]
+    _coverage_panel(axes[1, 0], rows)
+    _gradient_mean_panel(axes[1, 1], rows, stability["gradient_bounds"])
+    conv = {
+        "squared": "loss ½‖h_L − y‖² (p_L = h_L − y)",
+        "readout": "readout loss ⟨B, h_L⟩ (p_L = B)",
+    }[cfg.get("loss", "squared")]
+    title = f"{title}, β = 1/2, d = {cfg['d']}: stability; gradients for {conv}"
+    return save_figure(fig, out / "stability.png", dpi=120, title=title, fontsize=9)
 
-    def log_bins(v):
-        v = v[np.isfinite(v) & (v > 0)]
-        return v, np.geomspace(v.min(), v.max(), 41) if v.size > 1 and v.max() > v.min() else 40
 
-    ax = axes[0, 0]
-    ax.hist(*log_bins(r2), color="tab:green", alpha=0.7)
+def _forward_histogram(ax, row, r2, L) -> None:
+    """The squared forward ratio's draws at depth `L` with the δ = 0.1 bounds."""
+    ax.hist(*_log_bins(r2), color="tab:green", alpha=0.7)
     for b in row["forward_sq"]:
         if b["delta"] == 0.1:
             if b["lower"] > 0:
@@ -278,9 +317,11 @@ def _stability(out, cfg, stability, samples, title) -> Path:
     ax.set_ylabel(f"draws (of {r2.size})")
     ax.legend(fontsize=7)
 
-    ax = axes[0, 1]
-    ax.hist(*log_bins(g2), color="tab:purple", alpha=0.7)
-    for j, b in enumerate(stability["gradient_bounds"]):
+
+def _gradient_histogram(ax, row, bounds, g2, L) -> None:
+    """The squared gradient ratio's draws at depth `L`, their mean and the bounds on it."""
+    ax.hist(*_log_bins(g2), color="tab:purple", alpha=0.7)
+    for j, b in enumerate(bounds):
         tag = r"bounds on the mean: $e^{1/2} - 1$, $e^4 - 1$" if j == 0 else None
         ax.axvline(b, color="k", ls="--", label=tag)
     if row["gradient_sq_mean"] is not None:
@@ -294,9 +335,9 @@ def _stability(out, cfg, stability, samples, title) -> Path:
     ax.set_xscale("log")
     ax.legend(fontsize=7)
 
-    # every depth: the forward bounds' coverage per δ, and the gradient's mean
-    rows = stability["per_L"]
-    ax = axes[1, 0]
+
+def _coverage_panel(ax, rows) -> None:
+    """Per δ, the fraction of draws inside the forward bounds against depth, with 1 − δ."""
     deltas = sorted({b["delta"] for r in rows for b in r["forward_sq"]})
     for k, delta in enumerate(deltas):
         pts = [(r["L"], b) for r in rows for b in r["forward_sq"] if b["delta"] == delta]
@@ -313,7 +354,9 @@ def _stability(out, cfg, stability, samples, title) -> Path:
     ax.set_title("draws inside the forward bounds (dotted: the 1 − δ promised)", fontsize=9)
     ax.legend(fontsize=7)
 
-    ax = axes[1, 1]
+
+def _gradient_mean_panel(ax, rows, bounds) -> None:
+    """The squared gradient ratio's mean (± 2 SE) against depth, with the bounds on it."""
     pts = [r for r in rows if r.get("gradient_sq_mean") is not None]
     if pts:
         ax.errorbar([r["L"] for r in pts], [r["gradient_sq_mean"] for r in pts],
@@ -323,7 +366,7 @@ def _stability(out, cfg, stability, samples, title) -> Path:
     else:
         ax.text(0.5, 0.5, "no finite mean: every draw exploded", transform=ax.transAxes,
                 ha="center")  # fmt: skip
-    for j, b in enumerate(stability["gradient_bounds"]):
+    for j, b in enumerate(bounds):
         ax.axhline(b, color="k", ls="--", label="bounds on the mean" if j == 0 else None)
     ax.set_xscale("log")
     size_ticks(ax, [r["L"] for r in rows])
@@ -331,12 +374,6 @@ def _stability(out, cfg, stability, samples, title) -> Path:
     ax.set_ylabel(r"mean of $\|p_0 - p_L\|^2 / \|p_L\|^2$")
     ax.set_title("mean squared gradient ratio against depth", fontsize=9)
     ax.legend(fontsize=7)
-    conv = {
-        "squared": "loss ½‖h_L − y‖² (p_L = h_L − y)",
-        "readout": "readout loss ⟨B, h_L⟩ (p_L = B)",
-    }[cfg.get("loss", "squared")]
-    title = f"{title}, β = 1/2, d = {cfg['d']}: stability; gradients for {conv}"
-    return save_figure(fig, out / "stability.png", dpi=120, title=title, fontsize=9)
 
 
 def _histograms(out, cfg, critical, samples, title) -> Path:

@@ -171,6 +171,15 @@ def configure(args) -> dict:
         weights=args.weights,
         loss=args.loss,
     )
+    _check_law_options(args, cfg)
+    _check_grid(cfg)
+    check_costs(cost_parts(cfg))
+    return cfg
+
+
+def _check_law_options(args, cfg) -> None:
+    """The options of one depth law only (Hurst indices for fBm, the length scale for
+    smooth weights), checked; fills the fBm defaults and empties the heatmap elsewhere."""
     w = cfg["weights"]
     if args.no_heatmap and (w != "fbm" or args.heatmap_hurst is not None):
         raise StudyInputError(
@@ -198,6 +207,11 @@ def configure(args) -> dict:
             raise StudyInputError(f"--length-scale: {str(err).splitlines()[0]}") from None
     elif args.length_scale is not None:
         raise StudyInputError(f"--length-scale: only used with --weights smooth, not --weights {w}")
+
+
+def _check_grid(cfg) -> None:
+    """The depths, βs, tolerance, draws and replicates, checked against what a slope, a
+    median and a 95% interval need."""
     if len(cfg["L"]) < 2:
         raise StudyInputError(f"--L: need at least two depths for a slope, got {cfg['L']}")
     if len(cfg["beta"]) < 2:
@@ -221,7 +235,7 @@ def configure(args) -> dict:
         raise StudyInputError(
             f"--bootstrap: need at least 20 replicates for a 95% interval, got {cfg['bootstrap']}"
         )
-    if w == "fbm":
+    if cfg["weights"] == "fbm":
         top = max(cfg["L"])
         bad = [L for L in cfg["L"] if top % L]
         if bad:
@@ -229,8 +243,6 @@ def configure(args) -> dict:
                 f"--L: with --weights fbm every depth must divide the largest ({top}), "
                 f"since all are read off one path on its grid; {bad} do not"
             )
-    check_costs(cost_parts(cfg))
-    return cfg
 
 
 # what a point (a chunk of draws) costs besides its arithmetic, and its ratios kept as
@@ -341,86 +353,140 @@ def _samples(raw_by_chunk, name, seeds):
 
 
 def run(args):
+    """The stages: configure, compute every chunk of draws, then summarise the points, fit
+    the slopes and β_c, and add the checks (β = 0 growth, heatmap, β = 1/2 bounds, the
+    gradient-flow identity)."""
     cfg = configure(args)
     runner = start_study(args, cfg)
-    chunk = min(cfg["batch"], cfg["seeds"])  # a batch beyond the seeds computes no more
-    n_chunks = -(-cfg["seeds"] // chunk)
+    hursts = _hursts(cfg)
+    raw = _run_chunks(runner, cfg, hursts)
+
+    t_fit = time.perf_counter()
+    per_hurst = _per_hurst(raw, hursts, cfg["seeds"])
+    main = per_hurst[hursts[0]]
+    theory = theory_beta(cfg["weights"], cfg["hurst"])
+    points = _points(cfg, main)
+    estimates = _estimates(cfg, hursts, per_hurst)
+    main_est = {q: estimates[(hursts[0], q)] for q in RATIOS}
+    fits = _fits(cfg, main_est["forward"], main_est["gradient"], theory)
+    _warn_overflows(runner, main)
+    critical = _critical(cfg, main_est)
+    results = {"points": points, "fits": fits, "critical_beta": critical}
+    if 0.0 in cfg["beta"]:  # no scaling: growth exponential in L, not a power (issue 74)
+        _add_beta0_growth(cfg, main, results)
+    heat = _heatmap(cfg, estimates)
+    if heat is not None:
+        results["heatmap"] = _finite(heat)
+    if cfg["weights"] in IID and 0.5 in cfg["beta"]:
+        results["stability_bounds"] = stability_check(cfg, main, cfg["beta"].index(0.5))
+    results["gradient_flow_identity"] = flow_identity_check(cfg, make_law(cfg, cfg["hurst"]))
+    results["reference"] = {
+        "kind": "theory",
+        "critical_beta_theory": theory,
+        "note": "no numerical limit is solved in this study; the reference is the theory",
+    }
+    fit_seconds = time.perf_counter() - t_fit
+    runner.finish(_finite(results), timing={"fit_seconds": fit_seconds}, plot=plot)
+
+
+def _hursts(cfg) -> list:
+    """The Hurst indices to run: the study's first, then the heatmap's others (fBm); else
+    `[None]`."""
     hursts = [None]
     if cfg["weights"] == "fbm":
         hursts = [cfg["hurst"]] + [h for h in cfg["heatmap_hurst"] if h != cfg["hurst"]]
+    return hursts
 
+
+def _chunk_runner(cfg, grid_cfg, chunk: int):
+    """`spec -> ratios` of the chunk's draws on `grid_cfg`'s depths, one program per
+    Hurst index (the draws' keys from `cfg`)."""
+    programs = {}
+
+    def run_chunk(spec):
+        h = spec.get("hurst")
+        if h not in programs:
+            programs[h] = chunk_program(grid_cfg, make_law(grid_cfg, h))
+        start = spec["chunk"] * chunk
+        fwd, grad, fmax = jax.block_until_ready(
+            programs[h](seed_keys(cfg, h, start, start + chunk))
+        )
+        return {"forward": np.asarray(fwd), "gradient": np.asarray(grad),
+                "forward_max": np.asarray(fmax)}  # fmt: skip
+
+    return run_chunk
+
+
+def _run_chunks(runner, cfg, hursts) -> list:
+    """Every chunk of draws of every Hurst index through the runner, with the self-check's
+    variant: the chunks' ratios."""
+    chunk = min(cfg["batch"], cfg["seeds"])  # a batch beyond the seeds computes no more
+    n_chunks = -(-cfg["seeds"] // chunk)
     specs = []
     for h in hursts:
         specs += [({"hurst": h} if h is not None else {}) | {"chunk": i} for i in range(n_chunks)]
 
-    def chunk_runner(grid_cfg):
-        """`spec -> ratios` of the chunk's draws on `grid_cfg`'s depths, one program per
-        Hurst index."""
-        programs = {}
-
-        def run_chunk(spec):
-            h = spec.get("hurst")
-            if h not in programs:
-                programs[h] = chunk_program(grid_cfg, make_law(grid_cfg, h))
-            start = spec["chunk"] * chunk
-            fwd, grad, fmax = jax.block_until_ready(
-                programs[h](seed_keys(cfg, h, start, start + chunk))
-            )
-            return {"forward": np.asarray(fwd), "gradient": np.asarray(grad),
-                    "forward_max": np.asarray(fmax)}  # fmt: skip
-
-        return run_chunk
-
-    compute = chunk_runner(cfg)
+    compute = _chunk_runner(cfg, cfg, chunk)
     # the self-check: op by op, a chunk's every depth (up to thousands of layers, each a
     # dispatch) took twice the study's points; it compares the chunk at its smallest depths,
     # all its draws (the batch is a tile dimension; a loop's trip count is not), compiled
     # and op by op
     small = {**cfg, "L": cfg["L"][: 2 if len(cfg["L"]) > 2 else 1]}
-    variant = chunk_runner(small)
+    variant = _chunk_runner(cfg, small, chunk)
 
-    raw = runner.run_points(
+    return runner.run_points(
         specs, compute, describe=lambda s: ", ".join(f"{k}={v}" for k, v in s.items()),
         variant=variant, spread="seeds",
         route=f"the chunk's draws at depths {', '.join(map(str, small['L']))}, compiled "
         "and op by op",
     )  # fmt: skip
 
-    t_fit = time.perf_counter()
-    Ls, betas, seeds = cfg["L"], cfg["beta"], cfg["seeds"]
+
+def _per_hurst(raw, hursts, seeds) -> dict:
+    """Per Hurst index, each ratio's draws as `(n_β, n_L, draws)` (`_samples`)."""
     per_hurst = {}
     for h in hursts:
         chunks = [r for r in raw if r.get("hurst") == h]
         per_hurst[h] = {q: _samples(chunks, q, seeds) for q in RATIOS}
+    return per_hurst
 
-    main = per_hurst[hursts[0]]
-    theory = theory_beta(cfg["weights"], cfg["hurst"])
+
+def _points(cfg, main) -> list:
+    """One point per (β, L): each ratio summarised over the draws."""
     points = []
-    for i, beta in enumerate(betas):
-        for j, L in enumerate(Ls):
+    for i, beta in enumerate(cfg["beta"]):
+        for j, L in enumerate(cfg["L"]):
             pt = {"L": L, "beta": beta}
             if cfg["weights"] == "fbm":
                 pt["hurst"] = cfg["hurst"]
             for q in RATIOS:
                 pt[q] = summarize(main[q][i, j])
             points.append(pt)
+    return points
 
+
+def _estimates(cfg, hursts, per_hurst) -> dict:
+    """`(hurst, ratio) -> critical_beta(...)`: the slopes, phases and β_c of each."""
     estimates = {}
     for h in hursts:
         for q in RATIOS:
             estimates[(h, q)] = critical_beta(
-                betas,
-                Ls,
+                cfg["beta"],
+                cfg["L"],
                 per_hurst[h][q],
                 theory=theory_beta(cfg["weights"], h),
                 n_boot=cfg["bootstrap"],
                 seed=cfg["seed"],
                 tol=cfg["slope_tol"],
             )
-    main_fwd, main_grad = estimates[(hursts[0], "forward")], estimates[(hursts[0], "gradient")]
+    return estimates
+
+
+def _fits(cfg, main_fwd, main_grad, theory) -> list:
+    """Per ratio and β, the judged log-log slope against L (with why where infinite)."""
     fits = []
     for q, est in (("forward_ratio", main_fwd), ("gradient_ratio", main_grad)):
-        for i, beta in enumerate(betas):
+        for i, beta in enumerate(cfg["beta"]):
             fixed = {"beta": beta, "weights": cfg["weights"]}
             if cfg["weights"] == "fbm":
                 fixed["hurst"] = cfg["hurst"]
@@ -446,12 +512,33 @@ def run(args):
                     "more than half the draws left h_L = h_0 exactly (floating point) at "
                     "some depth: identity"
                 )
+    return fits
+
+
+def _warn_overflows(runner, main) -> None:
+    """A warning per ratio with overflowed draws (counted as +inf in the medians)."""
     for q in RATIOS:
         n_bad = int(np.sum(~np.isfinite(main[q])))
         if n_bad:
             runner.warn(
                 f"{n_bad} {q} ratio(s) overflowed (explosion); counted as +inf in the medians"
             )
+
+
+THEORY_NOTES = {
+    "iid": "Marion et al.: beta_c = 1/2 for i.i.d. weights",
+    "rademacher": "Marion et al.: beta_c = 1/2 for i.i.d. symmetric sub-Gaussian "
+    "weights (here Rademacher)",
+    "smooth": "Marion et al.: beta_c = 1 for smooth (Lipschitz) weights",
+    "fbm": "beta_c = max(H, 1/2): H from the telescoping first-order term, "
+    "1/2 from the L^(1-2beta) second-order term of |h|^2 (the first guess 'H')",
+}
+
+
+def _critical(cfg, main_est) -> dict:
+    """`critical_beta` of results.json: β_c from the forward ratio, with the gradient's and
+    the max-over-depth's beside it."""
+    main_fwd, main_grad = main_est["forward"], main_est["gradient"]
     critical = {
         **_brief(main_fwd),
         "quantity": "forward ratio |h_L - h_0|/|h_0|",
@@ -464,72 +551,62 @@ def run(args):
             "phases": main_grad["phases"],
         },
         "from_max_over_depth": {
-            **_brief(estimates[(hursts[0], "forward_max")]),
+            **_brief(main_est["forward_max"]),
             "quantity": "max_k |h_k - h_0|/|h_0| (the smooth-weights theorem's form)",
-            "slopes": estimates[(hursts[0], "forward_max")]["slopes"],
-            "phases": estimates[(hursts[0], "forward_max")]["phases"],
+            "slopes": main_est["forward_max"]["slopes"],
+            "phases": main_est["forward_max"]["phases"],
         },
         "slopes": main_fwd["slopes"],
         "slopes_ci95": main_fwd["slopes_ci95"],
-        "betas": betas,
+        "betas": cfg["beta"],
         "phases": main_fwd["phases"],
         "grid_spacing": main_fwd["grid_spacing"],
         "bootstrap_failures": main_fwd["bootstrap_failures"],
         "method": main_fwd["method"],
-        "theory_note": {
-            "iid": "Marion et al.: beta_c = 1/2 for i.i.d. weights",
-            "rademacher": "Marion et al.: beta_c = 1/2 for i.i.d. symmetric sub-Gaussian "
-            "weights (here Rademacher)",
-            "smooth": "Marion et al.: beta_c = 1 for smooth (Lipschitz) weights",
-            "fbm": "beta_c = max(H, 1/2): H from the telescoping first-order term, "
-            "1/2 from the L^(1-2beta) second-order term of |h|^2 (the first guess 'H')",
-        }[cfg["weights"]],
+        "theory_note": THEORY_NOTES[cfg["weights"]],
     }
     if "reason" in main_fwd:
         critical["reason"] = main_fwd["reason"]
-    results = {"points": points, "fits": fits, "critical_beta": critical}
-    if 0.0 in betas:  # no scaling: growth exponential in L, not a power (issue 74)
-        i0 = betas.index(0.0)
-        growth = {
-            q: exponential_growth(Ls, main[q][i0], n_boot=cfg["bootstrap"], seed=cfg["seed"])
-            for q in ("forward", "gradient")
-        }
-        results["beta0_growth"] = growth
-        results["verdict_lines"] = [_growth_line(q, g) for q, g in growth.items()]
-        for f in fits:  # a power of L is the wrong law there: no slope, the rate instead
-            if f["fixed"]["beta"] == 0.0 and f["quantity"].removesuffix("_ratio") in growth:
-                f.update(loglog_slope=f["slope"], slope=None, ci95=None,
-                         reason="β = 0 grows exponentially in L, not as a power: its rate "
-                         "per layer is in beta0_growth")  # fmt: skip
-    heat = None
-    if cfg["weights"] == "fbm" and len(cfg["heatmap_hurst"]) >= 2:
-        hs = sorted(cfg["heatmap_hurst"])
-        heat = {
-            "hurst": hs,
-            "beta": betas,
-            "slope_forward": [estimates[(h, "forward")]["slopes"] for h in hs],
-            "slope_gradient": [estimates[(h, "gradient")]["slopes"] for h in hs],
-            "critical_beta": [{"hurst": h, **_brief(estimates[(h, "forward")])} for h in hs],
-            "critical_beta_gradient": [
-                {"hurst": h, **_brief(estimates[(h, "gradient")])} for h in hs
-            ],
-        }
-        heat["rising_with_hurst"] = rising_with_hurst(
-            [c["estimate"] for c in heat["critical_beta"]], betas
-        )
-        results["heatmap"] = _finite(heat)
-    stability = None
-    if cfg["weights"] in IID and 0.5 in betas:
-        stability = stability_check(cfg, main, betas.index(0.5))
-        results["stability_bounds"] = stability
-    results["gradient_flow_identity"] = flow_identity_check(cfg, make_law(cfg, cfg["hurst"]))
-    results["reference"] = {
-        "kind": "theory",
-        "critical_beta_theory": theory,
-        "note": "no numerical limit is solved in this study; the reference is the theory",
+    return critical
+
+
+def _add_beta0_growth(cfg, main, results) -> None:
+    """At β = 0 (no scaling) the growth rate per layer of each ratio, its headline lines,
+    and no power-law slope in the β = 0 fits (the wrong law there)."""
+    Ls, betas, fits = cfg["L"], cfg["beta"], results["fits"]
+    i0 = betas.index(0.0)
+    growth = {
+        q: exponential_growth(Ls, main[q][i0], n_boot=cfg["bootstrap"], seed=cfg["seed"])
+        for q in ("forward", "gradient")
     }
-    fit_seconds = time.perf_counter() - t_fit
-    runner.finish(_finite(results), timing={"fit_seconds": fit_seconds}, plot=plot)
+    results["beta0_growth"] = growth
+    results["verdict_lines"] = [_growth_line(q, g) for q, g in growth.items()]
+    for f in fits:  # a power of L is the wrong law there: no slope, the rate instead
+        if f["fixed"]["beta"] == 0.0 and f["quantity"].removesuffix("_ratio") in growth:
+            f.update(loglog_slope=f["slope"], slope=None, ci95=None,
+                     reason="β = 0 grows exponentially in L, not as a power: its rate "
+                     "per layer is in beta0_growth")  # fmt: skip
+
+
+def _heatmap(cfg, estimates) -> dict | None:
+    """The Hurst × β heatmap of the slopes and β_c (fBm, two Hurst indices or more), its
+    infinities kept; else None."""
+    if not (cfg["weights"] == "fbm" and len(cfg["heatmap_hurst"]) >= 2):
+        return None
+    betas = cfg["beta"]
+    hs = sorted(cfg["heatmap_hurst"])
+    heat = {
+        "hurst": hs,
+        "beta": betas,
+        "slope_forward": [estimates[(h, "forward")]["slopes"] for h in hs],
+        "slope_gradient": [estimates[(h, "gradient")]["slopes"] for h in hs],
+        "critical_beta": [{"hurst": h, **_brief(estimates[(h, "forward")])} for h in hs],
+        "critical_beta_gradient": [{"hurst": h, **_brief(estimates[(h, "gradient")])} for h in hs],
+    }
+    heat["rising_with_hurst"] = rising_with_hurst(
+        [c["estimate"] for c in heat["critical_beta"]], betas
+    )
+    return heat
 
 
 def _growth_line(q: str, g: dict) -> str:

@@ -13,15 +13,24 @@ def _arr(x):
 
 
 def make_figures(out, cfg, theory, stars, points, by_part):
+    """Figures 2, 4 and 5 of the paper, and the simulation against the theory layer by layer
+    (where there are simulated points)."""
     use_agg()
+    out = Path(out)
+    _figure2(out, cfg, theory, by_part)
+    _figure4(out, cfg, theory, stars, by_part)
+    _figure5(out, cfg, theory)
+    # simulation against theory, layer by layer: C̄, χ and their z-scores (top), K, η and
+    # the outputs χ^out, K^out against α (bottom)
+    if points:
+        _simulation_vs_theory(out, cfg, theory, points)
+
+
+def _figure2(out: Path, cfg, theory, by_part) -> None:
+    """Figure 2: residual kernels and response increments, ResNet vs FFNet."""
     import matplotlib.pyplot as plt
 
-    out = Path(out)
-    depths, L_max = cfg["depths"], max(cfg["depths"])
-    grid = theory["alpha_grid"]
-    blues = plt.cm.Blues(np.linspace(0.35, 1.0, len(depths)))
-
-    # Figure 2: residual kernels and response increments, ResNet vs FFNet
+    L_max = max(cfg["depths"])
     fig, ax = plt.subplots(1, 2, figsize=(10, 3.8))
     layers = np.arange(L_max + 1)
     for name, color in (("resnet", "tab:blue"), ("ffnet", "tab:green")):
@@ -65,7 +74,14 @@ def make_figures(out, cfg, theory, stars, points, by_part):
     ax[1].legend(fontsize=6)
     save_figure(fig, out / "figure2_resnet_vs_ffnet.png", dpi=120)
 
-    # Figure 4: χ^out against α, α* against L, α* against K^0
+
+def _figure4(out: Path, cfg, theory, stars, by_part) -> None:
+    """Figure 4: χ^out against α, α* against L, α* against K^0."""
+    import matplotlib.pyplot as plt
+
+    depths, L_max = cfg["depths"], max(cfg["depths"])
+    grid = theory["alpha_grid"]
+    blues = plt.cm.Blues(np.linspace(0.35, 1.0, len(depths)))
     fig, ax = plt.subplots(1, 3, figsize=(14, 4))
     sim_alphas = [a for r in by_part.get("alpha_star", []) for a in r["alphas"]]
     alpha_lim = (min([0.02, *(a / 1.2 for a in sim_alphas)]),
@@ -126,7 +142,12 @@ def make_figures(out, cfg, theory, stars, points, by_part):
     ax[2].legend(fontsize=7)
     save_figure(fig, out / "figure4_optimal_scaling.png", dpi=120)
 
-    # Figure 5: universality across σ_w² (collapse in α σ_w) and σ_b²
+
+def _figure5(out: Path, cfg, theory) -> None:
+    """Figure 5: universality across σ_w² (collapse in α σ_w) and σ_b²."""
+    import matplotlib.pyplot as plt
+
+    grid = theory["alpha_grid"]
     fig, ax = plt.subplots(1, 4, figsize=(17, 3.8))
     shades = plt.cm.viridis(np.linspace(0, 0.85, len(FIG5_SIGMA_W2)))
     for s, c in zip(FIG5_SIGMA_W2, shades, strict=True):
@@ -152,56 +173,61 @@ def make_figures(out, cfg, theory, stars, points, by_part):
     ax[1].legend(fontsize=7)
     save_figure(fig, out / "figure5_universality.png", dpi=120)
 
-    # simulation against theory, layer by layer: C̄, χ and their z-scores (top), K, η and
-    # the outputs χ^out, K^out against α (bottom)
-    if points:
-        fig, axes = plt.subplots(2, 3, figsize=(14, 7.6))
-        ax = axes.ravel()
-        nonpositive = 0  # simulated η means <= 0: no place on the log axis
-        for p, c in zip(points, plt.cm.tab10(np.arange(len(points))), strict=False):
-            for i, q in ((0, "C"), (1, "chi"), (3, "K"), (4, "eta")):
-                mean, se = _arr(p[q]["sim_mean"]), _arr(p[q]["sim_se"])
-                ax[i].plot(layers, _arr(p[q]["theory"]), color=c, label=f"α={p['alpha']:.3g}")
-                keep = mean > 0 if q == "eta" else np.ones(mean.shape, bool)
-                nonpositive += int((~keep).sum())
-                ax[i].errorbar(layers[keep], mean[keep], se[keep], fmt="o", ms=2, color=c)
-            ax[2].plot(layers, _arr(p["C"]["z"]), ".-", color=c)
-            ax[2].plot(layers, _arr(p["chi"]["z"]), "x--", color=c)
-            for q, marker in (("chi_out", "o"), ("K_out", "s")):
-                ax[5].errorbar(p["alpha"], p[q]["sim_mean"], p[q]["sim_se"], fmt=marker, ms=4,
-                               color=c)  # fmt: skip
-                ax[5].plot(p["alpha"], p[q]["theory"], marker, ms=7, mfc="none", color=c)
-        for a in (ax[0], ax[1], ax[3], ax[4]):  # what the marks are
-            a.plot([], [], "-", color="0.3", label="theory (line)")
-            a.errorbar([], [], [], fmt="o", ms=2, color="0.3", label="simulation (mean ± SE)")
-        ax[0].set(xlabel="layer l", ylabel=r"$\bar C^l$", yscale="log",
-                  title="residual kernel C̄^l")  # fmt: skip
-        ax[1].set(xlabel="layer l", ylabel=r"$\chi^l$", title="response χ^l")
-        ax[2].axhspan(-3, 3, color="0.92", zorder=0, label="|z| ≤ 3")
-        ax[2].set(
-            xlabel="layer l",
-            ylabel="(simulation − theory) / SE",
-            title="z-scores (C: dots, χ: crosses)\n" + z_offsets(points, layers),
-        )
-        ax[2].title.set_fontsize(8)
-        ax[2].legend(fontsize=7, loc="lower left")
-        ax[3].set(xlabel="layer l", ylabel="$K^l$", yscale="log", title="kernel K^l")
-        ax[4].set(xlabel="layer l", ylabel=r"$\eta^l$", yscale="log",
-                  title="response increments η^l" + (f" ({nonpositive} simulated means ≤ 0 "
-                  "not drawn: no log)" if nonpositive else ""))  # fmt: skip
-        grid_out = theory.get(f"chi_out_L{L_max}")
-        if grid_out is not None:
-            ax[5].plot(grid, grid_out, "-", color="0.5", lw=0.8, label=f"χ^out theory, L = {L_max}")
-        ax[5].plot([], [], "o", color="0.3", label="χ^out simulated (open: theory)")
-        ax[5].plot([], [], "s", color="0.3", label="K^out simulated (open: theory)")
-        ax[5].set(xscale="log", yscale="log", xlabel="α", ylabel="output value",
-                  title=f"outputs at l = L = {L_max}: χ^out and K^out against α")  # fmt: skip
-        for a in (ax[0], ax[1], *ax[3:]):
-            a.title.set_fontsize(9)
-        ax[1].legend(fontsize=7)  # one legend for both panels (the kernel's curves fill its own)
-        ax[4].legend(fontsize=7)
-        ax[5].legend(fontsize=7)
-        save_figure(fig, out / "simulation_vs_theory.png", dpi=120)
+
+def _simulation_vs_theory(out: Path, cfg, theory, points) -> None:
+    """`simulation_vs_theory.png`: the simulated points against the theory, layer by layer."""
+    import matplotlib.pyplot as plt
+
+    L_max = max(cfg["depths"])
+    grid = theory["alpha_grid"]
+    layers = np.arange(L_max + 1)
+    fig, axes = plt.subplots(2, 3, figsize=(14, 7.6))
+    ax = axes.ravel()
+    nonpositive = 0  # simulated η means <= 0: no place on the log axis
+    for p, c in zip(points, plt.cm.tab10(np.arange(len(points))), strict=False):
+        for i, q in ((0, "C"), (1, "chi"), (3, "K"), (4, "eta")):
+            mean, se = _arr(p[q]["sim_mean"]), _arr(p[q]["sim_se"])
+            ax[i].plot(layers, _arr(p[q]["theory"]), color=c, label=f"α={p['alpha']:.3g}")
+            keep = mean > 0 if q == "eta" else np.ones(mean.shape, bool)
+            nonpositive += int((~keep).sum())
+            ax[i].errorbar(layers[keep], mean[keep], se[keep], fmt="o", ms=2, color=c)
+        ax[2].plot(layers, _arr(p["C"]["z"]), ".-", color=c)
+        ax[2].plot(layers, _arr(p["chi"]["z"]), "x--", color=c)
+        for q, marker in (("chi_out", "o"), ("K_out", "s")):
+            ax[5].errorbar(p["alpha"], p[q]["sim_mean"], p[q]["sim_se"], fmt=marker, ms=4,
+                           color=c)  # fmt: skip
+            ax[5].plot(p["alpha"], p[q]["theory"], marker, ms=7, mfc="none", color=c)
+    for a in (ax[0], ax[1], ax[3], ax[4]):  # what the marks are
+        a.plot([], [], "-", color="0.3", label="theory (line)")
+        a.errorbar([], [], [], fmt="o", ms=2, color="0.3", label="simulation (mean ± SE)")
+    ax[0].set(xlabel="layer l", ylabel=r"$\bar C^l$", yscale="log",
+              title="residual kernel C̄^l")  # fmt: skip
+    ax[1].set(xlabel="layer l", ylabel=r"$\chi^l$", title="response χ^l")
+    ax[2].axhspan(-3, 3, color="0.92", zorder=0, label="|z| ≤ 3")
+    ax[2].set(
+        xlabel="layer l",
+        ylabel="(simulation − theory) / SE",
+        title="z-scores (C: dots, χ: crosses)\n" + z_offsets(points, layers),
+    )
+    ax[2].title.set_fontsize(8)
+    ax[2].legend(fontsize=7, loc="lower left")
+    ax[3].set(xlabel="layer l", ylabel="$K^l$", yscale="log", title="kernel K^l")
+    ax[4].set(xlabel="layer l", ylabel=r"$\eta^l$", yscale="log",
+              title="response increments η^l" + (f" ({nonpositive} simulated means ≤ 0 "
+              "not drawn: no log)" if nonpositive else ""))  # fmt: skip
+    grid_out = theory.get(f"chi_out_L{L_max}")
+    if grid_out is not None:
+        ax[5].plot(grid, grid_out, "-", color="0.5", lw=0.8, label=f"χ^out theory, L = {L_max}")
+    ax[5].plot([], [], "o", color="0.3", label="χ^out simulated (open: theory)")
+    ax[5].plot([], [], "s", color="0.3", label="K^out simulated (open: theory)")
+    ax[5].set(xscale="log", yscale="log", xlabel="α", ylabel="output value",
+              title=f"outputs at l = L = {L_max}: χ^out and K^out against α")  # fmt: skip
+    for a in (ax[0], ax[1], *ax[3:]):
+        a.title.set_fontsize(9)
+    ax[1].legend(fontsize=7)  # one legend for both panels (the kernel's curves fill its own)
+    ax[4].legend(fontsize=7)
+    ax[5].legend(fontsize=7)
+    save_figure(fig, out / "simulation_vs_theory.png", dpi=120)
 
 
 def z_offsets(points, layers) -> str:
@@ -232,67 +258,89 @@ def paper_figures(out, cfg, theory, paper):
     the linearised response)."""
     use_agg()
     import matplotlib.pyplot as plt
-    from scipy import special
 
     out = Path(out)
     fig, axes = plt.subplots(2, 3, figsize=(16, 9))
     shades = plt.cm.Blues(np.linspace(1.0, 0.45, 3))
     f3 = paper.get("fig3")
     if f3:
-        for row, color in zip(f3["per_alpha"], shades, strict=True):
-            layers = np.arange(len(row["K"]["theory"]))
-            for ax, q in ((axes[0, 0], "K"), (axes[0, 1], "chi")):
-                ax.plot(layers, row[q]["theory"], color=color, label=f"α = {row['alpha']:g} theory")
-                ax.errorbar(layers, row[q]["sim_mean"], row[q]["sim_se"], fmt="o", ms=2.5,
-                            color=color)  # fmt: skip
-        for ax, q in ((axes[0, 0], "K^l"), (axes[0, 1], "χ^l")):
-            _finish(ax, 7, xlabel="layer l", ylabel=q, yscale="log",
-                    title=f"Fig. 3: {q} (σ_w² = {f3['sigma_w2']}, σ_b² = {f3['sigma_b2']}, "
-                    f"K⁰ = {f3['K0']}); dots: N = {cfg['width']}")  # fmt: skip
+        _figure3(axes, cfg, f3, shades)
     f6 = paper.get("fig6")
     if f6:
-        ax = axes[0, 2]
-        eta = f6["eta"]
-        layers = np.arange(len(eta["theory"]))
-        ax.plot(layers[1:], _arr(eta["theory"])[1:], "k-", label="theory")
-        ax.errorbar(layers[1:], _arr(eta["sim_mean"])[1:], _arr(eta["sim_se"])[1:], fmt="o", ms=3,
-                    color="tab:blue", label=f"simulation (N = {cfg['width']})")  # fmt: skip
-        fitp = f6["simulation_fit"]
-        tail = np.asarray(fitp["layers"])
-        ci = fitp["power_exponent_ci95"]
-        if fitp["power_exponent"] is not None:
-            ref = _arr(eta["sim_mean"])[int(tail[0])]
-            ax.plot(tail, ref * (tail / tail[0]) ** -fitp["power_exponent"], "r--",
-                    label=f"power law l^-{fitp['power_exponent']:.2f} "
-                    + (f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
-                    + (f"; theory's {f6['theory_power_exponent_same_estimator']:.2f}"
-                       if f6.get("theory_power_exponent_same_estimator") is not None
-                       else ""))  # fmt: skip
-        _finish(ax, 7, xscale="log", yscale="log", xlabel="layer l", ylabel="η^l",
-                title=f"Fig. 6 (log-log), L = {f6['L']}: tail from l = {f6['tail_from']} fits "
-                f"a {fitp['better_fit']}")  # fmt: skip
+        _figure6(axes[0, 2], cfg, f6)
     sig = paper.get("signal")
     if sig:
-        ax = axes[1, 0]
-        lo, hi, nb = sig["bins"]
-        centres = np.linspace(lo, hi, nb + 1)
-        centres = (centres[1:] + centres[:-1]) / 2
-        hgrid = np.linspace(lo, hi, 400)
-        ax.axvspan(-1, 1, color="tab:orange", alpha=0.12, label="dynamic range of erf")
-        ax.plot(hgrid, special.erf(hgrid) * 0.5, "k--", lw=0.8, label="erf(h)/2")
-        for row, color in zip(sig["per_alpha"], shades[::-1], strict=True):
-            dens = np.exp(-(hgrid**2) / (2 * row["K_L"])) / np.sqrt(2 * np.pi * row["K_L"])
-            ax.plot(hgrid, dens, color=color,
-                    label=f"α = {row['factor']:.2g} α*: K^L = {row['K_L']:.2f}, "
-                    f"{100 * row['fraction_outside_dynamic_range']:.0f}% outside")  # fmt: skip
-            # the simulated histogram: steps, a dot on each bin's value
-            ax.step(centres, row["histogram"], where="mid", color=color, lw=0.6, marker=".",
-                    ms=2)  # fmt: skip
-        _finish(ax, 6, xlabel="h^L", ylabel="density",
-                title=f"Fig. 1(b): the signal h^L (L = {sig['L']}) against erf's range; "
-                "steps and dots: simulation")  # fmt: skip
-    # Fig. 4(c): χ^out over (K⁰, α) at the largest depth, α*(K⁰) theory and simulation
-    ax = axes[1, 1]
+        _signal_panel(axes[1, 0], sig, shades)
+    _figure4c(fig, axes[1, 1], cfg, theory, paper)
+    lin = paper.get("linearised_response")
+    if lin:
+        _linearised_panel(axes[1, 2], cfg, theory, lin)
+    save_figure(fig, out / "response_figures_1b_3_4c_6.png", dpi=100)
+    _correlations_figure(out, cfg, paper)
+
+
+def _figure3(axes, cfg, f3, shades) -> None:
+    """Fig. 3 on `axes[0, 0]` and `axes[0, 1]`: K^l and χ^l, theory and simulation."""
+    for row, color in zip(f3["per_alpha"], shades, strict=True):
+        layers = np.arange(len(row["K"]["theory"]))
+        for ax, q in ((axes[0, 0], "K"), (axes[0, 1], "chi")):
+            ax.plot(layers, row[q]["theory"], color=color, label=f"α = {row['alpha']:g} theory")
+            ax.errorbar(layers, row[q]["sim_mean"], row[q]["sim_se"], fmt="o", ms=2.5,
+                        color=color)  # fmt: skip
+    for ax, q in ((axes[0, 0], "K^l"), (axes[0, 1], "χ^l")):
+        _finish(ax, 7, xlabel="layer l", ylabel=q, yscale="log",
+                title=f"Fig. 3: {q} (σ_w² = {f3['sigma_w2']}, σ_b² = {f3['sigma_b2']}, "
+                f"K⁰ = {f3['K0']}); dots: N = {cfg['width']}")  # fmt: skip
+
+
+def _figure6(ax, cfg, f6) -> None:
+    """Fig. 6: η^l on log-log axes, with the power law fitted to its tail."""
+    eta = f6["eta"]
+    layers = np.arange(len(eta["theory"]))
+    ax.plot(layers[1:], _arr(eta["theory"])[1:], "k-", label="theory")
+    ax.errorbar(layers[1:], _arr(eta["sim_mean"])[1:], _arr(eta["sim_se"])[1:], fmt="o", ms=3,
+                color="tab:blue", label=f"simulation (N = {cfg['width']})")  # fmt: skip
+    fitp = f6["simulation_fit"]
+    tail = np.asarray(fitp["layers"])
+    ci = fitp["power_exponent_ci95"]
+    if fitp["power_exponent"] is not None:
+        ref = _arr(eta["sim_mean"])[int(tail[0])]
+        ax.plot(tail, ref * (tail / tail[0]) ** -fitp["power_exponent"], "r--",
+                label=f"power law l^-{fitp['power_exponent']:.2f} "
+                + (f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+                + (f"; theory's {f6['theory_power_exponent_same_estimator']:.2f}"
+                   if f6.get("theory_power_exponent_same_estimator") is not None
+                   else ""))  # fmt: skip
+    _finish(ax, 7, xscale="log", yscale="log", xlabel="layer l", ylabel="η^l",
+            title=f"Fig. 6 (log-log), L = {f6['L']}: tail from l = {f6['tail_from']} fits "
+            f"a {fitp['better_fit']}")  # fmt: skip
+
+
+def _signal_panel(ax, sig, shades) -> None:
+    """Fig. 1(b): the signal h^L against the dynamic range of erf."""
+    from scipy import special
+
+    lo, hi, nb = sig["bins"]
+    centres = np.linspace(lo, hi, nb + 1)
+    centres = (centres[1:] + centres[:-1]) / 2
+    hgrid = np.linspace(lo, hi, 400)
+    ax.axvspan(-1, 1, color="tab:orange", alpha=0.12, label="dynamic range of erf")
+    ax.plot(hgrid, special.erf(hgrid) * 0.5, "k--", lw=0.8, label="erf(h)/2")
+    for row, color in zip(sig["per_alpha"], shades[::-1], strict=True):
+        dens = np.exp(-(hgrid**2) / (2 * row["K_L"])) / np.sqrt(2 * np.pi * row["K_L"])
+        ax.plot(hgrid, dens, color=color,
+                label=f"α = {row['factor']:.2g} α*: K^L = {row['K_L']:.2f}, "
+                f"{100 * row['fraction_outside_dynamic_range']:.0f}% outside")  # fmt: skip
+        # the simulated histogram: steps, a dot on each bin's value
+        ax.step(centres, row["histogram"], where="mid", color=color, lw=0.6, marker=".",
+                ms=2)  # fmt: skip
+    _finish(ax, 6, xlabel="h^L", ylabel="density",
+            title=f"Fig. 1(b): the signal h^L (L = {sig['L']}) against erf's range; "
+            "steps and dots: simulation")  # fmt: skip
+
+
+def _figure4c(fig, ax, cfg, theory, paper) -> None:
+    """Fig. 4(c): χ^out over (K⁰, α) at the largest depth, α*(K⁰) theory and simulation."""
     L = max(cfg["depths"])
     K0s = np.asarray(theory["K0_grid"])
     grid, surface = np.asarray(theory["fig4c_alpha"]), np.asarray(theory["fig4c_surface"])
@@ -309,24 +357,31 @@ def paper_figures(out, cfg, theory, paper):
            title=f"Fig. 4(c): χ^out over (K⁰, α), L = {L}")  # fmt: skip
     ax.title.set_fontsize(8)
     ax.legend(fontsize=6, loc="lower left")
-    lin = paper.get("linearised_response")
-    ax = axes[1, 2]
-    if lin:
-        alphas = np.asarray(theory["alpha_grid"])
-        for L_, color in zip(cfg["depths"], plt.cm.Blues(np.linspace(0.35, 1, len(cfg["depths"]))),
-                             strict=True):  # fmt: skip
-            exact = np.asarray(theory[f"chi_out_L{L_}"])
-            ax.plot(alphas, exact / (cfg["sigma_w2"] * (1 + alphas**2 * cfg["sigma_w2"]) ** L_),
-                    color=color, label=f"L = {L_}")  # fmt: skip
-        ax.axhline(lin["gain_at_K0"], color="k", ls=":", lw=0.8,
-                   label=f"G(K⁰) = {lin['gain_at_K0']:.3f} (the small-α limit)")  # fmt: skip
-        ax.axhline(1.0, color="k", lw=0.6)
-        ax.set(xscale="log", xlabel="α", ylabel="χ^out / σ_w,out²(1 + α²σ_w²)^L",
-               title=f"the linearised response (7) against the exact χ^out, "
-               f"K⁰ = {cfg['K0']}")  # fmt: skip
-        ax.title.set_fontsize(8)
-        ax.legend(fontsize=6)
-    save_figure(fig, out / "response_figures_1b_3_4c_6.png", dpi=100)
+
+
+def _linearised_panel(ax, cfg, theory, lin) -> None:
+    """The linearised response (7) against the exact χ^out, at each depth."""
+    import matplotlib.pyplot as plt
+
+    alphas = np.asarray(theory["alpha_grid"])
+    for L_, color in zip(cfg["depths"], plt.cm.Blues(np.linspace(0.35, 1, len(cfg["depths"]))),
+                         strict=True):  # fmt: skip
+        exact = np.asarray(theory[f"chi_out_L{L_}"])
+        ax.plot(alphas, exact / (cfg["sigma_w2"] * (1 + alphas**2 * cfg["sigma_w2"]) ** L_),
+                color=color, label=f"L = {L_}")  # fmt: skip
+    ax.axhline(lin["gain_at_K0"], color="k", ls=":", lw=0.8,
+               label=f"G(K⁰) = {lin['gain_at_K0']:.3f} (the small-α limit)")  # fmt: skip
+    ax.axhline(1.0, color="k", lw=0.6)
+    ax.set(xscale="log", xlabel="α", ylabel="χ^out / σ_w,out²(1 + α²σ_w²)^L",
+           title=f"the linearised response (7) against the exact χ^out, "
+           f"K⁰ = {cfg['K0']}")  # fmt: skip
+    ax.title.set_fontsize(8)
+    ax.legend(fontsize=6)
+
+
+def _correlations_figure(out: Path, cfg, paper) -> None:
+    """`response_correlations.png`: cross-input correlations, the maximum-entropy condition."""
+    import matplotlib.pyplot as plt
 
     corr, ent = paper.get("correlations"), paper.get("max_entropy")
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))

@@ -290,27 +290,45 @@ def theory_part(cfg):
     out: dict[str, Any] = {"alpha_grid": ALPHA_GRID}
     for L in depths:
         out[f"chi_out_L{L}"] = output_response_curve(ALPHA_GRID, L=L, **_theory_kwargs(cfg))
-    stars = []
-    for L in depths:
-        a, chi = optimal_scaling(L=L, **_theory_kwargs(cfg))
-        stars.append(
-            {
-                "L": L,
-                "numeric": float(a),
-                "chi_out_max": float(chi),
-                "formula": float(
-                    saturation_formula(
-                        L, K0=cfg["K0"], sigma_w2=cfg["sigma_w2"], sigma_b2=cfg["sigma_b2"]
-                    )
-                ),
-                "asymptotic": float(
-                    saturation_asymptotic(
-                        L, K0=cfg["K0"], sigma_w2=cfg["sigma_w2"], sigma_b2=cfg["sigma_b2"]
-                    )
-                ),
-            }
+    stars = [_theory_star(cfg, L) for L in depths]
+    _alpha_star_curves(cfg, out, L_max)
+    _figure5_curves(cfg, out, L_max)
+    # Figure 2: ResNet against feed-forward, the paper's setting
+    for name, residual in (("resnet", True), ("ffnet", False)):
+        r = response(
+            FIG2["alpha"], L=L_max, residual=residual, **_theory_kwargs(cfg, **FIG2_SETTINGS)
         )
-    # α* against L on a fine range (the formula curve of Fig. 4b) and against K^0 (Fig. 4c)
+        out[f"fig2_{name}_C"], out[f"fig2_{name}_eta"] = r.C, r.eta
+    out["quadrature_error"] = _quadrature_error(cfg, out)
+    # the largest kernel met at α <= α*(L) · 2 (the part of the curves that matters)
+    K_max = max(
+        float(response(2 * s["numeric"], L=s["L"], **_theory_kwargs(cfg)).K[-1]) for s in stars
+    )
+    out["K_max"] = K_max
+    return {k: np.asarray(v) for k, v in out.items()}, stars
+
+
+def _theory_star(cfg, L) -> dict:
+    """α* of depth L: the argmax of χ^out, the saturation formula and its large-L form."""
+    a, chi = optimal_scaling(L=L, **_theory_kwargs(cfg))
+    return {
+        "L": L,
+        "numeric": float(a),
+        "chi_out_max": float(chi),
+        "formula": float(
+            saturation_formula(L, K0=cfg["K0"], sigma_w2=cfg["sigma_w2"], sigma_b2=cfg["sigma_b2"])
+        ),
+        "asymptotic": float(
+            saturation_asymptotic(
+                L, K0=cfg["K0"], sigma_w2=cfg["sigma_w2"], sigma_b2=cfg["sigma_b2"]
+            )
+        ),
+    }
+
+
+def _alpha_star_curves(cfg, out: dict, L_max: int) -> None:
+    """Into `out`: α* against L on a fine range (the formula curve of Fig. 4b), against
+    K^0, and χ^out over (K^0, α) at L_max (Fig. 4c)."""
     Ls = np.arange(2, 2 * L_max + 1)
     out["formula_L"] = Ls
     out["formula_curve"] = np.array(
@@ -350,7 +368,10 @@ def theory_part(cfg):
             for k in K0s
         ]
     )
-    # Figure 5: σ_w² and σ_b² sweeps at L_max (σ_{w,out}² = σ_w²)
+
+
+def _figure5_curves(cfg, out: dict, L_max: int) -> None:
+    """Into `out`: Figure 5's σ_w² and σ_b² sweeps at L_max (σ_{w,out}² = σ_w²)."""
     for s in FIG5_SIGMA_W2:
         out[f"fig5_w{s}"] = output_response_curve(
             ALPHA_GRID, L=L_max, **_theory_kwargs(cfg, sigma_w2=s)
@@ -365,28 +386,19 @@ def theory_part(cfg):
         out[f"fig5_b{s}_star"] = float(
             optimal_scaling(L=L_max, **_theory_kwargs(cfg, sigma_w2=1.75, sigma_b2=s))[0]
         )
-    # Figure 2: ResNet against feed-forward, the paper's setting
-    for name, residual in (("resnet", True), ("ffnet", False)):
-        r = response(
-            FIG2["alpha"], L=L_max, residual=residual, **_theory_kwargs(cfg, **FIG2_SETTINGS)
-        )
-        out[f"fig2_{name}_C"], out[f"fig2_{name}_eta"] = r.C, r.eta
-    # the quadrature's own error: order 2048 against 1024 on every depth's curve, relative
-    # to the curve's peak (the tail α -> 1.5 has huge kernels but a vanishing response)
+
+
+def _quadrature_error(cfg, out: dict) -> float:
+    """The quadrature's own error: order 2048 against 1024 on every depth's curve, relative
+    to the curve's peak (the tail α -> 1.5 has huge kernels but a vanishing response)."""
     err = 0.0
-    for L in depths:
+    for L in cfg["depths"]:
         fine = out[f"chi_out_L{L}"]
         coarse = output_response_curve(
             ALPHA_GRID, L=L, order=DEFAULT_ORDER // 2, **_theory_kwargs(cfg)
         )
         err = max(err, float(jnp.max(jnp.abs(fine - coarse)) / jnp.max(jnp.abs(fine))))
-    out["quadrature_error"] = err
-    # the largest kernel met at α <= α*(L) · 2 (the part of the curves that matters)
-    K_max = max(
-        float(response(2 * s["numeric"], L=s["L"], **_theory_kwargs(cfg)).K[-1]) for s in stars
-    )
-    out["K_max"] = K_max
-    return {k: np.asarray(v) for k, v in out.items()}, stars
+    return err
 
 
 def simulated_alpha_star(cfg, L, alpha_theory, key):
@@ -458,102 +470,25 @@ def run(args):
     L_max = max(cfg["depths"])
     star_by_L = {s["L"]: s for s in stars}
     alphas = cfg["alphas"] or sorted({0.1, round(star_by_L[L_max]["numeric"], 4), 0.5})
-
-    def simulate_point(spec):
-        kind = spec["part"]
-        tag = {"layers": 1, "fig2": 2, "alpha_star": 3, "fig3": 4, "fig6": 5, "correlations": 6,
-               "signal": 7, "alpha_star_K0": 8}[kind]  # fmt: skip
-        # α on a 1e-6 grid (int(1e4 α) put α within 1e-4 of each other on one draw)
-        key = jr.fold_in(jr.fold_in(master, tag), round(1e6 * spec.get("alpha", 0)))
-        if "K0" in spec:  # Figure 4(c)'s input kernels
-            key = jr.fold_in(key, round(1e6 * spec["K0"]))
-        if kind == "fig2":
-            key = jr.fold_in(key, spec["net"] == "resnet")
-        if kind == "layers":
-            a = spec["alpha"]
-            th = response(a, L=L_max, **_theory_kwargs(cfg))
-            sim = _simulate(cfg, a, L=L_max, key=key)
-            out = {q: _summary(getattr(sim, q), getattr(th, q)) for q in ("K", "C", "chi", "eta")}
-            for q in ("K_out", "chi_out"):
-                out[q] = _summary(getattr(sim, q), getattr(th, q))
-            out["max_abs_z"] = {q: float(np.max(np.abs(out[q]["z"]))) for q in out}
-            return {"L": L_max, **out}
-        if kind == "fig2":
-            residual = spec["net"] == "resnet"
-            sim = _simulate(
-                cfg, FIG2["alpha"], L=L_max, key=key, residual=residual, **FIG2_SETTINGS
-            )
-            return {
-                "C": _summary(sim.C, theory[f"fig2_{spec['net']}_C"]),
-                "eta": _summary(sim.eta, theory[f"fig2_{spec['net']}_eta"]),
-            }
-        if kind == "fig3":
-            return response_paper.figure3(cfg, key)
-        if kind == "fig6":
-            return response_paper.figure6(cfg, key)
-        if kind == "correlations":
-            return response_paper.correlations(cfg, key)
-        if kind == "signal":
-            return response_paper.signal_distribution(cfg, stars, key)
-        if kind == "alpha_star_K0":
-            at = {**cfg, "K0": spec["K0"]}
-            theory_star = float(optimal_scaling(L=L_max, **_theory_kwargs(at))[0])
-            res = simulated_alpha_star(at, L_max, theory_star, jr.fold_in(key, L_max))
-            kept = ("value", "ci95", "se", "theory_same_estimator")
-            return {"K0": spec["K0"], "theory": theory_star, **{k: res[k] for k in kept}}
-        L = spec["L"]
-        return simulated_alpha_star(cfg, L, star_by_L[L]["numeric"], jr.fold_in(key, L))
-
-    specs = []
-    if cfg["simulate"]:
-        specs += [{"part": "layers", "alpha": float(a)} for a in alphas]
-        specs += [{"part": "fig2", "net": n} for n in ("resnet", "ffnet")]
-        specs += [{"part": "alpha_star", "L": L} for L in cfg["depths"]]
-        specs += [{"part": p} for p in ("fig3", "fig6", "correlations", "signal")]
-        specs += [{"part": "alpha_star_K0", "K0": k} for k in FIG4C_K0]
+    specs = _simulation_specs(cfg, alphas)
     sims = runner.run_points(
-        specs, simulate_point, describe=lambda s: str(s), precision="float32"
+        specs,
+        lambda spec: _simulate_point(cfg, master, theory, stars, spec),
+        describe=lambda s: str(s),
+        precision="float32",
     )  # the simulations run in float32 (signal_propagation)
     by_part = {}
     for spec, res in zip(specs, sims, strict=True):
         by_part.setdefault(spec["part"], []).append(res)
-    for s in stars:
-        for res in by_part.get("alpha_star", []):
-            if res["L"] == s["L"]:
-                s["simulated"] = {
-                    k: res[k] for k in ("value", "ci95", "se", "inits", "theory_same_estimator")
-                }
+    _attach_simulated_stars(stars, by_part)
     points = by_part.get("layers", [])
     agreement = simulation_agreement(points) if points else None
     if agreement and agreement["flagged"]:
-        runner.warn(
-            f"simulation vs theory: {agreement['beyond_3se']} of {agreement['comparisons']} "
-            f"layer comparisons beyond 3 SE (noise alone: "
-            f"{agreement['expected_beyond_3se_by_noise']:.1f}), max |z| "
-            f"{agreement['max_abs_z']:.1f}"
-        )
-    deep = [s for s in stars if s["L"] >= 10]
-    fits = [
-        fit_loglog(
-            [s["L"] for s in deep],
-            [[s["numeric"]] for s in deep],
-            quantity="alpha_star",
-            against="L",
-            theory=-0.5,
-            seed=cfg["seed"],
-        )
-    ]
-    fits[0]["ci95"] = None  # deterministic values: the regression interval is in ci95_fit
-    judge_theory(fits[0])
+        runner.warn(_agreement_warning(agreement))
+    fits = _alpha_star_fits(cfg, stars)
     for s in stars:
         s["formula_rel_error"] = s["formula"] / s["numeric"] - 1
-    paper = {name: by_part[name][0] for name in ("fig3", "fig6", "correlations", "signal")
-             if by_part.get(name)}  # fmt: skip
-    paper["alpha_star_over_K0"] = by_part.get("alpha_star_K0", [])
-    for row in paper["alpha_star_over_K0"]:
-        row["theory_inside_ci95"] = theory_inside_same_estimator(row)
-    paper["linearised_response"] = response_paper.linearised(cfg, theory)
-    paper["max_entropy"] = response_paper.max_entropy(cfg, stars)
+    paper = _paper_results(cfg, theory, stars, by_part)
     runner.finish(
         {
             "points": points,
@@ -569,29 +504,157 @@ def run(args):
                     [s for s in specs if s["part"] == "fig2"], by_part.get("fig2", []), strict=True
                 )
             },
-            "reference": {
-                "method": "infinite-width recursion with Gauss-Hermite quadrature",
-                "quadrature_order": DEFAULT_ORDER,
-                "error_estimate": float(theory["quadrature_error"]),
-                "error_meaning": "max change of chi_out(alpha), every depth, order 2048 vs "
-                "1024, relative to the peak of the curve",
-                "K_max_meaning": "largest K^L for alpha <= 2 alpha*(L)",
-                "K_max": float(theory["K_max"]),
-                "K_accurate": K_ACCURATE,
-                "K_accurate_meaning": "K up to which the default rule is accurate to 1e-10 "
-                "for erf (tanh: about 20; meanfield.theory.gaussian)",
-                "argmax": "log grid of 256 alphas in [1e-3, 3] + 80 golden-section steps",
-                "simulation": {
-                    "method": cfg["method"],
-                    "dtype": "float32",
-                    "width": cfg["width"],
-                    "inits": cfg["inits"],
-                },
-            },
+            "reference": _reference(cfg, theory),
         },
         timing={"theory_seconds": theory_seconds},
         plot=plot,
     )
+
+
+def _simulation_specs(cfg, alphas) -> list[dict]:
+    """The simulated points, in order: the layers at each α, Figure 2's two networks, α* at
+    each depth, Figures 3, 6, the correlations and the signal, α* at each K⁰ of Fig. 4(c)."""
+    specs = []
+    if cfg["simulate"]:
+        specs += [{"part": "layers", "alpha": float(a)} for a in alphas]
+        specs += [{"part": "fig2", "net": n} for n in ("resnet", "ffnet")]
+        specs += [{"part": "alpha_star", "L": L} for L in cfg["depths"]]
+        specs += [{"part": p} for p in ("fig3", "fig6", "correlations", "signal")]
+        specs += [{"part": "alpha_star_K0", "K0": k} for k in FIG4C_K0]
+    return specs
+
+
+def _point_key(master, spec):
+    """A point's key: its part's tag, then its α, K⁰ and network folded in."""
+    kind = spec["part"]
+    tag = {"layers": 1, "fig2": 2, "alpha_star": 3, "fig3": 4, "fig6": 5, "correlations": 6,
+           "signal": 7, "alpha_star_K0": 8}[kind]  # fmt: skip
+    # α on a 1e-6 grid (int(1e4 α) put α within 1e-4 of each other on one draw)
+    key = jr.fold_in(jr.fold_in(master, tag), round(1e6 * spec.get("alpha", 0)))
+    if "K0" in spec:  # Figure 4(c)'s input kernels
+        key = jr.fold_in(key, round(1e6 * spec["K0"]))
+    if kind == "fig2":
+        key = jr.fold_in(key, spec["net"] == "resnet")
+    return key
+
+
+def _simulate_point(cfg, master, theory, stars, spec):
+    """One simulated point of `_simulation_specs`, by its part."""
+    kind = spec["part"]
+    key = _point_key(master, spec)
+    L_max = max(cfg["depths"])
+    if kind == "layers":
+        return _layers_point(cfg, spec["alpha"], L_max, key)
+    if kind == "fig2":
+        residual = spec["net"] == "resnet"
+        sim = _simulate(cfg, FIG2["alpha"], L=L_max, key=key, residual=residual, **FIG2_SETTINGS)
+        return {
+            "C": _summary(sim.C, theory[f"fig2_{spec['net']}_C"]),
+            "eta": _summary(sim.eta, theory[f"fig2_{spec['net']}_eta"]),
+        }
+    if kind == "fig3":
+        return response_paper.figure3(cfg, key)
+    if kind == "fig6":
+        return response_paper.figure6(cfg, key)
+    if kind == "correlations":
+        return response_paper.correlations(cfg, key)
+    if kind == "signal":
+        return response_paper.signal_distribution(cfg, stars, key)
+    if kind == "alpha_star_K0":
+        at = {**cfg, "K0": spec["K0"]}
+        theory_star = float(optimal_scaling(L=L_max, **_theory_kwargs(at))[0])
+        res = simulated_alpha_star(at, L_max, theory_star, jr.fold_in(key, L_max))
+        kept = ("value", "ci95", "se", "theory_same_estimator")
+        return {"K0": spec["K0"], "theory": theory_star, **{k: res[k] for k in kept}}
+    L = spec["L"]
+    star_by_L = {s["L"]: s for s in stars}
+    return simulated_alpha_star(cfg, L, star_by_L[L]["numeric"], jr.fold_in(key, L))
+
+
+def _layers_point(cfg, a, L_max, key) -> dict:
+    """The simulation against the theory layer by layer at α = `a` (K, C, χ, η, then the
+    outputs), with each quantity's largest |z|."""
+    th = response(a, L=L_max, **_theory_kwargs(cfg))
+    sim = _simulate(cfg, a, L=L_max, key=key)
+    out = {q: _summary(getattr(sim, q), getattr(th, q)) for q in ("K", "C", "chi", "eta")}
+    for q in ("K_out", "chi_out"):
+        out[q] = _summary(getattr(sim, q), getattr(th, q))
+    out["max_abs_z"] = {q: float(np.max(np.abs(out[q]["z"]))) for q in out}
+    return {"L": L_max, **out}
+
+
+def _attach_simulated_stars(stars, by_part) -> None:
+    """Each depth's simulated α* (`simulated`) beside its theory's."""
+    for s in stars:
+        for res in by_part.get("alpha_star", []):
+            if res["L"] == s["L"]:
+                s["simulated"] = {
+                    k: res[k] for k in ("value", "ci95", "se", "inits", "theory_same_estimator")
+                }
+
+
+def _agreement_warning(agreement) -> str:
+    """The warning line of a flagged `simulation_agreement`."""
+    return (
+        f"simulation vs theory: {agreement['beyond_3se']} of {agreement['comparisons']} "
+        f"layer comparisons beyond 3 SE (noise alone: "
+        f"{agreement['expected_beyond_3se_by_noise']:.1f}), max |z| "
+        f"{agreement['max_abs_z']:.1f}"
+    )
+
+
+def _alpha_star_fits(cfg, stars) -> list[dict]:
+    """The log-log fit of the theory's α* against L over the depths from 10 on (slope −1/2)."""
+    deep = [s for s in stars if s["L"] >= 10]
+    fits = [
+        fit_loglog(
+            [s["L"] for s in deep],
+            [[s["numeric"]] for s in deep],
+            quantity="alpha_star",
+            against="L",
+            theory=-0.5,
+            seed=cfg["seed"],
+        )
+    ]
+    fits[0]["ci95"] = None  # deterministic values: the regression interval is in ci95_fit
+    judge_theory(fits[0])
+    return fits
+
+
+def _paper_results(cfg, theory, stars, by_part) -> dict:
+    """The paper's further figures: Figures 3, 6, the correlations, the signal, α*(K⁰),
+    the linearised response and the maximum-entropy condition."""
+    paper = {name: by_part[name][0] for name in ("fig3", "fig6", "correlations", "signal")
+             if by_part.get(name)}  # fmt: skip
+    paper["alpha_star_over_K0"] = by_part.get("alpha_star_K0", [])
+    for row in paper["alpha_star_over_K0"]:
+        row["theory_inside_ci95"] = theory_inside_same_estimator(row)
+    paper["linearised_response"] = response_paper.linearised(cfg, theory)
+    paper["max_entropy"] = response_paper.max_entropy(cfg, stars)
+    return paper
+
+
+def _reference(cfg, theory) -> dict:
+    """How the theory is computed and how accurate it is, and the simulations' settings."""
+    return {
+        "method": "infinite-width recursion with Gauss-Hermite quadrature",
+        "quadrature_order": DEFAULT_ORDER,
+        "error_estimate": float(theory["quadrature_error"]),
+        "error_meaning": "max change of chi_out(alpha), every depth, order 2048 vs "
+        "1024, relative to the peak of the curve",
+        "K_max_meaning": "largest K^L for alpha <= 2 alpha*(L)",
+        "K_max": float(theory["K_max"]),
+        "K_accurate": K_ACCURATE,
+        "K_accurate_meaning": "K up to which the default rule is accurate to 1e-10 "
+        "for erf (tanh: about 20; meanfield.theory.gaussian)",
+        "argmax": "log grid of 256 alphas in [1e-3, 3] + 80 golden-section steps",
+        "simulation": {
+            "method": cfg["method"],
+            "dtype": "float32",
+            "width": cfg["width"],
+            "inits": cfg["inits"],
+        },
+    }
 
 
 def plot(out, results) -> None:

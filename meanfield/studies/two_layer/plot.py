@@ -75,11 +75,28 @@ def limits_figure(out, cfg, points, by_fit, k):
 
 
 def criteria_figure(out, cfg, points, by_fit):
+    """`two_layer_criteria.png`, parts (c) and (d): the loss decay, the feature movement
+    and the kernel change against s_v (top), the training loss per rule and the feature
+    diversity against D (bottom)."""
     import matplotlib.pyplot as plt
 
-    K = cfg["steps"]
     fig, axes = plt.subplots(2, 4, figsize=(20, 9))
     styles = list(zip(cfg["sweep_M"], ("-", "--", "-.", ":"), "osD^", strict=False))
+    _criteria_curves(axes, points, by_fit, styles)
+    _label_criteria(axes, points, cfg["steps"])
+    _loss_panels(axes, cfg, points, styles)
+    _diversity_panel(axes[1, 2], points, by_fit)
+    axes[1, 3].set_axis_off()
+    fig.suptitle(
+        f"mean over {cfg['seeds']} draws, bars ×/÷ their geometric spread, D={cfg['sweep_D']} "
+        "(feature diversity: 256 units, up to 8 draws per D; dotted: theory slopes)",
+        fontsize=9,
+    )
+    save_figure(fig, Path(out) / "two_layer_criteria.png", dpi=110)
+
+
+def _criteria_curves(axes, points, by_fit, styles) -> None:
+    """The top row's curves against s_v, per width (line style) and rule (colour)."""
     rules = (("balanced", "C2"), ("unscaled", "C1"))
     for M, ls, mk in styles:
         for rule, color in rules:
@@ -114,6 +131,10 @@ def criteria_figure(out, cfg, points, by_fit):
                 [r[q]["std"] for r in rows], label=f"η_u = lr, M={M}", linestyle=ls,
                 color="C1", marker=mk,
             )  # fmt: skip
+
+
+def _label_criteria(axes, points, K) -> None:
+    """The top row's exploded points, theory entries, axes, titles and legends."""
     _say_exploded(axes[0, 0], points, "loss", upto=1)
     for ax, q in zip(axes[0, 1:], ("first_step_decrease", *CRITERIA_THEORY), strict=True):
         _say_exploded(ax, points, q)
@@ -142,7 +163,12 @@ def criteria_figure(out, cfg, points, by_fit):
         "part (d), lazy regime: kernel change, balanced (fit) and η_u = lr", fontsize=9
     )
     axes[0, 3].legend(fontsize=6)
-    # the training loss after each step, per rule: colour s_v, line style M
+
+
+def _loss_panels(axes, cfg, points, styles) -> None:
+    """The training loss after each step, per rule: colour s_v, line style M."""
+    import matplotlib.pyplot as plt
+
     colors = plt.cm.viridis(np.linspace(0.1, 0.85, len(cfg["s_v_sweep"])))
     for ax, (rule, name) in zip(
         axes[1, :2], (("balanced", "balanced rate η_u = lr·min(1, 1/s_v²)"),
@@ -159,7 +185,10 @@ def criteria_figure(out, cfg, points, by_fit):
         ax.set_title(f"part (c), training loss, {name}", fontsize=9)
         _say_exploded(ax, [p for p in points if p.get("rule") == rule], "loss")
         ax.legend(fontsize=6, ncol=2)
-    ax = axes[1, 2]
+
+
+def _diversity_panel(ax, points, by_fit) -> None:
+    """The feature diversity: the initial pre-activations' RMS against D, both scalings."""
     rows = sorted((p for p in points if p["part"] == "diversity"), key=lambda p: p["D"])
     for name, theory, color, text in (
         ("scaled", 0.0, "C0", "σ_u = s_u sqrt(D)"), ("unscaled", -0.5, "C3", "σ_u = s_u"),
@@ -175,13 +204,6 @@ def criteria_figure(out, cfg, points, by_fit):
     if rows:
         size_ticks(ax, [r["D"] for r in rows])
         ax.legend(fontsize=7)
-    axes[1, 3].set_axis_off()
-    fig.suptitle(
-        f"mean over {cfg['seeds']} draws, bars ×/÷ their geometric spread, D={cfg['sweep_D']} "
-        "(feature diversity: 256 units, up to 8 draws per D; dotted: theory slopes)",
-        fontsize=9,
-    )
-    save_figure(fig, Path(out) / "two_layer_criteria.png", dpi=110)
 
 
 def critical_figure(out, critical):

@@ -195,67 +195,11 @@ def cost_parts(cfg, n: int, d_in: int, d_out: int) -> list[Cost]:
     of the K + 1 steps, the hidden fields after each): part (a) `width_batch` draws at once,
     the criteria's one at a time in a `lax.map`; every fixed-D limit is a quadrature
     (`limit_cost`)."""
-    K, S, width = cfg["steps"], cfg["seeds"], 8 if cfg["x64"] else 4
-    steps = K + 1
-    lim_mem, lim_work, lim_elements = limit_cost(cfg, n, d_in, d_out)
-
-    def net(M, D):  # one draw: bytes, operations, the largest array
-        work = steps * n * M * D * OPS_PER_UNIT_STEP + PYTHON_STEP
-        return net_bytes(cfg, M, D, n, d_in, d_out), work, steps * M * D
-
-    M_max, D_max = max(cfg["M"]), max(cfg["D"])
-    Mi, Di, max_n = cfg["input_M"], cfg["input_D"], max(cfg["n_sweep"])
-    inputs_batch = two_layer_inputs.batch_size(cfg["input_draws"], Mi, Di)
-    width_mem, _, width_elements = net(M_max, D_max)
-    batch = width_batch(cfg, M_max, D_max, n, d_in, d_out)
-    width_mem, width_elements = batch * width_mem, batch * width_elements
-    width_work = math.fsum(S * net(M, D)[1] for M in cfg["M"] for D in cfg["D"])
-    width_work += S * len(cfg["D"]) * lim_work
-    dim_D = max(cfg["D_limit"])
-    sweep = len(cfg["sweep_M"]) * len(cfg["s_v_sweep"]) * 2
-    Ms, Ds = max(cfg["sweep_M"]), cfg["sweep_D"]
-    kernel = n * n * d_out * d_out  # the tangent kernel's terms per unit
-    crit_mem = net(Ms, Ds)[0] + width * (Ms * kernel + S * steps * 4)
-    crit_work = math.fsum(
-        S * (net(M, Ds)[1] - PYTHON_STEP + 4 * M * kernel) for M in cfg["sweep_M"]
-    ) * len(cfg["s_v_sweep"]) * 2 + sweep * PYTHON_STEP  # fmt: skip
+    lim_mem, lim_work, lim_elements = limit = limit_cost(cfg, n, d_in, d_out)
     return [
-        Cost(
-            "--M/--D/--seeds/--steps",
-            "the width part (a)",
-            memory=max(width_mem, lim_mem),
-            work=width_work,
-            elements=max(width_elements, lim_elements),
-            array="the trajectories of a batch of networks' units, (batch, steps + 1, M, D)",
-            memory_flags="--M/--D/--steps",
-            memory_what=(
-                "one network of the largest width and dimension, part (a)"
-                if batch == 1
-                else f"a batch of {batch} networks of the largest width and dimension, part (a)"
-            ),
-        ),
-        Cost(
-            "--D-limit/--seeds/--steps",
-            "the dimension part (b)",
-            memory=max(width * (steps * n * dim_D * 2 + dim_D * (d_in + d_out)), lim_mem),
-            work=S
-            * math.fsum(
-                lim_work + D * (d_in + d_out) * n * 4 + steps * n * D * d_out * 2 + PYTHON_STEP
-                for D in cfg["D_limit"]
-            ),  # fmt: skip
-            elements=max(steps * n * dim_D, dim_D * (d_in + d_out), lim_elements),
-            array="a draw's embedding or hidden fields, (D, d_in + d_out) or (steps + 1, n, D)",
-            memory_flags="--D-limit/--steps",
-        ),
-        Cost(
-            "--sweep-M/--sweep-D/--s-v-sweep/--seeds/--steps",
-            "the criteria part, (c) and (d)",
-            memory=crit_mem,
-            work=crit_work,
-            elements=max(steps * Ms * Ds, S * steps),
-            array="the trajectory of one network's units, (steps + 1, sweep-M, sweep-D)",
-            memory_flags="--sweep-M/--sweep-D/--seeds/--steps",
-        ),
+        _width_cost(cfg, n, d_in, d_out, limit),
+        _dimension_cost(cfg, n, d_in, d_out, limit),
+        _criteria_cost(cfg, n, d_in, d_out),
         Cost(
             "--steps",
             "the D → ∞ limit",
@@ -264,27 +208,120 @@ def cost_parts(cfg, n: int, d_in: int, d_out: int) -> list[Cost]:
             elements=lim_elements,
             array="the limit's particles along training, (steps + 1, nodes, n)",
         ),
-        Cost(
-            "--n-sweep/--input-draws/--input-M/--input-D",
-            "the inputs part (e)",
-            memory=width * inputs_batch * (3 * Mi * Di + Di * (max_n + 1) + max_n * Mi)
-            + 16.0 * cfg["input_draws"] * (2 + two_layer_inputs.N_BOOT),
-            work=2
-            * cfg["input_draws"]
-            * math.fsum(4 * n * Mi * Di + 4 * Mi * Di + PYTHON_STEP / 64 for n in cfg["n_sweep"]),
-            elements=max(inputs_batch * Mi * Di, cfg["input_draws"] * two_layer_inputs.N_BOOT),
-            array="the units of a batch of part (e)'s draws, (batch, input-M, input-D)",
-            memory_flags="--n-sweep/--input-draws/--input-M/--input-D",
-        ),
-        Cost(
-            "--D-limit",
-            "the feature diversity",
-            memory=width * 256 * dim_D * 4,
-            work=math.fsum(16 * (256 * D * n * 4 + PYTHON_STEP) for D in cfg["D_limit"]),
-            elements=256 * dim_D,
-            array="a network of 256 units, (256, D)",
-        ),
+        _inputs_cost(cfg),
+        _diversity_cost(cfg, n),
     ]
+
+
+def _net_cost(cfg, M: int, D: int, n: int, d_in: int, d_out: int) -> tuple[float, float, int]:
+    """One draw's training: bytes, operations, the largest array."""
+    steps = cfg["steps"] + 1
+    work = steps * n * M * D * OPS_PER_UNIT_STEP + PYTHON_STEP
+    return net_bytes(cfg, M, D, n, d_in, d_out), work, steps * M * D
+
+
+def _width_cost(cfg, n: int, d_in: int, d_out: int, limit) -> Cost:
+    """Part (a): a batch of the widest networks at once, every width's draws and the
+    fixed-D limits of every D."""
+    S = cfg["seeds"]
+    lim_mem, lim_work, lim_elements = limit
+    M_max, D_max = max(cfg["M"]), max(cfg["D"])
+    width_mem, _, width_elements = _net_cost(cfg, M_max, D_max, n, d_in, d_out)
+    batch = width_batch(cfg, M_max, D_max, n, d_in, d_out)
+    width_mem, width_elements = batch * width_mem, batch * width_elements
+    width_work = math.fsum(
+        S * _net_cost(cfg, M, D, n, d_in, d_out)[1] for M in cfg["M"] for D in cfg["D"]
+    )
+    width_work += S * len(cfg["D"]) * lim_work
+    return Cost(
+        "--M/--D/--seeds/--steps",
+        "the width part (a)",
+        memory=max(width_mem, lim_mem),
+        work=width_work,
+        elements=max(width_elements, lim_elements),
+        array="the trajectories of a batch of networks' units, (batch, steps + 1, M, D)",
+        memory_flags="--M/--D/--steps",
+        memory_what=(
+            "one network of the largest width and dimension, part (a)"
+            if batch == 1
+            else f"a batch of {batch} networks of the largest width and dimension, part (a)"
+        ),
+    )
+
+
+def _dimension_cost(cfg, n: int, d_in: int, d_out: int, limit) -> Cost:
+    """Part (b): a draw's embedding and hidden fields and its fixed-D limit, at every D."""
+    S, steps, width = cfg["seeds"], cfg["steps"] + 1, 8 if cfg["x64"] else 4
+    lim_mem, lim_work, lim_elements = limit
+    dim_D = max(cfg["D_limit"])
+    return Cost(
+        "--D-limit/--seeds/--steps",
+        "the dimension part (b)",
+        memory=max(width * (steps * n * dim_D * 2 + dim_D * (d_in + d_out)), lim_mem),
+        work=S
+        * math.fsum(
+            lim_work + D * (d_in + d_out) * n * 4 + steps * n * D * d_out * 2 + PYTHON_STEP
+            for D in cfg["D_limit"]
+        ),  # fmt: skip
+        elements=max(steps * n * dim_D, dim_D * (d_in + d_out), lim_elements),
+        array="a draw's embedding or hidden fields, (D, d_in + d_out) or (steps + 1, n, D)",
+        memory_flags="--D-limit/--steps",
+    )
+
+
+def _criteria_cost(cfg, n: int, d_in: int, d_out: int) -> Cost:
+    """Parts (c) and (d): one network at a time with its tangent kernel, at every width,
+    s_v and rule."""
+    S, steps, width = cfg["seeds"], cfg["steps"] + 1, 8 if cfg["x64"] else 4
+    sweep = len(cfg["sweep_M"]) * len(cfg["s_v_sweep"]) * 2
+    Ms, Ds = max(cfg["sweep_M"]), cfg["sweep_D"]
+    kernel = n * n * d_out * d_out  # the tangent kernel's terms per unit
+    crit_mem = _net_cost(cfg, Ms, Ds, n, d_in, d_out)[0] + width * (Ms * kernel + S * steps * 4)
+    crit_work = math.fsum(
+        S * (_net_cost(cfg, M, Ds, n, d_in, d_out)[1] - PYTHON_STEP + 4 * M * kernel)
+        for M in cfg["sweep_M"]
+    ) * len(cfg["s_v_sweep"]) * 2 + sweep * PYTHON_STEP  # fmt: skip
+    return Cost(
+        "--sweep-M/--sweep-D/--s-v-sweep/--seeds/--steps",
+        "the criteria part, (c) and (d)",
+        memory=crit_mem,
+        work=crit_work,
+        elements=max(steps * Ms * Ds, S * steps),
+        array="the trajectory of one network's units, (steps + 1, sweep-M, sweep-D)",
+        memory_flags="--sweep-M/--sweep-D/--seeds/--steps",
+    )
+
+
+def _inputs_cost(cfg) -> Cost:
+    """Part (e): a batch of its draws' units at once, and every draw's bootstrap."""
+    width = 8 if cfg["x64"] else 4
+    Mi, Di, max_n = cfg["input_M"], cfg["input_D"], max(cfg["n_sweep"])
+    inputs_batch = two_layer_inputs.batch_size(cfg["input_draws"], Mi, Di)
+    return Cost(
+        "--n-sweep/--input-draws/--input-M/--input-D",
+        "the inputs part (e)",
+        memory=width * inputs_batch * (3 * Mi * Di + Di * (max_n + 1) + max_n * Mi)
+        + 16.0 * cfg["input_draws"] * (2 + two_layer_inputs.N_BOOT),
+        work=2
+        * cfg["input_draws"]
+        * math.fsum(4 * n * Mi * Di + 4 * Mi * Di + PYTHON_STEP / 64 for n in cfg["n_sweep"]),
+        elements=max(inputs_batch * Mi * Di, cfg["input_draws"] * two_layer_inputs.N_BOOT),
+        array="the units of a batch of part (e)'s draws, (batch, input-M, input-D)",
+        memory_flags="--n-sweep/--input-draws/--input-M/--input-D",
+    )
+
+
+def _diversity_cost(cfg, n: int) -> Cost:
+    """The feature diversity: a network of 256 units at every D of part (b)."""
+    width, dim_D = 8 if cfg["x64"] else 4, max(cfg["D_limit"])
+    return Cost(
+        "--D-limit",
+        "the feature diversity",
+        memory=width * 256 * dim_D * 4,
+        work=math.fsum(16 * (256 * D * n * 4 + PYTHON_STEP) for D in cfg["D_limit"]),
+        elements=256 * dim_D,
+        array="a network of 256 units, (256, D)",
+    )
 
 
 def check_cost(cfg, n: int, d_in: int, d_out: int) -> None:
@@ -297,10 +334,30 @@ def check_cost(cfg, n: int, d_in: int, d_out: int) -> None:
 
 
 def run(args):
+    """The study: its configuration checked, every part's points run, the fits and
+    verdicts written with the figures."""
     check_activation(args.activation)
     preset = PRESETS[args.preset]
     x, y = load_data(args.data)
-    cfg = {
+    cfg = _config(args, preset, x, y)
+    _check_config(cfg, x)
+    check_cost(cfg, *x.shape, y.shape[1])
+    pad = pad_budget(args)
+    runner = start_study(args, cfg)
+    # part (a)'s widths at one D run in few programs: a width padded into a wider one's
+    boxes = program_boxes([(D, M) for D in cfg["D"] for M in cfg["M"]], cfg["seeds"], pad)
+    study = _Study(cfg, jnp.asarray(x), jnp.asarray(y), boxes)
+    # the self-check recomputes its point op by op unpadded: it checks the padding too
+    points = runner.run_points(
+        _specs(cfg), study.point, describe=_describe,
+        check=functools.partial(study.point, padded=False),
+    )  # fmt: skip
+    _finish(runner, cfg, study, points, pad, boxes)
+
+
+def _config(args, preset, x, y) -> dict:
+    """The configuration: the model's options, each part's grid (`args`, else `preset`)."""
+    return {
         **model_config(args, x, y),
         "M": args.M or preset["M"],
         "D": args.D or preset["D"],
@@ -317,6 +374,11 @@ def run(args):
         "x64": args.x64,
         "preset": args.preset,
     }
+
+
+def _check_config(cfg, x) -> None:
+    """Refuse, in one line naming the option, grids out of range and embedding dimensions
+    below the number of inputs `x` (singular Grams)."""
     for name in ("M", "D", "D_limit", "sweep_M", "n_sweep"):
         if any(v < 1 for v in cfg[name]) or len(set(cfg[name])) != len(cfg[name]):
             flag = "--" + name.replace("_", "-")
@@ -334,13 +396,11 @@ def run(args):
         raise StudyInputError(
             f"--D, --D-limit: the Gram of {x.shape[0]} inputs is singular below D = {x.shape[0]}"
         )
-    check_cost(cfg, *x.shape, y.shape[1])
-    pad = pad_budget(args)
-    runner = start_study(args, cfg)
-    # part (a)'s widths at one D run in few programs: a width padded into a wider one's
-    boxes = program_boxes([(D, M) for D in cfg["D"] for M in cfg["M"]], cfg["seeds"], pad)
-    study = _Study(cfg, jnp.asarray(x), jnp.asarray(y), boxes)
-    specs = (
+
+
+def _specs(cfg) -> list[dict]:
+    """The grid points of every part, in the order they run."""
+    return (
         [{"part": "width", "D": D, "M": M} for D in cfg["D"] for M in cfg["M"]]
         + [{"part": "dimension", "D": D} for D in cfg["D_limit"]]
         + [
@@ -356,11 +416,11 @@ def run(args):
             for n in cfg["n_sweep"]
         ]
     )
-    # the self-check recomputes its point op by op unpadded: it checks the padding too
-    points = runner.run_points(
-        specs, study.point, describe=_describe,
-        check=functools.partial(study.point, padded=False),
-    )  # fmt: skip
+
+
+def _finish(runner, cfg, study, points, pad, boxes) -> None:
+    """The fits, the critical scale, the criteria's table and part (e)'s factor, written
+    with the points and the compiled programs' boxes (`runner.finish`)."""
     fits, collapse, warnings = _fits(cfg, points, study.infinite)
     for w in warnings:
         runner.warn(w)
@@ -378,19 +438,7 @@ def run(args):
             "input_factor": {"rows": factor, "summary": factor_summary},
             "verdict_lines": two_layer_inputs.factor_lines(factor_summary),
             "error_definitions": ERROR_DEFINITIONS,
-            "limit": {
-                "infinite_D": {
-                    "kind": "D -> infinity (skeleton maps / cavity: reduced particles at the "
-                    "Grams' limits sigma_in^2 X X^T, sigma_out^2 I)",
-                    "method": study.infinite.method,
-                    "outputs": study.infinite.outputs,
-                    "error_estimate": max(
-                        study.infinite.error_outputs, study.infinite.error_hidden
-                    ),
-                },
-                "fixed_D": "per draw: Gauss-Hermite quadrature of the reduced particles at the "
-                "draw's Grams; each point records the largest error estimate of its draws",
-            },
+            "limit": _limit_record(study.infinite),
             "reference": {
                 "method": study.infinite.method,
                 "error_estimate": max(study.infinite.error_outputs, study.infinite.error_hidden),
@@ -405,6 +453,21 @@ def run(args):
         },
         plot=plot,
     )
+
+
+def _limit_record(infinite) -> dict:
+    """What the limits are: the D → ∞ limit `infinite` and the fixed-D limit per draw."""
+    return {
+        "infinite_D": {
+            "kind": "D -> infinity (skeleton maps / cavity: reduced particles at the "
+            "Grams' limits sigma_in^2 X X^T, sigma_out^2 I)",
+            "method": infinite.method,
+            "outputs": infinite.outputs,
+            "error_estimate": max(infinite.error_outputs, infinite.error_hidden),
+        },
+        "fixed_D": "per draw: Gauss-Hermite quadrature of the reduced particles at the "
+        "draw's Grams; each point records the largest error estimate of its draws",
+    }
 
 
 def plot(out, results) -> None:

@@ -49,17 +49,29 @@ def phase_figure(out, cfg, points, fits, mlu) -> None:
     criterion 1 measures ‖h^L − h^0‖_D and its boundary is σ_v = sqrt(LM)."""
     use_agg()
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullLocator
 
     fig, axes = plt.subplots(2, 2, figsize=(14, 10.5))
     (ax, ax_e), (ax_s, ax_d) = axes
     Ds = sorted({p["D"] for p in points})
-    M, L = cfg["M"], cfg.get("L")  # L: the deep ResNet (`resnet_phases`)
-    LM, lm = (M, "M") if L is None else (L * M, "(LM)")
+    L = cfg.get("L")  # L: the deep ResNet (`resnet_phases`)
     hidden = "‖h‖_D" if L is None else "‖h^L − h^0‖_D"
     # the deep ResNet's boundary of criterion 1: the residual no longer small beside h^0
     limit = 1.0 if L is None else PAST_BOUNDARY
     large = large_cells(points, limit)
+    sc, ys = _plane_points(ax, points, Ds, large, f"measured {hidden} ≥ {limit:g}")
+    _plane_lines(ax, cfg, Ds, mlu, hidden)
+    _plane_axes(fig, ax, sc, cfg, Ds, ys)
+    _slopes_panel(ax_e, points, fits, Ds, large, L, hidden, limit)
+    _scale_curves(ax_s, ax_d, points, fits, Ds)
+    _label_scale_panels(ax_s, ax_d, points, L)
+    fig.tight_layout()
+    stem = "two_layer_phases" if L is None else "resnet_phases"
+    save_figure(fig, Path(out) / f"{stem}.png", dpi=100)
+
+
+def _plane_points(ax, points, Ds, large, blown_label):
+    """Panel (a)'s measured points, coloured by their local update relative to the largest
+    at their D, crossed past criterion 1's boundary (`large`): the scatter and the σ_v's."""
     rel, xs, ys, blown = [], [], [], []
     for D in Ds:
         rows = [p for p in points if p["D"] == D]
@@ -85,9 +97,15 @@ def phase_figure(out, cfg, points, fits, mlu) -> None:
     bx = [x for x, b in zip(xs, blown, strict=True) if b]
     by = [y for y, b in zip(ys, blown, strict=True) if b]
     if bx:
-        ax.scatter(
-            bx, by, marker="x", color="C3", s=60, zorder=4, label=f"measured {hidden} ≥ {limit:g}"
-        )
+        ax.scatter(bx, by, marker="x", color="C3", s=60, zorder=4, label=blown_label)
+    return sc, ys
+
+
+def _plane_lines(ax, cfg, Ds, mlu, hidden) -> None:
+    """Panel (a)'s predicted boundaries σ_v = sqrt(D) and sqrt(M) (sqrt(LM)) and the
+    measured MLU points."""
+    M, L = cfg["M"], cfg.get("L")
+    LM, lm = (M, "M") if L is None else (L * M, "(LM)")
     grid = np.geomspace(min(Ds) / 1.5, max(Ds) * 1.5, 50)
     ax.plot(
         grid,
@@ -116,6 +134,13 @@ def phase_figure(out, cfg, points, fits, mlu) -> None:
             zorder=5,
             label="measured MLU point (largest local update)",
         )
+
+
+def _plane_axes(fig, ax, sc, cfg, Ds, ys) -> None:
+    """Panel (a)'s axes, colour bar, title and legend."""
+    from matplotlib.ticker import NullLocator
+
+    M, L = cfg["M"], cfg.get("L")
     ax.set(
         xscale="log",
         yscale="log",
@@ -134,6 +159,12 @@ def phase_figure(out, cfg, points, fits, mlu) -> None:
         fontsize=9,
     )
     ax.legend(fontsize=7, loc="upper left")
+
+
+def _slopes_panel(ax_e, points, fits, Ds, large, L, hidden, limit) -> None:
+    """Panel (b): the slopes against D at each s_v with their intervals (hollow: fitted
+    over a cell past criterion 1's boundary, `large`) and predictions."""
+    from matplotlib.ticker import NullLocator
 
     s_grid = sorted({p["s_v"] for p in points})
     offsets = dict(zip(COLORS, (0.96, 1.0, 1.04), strict=True))
@@ -196,6 +227,11 @@ def phase_figure(out, cfg, points, fits, mlu) -> None:
     )
     ax_e.legend(fontsize=7, loc="best")
 
+
+def _scale_curves(ax_s, ax_d, points, fits, Ds) -> None:
+    """Panels (c) and (d): the local update and the loss decay against s_v, one line per
+    D with its fitted slope, and the predicted laws past s_v = 1."""
+    s_grid = sorted({p["s_v"] for p in points})
     curves = (  # (panel, quantity, style, label before the fitted slope)
         (ax_s, "local_update", "o-", ""),
         (ax_d, "decay", "o-", ", balanced, at t"),
@@ -233,6 +269,13 @@ def phase_figure(out, cfg, points, fits, mlu) -> None:
             lw=1.3,
             label="∝ s_v² = σ_v²/D (predicted, η_u unscaled)",
         )
+
+
+def _label_scale_panels(ax_s, ax_d, points, L) -> None:
+    """Panels (c) and (d)'s axes, titles and legends."""
+    from matplotlib.ticker import NullLocator
+
+    s_grid = sorted({p["s_v"] for p in points})
     for a in (ax_s, ax_d):
         a.axvline(1.0, color="0.6", lw=0.8)
         a.set(xscale="log", yscale="log", xlabel="s_v = σ_v / √D")
@@ -254,6 +297,3 @@ def phase_figure(out, cfg, points, fits, mlu) -> None:
         "weights' share grows as σ_v²/D (slopes fitted past s_v = 1)",
         fontsize=9,
     )
-    fig.tight_layout()
-    stem = "two_layer_phases" if L is None else "resnet_phases"
-    save_figure(fig, Path(out) / f"{stem}.png", dpi=100)

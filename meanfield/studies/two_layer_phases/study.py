@@ -221,57 +221,14 @@ def run_phases(args, presets, options, draws, start) -> None:
     """The study at `presets`/`options`, each point's draws by `draws` (`_draws`, the
     perceptron; `resnet_phases`, the deep ResNet: its config has `L`), its folder opened
     by `start` (the calling study's `runner.start_study`)."""
-    x, y = load_data(args.data)
-    refuse_duplicated_inputs(x, args.study, DISTINCT)
-    cfg = preset_config(args, DEFAULTS, presets, options)
-    check_activation(cfg["activation"])
-    cfg.update(data=args.data or "built-in", x=x.tolist(), y=y.tolist())
-    check_config(cfg, *x.shape, y.shape[1])
+    cfg, x, y = _phases_config(args, presets, options)
     runner = start(args, cfg)
     xs, ys = jnp.asarray(x), jnp.asarray(y)
     master = jr.key(cfg["seed"])
     depth = {"L": cfg["L"]} if "L" in cfg else {}
-
-    def point(spec):
-        D, s_v = spec["D"], spec["s_v"]
-        lr_u = cfg["lr_u"] * min(1.0, 1.0 / s_v**2)
-        keys = jr.split(jr.fold_in(master, D), cfg["seeds"])  # common draws over s_v
-        start, start_unscaled, later = draws(
-            keys,
-            xs,
-            ys,
-            s_v,
-            lr_u,
-            cfg["lr_u"],
-            cfg["lr_v"],
-            M=cfg["M"],
-            D=D,
-            activation=cfg["activation"],
-            s_u=cfg["s_u"],
-            sigma_in=cfg["sigma_in"],
-            sigma_out=cfg["sigma_out"],
-            time=cfg["time"],
-            dt=cfg["dt"],
-            **depth,
-        )
-        start, start_unscaled, later = (
-            {k: np.asarray(v) for k, v in r._asdict().items()}
-            for r in (start, start_unscaled, later)
-        )
-        return {
-            "sigma_v": s_v * math.sqrt(D),
-            "lr_u": lr_u,
-            "hidden": summarize(start["hidden"]),
-            "output": summarize(start["output"]),
-            "decay_u_unscaled": summarize(start_unscaled["decay_u"]),
-            "decay_v_start": summarize(start["decay_v"]),
-            "local_update_start": summarize(start["local_update"]),
-            "decay": summarize(later["decay_u"] + later["decay_v"]),
-            "decay_u": summarize(later["decay_u"]),
-            "local_update": summarize(later["local_update"]),
-            "loss": summarize(later["loss"]),
-        }
-
+    point = functools.partial(
+        _phase_point, cfg=cfg, draws=draws, xs=xs, ys=ys, master=master, depth=depth
+    )
     specs = [{"D": D, "s_v": s_v} for D in cfg["D"] for s_v in cfg["s_v_sweep"]]
     points = runner.run_points(
         specs,
@@ -281,6 +238,63 @@ def run_phases(args, presets, options, draws, start) -> None:
         # point of the deep ResNet takes minutes), so it is drawn among the smaller D's
         **({"check_cost": lambda s: s["D"]} if depth else {}),
     )
+    _finish_phases(runner, cfg, points, deep=bool(depth))
+
+
+def _phases_config(args, presets, options):
+    """The data `x`, `y` (distinct inputs) and the configuration, checked (`check_config`)."""
+    x, y = load_data(args.data)
+    refuse_duplicated_inputs(x, args.study, DISTINCT)
+    cfg = preset_config(args, DEFAULTS, presets, options)
+    check_activation(cfg["activation"])
+    cfg.update(data=args.data or "built-in", x=x.tolist(), y=y.tolist())
+    check_config(cfg, *x.shape, y.shape[1])
+    return cfg, x, y
+
+
+def _phase_point(spec, *, cfg, draws, xs, ys, master, depth) -> dict:
+    """One (D, s_v): its draws' rates at t = 0 and at t (`draws`), summarized over draws."""
+    D, s_v = spec["D"], spec["s_v"]
+    lr_u = cfg["lr_u"] * min(1.0, 1.0 / s_v**2)
+    keys = jr.split(jr.fold_in(master, D), cfg["seeds"])  # common draws over s_v
+    start, start_unscaled, later = draws(
+        keys,
+        xs,
+        ys,
+        s_v,
+        lr_u,
+        cfg["lr_u"],
+        cfg["lr_v"],
+        M=cfg["M"],
+        D=D,
+        activation=cfg["activation"],
+        s_u=cfg["s_u"],
+        sigma_in=cfg["sigma_in"],
+        sigma_out=cfg["sigma_out"],
+        time=cfg["time"],
+        dt=cfg["dt"],
+        **depth,
+    )
+    start, start_unscaled, later = (
+        {k: np.asarray(v) for k, v in r._asdict().items()} for r in (start, start_unscaled, later)
+    )
+    return {
+        "sigma_v": s_v * math.sqrt(D),
+        "lr_u": lr_u,
+        "hidden": summarize(start["hidden"]),
+        "output": summarize(start["output"]),
+        "decay_u_unscaled": summarize(start_unscaled["decay_u"]),
+        "decay_v_start": summarize(start["decay_v"]),
+        "local_update_start": summarize(start["local_update"]),
+        "decay": summarize(later["decay_u"] + later["decay_v"]),
+        "decay_u": summarize(later["decay_u"]),
+        "local_update": summarize(later["local_update"]),
+        "loss": summarize(later["loss"]),
+    }
+
+
+def _finish_phases(runner, cfg, points, *, deep: bool) -> None:
+    """The slopes, the MLU points and the verdicts, written with the points."""
     fits = slope_fits(cfg, points)
     mlu = mlu_points(cfg, points)
     runner.finish(
@@ -288,12 +302,12 @@ def run_phases(args, presets, options, draws, start) -> None:
             "points": points,
             "fits": fits,
             "mlu_points": mlu,
-            "agreement": agreement(fits, mlu, deep=bool(depth)),
-            "headline": headline(fits, mlu, deep=bool(depth), points=points),
+            "agreement": agreement(fits, mlu, deep=deep),
+            "headline": headline(fits, mlu, deep=deep, points=points),
             "reference": {
                 "theory": "Chaintron's scaling criteria 1, 3 and 5 (slopes in D at a fixed "
                 "s_v = sigma_v / sqrt(D), and in s_v past the MLU point, at a fixed "
-                + ("L, M; the deep-ResNet slides)" if depth else "M)"),
+                + ("L, M; the deep-ResNet slides)" if deep else "M)"),
                 "error_estimate": 0.0,
                 "flow": f"Euler steps of dt = {cfg['dt']:g} (tested against GD at rates eta * dt)",
             },

@@ -134,7 +134,10 @@ def check_cost(cfg, law) -> None:
 MAX_SIGMA_V = 1e3  # the outputs scale as σ_v^2 · (1 + γ-terms)^L
 
 
-def run(args):
+def configure(args) -> dict:
+    """The study's configuration from its options, refusing (one line naming the option,
+    after `check_unit_arguments`) too few networks or draws, a σ_v beyond `MAX_SIGMA_V`,
+    and `--sigma-vs` with a σ_v of its own or a `--block`."""
     check_unit_arguments(args)
     if args.nets is not None and args.nets < 2:
         raise StudyInputError(f"--nets: need at least 2 networks for an error bar, got {args.nets}")
@@ -153,7 +156,7 @@ def run(args):
             raise StudyInputError(f"--sigma-vs: values must be positive, got {sweep}")
         for v in sweep:
             check_scale("--sigma-vs", v, MAX_SIGMA_V, "the outputs' variance overflows")
-    cfg = {
+    return {
         **{name: getattr(args, name) for name in UNIT_OPTIONS},
         "sigma_u": 1 / math.sqrt(args.d),
         "sigma_v": args.sigma_v,
@@ -170,6 +173,10 @@ def run(args):
         "x64": args.x64,
         "preset": args.preset,
     }
+
+
+def run(args):
+    cfg = configure(args)
     block, law = _block_and_law(args, cfg)
     check_cost(cfg, law)
     runner = start_study(args, cfg)
@@ -185,60 +192,8 @@ def run(args):
 
     def point(spec):
         if "sigma_v" in spec:  # Chaintron's scaling, its own networks (tag 4)
-            return lm_point(spec)
-        L, g, M = spec["L"], spec["gamma"], cfg["M"]
-        alpha = L ** (-g) / math.sqrt(M)
-        devs, final = sampled_deviation(
-            block,
-            law,
-            L=L,
-            M=M,
-            alpha=alpha,
-            x=x,
-            # L and γ folded in one after the other (L·1000 + 1000γ collided, e.g.
-            # (4, 1.25) and (5, 0.25)); γ on a 1e-6 grid: γ values closer than that
-            # share their networks (the points stay distinct)
-            key=jr.fold_in(jr.fold_in(jr.fold_in(master, 2), L), round(1e6 * g)),
-            nets=cfg["nets"],
-            final_state=True,
-        )
-        back = np.asarray(
-            sampled_backward_deviation(
-                block, law, L=L, M=M, alpha=alpha, x=x, direction=direction,
-                key=jr.fold_in(jr.fold_in(jr.fold_in(master, 3), L), round(1e6 * g)),
-                nets=cfg["backward_nets"],
-            )
-        )  # fmt: skip
-        return {
-            **_forward_point(devs, final, float(variance_law(c, alpha, M, L, 1.0))),
-            "alpha": alpha,
-            "MLalpha2": M * L * alpha**2,
-            "regime": "explosion" if g < 0.5 else "critical" if g == 0.5 else "identity",
-            "backward": {
-                "end": _mean_se(back[:, 0]),
-                "sup": _mean_se(back.max(axis=1)),
-                "meaning": "|b^l - b^L|^2/|b^L|^2 at l = 0 (end) and its sup over l, "
-                "mean over networks, b^L a fixed unit vector",
-            },
-        }
-
-    def lm_point(spec):
-        L, s, M = spec["L"], spec["sigma_v"], cfg["M"]
-        alpha = 1.0 / (L * M)
-        law_s = TwoLayerGaussianLaw(cfg["d"], sigma_u=cfg["sigma_u"], sigma_v=s)
-        devs, final = sampled_deviation(
-            block, law_s, L=L, M=M, alpha=alpha, x=x,
-            key=jr.fold_in(jr.fold_in(jr.fold_in(master, 4), L), round(1e6 * s)),
-            nets=cfg["nets"], final_state=True,
-        )  # fmt: skip
-        return {
-            **_forward_point(devs, final, float(variance_law(c * s**2, alpha, M, L, 1.0))),
-            "alpha": alpha,
-            "MLalpha2": M * L * alpha**2,
-            "sigma_v2_over_LM": s**2 / (L * M),
-            "theory_leading": c * s**2 / (L * M),  # the Θ(σ_v²/(LM)) term: c σ_v²/(LM)
-            "regime": "Θ(σ_v²/(LM))" if s**2 <= L * M else "explosion",
-        }
+            return _lm_point(cfg, block, master, c, x, spec)
+        return _gamma_point(cfg, block, law, master, c, x, direction, spec)
 
     if cfg.get("sigma_vs"):
         specs = [{"L": L, "sigma_v": s} for s in cfg["sigma_vs"] for L in cfg["L"]]
@@ -248,6 +203,87 @@ def run(args):
     exploded = _exploded_warning(points, cfg["nets"])
     if exploded:
         runner.warn(exploded)
+    fits = _forward_fits(cfg, points)
+    backward = _backward_identity(cfg, points)
+    runner.finish(
+        {
+            "points": points,
+            "fits": fits,
+            "backward_identity": {
+                "claim": "Chizat's lecture notes on ResNets, §3.1: with M L alpha^2 -> 0 the first "
+                "backward pass is "
+                "close to the identity, sup_l |b^l - b^L| -> 0 (same form as the forward pass)",
+                "per_gamma": backward,
+            },
+            "reference": _reference(cfg, c_ref, c, c_exploded),
+        },
+        plot=plot,
+    )
+
+
+def _gamma_point(cfg, block, law, master, c, x, direction, spec) -> dict:
+    """The point at depth L and γ (α = L^-γ/√M): the forward pass against the variance law,
+    then the first backward pass (its own networks, tag 3)."""
+    L, g, M = spec["L"], spec["gamma"], cfg["M"]
+    alpha = L ** (-g) / math.sqrt(M)
+    devs, final = sampled_deviation(
+        block,
+        law,
+        L=L,
+        M=M,
+        alpha=alpha,
+        x=x,
+        # L and γ folded in one after the other (L·1000 + 1000γ collided, e.g.
+        # (4, 1.25) and (5, 0.25)); γ on a 1e-6 grid: γ values closer than that
+        # share their networks (the points stay distinct)
+        key=jr.fold_in(jr.fold_in(jr.fold_in(master, 2), L), round(1e6 * g)),
+        nets=cfg["nets"],
+        final_state=True,
+    )
+    back = np.asarray(
+        sampled_backward_deviation(
+            block, law, L=L, M=M, alpha=alpha, x=x, direction=direction,
+            key=jr.fold_in(jr.fold_in(jr.fold_in(master, 3), L), round(1e6 * g)),
+            nets=cfg["backward_nets"],
+        )
+    )  # fmt: skip
+    return {
+        **_forward_point(devs, final, float(variance_law(c, alpha, M, L, 1.0))),
+        "alpha": alpha,
+        "MLalpha2": M * L * alpha**2,
+        "regime": "explosion" if g < 0.5 else "critical" if g == 0.5 else "identity",
+        "backward": {
+            "end": _mean_se(back[:, 0]),
+            "sup": _mean_se(back.max(axis=1)),
+            "meaning": "|b^l - b^L|^2/|b^L|^2 at l = 0 (end) and its sup over l, "
+            "mean over networks, b^L a fixed unit vector",
+        },
+    }
+
+
+def _lm_point(cfg, block, master, c, x, spec) -> dict:
+    """The point at depth L and σ_v under Chaintron's scaling α = 1/(LM)."""
+    L, s, M = spec["L"], spec["sigma_v"], cfg["M"]
+    alpha = 1.0 / (L * M)
+    law_s = TwoLayerGaussianLaw(cfg["d"], sigma_u=cfg["sigma_u"], sigma_v=s)
+    devs, final = sampled_deviation(
+        block, law_s, L=L, M=M, alpha=alpha, x=x,
+        key=jr.fold_in(jr.fold_in(jr.fold_in(master, 4), L), round(1e6 * s)),
+        nets=cfg["nets"], final_state=True,
+    )  # fmt: skip
+    return {
+        **_forward_point(devs, final, float(variance_law(c * s**2, alpha, M, L, 1.0))),
+        "alpha": alpha,
+        "MLalpha2": M * L * alpha**2,
+        "sigma_v2_over_LM": s**2 / (L * M),
+        "theory_leading": c * s**2 / (L * M),  # the Θ(σ_v²/(LM)) term: c σ_v²/(LM)
+        "regime": "Θ(σ_v²/(LM))" if s**2 <= L * M else "explosion",
+    }
+
+
+def _forward_fits(cfg, points) -> list[dict]:
+    """The log-log fits of Δ_L² against L: slope 1 − 2γ at each γ > 1/2, and −1 at each σ_v
+    of Chaintron's scaling whose points all stay out of the explosion."""
     fits = []
     for g in cfg["gammas"]:
         rows = [p for p in points if p["gamma"] == g]
@@ -275,6 +311,12 @@ def run(args):
             )
             fit["ci95"] = None
             fits.append(judge_theory(fit))
+    return fits
+
+
+def _backward_identity(cfg, points) -> list[dict]:
+    """Per γ: the backward pass's largest deviation against M L α², its log-log slope
+    against L (theory 1 − 2γ for γ > 1/2) and whether it approaches the identity."""
     backward = []
     for g in cfg["gammas"]:
         rows = [p for p in points if p["gamma"] == g]
@@ -299,10 +341,15 @@ def run(args):
                 "near_identity": near_identity(g, fit["slope"]),
             }
         )
+    return backward
+
+
+def _reference(cfg, c_ref, c: float, c_exploded: int) -> dict:
+    """The estimate of c, its closed form where known, and whether the law is exact."""
     closed = {"relu": cfg["d"] / 2 * cfg["sigma_u"] ** 2 * cfg["sigma_v"] ** 2}
     if cfg["block"] is not None:
         closed = {}
-    reference = {
+    return {
         "c": c,
         "c_se": float(c_ref["se"]),
         "c_exploded": c_exploded,
@@ -320,20 +367,6 @@ def run(args):
             else {}
         ),
     }
-    runner.finish(
-        {
-            "points": points,
-            "fits": fits,
-            "backward_identity": {
-                "claim": "Chizat's lecture notes on ResNets, §3.1: with M L alpha^2 -> 0 the first "
-                "backward pass is "
-                "close to the identity, sup_l |b^l - b^L| -> 0 (same form as the forward pass)",
-                "per_gamma": backward,
-            },
-            "reference": reference,
-        },
-        plot=plot,
-    )
 
 
 def plot(out, results) -> None:
