@@ -76,6 +76,7 @@ from ..shared.transformer_options import (
     run_sized_points,
     table_names,
     tables,
+    training_cost,
 )
 from . import resnet as coord_check_resnet
 from .schema import SCHEMA as SCHEMA  # what its figures read (the protocol)
@@ -219,37 +220,19 @@ def _sizes(cfg) -> list[tuple[int, int]]:
     return sorted(set(sizes), key=sizes.index)
 
 
-def _parameters(N: int, L: int, vocab: int, context: int) -> int:
-    return L * 12 * N * N + 2 * vocab * N + context * N
-
-
 def cost_parts(cfg) -> list:
     """The estimated memory, work and largest array of the study (`args.Cost`): a point
     trains its seeds at once; Adam keeps four copies of the parameters, the coordinate
     measurements the per-layer states of the held-out batch."""
-    from ...harness.args import PYTHON_STEP, Cost
-
-    V, T, B, S, K = 256, cfg["context"], cfg["batch"], cfg["seeds"], cfg["steps"]
-    itemsize = 8 if cfg["x64"] else 4
-    memory, work, elements = 0.0, 0.0, 0.0
-    for N, L in _sizes(cfg):
-        P = _parameters(N, L, V, T)
-        states = (B + 2 * EVAL_BATCH) * L * T * (16 * N + T)
-        memory = max(memory, S * itemsize * (6 * P + 4 * states))
-        elements = max(elements, S * EVAL_BATCH * L * T * 4 * N, S * P)
-        per_step = 6 * P * (B + EVAL_BATCH) * T + 4 * L * T * T * N * (B + EVAL_BATCH)
-        work += len(cfg["parametrisations"]) * S * ((K + 1) * per_step + PYTHON_STEP / 20)
-    return [
-        Cost(
-            "--widths/--depths/--width/--depth/--seeds/--batch/--context/--steps",
-            "the trainings",
-            memory=memory,
-            work=work,
-            elements=elements,
-            array="the per-layer states of a point's held-out batch, (seeds, batch, L, T, 4N)",
-            memory_flags="--widths/--depths/--width/--depth/--seeds/--batch/--context",
-        )
-    ]
+    B, S = cfg["batch"], cfg["seeds"]
+    return training_cost(
+        cfg, _sizes(cfg), nets=S, runs=len(cfg["parametrisations"]), passes=cfg["steps"] + 1,
+        rows=B + EVAL_BATCH, state_rows=B + 2 * EVAL_BATCH, score_tokens=cfg["context"],
+        measured=EVAL_BATCH,
+        flags="--widths/--depths/--width/--depth/--seeds/--batch/--context/--steps",
+        memory_flags="--widths/--depths/--width/--depth/--seeds/--batch/--context",
+        array="the per-layer states of a point's held-out batch, (seeds, batch, L, T, 4N)",
+    )  # fmt: skip
 
 
 def check_cost(cfg) -> None:

@@ -222,6 +222,34 @@ def model(cfg, table: Parametrisation, N: int, L: int) -> Transformer:
     )  # fmt: skip
 
 
+def training_cost(
+    cfg, sizes, *, nets: int, runs: int, passes: int, rows: int, state_rows: int,
+    score_tokens: int, measured: int, flags: str, memory_flags: str, array: str,
+) -> list:  # fmt: skip
+    """The estimated memory, work and largest array (`harness.args.Cost`) of training
+    the Transformers of every (width, depth) in `sizes`, `nets` at once, `runs` times:
+    Adam keeps four copies of the P parameters; a pass costs ~6 P flops a token of its
+    `rows` sequences plus the attention's scores, and keeps the per-layer states of
+    `state_rows` sequences (4N activations, the MLP's 12N, `score_tokens` scores a
+    token); the largest array is the parameters or the states of `measured` sequences."""
+    from ...harness.args import PYTHON_STEP, Cost
+
+    V, T = 256, cfg["context"]
+    itemsize = 8 if cfg["x64"] else 4
+    memory = work = elements = 0.0
+    for N, L in sizes:
+        P = L * 12 * N * N + 2 * V * N + T * N
+        states = state_rows * L * T * (16 * N + score_tokens)
+        memory = max(memory, nets * itemsize * (6 * P + 4 * states))
+        elements = max(elements, nets * measured * L * T * 4 * N, nets * P)
+        per_step = 6 * P * rows * T + 4 * L * T * T * N * rows
+        work += runs * nets * (passes * per_step + PYTHON_STEP / 20)
+    return [
+        Cost(flags, "the trainings", memory=memory, work=work, elements=elements,
+             array=array, memory_flags=memory_flags)
+    ]  # fmt: skip
+
+
 def draws_program(fn):
     """`jax.jit(fn)` for a function that only draws random numbers (a network's initial
     parameters, its batches' positions), compiled on a CPU at XLA's lowest backend

@@ -69,6 +69,7 @@ from ..shared.transformer_options import (
     run_sized_points,
     table_names,
     tables,
+    training_cost,
 )
 from .schema import SCHEMA as SCHEMA  # what its figures read (the protocol)
 
@@ -205,31 +206,15 @@ def _specs(cfg) -> list[dict]:
 def cost_parts(cfg) -> list:
     """The estimated memory, work and largest array (`args.Cost`): a point trains its
     learning rates × seeds networks at once."""
-    from ...harness.args import PYTHON_STEP, Cost
-
-    V, T, B, K = 256, cfg["context"], cfg["batch"], cfg["steps"]
-    nets = len(cfg["lrs"]) * cfg["seeds"]
-    itemsize = 8 if cfg["x64"] else 4
-    memory = work = elements = 0.0
-    for spec in _specs(cfg):
-        N, L = spec["width"], spec["depth"]
-        P = L * 12 * N * N + 2 * V * N + T * N
-        states = B * L * T * (16 * N + 2 * T)
-        memory = max(memory, nets * itemsize * (6 * P + 4 * states))
-        elements = max(elements, nets * P, nets * B * L * T * 4 * N)
-        per_step = 6 * P * B * T + 4 * L * T * T * N * B
-        work += nets * ((K + EVAL_BATCHES) * per_step + PYTHON_STEP / 20)
-    return [
-        Cost(
-            "--depths/--widths/--width/--depth/--lrs/--seeds/--batch/--context/--steps",
-            "the trainings",
-            memory=memory,
-            work=work,
-            elements=elements,
-            array="a point's networks, (learning rates × seeds, parameters)",
-            memory_flags="--depths/--widths/--width/--depth/--lrs/--seeds/--batch/--context",
-        )
-    ]
+    B, T = cfg["batch"], cfg["context"]
+    return training_cost(
+        cfg, [(s["width"], s["depth"]) for s in _specs(cfg)],
+        nets=len(cfg["lrs"]) * cfg["seeds"], runs=1, passes=cfg["steps"] + EVAL_BATCHES,
+        rows=B, state_rows=B, score_tokens=2 * T, measured=B,
+        flags="--depths/--widths/--width/--depth/--lrs/--seeds/--batch/--context/--steps",
+        memory_flags="--depths/--widths/--width/--depth/--lrs/--seeds/--batch/--context",
+        array="a point's networks, (learning rates × seeds, parameters)",
+    )  # fmt: skip
 
 
 def check_cost(cfg) -> None:
