@@ -56,40 +56,10 @@ def auto_design(runner, cfg, block, law, xs, ys, probes, loop, units_per_batch, 
     budget = AUTO[cfg["preset"]]
     master = jr.key(cfg["seed"])
     lr, steps = cfg["lr"], cfg["steps"]
-    # every depth the design may choose (powers of two) and the pilot's
-    depths = sorted(
-        {2**i for i in range(1, int(math.log2(budget["max_depth"])) + 1)}
-        | {L for L, _ in PILOT_POINTS}
-    )
     quadrature = cfg["reference"] == "quadrature"
-    if quadrature:
-        main0, check0, _ = particle_sets(cfg, law)
-    else:
-        main0, check0 = monte_carlo(cfg, law, budget["pilot_particles"]), None
-    pilot_ref = runner.artifact(
-        "pilot_reference",
-        lambda: reference_on_grids(cfg, block, main0, check0, xs, ys, probes, depths),
-        describe=f"design: the pilot's reference limit ({main0.count} particles)",
-    )
+    main0, pilot_ref = _pilot_reference(runner, cfg, block, law, xs, ys, probes, budget)
     floor0 = reference_errors(pilot_ref)["delta_h"]
-    # the 1/L coefficient without Monte-Carlo noise: the Euler part of 2^10 draws of the
-    # law against their own limit (none at a step where the limit is the identity)
-    euler_probes = jax.vmap(law.sample)(jr.split(jr.fold_in(master, 8), 64))
-    coefficient = runner.artifact(
-        "pilot_euler",
-        lambda: euler_coefficient(
-            block,
-            monte_carlo(cfg, law, 2**10),
-            xs,
-            ys,
-            learning_rate=lr,
-            steps=steps,
-            depths=[16, 32, 64],
-            probes=euler_probes,
-            rtol=cfg["rtol"],
-        ),
-        describe="design: the Euler part's coefficient (2^10 particles, depths 16, 32, 64)",
-    )
+    coefficient = _pilot_euler(runner, cfg, block, law, xs, ys, master)
     centred_now = first_pass is not None and first_pass["centred"] and steps == 0
     a_euler = 0.0 if centred_now else float(coefficient["a"][-1])
     pilot = runner.artifact(
@@ -110,7 +80,61 @@ def auto_design(runner, cfg, block, law, xs, ys, probes, loop, units_per_batch, 
         describe=f"design: the pilot networks ({len(PILOT_POINTS)} points)",
     )
     fit = fit_pilot(pilot, floor0, a=a_euler, seed=cfg["seed"])
-    record = {
+    record = _pilot_record(pilot, pilot_ref, coefficient, fit, floor0, budget, steps)
+    if fit["a"] is None or fit["b"] is None or not fit["b"] > 0:
+        runner.warn(
+            f"design: the pilot fit of a/L + b/sqrt(LM) failed ({fit.get('reason')}); the "
+            "preset's grid is used"
+        )
+        record["why"] = "pilot fit failed: the preset's grid"
+        main = main0 if quadrature else monte_carlo(cfg, law, cfg["particles"])
+        return record, {}, main, None
+    return _design_grid(runner, cfg, law, record, main0, pilot_ref, floor0, centred_now)
+
+
+def _pilot_reference(runner, cfg, block, law, xs, ys, probes, budget):
+    """The pilot's particles (the final ones for quadrature) and its reference limit at
+    every depth the design may choose (powers of two) and the pilot's."""
+    depths = sorted(
+        {2**i for i in range(1, int(math.log2(budget["max_depth"])) + 1)}
+        | {L for L, _ in PILOT_POINTS}
+    )
+    if cfg["reference"] == "quadrature":
+        main0, check0, _ = particle_sets(cfg, law)
+    else:
+        main0, check0 = monte_carlo(cfg, law, budget["pilot_particles"]), None
+    pilot_ref = runner.artifact(
+        "pilot_reference",
+        lambda: reference_on_grids(cfg, block, main0, check0, xs, ys, probes, depths),
+        describe=f"design: the pilot's reference limit ({main0.count} particles)",
+    )
+    return main0, pilot_ref
+
+
+def _pilot_euler(runner, cfg, block, law, xs, ys, master) -> dict:
+    """The 1/L coefficient without Monte-Carlo noise: the Euler part of 2^10 draws of the
+    law against their own limit (none at a step where the limit is the identity)."""
+    euler_probes = jax.vmap(law.sample)(jr.split(jr.fold_in(master, 8), 64))
+    return runner.artifact(
+        "pilot_euler",
+        lambda: euler_coefficient(
+            block,
+            monte_carlo(cfg, law, 2**10),
+            xs,
+            ys,
+            learning_rate=cfg["lr"],
+            steps=cfg["steps"],
+            depths=[16, 32, 64],
+            probes=euler_probes,
+            rtol=cfg["rtol"],
+        ),
+        describe="design: the Euler part's coefficient (2^10 particles, depths 16, 32, 64)",
+    )
+
+
+def _pilot_record(pilot, pilot_ref, coefficient, fit, floor0, budget, steps) -> dict:
+    """The design's record for the JSON, as far as the pilot's fit."""
+    return {
         "pilot_points": [
             {
                 "L": int(pilot["L"][i]),
@@ -131,14 +155,15 @@ def auto_design(runner, cfg, block, law, xs, ys, probes, loop, units_per_batch, 
         },
         "budget": budget,
     }
-    if fit["a"] is None or fit["b"] is None or not fit["b"] > 0:
-        runner.warn(
-            f"design: the pilot fit of a/L + b/sqrt(LM) failed ({fit.get('reason')}); the "
-            "preset's grid is used"
-        )
-        record["why"] = "pilot fit failed: the preset's grid"
-        main = main0 if quadrature else monte_carlo(cfg, law, cfg["particles"])
-        return record, {}, main, None
+
+
+def _design_grid(runner, cfg, law, record, main0, pilot_ref, floor0, centred_now):
+    """From the pilot's fit (in `record`): the grid's lines, the final reference's
+    particles and target error (Monte Carlo: within the budget), `record` completed.
+
+    **Returns:** `(record, grid, main, reuse)`, as `auto_design`."""
+    budget, fit = AUTO[cfg["preset"]], record["pilot_fit"]
+    quadrature = cfg["reference"] == "quadrature"
     a, b = fit["a"], fit["b"]
     # the reference error the budget reaches: Monte Carlo falls as N^{-1/2}
     N0 = main0.count

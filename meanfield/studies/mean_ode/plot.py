@@ -117,85 +117,106 @@ def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor
     fig, axes = plt.subplots(
         rows, len(quantities), figsize=(4.2 * len(quantities), 3.5 * rows), squeeze=False
     )
-    L_M = cfg["L_for_M"]
     for col, q in enumerate(quantities):
-        ax = axes[0, col]
-        fit = _find(fits, q, "L", k)
-        M_line = fit["fixed"]["M"] if fit else max(cfg["M"])
-        row = sorted(
-            (p for p in points if p["steps"] == k and p["M"] == M_line and p["L"] in cfg["L"]),
-            key=lambda p: p["L"],
-        )
-        ends = []  # (y, M) at each grey line's right end, for its label
-        for M in sorted(set(cfg["M"]) - {M_line}):
-            faint = sorted(
-                (p for p in points if p["steps"] == k and p["M"] == M and p["L"] in cfg["L"]),
-                key=lambda p: p["L"],
-            )
-            loglog_series(
-                ax,
-                [p["L"] for p in faint],
-                [p[q]["mean"] for p in faint],
-                color="0.75",
-                marker=".",
-                label="",
-            )
-            last = next((p for p in reversed(faint) if (p[q]["mean"] or 0) > 0), None)
-            if last is not None:
-                ends.append((last[q]["mean"], M, last["L"]))
-        for y, Ms, L_end in _merge_labels(ends):  # which width each grey line is
-            ax.annotate("M=" + ",".join(map(str, Ms)), (L_end, y), xytext=(3, 0),
-                        textcoords="offset points", fontsize=6, color="0.45",
-                        va="center")  # fmt: skip
-        theory = fit["theory"] if fit else None
-        _summary_series(ax, row, q, "L", fit=_secondary(fit), theory=theory, label=f"M={M_line}")
-        mark_exploded(ax, row, q, lambda p: p["L"])
-        eq = q + "_euler"
-        rows = sorted(
-            (r for r in decomposition if r["steps"] == k and r["L"] in cfg["L"]),
-            key=lambda r: r["L"],
-        )
-        if rows:
-            loglog_series(
-                ax,
-                [r["L"] for r in rows],
-                [r[eq] for r in rows],
-                fit=_secondary(_find(fits, eq, "L", k)),
-                label="Euler part",
-                marker="s",
-                linestyle="-",
-            )
-        if floor is not None:
-            reference_floor(ax, floor.get(q), [p[q]["mean"] for p in points if p["steps"] == k])
-        size_ticks(ax, cfg["L"])
-        if len(set(cfg["M"])) > 1:  # room for the grey lines' labels
-            lo, hi = ax.get_xlim()
-            ax.set_xlim(lo, hi * 1.25)
-        ax.set_xlabel("depth L")
-        ax.set_title(f"{LABELS[q]} against L after k={k} GD step(s)")
-        ax.legend(fontsize=7, loc="best")
-        ax = axes[1, col]
-        fit = _find(fits, q, "M", k)
-        colm = sorted(
-            (p for p in points if p["steps"] == k and p["L"] == L_M), key=lambda p: p["M"]
-        )
-        _summary_series(ax, colm, q, "M", fit=_secondary(fit), theory=-0.5, label=f"L={L_M}")
-        mark_exploded(ax, colm, q, lambda p: p["M"])
-        if colm and max(p["M"] for p in colm) > cfg["fit_M_max"]:
-            ax.axvspan(cfg["fit_M_max"] * 1.4, max(cfg["M"]) * 1.5, color="0.93", zorder=0)
-        if floor is not None:
-            reference_floor(ax, floor.get(q), [p[q]["mean"] for p in colm])
-        if colm:
-            size_ticks(ax, [p["M"] for p in colm])
-        ax.set_xlabel("units per layer M")
-        ax.set_title(f"{LABELS[q]} against M at L={L_M}, k={k}")
-        ax.legend(fontsize=7)
+        _depth_panel(axes[0, col], q, cfg, points, decomposition, fits, k, floor)
+        _width_panel(axes[1, col], q, cfg, points, fits, k, floor)
         if rates:
             law = next((r for r in rates if r.get("part") == "finite" and r["quantity"] == q
                         and r["fixed"]["steps"] == k), None)  # fmt: skip
             _law_panel(axes[2, col], q, points, law, k)
     for ax in axes[:, 0]:
         ax.set_ylabel("error (mean over seeds)")
+    fig.suptitle(_suptitle(cfg, rates), fontsize=10)
+    path = Path(out) / ("convergence.png" if steps is None else f"convergence_step{k}.png")
+    save_figure(fig, path, dpi=120)
+    return path
+
+
+def _depth_panel(ax, q, cfg, points, decomposition, fits, k, floor):
+    """The top row's panel of `q`: against L at the fit's width (the other widths grey),
+    and the Euler part."""
+    fit = _find(fits, q, "L", k)
+    M_line = fit["fixed"]["M"] if fit else max(cfg["M"])
+    row = sorted(
+        (p for p in points if p["steps"] == k and p["M"] == M_line and p["L"] in cfg["L"]),
+        key=lambda p: p["L"],
+    )
+    _other_widths(ax, q, cfg, points, k, M_line)
+    theory = fit["theory"] if fit else None
+    _summary_series(ax, row, q, "L", fit=_secondary(fit), theory=theory, label=f"M={M_line}")
+    mark_exploded(ax, row, q, lambda p: p["L"])
+    eq = q + "_euler"
+    rows = sorted(
+        (r for r in decomposition if r["steps"] == k and r["L"] in cfg["L"]),
+        key=lambda r: r["L"],
+    )
+    if rows:
+        loglog_series(
+            ax,
+            [r["L"] for r in rows],
+            [r[eq] for r in rows],
+            fit=_secondary(_find(fits, eq, "L", k)),
+            label="Euler part",
+            marker="s",
+            linestyle="-",
+        )
+    if floor is not None:
+        reference_floor(ax, floor.get(q), [p[q]["mean"] for p in points if p["steps"] == k])
+    size_ticks(ax, cfg["L"])
+    if len(set(cfg["M"])) > 1:  # room for the grey lines' labels
+        lo, hi = ax.get_xlim()
+        ax.set_xlim(lo, hi * 1.25)
+    ax.set_xlabel("depth L")
+    ax.set_title(f"{LABELS[q]} against L after k={k} GD step(s)")
+    ax.legend(fontsize=7, loc="best")
+
+
+def _other_widths(ax, q, cfg, points, k, M_line):
+    """The widths other than the fit's against L, as grey lines labelled at their ends."""
+    ends = []  # (y, M) at each grey line's right end, for its label
+    for M in sorted(set(cfg["M"]) - {M_line}):
+        faint = sorted(
+            (p for p in points if p["steps"] == k and p["M"] == M and p["L"] in cfg["L"]),
+            key=lambda p: p["L"],
+        )
+        loglog_series(
+            ax,
+            [p["L"] for p in faint],
+            [p[q]["mean"] for p in faint],
+            color="0.75",
+            marker=".",
+            label="",
+        )
+        last = next((p for p in reversed(faint) if (p[q]["mean"] or 0) > 0), None)
+        if last is not None:
+            ends.append((last[q]["mean"], M, last["L"]))
+    for y, Ms, L_end in _merge_labels(ends):  # which width each grey line is
+        ax.annotate("M=" + ",".join(map(str, Ms)), (L_end, y), xytext=(3, 0),
+                    textcoords="offset points", fontsize=6, color="0.45",
+                    va="center")  # fmt: skip
+
+
+def _width_panel(ax, q, cfg, points, fits, k, floor):
+    """The middle row's panel of `q`: against M at the line's depth `L_for_M` (grey
+    beyond the fit's range)."""
+    L_M = cfg["L_for_M"]
+    fit = _find(fits, q, "M", k)
+    colm = sorted((p for p in points if p["steps"] == k and p["L"] == L_M), key=lambda p: p["M"])
+    _summary_series(ax, colm, q, "M", fit=_secondary(fit), theory=-0.5, label=f"L={L_M}")
+    mark_exploded(ax, colm, q, lambda p: p["M"])
+    if colm and max(p["M"] for p in colm) > cfg["fit_M_max"]:
+        ax.axvspan(cfg["fit_M_max"] * 1.4, max(cfg["M"]) * 1.5, color="0.93", zorder=0)
+    if floor is not None:
+        reference_floor(ax, floor.get(q), [p[q]["mean"] for p in colm])
+    if colm:
+        size_ticks(ax, [p["M"] for p in colm])
+    ax.set_xlabel("units per layer M")
+    ax.set_title(f"{LABELS[q]} against M at L={L_M}, k={k}")
+    ax.legend(fontsize=7)
+
+
+def _suptitle(cfg, rates) -> str:
+    """The figure's title: the block and law (or the built-in 2LP), sizes, and the rows."""
     if "block" in cfg or "law" in cfg:
 
         def short(spec):
@@ -206,7 +227,7 @@ def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor
         )
     else:
         what = f"{cfg['activation']} 2LP, {cfg['init']} init"
-    fig.suptitle(
+    return (
         f"finite ResNet vs mean-ODE limit: {what}, d={cfg['d']}, n={cfg['inputs']}, "
         f"{cfg['seeds']} seeds\nrows 1-2: one-term slopes along lines of the grid (bars: ×/÷ "
         "the draws' geometric spread; dashed: fitted slope; dotted: theory slope; grey: the "
@@ -216,9 +237,5 @@ def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor
             "sqrt((a L^-p (1 + c L^-p))² + (b (LM)^-q)²) fitted jointly"
             if rates
             else ""
-        ),
-        fontsize=10,
+        )
     )
-    path = Path(out) / ("convergence.png" if steps is None else f"convergence_step{k}.png")
-    save_figure(fig, path, dpi=120)
-    return path

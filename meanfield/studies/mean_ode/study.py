@@ -14,9 +14,10 @@ The reference limit is a Gauss–Hermite (or Monte-Carlo) particle ODE solved wi
 Diffrax (Dopri8, dense output) in float64; its own error is measured (order q against
 q/2, tolerance halved) and every fitted point must lie 10× above it.
 
-Why this file is long: it is one study, the library's headline; its `run` walks the steps
-a convergence study reports (docs: Mathematics §7) in one place (reference with its own
-error, grid, self-check, fits, verdicts). Its parts that stand alone live beside it: the
+Why this file is long: it is one study, the library's headline; its run (`_MeanODERun`,
+one method per stage) walks the steps a convergence study reports (docs: Mathematics §7)
+in one place (reference with its own error, programs compiled ahead, grid, Euler part,
+self-check, fits, verdicts). Its parts that stand alone live beside it: the
 reference (`mean_ode_reference`), the automatic design (`mean_ode_design`), a user's block
 and law (`own_block`) and the figure (`mean_ode_plot`).
 """
@@ -24,7 +25,10 @@ and law (`own_block`) and the figure (`mean_ode_plot`).
 import math
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -144,6 +148,15 @@ EULER_UNITS = 2**22
 
 
 def add_arguments(parser):
+    """The study's options: the networks and their law, the reference and the lines
+    of the fits, then how the programs compile and run."""
+    _add_network_arguments(parser)
+    _add_reference_arguments(parser)
+    _add_engine_arguments(parser)
+
+
+def _add_network_arguments(parser) -> None:
+    """The grid, the networks, their training and their law (built in or the user's)."""
     parser.add_argument("--L", type=int_list, help="depths, increasing (e.g. 4,8,16)")
     parser.add_argument("--M", type=int_list, help="widths, increasing (e.g. 1,16,256)")
     parser.add_argument("--seeds", type=positive_int, help="finite networks per grid point")
@@ -175,6 +188,10 @@ def add_arguments(parser):
         "widths where 1/sqrt(LM) does, within the reference's accuracy; 'grid': --L x --M "
         "and the preset's lines",
     )
+
+
+def _add_reference_arguments(parser) -> None:
+    """The reference limit, and the line of widths of the fit against M."""
     parser.add_argument(
         "--reference",
         choices=["auto", "quadrature", "monte-carlo"],
@@ -200,6 +217,10 @@ def add_arguments(parser):
         type=positive_int,
         help="largest M in the fit against M (the Monte-Carlo-dominated range)",
     )
+
+
+def _add_engine_arguments(parser) -> None:
+    """How the finite networks' programs compile and run (the values do not change)."""
     parser.add_argument(
         "--compile-workers",
         type=positive_int,
@@ -241,15 +262,7 @@ def configure(args) -> dict:
     """Preset, then command-line overrides; every value checked (StudyInputError),
     the user's block and law (`--block`, `--law`) loaded and tried on the data first."""
     block_arg, law_arg = getattr(args, "block", None), getattr(args, "law", None)
-    if block_arg is not None and law_arg is None:
-        raise StudyInputError("--law: give the law of your block's parameters (with --block)")
-    for given, options, what in (
-        (block_arg, BUILT_IN_BLOCK, "--block"),
-        (law_arg, BUILT_IN_LAW, "--law"),
-    ):
-        for name, flag in options.items():
-            if given is not None and getattr(args, name, None) is not None:
-                raise StudyInputError(f"{flag}: sets the built-in 2LP, not used with {what}")
+    _check_user_options(args, block_arg, law_arg)
     cfg = preset_config(
         args,
         DEFAULTS,
@@ -274,6 +287,30 @@ def configure(args) -> dict:
             "L_for_M",
         ),
     )
+    _name_user_objects(args, cfg, block_arg, law_arg)
+    _check_training(args, cfg, block_arg, law_arg)
+    _check_data(cfg)
+    block, law = study_block_law(args, cfg)  # loaded and tried: before the folder is made
+    _check_reference(args, cfg, law)
+    return cfg
+
+
+def _check_user_options(args, block_arg, law_arg) -> None:
+    """A user's block needs its law; the built-in 2LP's options are refused with either."""
+    if block_arg is not None and law_arg is None:
+        raise StudyInputError("--law: give the law of your block's parameters (with --block)")
+    for given, options, what in (
+        (block_arg, BUILT_IN_BLOCK, "--block"),
+        (law_arg, BUILT_IN_LAW, "--law"),
+    ):
+        for name, flag in options.items():
+            if given is not None and getattr(args, name, None) is not None:
+                raise StudyInputError(f"{flag}: sets the built-in 2LP, not used with {what}")
+
+
+def _name_user_objects(args, cfg, block_arg, law_arg) -> None:
+    """The user's block and law named in `cfg` in place of the built-in options; the
+    design and the reference they default to."""
     custom = block_arg is not None or law_arg is not None
     if block_arg is not None:
         cfg.pop("activation")
@@ -287,6 +324,11 @@ def configure(args) -> dict:
     cfg["design"] = design or ("auto" if block_arg is not None and not grid_given else "grid")
     if getattr(args, "reference", None) is None and custom:
         cfg["reference"] = "auto"
+
+
+def _check_training(args, cfg, block_arg, law_arg) -> None:
+    """The built-in activation and law's options, the steps, seeds and learning rate, and
+    the grid's two depths and widths at least."""
     if block_arg is None:
         check_activation(cfg["activation"])
     if law_arg is None:  # options of the other initial law are refused, not ignored
@@ -317,6 +359,10 @@ def configure(args) -> dict:
         raise StudyInputError(f"--sigma-xi: must be a finite number >= 0, got {cfg['sigma_xi']}")
     if len(cfg["L"]) < 2 or len(cfg["M"]) < 2:
         raise StudyInputError("--L/--M: need at least two depths and two widths for slopes")
+
+
+def _check_data(cfg) -> None:
+    """The data set's size, bounded before it is made, and no input at 0."""
     if cfg["inputs"] > MAX_INPUTS:  # before the data set is made
         raise StudyInputError(
             f"--inputs: at most {MAX_INPUTS} (every network carries each input through every "
@@ -331,7 +377,11 @@ def configure(args) -> dict:
             f"--d/--inputs: d = {cfg['d']} with {cfg['inputs']} inputs puts an input at 0 "
             "(for d = 1 the inputs are cos(π(i + 1/2)/n)): use an even number of inputs"
         )
-    block, law = study_block_law(args, cfg)  # loaded and tried: before the folder is made
+
+
+def _check_reference(args, cfg, law) -> None:
+    """The reference (`auto`: quadrature where the law allows it, else Monte Carlo) and
+    its options: only those of the method used, each valid for it."""
     if cfg["reference"] == "auto":
         cfg["reference"] = "quadrature" if quadrature_applies(law) else "monte-carlo"
     for name, flag, used_with in (
@@ -354,7 +404,6 @@ def configure(args) -> dict:
             f"--particles: must be a multiple of {REPLICAS} (the batches that estimate the "
             f"reference's error), got {cfg['particles']}"
         )
-    return cfg
 
 
 def grid_specs(cfg) -> list[dict]:
@@ -465,235 +514,369 @@ def loop_name(loop: AbstractDepthLoop, block, law, L: int, M: int, n: int) -> st
     return "pallas" if isinstance(loop.resolve(block, params, n), FusedLoop) else "scan"
 
 
+class _Stopwatch:
+    """The run's one clock: the seconds of its stages, of each program compiled and each
+    point run (by name), and of the main thread's waits for programs still compiling."""
+
+    def __init__(self) -> None:
+        self.stages: dict[str, float] = {}
+        self.parts: dict[str, dict[str, float]] = {"compile": {}, "euler_compile": {}, "finite": {}}
+        self.waits: dict[str, list[float]] = {"compile": [], "euler": []}
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time the block as stage `name` (not recorded where it raises)."""
+        t0 = time.perf_counter()
+        yield
+        self.stages[name] = time.perf_counter() - t0
+
+    @staticmethod
+    def timed(fn: Callable, *args) -> tuple[Any, float]:
+        """`fn(*args)` and its seconds (a compile thread's, kept when the main thread takes it)."""
+        t0 = time.perf_counter()
+        result = fn(*args)
+        return result, time.perf_counter() - t0
+
+    def wait(self, name: str, future: Future) -> Any:
+        """`future`'s result; how long the main thread waited for it is kept under `name`."""
+        t_wait = time.perf_counter()
+        result = future.result()
+        self.waits[name].append(time.perf_counter() - t_wait)
+        return result
+
+    def total(self, part: str) -> float:
+        """The seconds of every record of `part` (`parts`) together."""
+        return sum(self.parts[part].values())
+
+
+@contextmanager
+def _cancelled_on_error(pool: ThreadPoolExecutor) -> Iterator[None]:
+    """An error or a stop (Ctrl-C) ends the run at once: a compile running is not waited
+    for and those not begun are cancelled."""
+    try:
+        yield
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+
+
 def run(args):
-    cfg = configure(args)
-    workers = args.compile_workers or max(1, min(8, os.cpu_count() or 1))
-    pad_units = args.pad_units
-    if pad_units is None:
-        pad_units = for_backend(PAD_UNITS)
-    if pad_units < 0:
-        raise StudyInputError(f"--pad-units: must be >= 0, got {pad_units}")
-    units_per_batch = args.seed_batch_units or for_backend(UNITS_PER_BATCH)
-    check_cost(cfg, units_per_batch)
-    unroll = args.unroll
-    loop = depth_loop(args.depth_loop, unroll)
-    runner = start_study(args, cfg)
-    block, law = study_block_law(args, cfg)
-    xs, ys = make_data(cfg)
-    lr, steps = cfg["lr"], cfg["steps"]
-    master = jr.key(cfg["seed"])
-    # the limit copies' error is measured on probe draws of their own
-    ref_probes = jax.vmap(law.sample)(jr.split(jr.fold_in(master, 3), cfg["probes"]))
-    first_pass = None
-    if "block" in cfg or "law" in cfg:
-        first_pass = first_pass_mean(block, law, xs, key=jr.fold_in(master, 6))
-        if first_pass["heavy_tailed"]:
-            return not_judged(args, runner, cfg, first_pass)
-        if first_pass["centred"] and steps == 0:
-            runner.warn(
+    """The study (docs: Mathematics §7), by the stages of `_MeanODERun` in order."""
+    study = _MeanODERun(args)
+    if study.first_pass is not None and study.first_pass["heavy_tailed"]:
+        return not_judged(args, study.runner, study.cfg, study.first_pass)
+    study.plan()
+    study.compile_ahead()
+    with _cancelled_on_error(study.pool):
+        study.reference()
+    study.compile_euler_ahead()
+    study.reference_floors()
+    with _cancelled_on_error(study.pool):
+        raw = study.finite_points()
+        euler_raw = study.euler_part()
+    study.pool.shutdown(cancel_futures=True)
+    study.finish(*study.fits(raw, euler_raw))
+
+
+class _MeanODERun:
+    """One run of the study, by its named stages (`run` calls them in order): the set-up
+    (the configuration, the folder, the data, a user's law's first pass), `plan` (the
+    grid and the reference's particles), `compile_ahead` (the grid's programs, in threads),
+    `reference` (the limit, while they compile), `compile_euler_ahead`, `reference_floors`,
+    `finite_points`, `euler_part` (the decomposition), `fits` and `finish`; one stopwatch,
+    `clock`, times them."""
+
+    def __init__(self, args) -> None:
+        """The set-up: the configuration checked, then the folder, the block, law and data."""
+        self.args = args
+        cfg = configure(args)
+        self.workers = args.compile_workers or max(1, min(8, os.cpu_count() or 1))
+        pad_units = args.pad_units
+        if pad_units is None:
+            pad_units = for_backend(PAD_UNITS)
+        if pad_units < 0:
+            raise StudyInputError(f"--pad-units: must be >= 0, got {pad_units}")
+        self.pad_units = pad_units
+        self.units_per_batch = args.seed_batch_units or for_backend(UNITS_PER_BATCH)
+        check_cost(cfg, self.units_per_batch)
+        self.loop = depth_loop(args.depth_loop, args.unroll)
+        self.runner = start_study(args, cfg)
+        self.block, self.law = study_block_law(args, cfg)
+        self.xs, self.ys = make_data(cfg)
+        self.lr, self.steps = cfg["lr"], cfg["steps"]
+        self.master = jr.key(cfg["seed"])
+        self.cfg = cfg
+        # the limit copies' error is measured on probe draws of their own
+        self.ref_probes = jax.vmap(self.law.sample)(
+            jr.split(jr.fold_in(self.master, 3), cfg["probes"])
+        )
+        self.clock = _Stopwatch()
+        self.methods: dict[str, str] = {}  # the depth loop of each program compiled
+        self.ref: dict | None = None  # the reference's arrays, once solved
+        self.first_pass = self._first_pass()
+
+    def _first_pass(self) -> dict | None:
+        """A user's block or law: the limit's first pass (`first_pass_mean`), whether its
+        law is heavy-tailed (then nothing is judged) or centred (said where k = 0)."""
+        if "block" not in self.cfg and "law" not in self.cfg:
+            return None
+        first_pass = first_pass_mean(self.block, self.law, self.xs, key=jr.fold_in(self.master, 6))
+        if not first_pass["heavy_tailed"] and first_pass["centred"] and self.steps == 0:
+            self.runner.warn(
                 "the law is centred (E φ(x, Z_0) = 0 within its Monte-Carlo error), so the "
                 "first forward pass of the limit is the identity and at k = 0 only the "
                 "1/sqrt(LM) term exists; use --steps >= 1 to see the 1/L term"
             )
+        return first_pass
 
-    def trivial(k: int) -> bool:
+    def trivial(self, k: int) -> bool:
         """The limit is the identity at step k: only the 1/sqrt(LM) term exists there."""
-        if first_pass is not None:
-            return k == 0 and first_pass["centred"]
-        return trivial_limit(cfg, k)
+        if self.first_pass is not None:
+            return k == 0 and self.first_pass["centred"]
+        return trivial_limit(self.cfg, k)
 
-    design = None
-    reuse = None  # the pilot's reference, where the final one is the same limit
-    if cfg["design"] == "auto":
-        design, grid, main, reuse = auto_design(
-            runner, cfg, block, law, xs, ys, ref_probes, loop, units_per_batch, first_pass
+    def plan(self) -> None:
+        """The grid (`--design auto`: designed from a pilot, `auto_design`) and the
+        reference's particles; the programs' boxes; the Euler part's depths, probe units
+        (the same at every depth) and particles."""
+        cfg, law = self.cfg, self.law
+        self.design: dict | None = None
+        self.reuse: dict | None = None  # the pilot's reference, where the final one is the same
+        if cfg["design"] == "auto":
+            self.design, grid, self.main, self.reuse = auto_design(
+                self.runner, cfg, self.block, law, self.xs, self.ys, self.ref_probes, self.loop,
+                self.units_per_batch, self.first_pass,
+            )  # fmt: skip
+            cfg = self.cfg = {**cfg, **grid}  # the designed lines (results.json keeps the given)
+            self.check = None if cfg["reference"] == "monte-carlo" else particle_sets(cfg, law)[1]
+            self.ref_info = reference_info(cfg, self.main)
+        else:
+            self.main, self.check, self.ref_info = particle_sets(cfg, law)
+        self.specs = grid_specs(cfg)
+        self.boxes = program_boxes(
+            [(s["L"], s["M"]) for s in self.specs],
+            cfg["seeds"],
+            self.pad_units,
+            pad_depth=for_backend(PAD_DEPTH),
         )
-        cfg = {**cfg, **grid}  # the designed lines (results.json keeps the given config)
-        check = None if cfg["reference"] == "monte-carlo" else particle_sets(cfg, law)[1]
-        ref_info = reference_info(cfg, main)
-    else:
-        main, check, ref_info = particle_sets(cfg, law)
-    compile_seconds = {}
-    finite_seconds = {}
-    specs = grid_specs(cfg)
-    boxes = program_boxes(
-        [(s["L"], s["M"]) for s in specs],
-        cfg["seeds"],
-        pad_units,
-        pad_depth=for_backend(PAD_DEPTH),
-    )
-    ref = None
+        # the decomposition's Euler part: one program per depth
+        self.euler_specs = [{"L": L, "units": "limit-particles"} for L in cfg["L"]]
+        self.probes = jax.vmap(law.sample)(jr.split(jr.fold_in(self.master, 5), cfg["probes"]))
+        # a Monte-Carlo reference too large to run at every layer: the Euler part runs a
+        # subset of its particles against the limit of that subset (its own solve)
+        self.euler_set, self.euler_own = self.main, False
+        if self.check is None and self.main.count * max(cfg["L"]) > EULER_UNITS:
+            count = max(256, _pow2(EULER_UNITS // max(cfg["L"])))
+            self.euler_set, self.euler_own = _subset(self.main, count), True
 
-    def point_inputs(spec):
+    def _point_inputs(self, spec):
         """The program's arguments for `spec`; before the reference is solved, the
         limit's grids as shapes only (what compiling needs)."""
+        cfg = self.cfg
         L, M = spec["L"], spec["M"]
-        keys = jr.split(jr.fold_in(jr.fold_in(jr.fold_in(master, 2), L), M), cfg["seeds"])
-        Lb = boxes[(L, M)][0]
-        if ref is None:
-            shape = (steps + 1, Lb + 1, cfg["inputs"], cfg["d"])
+        keys = jr.split(jr.fold_in(jr.fold_in(jr.fold_in(self.master, 2), L), M), cfg["seeds"])
+        Lb = self.boxes[(L, M)][0]
+        if self.ref is None:
+            shape = (self.steps + 1, Lb + 1, cfg["inputs"], cfg["d"])
             h = b = jax.ShapeDtypeStruct(shape, jnp.result_type(float))
         else:
-            h, b = pad_grid(ref[f"h_L{L}"], Lb), pad_grid(ref[f"b_L{L}"], Lb)
+            h, b = pad_grid(self.ref[f"h_L{L}"], Lb), pad_grid(self.ref[f"b_L{L}"], Lb)
         return keys, h, b, jnp.int32(L), jnp.int32(M)
 
-    methods = {}
+    def _compile_box(self, box, spec):
+        """The compiled program of `box` (in a pool thread), run for `spec`'s shapes."""
+        cfg, (Lb, Mb) = self.cfg, box
+        self.methods[f"L{Lb}_M{Mb}"] = loop_name(self.loop, self.block, self.law, Lb, Mb,
+                                                 cfg["inputs"])  # fmt: skip
+        program = seed_program(self.block, self.law, self.xs, self.ys, self.lr, Lb, Mb,
+                               cfg["seeds"], self.units_per_batch, loop=self.loop)  # fmt: skip
+        return program.jitted.lower(*self._point_inputs(spec)).compile()
 
-    def compile_box(box, spec):
-        t0 = time.perf_counter()
-        Lb, Mb = box
-        methods[f"L{Lb}_M{Mb}"] = loop_name(loop, block, law, Lb, Mb, cfg["inputs"])
-        program = seed_program(
-            block, law, xs, ys, lr, Lb, Mb, cfg["seeds"], units_per_batch, loop=loop
-        )
-        compiled = program.jitted.lower(*point_inputs(spec)).compile()
-        return compiled, time.perf_counter() - t0
-
-    # the decomposition's Euler part: one program per depth, the same probe units at
-    # every depth
-    euler_specs = [{"L": L, "units": "limit-particles"} for L in cfg["L"]]
-    probes = jax.vmap(law.sample)(jr.split(jr.fold_in(master, 5), cfg["probes"]))
-    # a Monte-Carlo reference too large to run at every layer: the Euler part runs a
-    # subset of its particles against the limit of that subset (its own solve)
-    euler_set, euler_own = main, False
-    if check is None and main.count * max(cfg["L"]) > EULER_UNITS:
-        euler_set, euler_own = _subset(main, max(256, _pow2(EULER_UNITS // max(cfg["L"])))), True
-
-    def compile_euler(L):
-        t0 = time.perf_counter()
-        zeros = jnp.zeros((steps + 1, L + 1, cfg["inputs"], cfg["d"]))  # the limit's shape
+    def _compile_euler(self, L: int):
+        """The compiled Euler part at depth `L` (in a pool thread)."""
+        cfg = self.cfg
+        zeros = jnp.zeros((self.steps + 1, L + 1, cfg["inputs"], cfg["d"]))  # the limit's shape
         grid = LimitOnGrid(h=zeros, b=zeros)
         # `eqx.filter_jit` gives the function a `lower` (which pyright does not see)
-        compiled = euler_errors.lower(  # pyright: ignore[reportFunctionMemberAccess]
-            block, euler_set, xs, ys, grid, learning_rate=lr, probes=probes
-        ).compile()
-        return compiled, time.perf_counter() - t0
+        return euler_errors.lower(  # pyright: ignore[reportFunctionMemberAccess]
+            self.block, self.euler_set, self.xs, self.ys, grid, learning_rate=self.lr,
+            probes=self.probes,
+        ).compile()  # fmt: skip
 
-    # compile ahead in threads (XLA compiles release the GIL), one program per box, while
-    # this thread solves the reference: the programs need only its shapes
-    pool = ThreadPoolExecutor(max_workers=workers)
-    ahead = {}
-    for spec in runner.pending(specs):
-        box = boxes[(spec["L"], spec["M"])]
-        if box not in ahead:
-            ahead[box] = pool.submit(compile_box, box, spec)
-    try:
-        t_ref = time.perf_counter()
+    def compile_ahead(self) -> None:
+        """Compile ahead in threads (XLA compiles release the GIL), one program per box,
+        while this thread solves the reference: the programs need only its shapes."""
+        self.pool = ThreadPoolExecutor(max_workers=self.workers)
+        self.ahead: dict[tuple[int, ...], Future] = {}
+        for spec in self.runner.pending(self.specs):
+            box = self.boxes[(spec["L"], spec["M"])]
+            if box not in self.ahead:
+                self.ahead[box] = self.pool.submit(self.clock.timed, self._compile_box, box, spec)
 
-        def reference():
-            if design is not None and check is None and "reference_target" in design:
-                # Monte Carlo, designed: refined until its error meets the design's target
-                def solve(N):
-                    runner.say(f"reference: the limit with {N} particles ...")
-                    return reference_on_grids(
-                        cfg, block, monte_carlo(cfg, law, N), None, xs, ys, ref_probes,
-                        all_depths(cfg),
-                    )  # fmt: skip
+    def reference(self) -> None:
+        """The reference limit (an artifact of the folder: a resume reads it), timed."""
+        with self.clock.stage("reference"):
+            self.ref = self.runner.artifact(
+                "reference", self._reference_arrays, describe="the reference limit"
+            )
 
-                out, history = refine_reference(
-                    solve,
-                    main.count,
-                    design["reference_target"],
-                    AUTO[cfg["preset"]]["particles_max"],
-                    first=reuse,
-                )
-                out = dict(out)
-                out["refine_particles"] = np.array([r["particles"] for r in history])
-                out["refine_errors"] = np.array([r["error"] for r in history])
-            elif reuse is not None:
-                out = dict(reuse)
-            else:
-                out = reference_on_grids(
-                    cfg, block, main, check, xs, ys, ref_probes, all_depths(cfg)
-                )
-            if euler_own:  # the Euler part's own limit, with its subset of the particles
-                model = MeanODE(block, euler_set, xs, ys, lr)
-                sol = solve_mean_ode(model, steps, rtol=cfg["rtol"], atol=cfg["rtol"])
-                for L, (h, b) in limit_grids(sol, cfg["L"]).items():
-                    out[f"euler_h_L{L}"], out[f"euler_b_L{L}"] = np.asarray(h), np.asarray(b)
-            return out
+    def _reference_arrays(self) -> dict:
+        """The reference's arrays: designed Monte Carlo refined to the design's target, the
+        pilot's where it is the same limit, else solved; the Euler part's own limit too."""
+        cfg, design = self.cfg, self.design
+        if design is not None and self.check is None and "reference_target" in design:
+            # Monte Carlo, designed: refined until its error meets the design's target
+            out, history = refine_reference(
+                self._monte_carlo_reference,
+                self.main.count,
+                design["reference_target"],
+                AUTO[cfg["preset"]]["particles_max"],
+                first=self.reuse,
+            )
+            out = dict(out)
+            out["refine_particles"] = np.array([r["particles"] for r in history])
+            out["refine_errors"] = np.array([r["error"] for r in history])
+        elif self.reuse is not None:
+            out = dict(self.reuse)
+        else:
+            out = reference_on_grids(cfg, self.block, self.main, self.check, self.xs, self.ys,
+                                     self.ref_probes, all_depths(cfg))  # fmt: skip
+        if self.euler_own:  # the Euler part's own limit, with its subset of the particles
+            model = MeanODE(self.block, self.euler_set, self.xs, self.ys, self.lr)
+            sol = solve_mean_ode(model, self.steps, rtol=cfg["rtol"], atol=cfg["rtol"])
+            for L, (h, b) in limit_grids(sol, cfg["L"]).items():
+                out[f"euler_h_L{L}"], out[f"euler_b_L{L}"] = np.asarray(h), np.asarray(b)
+        return out
 
-        ref = runner.artifact("reference", reference, describe="the reference limit")
-        ref_seconds = time.perf_counter() - t_ref
-    except BaseException:  # an error or a stop: a compile running is not waited for
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    # then one per Euler depth, while this thread runs the finite networks (where an
-    # accelerator leaves the CPU cores idle). Submitted now, not with the others: on a
-    # 2-core CPU they then slow the reference down more than they save
-    euler_ahead = {s["L"]: pool.submit(compile_euler, s["L"]) for s in runner.pending(euler_specs)}
-    # the reference's own error in the norm of each quantity: Δ^h's is `error_estimate`
-    floors = reference_errors(ref)
-    error_estimate, error_estimate_z = floors["delta_h"], floors["delta_z"]
-    # the Euler part is judged against its own limit: that of the reference, or of the
-    # subset it runs (exact up to the solver's tolerance)
-    tol_floor = float(np.max(ref["err_tolerance"]))
-    euler_floors = {f"{q}_euler": (tol_floor if euler_own else floors[q]) for q in QUANTITIES}
-    if not bool(ref["ok"]):
-        runner.warn("the reference ODE solve did not succeed (max_steps reached?)")
+    def _monte_carlo_reference(self, N: int) -> dict:
+        """The reference with `N` Monte-Carlo particles (one try of `refine_reference`)."""
+        self.runner.say(f"reference: the limit with {N} particles ...")
+        return reference_on_grids(
+            self.cfg, self.block, monte_carlo(self.cfg, self.law, N), None, self.xs, self.ys,
+            self.ref_probes, all_depths(self.cfg),
+        )  # fmt: skip
 
-    compile_wait = []  # this thread's waits for a program still compiling
+    @property
+    def solved(self) -> dict:
+        """The reference's arrays (after `reference`)."""
+        assert self.ref is not None, "the reference is solved first"
+        return self.ref
 
-    def finite_point(spec):
-        box = boxes[(spec["L"], spec["M"])]
-        t_wait = time.perf_counter()
-        compiled, seconds = ahead[box].result()
-        compile_wait.append(time.perf_counter() - t_wait)
-        t1 = time.perf_counter()
-        out = jax.block_until_ready(gather_processes(compiled(*point_inputs(spec))))
-        compile_seconds[f"L{box[0]}_M{box[1]}"] = seconds
-        finite_seconds[f"L{spec['L']}_M{spec['M']}"] = time.perf_counter() - t1
-        return finite_summary(out, spec["L"])
+    def compile_euler_ahead(self) -> None:
+        """Then one program per Euler depth, while this thread runs the finite networks
+        (where an accelerator leaves the CPU cores idle). Submitted now, not with the
+        others: on a 2-core CPU they then slow the reference down more than they save."""
+        self.euler_ahead = {
+            s["L"]: self.pool.submit(self.clock.timed, self._compile_euler, s["L"])
+            for s in self.runner.pending(self.euler_specs)
+        }
 
-    def finite_summary(out, L):
+    def reference_floors(self) -> None:
+        """The reference's own error in the norm of each quantity (Δ^h's is
+        `error_estimate`); the Euler part is judged against its own limit: that of the
+        reference, or of the subset it runs (exact up to the solver's tolerance)."""
+        ref = self.solved
+        self.floors = reference_errors(ref)
+        self.error_estimate = self.floors["delta_h"]
+        self.error_estimate_z = self.floors["delta_z"]
+        tol_floor = float(np.max(ref["err_tolerance"]))
+        self.euler_floors = {
+            f"{q}_euler": (tol_floor if self.euler_own else self.floors[q]) for q in QUANTITIES
+        }
+        if not bool(ref["ok"]):
+            self.runner.warn("the reference ODE solve did not succeed (max_steps reached?)")
+
+    def finite_points(self) -> list[dict]:
+        """Every grid point's seeds, by its box's program compiled ahead; the self-check
+        runs the point's own program op by op."""
+        return self.runner.run_points(
+            self.specs, self._finite_point, describe=lambda s: f"L={s['L']} M={s['M']}",
+            check=self._finite_point_uncompiled, spread="seeds",
+        )  # fmt: skip
+
+    def _finite_point(self, spec):
+        """One grid point by its box's compiled program (waited for), timed."""
+        box = self.boxes[(spec["L"], spec["M"])]
+        compiled, seconds = self.clock.wait("compile", self.ahead[box])
+        out, run_seconds = self.clock.timed(
+            lambda: jax.block_until_ready(gather_processes(compiled(*self._point_inputs(spec))))
+        )
+        self.clock.parts["compile"][f"L{box[0]}_M{box[1]}"] = seconds
+        self.clock.parts["finite"][f"L{spec['L']}_M{spec['M']}"] = run_seconds
+        return self._finite_summary(out, spec["L"])
+
+    def _finite_summary(self, out, L):
+        """A point's errors summarized per step, each with its round-off's scale."""
+        ref = self.solved
         values = {
             "delta_h": out.delta_h,
             "delta_b": out.delta_b,
             "delta_z": out.delta_z,
             "loss": out.loss,
         }
-        per_step = summarize_steps(values, steps)
+        per_step = summarize_steps(values, self.steps)
         # Δ's are differences against the limit (Δ^Z exactly 0 at step 0): their round-off
         # is that of the states and units (`self_check.of_terms`, `_difference_scales`)
-        scales = _difference_scales(ref[f"h_L{L}"], ref[f"b_L{L}"], probes)
+        scales = _difference_scales(ref[f"h_L{L}"], ref[f"b_L{L}"], self.probes)
         for at_k in per_step:
             for q, scale in scales.items():
                 at_k[q] = of_terms(at_k[q], scale)
         return {"steps": per_step}
 
-    def finite_point_uncompiled(spec):
-        """`finite_point` by the program of the point's own (L, M), not of its padded box
+    def _finite_point_uncompiled(self, spec):
+        """`_finite_point` by the program of the point's own (L, M), not of its padded box
         (the padding's layers are identities: the same values to round-off), not compiled
         ahead: the self-check runs it op by op (at the box's depth, 1024 layers for
         L = 8, that took 200 s)."""
-        L, M = spec["L"], spec["M"]
-        program = seed_program(block, law, xs, ys, lr, L, M, cfg["seeds"], units_per_batch,
-                               loop=loop)  # fmt: skip
-        keys, _, _, depth, width = point_inputs(spec)
+        ref, L, M = self.solved, spec["L"], spec["M"]
+        program = seed_program(self.block, self.law, self.xs, self.ys, self.lr, L, M,
+                               self.cfg["seeds"], self.units_per_batch, loop=self.loop)  # fmt: skip
+        keys, _, _, depth, width = self._point_inputs(spec)
         h, b = pad_grid(ref[f"h_L{L}"], L), pad_grid(ref[f"b_L{L}"], L)
-        return finite_summary(program(keys, h, b, depth, width), L)
+        return self._finite_summary(program(keys, h, b, depth, width), L)
 
-    euler_compile_seconds = {}
-    euler_wait = []  # as compile_wait, for the Euler part's programs
+    def euler_part(self) -> list[dict]:
+        """The decomposition's Euler part at every depth, timed. Its self-check: op by op,
+        tens of thousands of particles at every layer and GD step take minutes; above
+        SELF_CHECK_PARTICLES it runs the point with that many of them, compiled and op by
+        op (the same function both ways, not the study's number)."""
+        with self.clock.stage("euler"):
+            few = route = None
+            if self.euler_set.count > SELF_CHECK_PARTICLES:
+                few = _subset(self.euler_set, SELF_CHECK_PARTICLES)
+                route = (
+                    f"the Euler part with {SELF_CHECK_PARTICLES} of its {self.euler_set.count} "
+                    "particles, compiled and op by op"
+                )
+            variant = (
+                None if few is None else (lambda s: self._euler_summary(s["L"], euler_errors, few))
+            )
+            return self.runner.run_points(
+                self.euler_specs, self._euler_point, describe=lambda s: f"Euler part, L={s['L']}",
+                check=self._euler_point_uncompiled, spread="seeds", variant=variant, route=route,
+            )  # fmt: skip
 
-    def euler_point(spec):
+    def _euler_point(self, spec):
+        """The Euler part at one depth, by its program compiled ahead (waited for)."""
         L = spec["L"]
-        t_wait = time.perf_counter()
-        compiled, euler_compile_seconds[f"L{L}"] = euler_ahead[L].result()
-        euler_wait.append(time.perf_counter() - t_wait)
-        return euler_summary(L, compiled)
+        compiled, self.clock.parts["euler_compile"][f"L{L}"] = self.clock.wait(
+            "euler", self.euler_ahead[L]
+        )
+        return self._euler_summary(L, compiled)
 
-    def euler_point_uncompiled(spec):
-        """`euler_point` by `euler_errors` itself (the self-check runs it op by op)."""
-        return euler_summary(spec["L"], euler_errors)
+    def _euler_point_uncompiled(self, spec):
+        """`_euler_point` by `euler_errors` itself (the self-check runs it op by op)."""
+        return self._euler_summary(spec["L"], euler_errors)
 
-    def euler_summary(L, errors, particles=None):
-        tag = "euler_" if euler_own else ""
+    def _euler_summary(self, L, errors, particles=None):
+        """The Euler part's errors at depth `L` per step, each with its round-off's scale."""
+        ref, tag = self.solved, "euler_" if self.euler_own else ""
         grid = LimitOnGrid(h=jnp.asarray(ref[f"{tag}h_L{L}"]), b=jnp.asarray(ref[f"{tag}b_L{L}"]))
-        particles = euler_set if particles is None else particles
-        e = errors(block, particles, xs, ys, grid, learning_rate=lr, probes=probes)
-        # differences against the limit, as the finite part's (`finite_summary`)
-        scales = _difference_scales(grid.h, grid.b, probes)
+        particles = self.euler_set if particles is None else particles
+        e = errors(self.block, particles, self.xs, self.ys, grid, learning_rate=self.lr,
+                   probes=self.probes)  # fmt: skip
+        # differences against the limit, as the finite part's (`_finite_summary`)
+        scales = _difference_scales(grid.h, grid.b, self.probes)
         return {
             "steps": [
                 {
@@ -701,195 +884,191 @@ def run(args):
                     "delta_b_euler": of_terms(float(e.delta_b[k]), scales["delta_b"]),
                     "delta_z_euler": of_terms(float(e.delta_z[k]), scales["delta_z"]),
                 }
-                for k in range(steps + 1)
+                for k in range(self.steps + 1)
             ]
         }
 
-    try:
-        raw = runner.run_points(
-            specs, finite_point, describe=lambda s: f"L={s['L']} M={s['M']}",
-            check=finite_point_uncompiled, spread="seeds",
-        )  # fmt: skip
-        t_euler = time.perf_counter()
-        # the self-check: op by op, tens of thousands of particles at every layer and GD
-        # step take minutes; above SELF_CHECK_PARTICLES it runs the point with that many of
-        # them, compiled and op by op (the same function both ways, not the study's number)
-        few = None
-        if euler_set.count > SELF_CHECK_PARTICLES:
-            few = _subset(euler_set, SELF_CHECK_PARTICLES)
-        euler_raw = runner.run_points(
-            euler_specs, euler_point, describe=lambda s: f"Euler part, L={s['L']}",
-            check=euler_point_uncompiled, spread="seeds",
-            variant=None if few is None else lambda s: euler_summary(s["L"], euler_errors, few),
-            route=None if few is None else f"the Euler part with {SELF_CHECK_PARTICLES} of its "
-            f"{euler_set.count} particles, compiled and op by op",
-        )  # fmt: skip
-        # the Euler part's own time, without its waits for programs still compiling
-        euler_seconds = time.perf_counter() - t_euler - sum(euler_wait)
-    except BaseException:  # as above: Ctrl-C during a compile ends the run at once
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown(cancel_futures=True)
+    def fits(self, raw, euler_raw) -> tuple[list, list, list, list]:
+        """The points and the decomposition per step, the one-term fits and the law's
+        (`convergence_fits`, `law_fits`), with their warnings; timed.
 
-    t_fit = time.perf_counter()
-    points = [
-        {"L": p["L"], "M": p["M"], "steps": k, **p["steps"][k]}
-        for p in raw
-        for k in range(steps + 1)
-    ]
-    decomposition = [
-        {"L": p["L"], "steps": k, **p["steps"][k]} for p in euler_raw for k in range(steps + 1)
-    ]
-    fits, excluded = convergence_fits(
-        points,
-        decomposition,
-        steps=steps,
-        depths=cfg["L"],
-        widths=cfg["M"],
-        L_for_M=cfg["L_for_M"],
-        fit_M_max=cfg["fit_M_max"],
-        error_estimate=error_estimate,
-        error_estimate_z=error_estimate_z,
-        trivial=trivial,
-        seed=cfg["seed"],
-        floors={**floors, **euler_floors},
-    )
-    rates = law_fits(
-        points,
-        decomposition,
-        steps=steps,
-        error_estimate=error_estimate,
-        error_estimate_z=error_estimate_z,
-        trivial=trivial,
-        seed=cfg["seed"],
-        floors={**floors, **euler_floors},
-    )
-    law_slopes(fits, rates)
-    smallest_by = {
-        q: min(
-            (
-                pt[q]["mean"]
-                for pt in points
-                if pt[q]["mean"] is not None
-                and pt[q]["mean"] > 0
-                and not (q == "delta_z" and pt["steps"] == 0)
-            ),
-            default=None,
-        )
-        for q in QUANTITIES
-    }
-    smallest = smallest_by["delta_h"]
-    if excluded:
-        runner.warn(
-            f"{excluded} grid point(s) lie less than 10x above the reference's error estimate "
-            f"({error_estimate:.2e}; Z: {error_estimate_z:.2e}) and were left out of the fits; "
-            "raise --order/--particles or use larger errors"
-        )
-    for q, value in smallest_by.items():
-        if value is not None and floors[q] * 10 > value:
-            runner.warn(
-                f"{q}: the reference's error estimate ({floors[q]:.2e}) is not 10x below the "
-                f"smallest finite error ({value:.2e}): the points it cannot judge are left out"
-            )
-    for f in fits:  # the one-term fits' (the law's own below; a/L + b/sqrt(LM) says the same)
-        if f.get("excluded") and f.get("against") is not None:
-            runner.warn(excluded_warning(f))
-    for rate in rates:  # (not `law`: the study's law, which the points' closures use)
-        if rate.get("excluded"):
-            runner.warn(f"{rate['excluded']} exploded draw(s) of {rate['quantity']} left out of "
-                        f"its law {rate['model']} (steps={rate['fixed']['steps']})")  # fmt: skip
-        if rate.get("reason"):
-            runner.warn(f"{rate['quantity']} (steps={rate['fixed']['steps']}): no law fit: "
-                        f"{rate['reason']}")  # fmt: skip
-    fit_seconds = time.perf_counter() - t_fit
-    reference_entry = {
-        **ref_info,
-        "particles": int(ref["particles"]),
-        "solver": "diffrax Dopri8, PID controller, dense output",
-        "rtol": cfg["rtol"],
-        "atol": cfg["rtol"],
-        # in the norm of Δ^h (the sup over depths and inputs of ‖h − ĥ‖), of Δ^b and of Δ^Z
-        "error_estimate": error_estimate,
-        "error_estimate_b": floors["delta_b"],
-        "error_estimate_z": error_estimate_z,
-        "error_parts": (
-            {
-                "quadrature_h_b": ref["err_quadrature"].tolist(),
-                "tolerance_h_b": ref["err_tolerance"].tolist(),
-            }
-            if "err_quadrature" in ref
-            else {
-                "monte_carlo_h_b": ref["err_particles"].tolist(),
-                "monte_carlo_spread_h_b": ref["err_particles_spread"].tolist(),
-                "tolerance_h_b": ref["err_tolerance"].tolist(),
-            }
-        ),
-        "smallest_finite_error": smallest,
-        "smallest_finite_error_by_quantity": smallest_by,
-        "ratio_smallest_to_reference": (
-            smallest / error_estimate if smallest and error_estimate > 0 else None
-        ),
-        "solver_steps": ref["num_steps"].tolist(),
-        "refinement": (
-            [
-                {"particles": int(n), "error_estimate": float(e)}
-                for n, e in zip(ref["refine_particles"], ref["refine_errors"], strict=True)
+        **Returns:** `(points, decomposition, fits, rates)`."""
+        steps, cfg = self.steps, self.cfg
+        with self.clock.stage("fits"):
+            points = [
+                {"L": p["L"], "M": p["M"], "steps": k, **p["steps"][k]}
+                for p in raw
+                for k in range(steps + 1)
             ]
-            if "refine_particles" in ref
-            else None
-        ),
-        "ok": bool(ref["ok"]),
-        "limit_loss": ref["losses"].tolist(),
-        "depth_point": "s_l = l/L for h^l, b^l and the units of layer l",
-        "float64": bool(cfg["x64"]),
-    }
-    extra = {}
-    if first_pass is not None:
-        extra["first_pass"] = first_pass
-    if design is not None:
-        extra["design"] = design
-    if euler_own:
-        extra["decomposition_particles"] = euler_set.count
-    runner.finish(
-        {
-            "points": points,
-            # the headline: the exponents of the whole law, jointly over the grid
-            "rates": rates,
-            # secondary: one-term slopes along lines of the grid, and a/L + b/sqrt(LM)
-            "fits": fits,
-            "reference": reference_entry,
-            "decomposition": decomposition,
-            "delta_quantiles": delta_quantiles(points, steps, dimension=cfg["d"], seed=cfg["seed"]),
-            # the grid that ran (the automatic design's lines; `config` keeps what was given)
-            "grid": {k: cfg[k] for k in GRID_KEYS},
-            "figure_floors": floors,
-            **extra,
-        },
-        timing={
-            "reference_seconds": ref_seconds,
-            "compile_seconds": sum(compile_seconds.values()),
+            decomposition = [
+                {"L": p["L"], "steps": k, **p["steps"][k]}
+                for p in euler_raw
+                for k in range(steps + 1)
+            ]
+            judged = {
+                "error_estimate": self.error_estimate,
+                "error_estimate_z": self.error_estimate_z,
+                "trivial": self.trivial,
+                "seed": cfg["seed"],
+                "floors": {**self.floors, **self.euler_floors},
+            }
+            fits, excluded = convergence_fits(
+                points, decomposition, steps=steps, depths=cfg["L"], widths=cfg["M"],
+                L_for_M=cfg["L_for_M"], fit_M_max=cfg["fit_M_max"], **judged,
+            )  # fmt: skip
+            rates = law_fits(points, decomposition, steps=steps, **judged)
+            law_slopes(fits, rates)
+            self._warn_fits(points, fits, rates, excluded)
+        return points, decomposition, fits, rates
+
+    def _warn_fits(self, points, fits, rates, excluded) -> None:
+        """The points the reference cannot judge, and what the fits left out, said."""
+        self.smallest_by = {
+            q: min(
+                (
+                    pt[q]["mean"]
+                    for pt in points
+                    if pt[q]["mean"] is not None
+                    and pt[q]["mean"] > 0
+                    and not (q == "delta_z" and pt["steps"] == 0)
+                ),
+                default=None,
+            )
+            for q in QUANTITIES
+        }
+        runner, floors = self.runner, self.floors
+        if excluded:
+            runner.warn(
+                f"{excluded} grid point(s) lie less than 10x above the reference's error "
+                f"estimate ({self.error_estimate:.2e}; Z: {self.error_estimate_z:.2e}) and were "
+                "left out of the fits; raise --order/--particles or use larger errors"
+            )
+        for q, value in self.smallest_by.items():
+            if value is not None and floors[q] * 10 > value:
+                runner.warn(
+                    f"{q}: the reference's error estimate ({floors[q]:.2e}) is not 10x below the "
+                    f"smallest finite error ({value:.2e}): the points it cannot judge are left out"
+                )
+        for f in fits:  # the one-term fits' (the law's own below; a/L + b/sqrt(LM) the same)
+            if f.get("excluded") and f.get("against") is not None:
+                runner.warn(excluded_warning(f))
+        for rate in rates:
+            if rate.get("excluded"):
+                runner.warn(
+                    f"{rate['excluded']} exploded draw(s) of {rate['quantity']} left out of its "
+                    f"law {rate['model']} (steps={rate['fixed']['steps']})"
+                )
+            if rate.get("reason"):
+                runner.warn(
+                    f"{rate['quantity']} (steps={rate['fixed']['steps']}): no law fit: "
+                    f"{rate['reason']}"
+                )
+
+    def _reference_entry(self) -> dict:
+        """`results.json`'s `reference`: how it was solved, its own error and its parts,
+        against the smallest finite errors."""
+        ref, cfg, error_estimate = self.solved, self.cfg, self.error_estimate
+        smallest = self.smallest_by["delta_h"]
+        return {
+            **self.ref_info,
+            "particles": int(ref["particles"]),
+            "solver": "diffrax Dopri8, PID controller, dense output",
+            "rtol": cfg["rtol"],
+            "atol": cfg["rtol"],
+            # in the norm of Δ^h (the sup over depths and inputs of ‖h − ĥ‖), of Δ^b and of Δ^Z
+            "error_estimate": error_estimate,
+            "error_estimate_b": self.floors["delta_b"],
+            "error_estimate_z": self.error_estimate_z,
+            "error_parts": (
+                {
+                    "quadrature_h_b": ref["err_quadrature"].tolist(),
+                    "tolerance_h_b": ref["err_tolerance"].tolist(),
+                }
+                if "err_quadrature" in ref
+                else {
+                    "monte_carlo_h_b": ref["err_particles"].tolist(),
+                    "monte_carlo_spread_h_b": ref["err_particles_spread"].tolist(),
+                    "tolerance_h_b": ref["err_tolerance"].tolist(),
+                }
+            ),
+            "smallest_finite_error": smallest,
+            "smallest_finite_error_by_quantity": self.smallest_by,
+            "ratio_smallest_to_reference": (
+                smallest / error_estimate if smallest and error_estimate > 0 else None
+            ),
+            "solver_steps": ref["num_steps"].tolist(),
+            "refinement": (
+                [
+                    {"particles": int(n), "error_estimate": float(e)}
+                    for n, e in zip(ref["refine_particles"], ref["refine_errors"], strict=True)
+                ]
+                if "refine_particles" in ref
+                else None
+            ),
+            "ok": bool(ref["ok"]),
+            "limit_loss": ref["losses"].tolist(),
+            "depth_point": "s_l = l/L for h^l, b^l and the units of layer l",
+            "float64": bool(cfg["x64"]),
+        }
+
+    def _timing(self) -> dict:
+        """`results.json`'s `timing` entries of this study, from the stopwatch."""
+        clock, args = self.clock, self.args
+        return {
+            "reference_seconds": clock.stages["reference"],
+            "compile_seconds": clock.total("compile"),
             # the Euler part's programs (one per depth), compiled ahead in the same threads
-            "euler_compile_seconds": sum(euler_compile_seconds.values()),
-            "euler_programs": len(euler_compile_seconds),
+            "euler_compile_seconds": clock.total("euler_compile"),
+            "euler_programs": len(clock.parts["euler_compile"]),
             # how long the main thread waited for programs (finite and Euler) still
             # compiling; the rest of the compile time overlapped other work
-            "compile_wait_seconds": sum(compile_wait) + sum(euler_wait),
-            "programs": len(compile_seconds),
-            "program_boxes": sorted({f"L{b[0]}_M{b[1]}" for b in boxes.values()}),
-            "pad_units": pad_units,
-            "units_per_batch": units_per_batch,
-            "unroll": unroll,
+            "compile_wait_seconds": sum(clock.waits["compile"]) + sum(clock.waits["euler"]),
+            "programs": len(clock.parts["compile"]),
+            "program_boxes": sorted({f"L{b[0]}_M{b[1]}" for b in self.boxes.values()}),
+            "pad_units": self.pad_units,
+            "units_per_batch": self.units_per_batch,
+            "unroll": args.unroll,
             "depth_loop": args.depth_loop,
-            "depth_loop_by_program": dict(sorted(methods.items())),
-            "compile_workers": workers,
-            "finite_seconds": sum(finite_seconds.values()),
-            "finite_seconds_by_point": finite_seconds,
-            "compile_seconds_by_program": compile_seconds,
-            "euler_seconds": euler_seconds,
-            "fit_seconds": fit_seconds,
-        },
-        plot=plot,
-    )
+            "depth_loop_by_program": dict(sorted(self.methods.items())),
+            "compile_workers": self.workers,
+            "finite_seconds": clock.total("finite"),
+            "finite_seconds_by_point": clock.parts["finite"],
+            "compile_seconds_by_program": clock.parts["compile"],
+            # the Euler part's own time, without its waits for programs still compiling
+            "euler_seconds": clock.stages["euler"] - sum(clock.waits["euler"]),
+            "fit_seconds": clock.stages["fits"],
+        }
+
+    def finish(self, points, decomposition, fits, rates) -> None:
+        """`results.json` (`runner.finish`) and the figures."""
+        cfg, steps = self.cfg, self.steps
+        extra = {}
+        if self.first_pass is not None:
+            extra["first_pass"] = self.first_pass
+        if self.design is not None:
+            extra["design"] = self.design
+        if self.euler_own:
+            extra["decomposition_particles"] = self.euler_set.count
+        self.runner.finish(
+            {
+                "points": points,
+                # the headline: the exponents of the whole law, jointly over the grid
+                "rates": rates,
+                # secondary: one-term slopes along lines of the grid, and a/L + b/sqrt(LM)
+                "fits": fits,
+                "reference": self._reference_entry(),
+                "decomposition": decomposition,
+                "delta_quantiles": delta_quantiles(
+                    points, steps, dimension=cfg["d"], seed=cfg["seed"]
+                ),
+                # the grid that ran (the automatic design's lines; `config` keeps what was given)
+                "grid": {k: cfg[k] for k in GRID_KEYS},
+                "figure_floors": self.floors,
+                **extra,
+            },
+            timing=self._timing(),
+            plot=plot,
+        )
 
 
 GRID_KEYS = ("L", "M", "L_for_M", "fit_M_max")
