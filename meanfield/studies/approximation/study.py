@@ -3,9 +3,10 @@
 
 Two parts:
 
-* **The exact constructions** (`meanfield.theory.approximation`, float64, no training):
-  x² on [0, 1] from p ReLUs (the lecture's 4, at knots 0, 1/4, 1/2, 3/4) with its maximal
-  error measured against `1/(4p²)`; the sawtooth, the k-fold tent map, whose linear pieces
+* **The exact constructions** (`meanfield.theory.approximation`, float64, no training;
+  measured in `meanfield.studies.approximation.constructions`): x² on [0, 1] from p
+  ReLUs (the lecture's 4, at knots 0, 1/4, 1/2, 3/4) with its maximal error measured
+  against `1/(4p²)`; the sawtooth, the k-fold tent map, whose linear pieces
   are counted (2^k) against the units it takes in depth (2k) and in one hidden layer
   (at least 2^k − 1); parity of n bits, checked on all 2^n inputs, through a depth-2 ReLU
   network of n units (on Σ x_i) and a tree of XOR gates (2(n − 1) units at depth
@@ -65,9 +66,10 @@ import numpy as np
 from ...harness.args import float_list, int_list, positive_int
 from ...harness.runner import start_study
 from ...runtime.errors import StudyInputError
-from ...stats.fits import line_fit
 from ...theory import approximation as approximation_theory
 from ...training.approximation import ARCHITECTURES, fit_mlp, network_shape, predict, sample_network
+from .constructions import SAWTOOTH_K as SAWTOOTH_K  # also read as `study.SAWTOOTH_K`
+from .constructions import construction_checks, constructions, smooth_function
 from .exercise import (
     EXERCISE_LRS,
     exercise_comparison,
@@ -127,14 +129,6 @@ PRESETS["pop-quiz"] = {**PRESETS["quick"], "budgets": [10333], "depths": [1, 50]
                        "targets": ["sin50"], "exercise": False}  # fmt: skip
 TEST_POINTS = 4096
 EXAMPLE_EVERY = 8  # the pop quiz's drawn fit: every 8th test point (512 of a 1-D target)
-# the constructions: square with these many ReLUs, sawtooth and parity up to these sizes,
-# the curse of dimensionality in these dimensions and grid sizes (cells per side)
-SQUARE_PIECES = (1, 2, 4, 8, 16, 32, 64)
-SAWTOOTH_K = tuple(range(1, 11))
-PARITY_N = tuple(range(2, 13))
-CURSE_CELLS = {1: (4, 8, 16, 32, 64), 2: (4, 8, 16, 32), 3: (2, 4, 8, 16), 4: (2, 4, 8, 12)}
-CURSE_POINTS = 20000
-EPSILON = 1e-3
 SELF_CHECK_STEPS = 2
 MAX_LR = 10.0
 
@@ -409,119 +403,13 @@ def _quiz(cfg) -> bool:
     return cfg.get("preset") == "pop-quiz" or len(cfg.get("architectures", [])) > 1
 
 
-# ------------------------------------------------------------------ the constructions
-
-
-def constructions(seed: int) -> dict:
-    """The exact constructions, measured (float64)."""
-    grid = np.linspace(0.0, 1.0, 2**14 + 1)  # holds every knot and cell midpoint used
-    square = []
-    for p in SQUARE_PIECES:
-        net = approximation_theory.square_staircase(p)
-        error = float(np.max(np.abs(net(grid) - grid**2)))
-        square.append({"relus": net.units, "parameters": net.parameters, "max_error": error,
-                       "predicted": approximation_theory.square_staircase_error(p)})  # fmt: skip
-    sawtooth = []
-    for k in SAWTOOTH_K:
-        points = 2 ** (k + 3) + 1
-        pieces = approximation_theory.count_pieces(
-            lambda x, k=k: approximation_theory.sawtooth(x, k), 0.0, 1.0, points
-        )
-        theory = approximation_theory
-        sawtooth.append({"k": k, "pieces": pieces, "predicted_pieces": theory.sawtooth_pieces(k),
-                         "deep_units": theory.sawtooth_deep_units(k),
-                         "shallow_units": theory.shallow_units_needed(pieces)})  # fmt: skip
-    parity = []
-    for n in PARITY_N:
-        bits = ((np.arange(2**n)[:, None] >> np.arange(n)) & 1).astype(float)
-        truth = bits.sum(axis=1) % 2
-        theory = approximation_theory
-        parity.append({
-            "n": n,
-            "shallow_wrong": int(np.sum(np.abs(theory.parity_shallow(n)(bits) - truth) > 1e-9)),
-            "deep_wrong": int(np.sum(np.abs(theory.parity_deep(n)(bits) - truth) > 1e-9)),
-            "shallow_units": theory.parity_shallow_units(n),
-            "deep_units": theory.parity_deep_units(n), "deep_depth": theory.parity_deep_depth(n),
-            "lookup_units": theory.parity_lookup_units(n),
-        })  # fmt: skip
-    rng = np.random.default_rng([seed, 11])
-    curse = []
-    for d, cells_list in CURSE_CELLS.items():
-        x = rng.random((CURSE_POINTS, d))
-        rows = [
-            {"cells": c, "pieces": approximation_theory.simplex_pieces(c, d),
-             "rms": approximation_theory.interpolation_error(smooth_function, d, c, x)}
-            for c in cells_list
-        ]  # fmt: skip
-        slope, intercept = line_fit(
-            np.log([r["pieces"] for r in rows]), np.log([r["rms"] for r in rows])
-        )
-        needed = math.exp((math.log(EPSILON) - intercept) / slope) if slope < 0 else None
-        curse.append({"d": d, "rows": rows, "slope": slope, "predicted_slope": -2.0 / d,
-                      "pieces_for_epsilon": needed})  # fmt: skip
-    return {"square": square, "sawtooth": sawtooth, "parity": parity, "curse": curse,
-            "epsilon": EPSILON, "function": "exp(-2 |x - c|²), c = (0.5, ..., 0.5)",
-            "lecture_square": approximation_theory.lecture_square_table()}  # fmt: skip
-
-
-def smooth_function(x):
-    """The curse-of-dimensionality part's smooth function on [0, 1]^d, rows of `x`."""
-    return np.exp(-2.0 * np.sum((x - 0.5) ** 2, axis=1))
-
-
-def construction_checks(c: dict) -> dict:
-    """What the constructions' numbers say: the staircase's worst relative deviation from
-    1/(4p²), sawtooth pieces against 2^k, parity's wrong inputs, rates within 0.15 of −2/d."""
-    square_dev = max(abs(r["max_error"] - r["predicted"]) / r["predicted"] for r in c["square"])
-    saw_ok = sum(r["pieces"] == r["predicted_pieces"] for r in c["sawtooth"])
-    wrong = sum(r["shallow_wrong"] + r["deep_wrong"] for r in c["parity"])
-    rates = sum(abs(r["slope"] - r["predicted_slope"]) <= 0.15 for r in c["curse"])
-    return {
-        "square_worst_relative_deviation": square_dev,
-        "sawtooth_pieces_as_predicted": [int(saw_ok), len(c["sawtooth"])],
-        "parity_wrong_inputs": int(wrong),
-        "curse_rates_within_0.15": [int(rates), len(c["curse"])],
-    }
-
-
 # ------------------------------------------------------------------ the study
 
 
 def run(args):
     cfg = configure(args)
     runner = start_study(args, cfg)
-    master = jr.key(cfg["seed"])
-    specs = [{"target": t, "budget": b} for t in cfg["targets"] for b in cfg["budgets"]]
-    if cfg["exercise"]:
-        specs.append({"exercise": "digits"})
-
-    def point(spec):
-        if "exercise" in spec:
-            return exercise_point(cfg, master)
-        return _point(cfg, spec, master)
-
-    def short(spec):  # the self-check: 2 steps (round-off grows along thousands)
-        if "exercise" in spec:
-            out = exercise_point(cfg, master, steps=SELF_CHECK_STEPS)
-            for arm in out["arms"]:
-                arm.pop("test_error")  # a count of argmaxes, which round-off can flip
-            return out
-        out = _point(cfg, spec, master, steps=SELF_CHECK_STEPS)
-        for arm in out["arms"]:
-            arm.pop("wrong", None)  # a count of rounded signs, which round-off can flip
-            arm.pop("init_spread")  # a deep plain network's is round-off itself (1e-17)
-        return out
-
-    def cost(spec):  # the exercise's networks are the largest
-        return float(spec.get("budget", 10**6))
-
-    every = runner.run_points(
-        specs, point, variant=short,
-        describe=lambda s: f"{s['target']} P={s['budget']}" if "target" in s else "784 → ? → 10",
-        check_cost=cost,
-        route=f"op by op (jax.disable_jit), with {SELF_CHECK_STEPS} training steps compiled "
-        "and op by op",
-    )  # fmt: skip
+    every = _run_points(runner, cfg)
     points = [p for p in every if "target" in p]
     exercise = next((p for p in every if "exercise" in p), None)
     if exercise is not None:
@@ -534,25 +422,8 @@ def run(args):
                     "mean and counted in the arms' `exploded`")  # fmt: skip
     built = constructions(cfg["seed"])
     checks = construction_checks(built)
-    largest = max(cfg["budgets"])
-    at_largest = {c["target"]: c["lower"] for c in comparisons if c["budget"] == largest}
     counts = verdict_counts(comparisons)
-    headline = [
-        f"x² from p ReLUs: max error 1/(4p²) to {checks['square_worst_relative_deviation']:.1e} "
-        f"(relative); sawtooth pieces 2^k in {checks['sawtooth_pieces_as_predicted'][0]} of "
-        f"{checks['sawtooth_pieces_as_predicted'][1]} k; parity nets wrong on "
-        f"{checks['parity_wrong_inputs']} inputs; {lecture_square_text(built)}",
-        "curse of dimensionality, fitted rate of the piecewise-linear error against pieces: "
-        + ", ".join(
-            f"d={r['d']} {r['slope']:+.2f} (−2/d = {r['predicted_slope']:+.2f})"
-            for r in built["curse"]
-        ),  # fmt: skip
-        f"trained, lower mean log error at {largest} parameters: "
-        + ", ".join(f"{t}: {v}" for t, v in at_largest.items()),
-        f"over all {len(comparisons)} (target, budget) points: one hidden layer lower at "
-        f"{counts['one hidden layer']}, deeper at {counts['deeper']}, not resolved at "
-        f"{counts['not resolved']}, neither learned at {counts['neither learned']}",
-    ]
+    headline = _headline(cfg, built, checks, comparisons, counts)
     if exercise is not None:
         headline.append(exercise_headline(exercise["comparison"]))
     quiz = [quiz_reading(p) for p in points] if _quiz(cfg) else []
@@ -582,6 +453,65 @@ def run(args):
         },
         plot=plot,
     )
+
+
+def _run_points(runner, cfg) -> list[dict]:
+    """Every (target, budget) point, and the digits exercise when asked, through
+    `runner.run_points` (the self-check trains 2 steps)."""
+    master = jr.key(cfg["seed"])
+    specs = [{"target": t, "budget": b} for t in cfg["targets"] for b in cfg["budgets"]]
+    if cfg["exercise"]:
+        specs.append({"exercise": "digits"})
+
+    def point(spec):
+        if "exercise" in spec:
+            return exercise_point(cfg, master)
+        return _point(cfg, spec, master)
+
+    def short(spec):  # the self-check: 2 steps (round-off grows along thousands)
+        if "exercise" in spec:
+            out = exercise_point(cfg, master, steps=SELF_CHECK_STEPS)
+            for arm in out["arms"]:
+                arm.pop("test_error")  # a count of argmaxes, which round-off can flip
+            return out
+        out = _point(cfg, spec, master, steps=SELF_CHECK_STEPS)
+        for arm in out["arms"]:
+            arm.pop("wrong", None)  # a count of rounded signs, which round-off can flip
+            arm.pop("init_spread")  # a deep plain network's is round-off itself (1e-17)
+        return out
+
+    def cost(spec):  # the exercise's networks are the largest
+        return float(spec.get("budget", 10**6))
+
+    return runner.run_points(
+        specs, point, variant=short,
+        describe=lambda s: f"{s['target']} P={s['budget']}" if "target" in s else "784 → ? → 10",
+        check_cost=cost,
+        route=f"op by op (jax.disable_jit), with {SELF_CHECK_STEPS} training steps compiled "
+        "and op by op",
+    )  # fmt: skip
+
+
+def _headline(cfg, built, checks, comparisons, counts) -> list[str]:
+    """The headline's lines on the constructions and the trained comparisons."""
+    largest = max(cfg["budgets"])
+    at_largest = {c["target"]: c["lower"] for c in comparisons if c["budget"] == largest}
+    return [
+        f"x² from p ReLUs: max error 1/(4p²) to {checks['square_worst_relative_deviation']:.1e} "
+        f"(relative); sawtooth pieces 2^k in {checks['sawtooth_pieces_as_predicted'][0]} of "
+        f"{checks['sawtooth_pieces_as_predicted'][1]} k; parity nets wrong on "
+        f"{checks['parity_wrong_inputs']} inputs; {lecture_square_text(built)}",
+        "curse of dimensionality, fitted rate of the piecewise-linear error against pieces: "
+        + ", ".join(
+            f"d={r['d']} {r['slope']:+.2f} (−2/d = {r['predicted_slope']:+.2f})"
+            for r in built["curse"]
+        ),  # fmt: skip
+        f"trained, lower mean log error at {largest} parameters: "
+        + ", ".join(f"{t}: {v}" for t, v in at_largest.items()),
+        f"over all {len(comparisons)} (target, budget) points: one hidden layer lower at "
+        f"{counts['one hidden layer']}, deeper at {counts['deeper']}, not resolved at "
+        f"{counts['not resolved']}, neither learned at {counts['neither learned']}",
+    ]
 
 
 def plot(out, results) -> None:

@@ -14,12 +14,27 @@ from .degradation import cells_of, train_architectures
 
 
 def draw_figures(out: Path, cfg, configs, points, rates, degradation):
+    """Every figure of the study: gradients through depth, the log-ratios and per-layer
+    diagnostics, the measured rates against their prediction, and the training part."""
     use_agg()
-    import matplotlib.pyplot as plt
-
     colors = {"normal": "tab:red", "xavier": "tab:blue", "he": "tab:green"}
     styles = {"1": "-", "1/sqrt(L)": "--"}
     deepest = max(points, key=lambda p: p["L"])
+    _gradient_norms_figure(out, cfg, configs, deepest, colors, styles)
+    _log_ratio_figure(out, cfg, configs, points, rates, colors, styles)
+    for name, (text, scale) in LAYER_DIAGNOSTICS.items():
+        _layer_figure(out, cfg, configs, deepest, name, text, scale, colors, styles)
+    _rates_figure(out, cfg, rates, colors)
+    _degradation_figure(out, cfg, degradation)
+    _training_curves(out, cfg, degradation)
+    _init_scale(out, cfg, degradation)
+
+
+def _gradient_norms_figure(out: Path, cfg, configs, deepest, colors, styles):
+    """gradient_norms.png: per architecture and activation, the gradient norm through the
+    layers of the deepest network, relative to the last layer's."""
+    import matplotlib.pyplot as plt
+
     acts = cfg["activations"]
     fig, axes = plt.subplots(3, len(acts), figsize=(3.6 * len(acts), 9), sharex=True, squeeze=False)
     for row, arch in enumerate(plain.ARCHITECTURES):
@@ -45,9 +60,11 @@ def draw_figures(out: Path, cfg, configs, points, rates, degradation):
     )
     save_figure(fig, out / "gradient_norms.png", dpi=110)
 
-    _log_ratio_figure(out, cfg, configs, points, rates, colors, styles)
-    for name, (text, scale) in LAYER_DIAGNOSTICS.items():
-        _layer_figure(out, cfg, configs, deepest, name, text, scale, colors, styles)
+
+def _rates_figure(out: Path, cfg, rates, colors):
+    """gradient_rates.png: every measured per-layer rate (95% interval) against its
+    prediction at width N, with the infinite-width value where it lies apart."""
+    import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.5, 6))
     markers = {"plain": "o", "post-activation": "s", "pre-activation": "^"}
@@ -90,6 +107,12 @@ def draw_figures(out: Path, cfg, configs, points, rates, degradation):
     ax.legend(fontsize=7, loc="upper left")
     save_figure(fig, out / "gradient_rates.png", dpi=110)
 
+
+def _degradation_figure(out: Path, cfg, degradation):
+    """degradation.png: final training loss and test accuracy of every trained network
+    against depth."""
+    import matplotlib.pyplot as plt
+
     nets = train_architectures(cfg)
     rows = -(-len(nets) // 3)  # of the legend below the panels, three networks a row
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2 + 0.25 * rows))
@@ -118,8 +141,6 @@ def draw_figures(out: Path, cfg, configs, points, rates, degradation):
         fontsize=9,
     )
     save_figure(fig, out / "degradation.png", dpi=110, rect=(0, bottom, 1, 1))
-    _training_curves(out, cfg, degradation)
-    _init_scale(out, cfg, degradation)
 
 
 # the zoomed panel of init_scale.png shows ratios up to this (an exploding network leaves it)

@@ -197,6 +197,25 @@ def check_cost(cfg) -> None:
 
 
 def run(args):
+    cfg, acts = configure(args)
+    check_cost(cfg)
+    runner = start_study(args, cfg)
+    configs = configurations(acts)
+    points = _run_parts(runner, cfg, configs)
+    grad_points = [p for p in points if p["part"] == "gradients"]
+    rates = _rates(cfg, configs, grad_points)
+    degradation = [c for p in points if p["part"] == "train" for c in p["cells"]]
+    for what, cells in (("gradients", rates), ("training", degradation)):
+        exploded = sum(c["exploded"] for c in cells)
+        if exploded:
+            runner.warn(f"{what}: {exploded} draw(s) exploded (non-finite), left out of every "
+                        "mean and counted in the results' `exploded`")  # fmt: skip
+    runner.finish(_results(points, rates, degradation), plot=plot)
+
+
+def configure(args) -> tuple[dict, tuple]:
+    """The preset with the command line's overrides, checked (StudyInputError), and the
+    activations it names."""
     preset = PRESETS[args.preset]
     acts = ACTIVATIONS
     if args.activations is not None:
@@ -237,9 +256,12 @@ def run(args):
         )
     if cfg["seeds"] < 2 or cfg["train_seeds"] < 2:
         raise StudyInputError("--seeds, --train-seeds: need at least 2 draws for a spread")
-    check_cost(cfg)
-    runner = start_study(args, cfg)
-    configs = configurations(acts)
+    return cfg, acts
+
+
+def _run_parts(runner, cfg, configs) -> list[dict]:
+    """The gradient part's depths, then the training part's, through `runner.run_points`
+    (the self-check shortens the training)."""
     specs = [{"part": "gradients", "L": L} for L in cfg["L"]]
     specs += [{"part": "train", "L": L} for L in cfg["train_L"]]
     master = jr.key(cfg["seed"])
@@ -263,63 +285,57 @@ def run(args):
             cell.pop("test_accuracy_std")
         return out
 
-    points = runner.run_points(
+    return runner.run_points(
         specs, point, describe=lambda s: f"{s['part']} L={s['L']}", variant=short,
         route=f"op by op (jax.disable_jit), the training part with {SELF_CHECK_STEPS} "
         "steps and 4 draws of the initial scale compiled and op by op",
     )  # fmt: skip
-    grad_points = [p for p in points if p["part"] == "gradients"]
-    rates = _rates(cfg, configs, grad_points)
+
+
+def _results(points, rates, degradation) -> dict:
+    """The study's results: the points, the rates against their prediction, the training
+    part's cells with its verdicts, and the headline."""
     agree, judged, agree_inf = agreement_counts(rates)
-    degradation = [c for p in points if p["part"] == "train" for c in p["cells"]]
     verdict = degradation_verdict(degradation)
     checks = init_checks(degradation)
     shortcuts = shortcut_comparison(degradation)
-    for what, cells in (("gradients", rates), ("training", degradation)):
-        exploded = sum(c["exploded"] for c in cells)
-        if exploded:
-            runner.warn(f"{what}: {exploded} draw(s) exploded (non-finite), left out of every "
-                        "mean and counted in the results' `exploded`")  # fmt: skip
-    runner.finish(
-        {
-            "points": points,
-            "gradient_rates": rates,
-            "agreement": {
-                "agree": agree,
-                "judged": judged,
-                "agree_infinite_width": agree_inf,
-                "judge": "predicted_width_N: the independence model at the networks' width N "
-                "(the mean of log, as measured; equal to the infinite-width prediction up "
-                "to O(1/N) per layer where O(N) coordinates carry the gradient, and below "
-                "it by O(sqrt(l/N)) per layer for tanh under N(0, 1) weights, where about "
-                "sqrt(N/l) do); post-activation: the infinite-width population",
-                "tolerance": "the prediction inside the rate's 95% interval (widened by "
-                "twice the prediction's own error), or |rate - predicted| <= "
-                f"{RELATIVE_TOLERANCE:g} |predicted|",
-                "fitted_depths": f"L <= N/{round(1 / FIT_DEPTH_RATIO)} (the prediction is "
-                "the N -> infinity limit at fixed L; deeper points are measured, not fitted)",
-            },
-            "bounded_ratios": _bounded(rates),
-            "degradation": degradation,
-            "degradation_verdict": verdict,
-            "reference": {
-                "method": "infinite-width recursion of meanfield.theory.gradients (quadrature "
-                "for plain and pre-activation, a population of coordinate paths for "
-                "post-activation)"
-            },
-            "init_checks": checks,
-            "shortcut_comparison": shortcuts,
-            "headline": [
-                f"rates within tolerance of the width-N prediction: {agree} of {judged} "
-                f"(of the infinite-width one: {agree_inf})",
-                "degrades with depth: "
-                + ", ".join(f"{k}: {v.get('degrades')}" for k, v in verdict.items()),
-                init_headline(checks),
-                *([shortcut_headline(shortcuts)] if shortcuts else []),
-            ],
+    return {
+        "points": points,
+        "gradient_rates": rates,
+        "agreement": {
+            "agree": agree,
+            "judged": judged,
+            "agree_infinite_width": agree_inf,
+            "judge": "predicted_width_N: the independence model at the networks' width N "
+            "(the mean of log, as measured; equal to the infinite-width prediction up "
+            "to O(1/N) per layer where O(N) coordinates carry the gradient, and below "
+            "it by O(sqrt(l/N)) per layer for tanh under N(0, 1) weights, where about "
+            "sqrt(N/l) do); post-activation: the infinite-width population",
+            "tolerance": "the prediction inside the rate's 95% interval (widened by "
+            "twice the prediction's own error), or |rate - predicted| <= "
+            f"{RELATIVE_TOLERANCE:g} |predicted|",
+            "fitted_depths": f"L <= N/{round(1 / FIT_DEPTH_RATIO)} (the prediction is "
+            "the N -> infinity limit at fixed L; deeper points are measured, not fitted)",
         },
-        plot=plot,
-    )
+        "bounded_ratios": _bounded(rates),
+        "degradation": degradation,
+        "degradation_verdict": verdict,
+        "reference": {
+            "method": "infinite-width recursion of meanfield.theory.gradients (quadrature "
+            "for plain and pre-activation, a population of coordinate paths for "
+            "post-activation)"
+        },
+        "init_checks": checks,
+        "shortcut_comparison": shortcuts,
+        "headline": [
+            f"rates within tolerance of the width-N prediction: {agree} of {judged} "
+            f"(of the infinite-width one: {agree_inf})",
+            "degrades with depth: "
+            + ", ".join(f"{k}: {v.get('degrades')}" for k, v in verdict.items()),
+            init_headline(checks),
+            *([shortcut_headline(shortcuts)] if shortcuts else []),
+        ],
+    }
 
 
 def plot(out, results) -> None:

@@ -14,7 +14,18 @@ from ...io.plotting import save_figure, use_agg
 
 
 def draw_figures(out: Path, cfg, diagram, transfer, transfer_points):
+    """The diagram of regimes against the predicted one and, when measured, the
+    learning-rate transfer."""
     use_agg()
+    _phase_diagram_figure(out, cfg, diagram)
+    if not transfer:
+        return
+    _transfer_figure(out, cfg, transfer)
+
+
+def _phase_diagram_figure(out: Path, cfg, diagram):
+    """phase_diagram.png: the measured regime of every (γ, λ) against the predicted
+    boundaries."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(10, 6))
@@ -60,9 +71,12 @@ def draw_figures(out: Path, cfg, diagram, transfer, transfer_points):
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     save_figure(fig, out / "phase_diagram.png", dpi=110)
 
-    if not transfer:
-        return
-    # a panel per parametrization, and lr* against L for all of them (the drift's line)
+
+def _transfer_figure(out: Path, cfg, transfer):
+    """transfer.png: a panel per parametrization, and lr* against L for all of them (the
+    drift's line)."""
+    import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(1, len(transfer) + 1, figsize=(5 * len(transfer) + 4.6, 4.2),
                              squeeze=False)  # fmt: skip
     lrs = np.asarray(cfg["transfer_lrs"])

@@ -315,6 +315,57 @@ def run(args):
     runner = start_study(args, cfg)
     law = make_law(cfg)
     x = make_input(cfg["d"])
+    seeds = _run_chunks(runner, cfg, law, x)
+    ok = seeds["ok"].astype(bool)
+    if not ok.all():
+        runner.warn(
+            f"the reference solve failed for {int((~ok).sum())} seed(s); counted as exploded"
+        )
+    est_final = float(np.mean(seeds["check_final"][ok])) if ok.any() else math.inf
+    est_sup = float(np.mean(seeds["check_sup"][ok])) if ok.any() else math.inf
+    points = _depth_points(cfg, seeds, ok)
+
+    t_fit = time.perf_counter()
+    estimates = {"error_final": est_final, "error_sup": est_sup}
+    fits, excluded = make_fits(cfg, points, estimates)
+    rates = depth_laws(cfg, points, estimates)
+    for f in fits:
+        if f.get("excluded"):
+            runner.warn(excluded_warning(f))
+    if excluded:
+        runner.warn(
+            f"{excluded} point(s) lie less than {REFERENCE_MARGIN:g}x above the reference's "
+            f"error (final {est_final:.2e}, sup {est_sup:.2e}) and were left out of the fits; "
+            "raise --n-fine (or lower --rtol)"
+        )
+    reference = _reference_record(cfg, law, seeds, ok, points, estimates)
+    fit_seconds = time.perf_counter() - t_fit
+    runner.finish(
+        {
+            "points": points,
+            "fits": fits,
+            "rates": rates,
+            "reference": reference,
+            "critical_beta": critical_beta(cfg),
+            "theory": {
+                "slope": theory_slope(cfg),
+                "statement": {
+                    "brownian": "E|H_{k/L} - h_k| <= C/sqrt(L) (Euler-Maruyama, non-commuting "
+                    "noise: the rate is exactly 1/2)",
+                    "fbm": "Euler on a Young equation: expected error ~ L^{-(2H-1)} (measured; "
+                    "asymptotic, steeper at small L)",
+                    "smooth": "|H_{k/L} - h_k| <= c/L",
+                }[cfg["weights"]],
+            },
+        },
+        timing={"fit_seconds": fit_seconds},
+        plot=plot,
+    )
+
+
+def _run_chunks(runner, cfg, law, x) -> dict:
+    """Every chunk of seeds through `runner.run_points` (with its self-check variant), the
+    chunks' per-seed records joined into one array per key."""
     program = chunk_program(cfg, law, x)
     chunk = min(cfg["batch"], cfg["seeds"])  # a batch beyond the seeds computes no more
     n_chunks = -(-cfg["seeds"] // chunk)
@@ -357,18 +408,16 @@ def run(args):
         # move: it does not replace the allowance
         atol=100 * small["rtol"] if cfg["weights"] == "smooth" else 0.0,
     )
-    seeds = {
+    return {
         k: np.concatenate([np.asarray(r[k], dtype=float) for r in raw])
         for k in raw[0]
         if k != "chunk"
     }
-    ok = seeds["ok"].astype(bool)
-    if not ok.all():
-        runner.warn(
-            f"the reference solve failed for {int((~ok).sum())} seed(s); counted as exploded"
-        )
-    est_final = float(np.mean(seeds["check_final"][ok])) if ok.any() else math.inf
-    est_sup = float(np.mean(seeds["check_sup"][ok])) if ok.any() else math.inf
+
+
+def _depth_points(cfg, seeds: dict, ok) -> list[dict]:
+    """Per depth, the summaries of the final and sup errors over seeds (a seed whose
+    reference failed counts as exploded)."""
     points = []
     for i, L in enumerate(cfg["L"]):
         final, sup = seeds["final"][:, i].copy(), seeds["sup"][:, i].copy()
@@ -381,20 +430,12 @@ def run(args):
                 "error_sup": summarize(sup, exploded=exploded),
             }
         )
+    return points
 
-    t_fit = time.perf_counter()
-    estimates = {"error_final": est_final, "error_sup": est_sup}
-    fits, excluded = make_fits(cfg, points, estimates)
-    rates = depth_laws(cfg, points, estimates)
-    for f in fits:
-        if f.get("excluded"):
-            runner.warn(excluded_warning(f))
-    if excluded:
-        runner.warn(
-            f"{excluded} point(s) lie less than {REFERENCE_MARGIN:g}x above the reference's "
-            f"error (final {est_final:.2e}, sup {est_sup:.2e}) and were left out of the fits; "
-            "raise --n-fine (or lower --rtol)"
-        )
+
+def _reference_record(cfg, law, seeds: dict, ok, points, estimates: dict) -> dict:
+    """The reference's description with its measured error, against the smallest errors."""
+    est_final, est_sup = estimates["error_final"], estimates["error_sup"]
     smallest = min(
         (p[q]["mean"] for p in points for q in QUANTITIES if p[q]["mean"] is not None),
         default=None,
@@ -403,7 +444,7 @@ def run(args):
         (p["error_final"]["mean"] for p in points if p["error_final"]["mean"] is not None),
         default=None,
     )
-    reference = {
+    return {
         **reference_description(cfg, law),
         "error_estimate": est_final,
         "error_estimate_sup": est_sup,
@@ -418,28 +459,6 @@ def run(args):
         "solver_steps_mean": float(np.mean(seeds["solver_steps"])),
         "float64": bool(cfg["x64"]),
     }
-    fit_seconds = time.perf_counter() - t_fit
-    runner.finish(
-        {
-            "points": points,
-            "fits": fits,
-            "rates": rates,
-            "reference": reference,
-            "critical_beta": critical_beta(cfg),
-            "theory": {
-                "slope": theory_slope(cfg),
-                "statement": {
-                    "brownian": "E|H_{k/L} - h_k| <= C/sqrt(L) (Euler-Maruyama, non-commuting "
-                    "noise: the rate is exactly 1/2)",
-                    "fbm": "Euler on a Young equation: expected error ~ L^{-(2H-1)} (measured; "
-                    "asymptotic, steeper at small L)",
-                    "smooth": "|H_{k/L} - h_k| <= c/L",
-                }[cfg["weights"]],
-            },
-        },
-        timing={"fit_seconds": fit_seconds},
-        plot=plot,
-    )
 
 
 def plot(out, results) -> None:

@@ -650,6 +650,37 @@ def _rate_law(cfg, points, quantity, warnings):
     K = cfg["steps"]
     fixed_name = quantity + "_fixed_D"
     gap_name = quantity.replace("_error", "_D_gap")
+    every, rows, judged = _rate_law_rows(cfg, points, quantity, warnings)
+    lm_fits, chosen = _lm_part(cfg, judged, fixed_name)
+    lm = lm_fits[chosen]
+    top = {"L": max(cfg["L"]), "M": max(cfg["M"])}
+    line = sorted(error_rows(points, gap_name, K, **top)[0], key=lambda p: p["D"])
+    d_part = fit_loglog(
+        [p["D"] for p in line], [_usable_values(p, gap_name) for p in line], quantity=gap_name,
+        against="D", theory=-0.5, seed=cfg["seed"],
+    )  # fmt: skip
+    joint = fit_rate_law(
+        [p["L"] for p in rows], [p["M"] for p in rows], [p["D"] for p in rows],
+        [_paired_draws(p, quantity) for p in rows], quantity=quantity, seed=cfg["seed"],
+        paired=True,
+    )  # fmt: skip
+    law = {"steps": K, "model": lm["model"] + " + c D^-s", "LM_part": lm,
+           "LM_part_chosen": chosen, "LM_part_other": lm_fits["LM3" if chosen == "LM" else "LM"],
+           "D_part": d_part, "joint_free_fit": joint,
+           "regime": f"points with D <= {REGIME:g} L M ({len(rows)} of {len(every)})"}  # fmt: skip
+    if lm.get("p") is None or d_part.get("slope") is None:
+        law["reason"] = lm.get("reason") or d_part.get("reason") or "no fit"
+        return law
+    _add_exponents(law, lm, d_part, judged)
+    return law
+
+
+def _rate_law_rows(cfg, points, quantity, warnings):
+    """The points after K steps with a fixed-D error (`every`), those in the regime
+    `D <= REGIME L M` (`rows`), and those whose error lies `JUDGE` times above their
+    reference's own (`judged`, the ones the L, M part is fitted on; the others warned of)."""
+    K = cfg["steps"]
+    fixed_name = quantity + "_fixed_D"
     every = [p for p in points if p["steps"] == K and p[fixed_name]["mean"] is not None]
     rows = [p for p in every if p["D"] <= REGIME * p["L"] * p["M"]]
     judged = [
@@ -662,19 +693,28 @@ def _rate_law(cfg, points, quantity, warnings):
             f"rate law of {quantity}: {len(rows) - len(judged)} point(s) within {JUDGE:g}x of "
             "their reference's own error, not fitted"
         )
+    return every, rows, judged
 
-    def values(p, name):
-        return [v for v in p[name]["values"] if v is not None]
 
-    def draws(p, name):  # draw i of every point, NaN where unusable: resampled jointly
-        return [math.nan if v is None else v for v in p[name]["values"]]
+def _usable_values(p, name):
+    """A point's draws of `name`, the unusable (None) left out."""
+    return [v for v in p[name]["values"] if v is not None]
 
+
+def _paired_draws(p, name):
+    """Draw i of a point, NaN where unusable: resampled jointly across points."""
+    return [math.nan if v is None else v for v in p[name]["values"]]
+
+
+def _lm_part(cfg, judged, fixed_name):
+    """The L, M part fitted both ways (`LM`, and `LM3` with a second M term b0 (LM)^-r0)
+    on the errors against the fixed-D limit, and the one with the lower AIC."""
     lm_fits = {
         name: fit_rate_law(
             [p["L"] for p in judged],
             [p["M"] for p in judged],
             [p["D"] for p in judged],
-            [draws(p, fixed_name) for p in judged],
+            [_paired_draws(p, fixed_name) for p in judged],
             quantity=fixed_name,
             seed=cfg["seed"],
             law=name,
@@ -685,24 +725,12 @@ def _rate_law(cfg, points, quantity, warnings):
     # the law with the lower AIC on the same points (LM3 has a second M term b0 (LM)^-r0)
     aics = {k: v.get("aic", math.inf) for k, v in lm_fits.items()}
     chosen = min(aics, key=aics.__getitem__)
-    lm = lm_fits[chosen]
-    top = {"L": max(cfg["L"]), "M": max(cfg["M"])}
-    line = sorted(error_rows(points, gap_name, K, **top)[0], key=lambda p: p["D"])
-    d_part = fit_loglog(
-        [p["D"] for p in line], [values(p, gap_name) for p in line], quantity=gap_name,
-        against="D", theory=-0.5, seed=cfg["seed"],
-    )  # fmt: skip
-    joint = fit_rate_law(
-        [p["L"] for p in rows], [p["M"] for p in rows], [p["D"] for p in rows],
-        [draws(p, quantity) for p in rows], quantity=quantity, seed=cfg["seed"], paired=True,
-    )  # fmt: skip
-    law = {"steps": K, "model": lm["model"] + " + c D^-s", "LM_part": lm,
-           "LM_part_chosen": chosen, "LM_part_other": lm_fits["LM3" if chosen == "LM" else "LM"],
-           "D_part": d_part, "joint_free_fit": joint,
-           "regime": f"points with D <= {REGIME:g} L M ({len(rows)} of {len(every)})"}  # fmt: skip
-    if lm.get("p") is None or d_part.get("slope") is None:
-        law["reason"] = lm.get("reason") or d_part.get("reason") or "no fit"
-        return law
+    return lm_fits, chosen
+
+
+def _add_exponents(law, lm, d_part, judged) -> None:
+    """Into `law`: the fitted exponents and prefactors with their intervals, each theory's
+    exponents inside them or not, and the L term's largest share over the judged points."""
     exps = {k: lm[k] for k in ("p", "q", "r", "r0") if k in lm}
     exps["s"] = -d_part["slope"]
     cis = {k: lm.get(f"{k}_ci95") for k in exps if k != "s"}
@@ -728,7 +756,6 @@ def _rate_law(cfg, points, quantity, warnings):
     law["L_term_max_share"] = max(
         _share(law, 0, p["L"], p["M"], p["D"], without_d=True) for p in judged
     )
-    return law
 
 
 def _terms(law, L, M, D):

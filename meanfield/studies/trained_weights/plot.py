@@ -10,10 +10,18 @@ from ...io.plotting import save_figure, use_agg
 
 
 def draw_figures(out: Path, cfg, cells):
+    """The study's three figures: weights along depth, accuracy over (β, H), regularity."""
     use_agg()
+    _weights_along_depth(out, cfg, cells)
+    _accuracy_heatmap(out, cfg, cells)
+    _regularity_figure(out, cfg, cells)
+
+
+def _weights_along_depth(out: Path, cfg, cells):
+    """weights_along_depth.png: one entry of V_k against k/L before and after training
+    (the source's figure), for the example cells and the roughest and smoothest fBm."""
     import matplotlib.pyplot as plt
 
-    # 1. one entry of V_k against k/L before and after (the source's figure)
     chosen = []
     for init, beta in EXAMPLE_CELLS:
         chosen += [c for c in cells if c["init"] == init and c["beta"] == beta]
@@ -45,7 +53,11 @@ def draw_figures(out: Path, cfg, cells):
                      fontsize=10)  # fmt: skip
         save_figure(fig, out / "weights_along_depth.png", dpi=110)
 
-    # 2. test accuracy over (β, H), the iid and smooth rows beside
+
+def _accuracy_heatmap(out: Path, cfg, cells):
+    """accuracy_heatmap.png: test accuracy over (β, H), the iid and smooth rows beside."""
+    import matplotlib.pyplot as plt
+
     rows = [("iid", None)] if "iid" in cfg["inits"] else []
     rows += [("fbm", h) for h in cfg["hursts"]] if "fbm" in cfg["inits"] else []
     rows += [("smooth", None)] if "smooth" in cfg["inits"] else []
@@ -77,8 +89,12 @@ def draw_figures(out: Path, cfg, cells):
     fig.colorbar(im, ax=ax, label="test accuracy")
     save_figure(fig, out / "accuracy_heatmap.png", dpi=110)
 
-    # 3. regularity: partial sums before vs after (left), the update against β (middle), the
-    # path of V_k itself before vs after (right)
+
+def _regularity_figure(out: Path, cfg, cells):
+    """regularity.png: partial sums before vs after (left), the update against β (middle),
+    the path of V_k itself before vs after (right)."""
+    import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.3))
     colors = {"iid": "C0", "smooth": "C2", "fbm": "C1"}
     panels = (
