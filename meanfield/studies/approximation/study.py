@@ -63,7 +63,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from ...harness.args import float_list, int_list, positive_int
+from ...harness.args import float_list, int_list, override, positive_int
 from ...harness.runner import start_study
 from ...runtime.errors import StudyInputError
 from ...theory import approximation as approximation_theory
@@ -177,17 +177,11 @@ def configure(args) -> dict:
             raise StudyInputError(
                 f"--targets: need distinct names among {', '.join(TARGETS)}, got {args.targets!r}"
             )
+    names = [flag.removeprefix("--").replace("-", "_") for flag, _, _ in PRESET_OPTIONS]
     cfg = {
-        "budgets": args.budgets or preset["budgets"],
-        "depths": args.depths or preset["depths"],
-        "seeds": args.seeds or preset["seeds"],
-        "steps": args.steps or preset["steps"],
-        "lrs": args.lrs or preset["lrs"],
-        "exercise_seeds": args.exercise_seeds or preset["exercise_seeds"],
-        "exercise_steps": args.exercise_steps or preset["exercise_steps"],
+        **override({name: preset[name] for name in names}, args, names),
         "exercise_lrs": list(EXERCISE_LRS),
         "exercise": preset.get("exercise", True),
-        "architectures": args.architectures or preset["architectures"],
         "targets": targets,
         "sawtooth_k": DEFAULT_SAWTOOTH_K if args.sawtooth_k is None else args.sawtooth_k,
         "parity_n": DEFAULT_PARITY_N if args.parity_n is None else args.parity_n,

@@ -49,6 +49,7 @@ from ...harness.args import (
     check_costs,
     float_list,
     int_list,
+    override,
     pad_budget,
     positive_int,
 )
@@ -355,25 +356,23 @@ def run(args):
     _finish(runner, cfg, study, points, pad, boxes)
 
 
+# the grid's options: each from the command line where given, else from the preset
+GRID = (
+    "M", "D", "D_limit", "s_v_sweep", "sweep_M", "sweep_D", "seeds", "n_sweep",
+    "input_draws", "input_M", "input_D",
+)  # fmt: skip
+
+
 def _config(args, preset, x, y) -> dict:
     """The configuration: the model's options, each part's grid (`args`, else `preset`)."""
-    return {
+    cfg = {
         **model_config(args, x, y),
-        "M": args.M or preset["M"],
-        "D": args.D or preset["D"],
-        "D_limit": args.D_limit or preset["D_limit"],
-        "s_v_sweep": args.s_v_sweep or preset["s_v_sweep"],
-        "sweep_M": args.sweep_M or preset["sweep_M"],
-        "sweep_D": args.sweep_D or preset["sweep_D"],
-        "seeds": args.seeds or preset["seeds"],
-        "n_sweep": args.n_sweep or preset["n_sweep"],
-        "input_draws": args.input_draws or preset["input_draws"],
-        "input_M": args.input_M or preset["input_M"],
-        "input_D": args.input_D or preset["input_D"],
+        **{name: preset[name] for name in GRID},
         "seed": args.seed,
         "x64": args.x64,
         "preset": args.preset,
     }
+    return override(cfg, args, GRID)
 
 
 def _check_config(cfg, x) -> None:
