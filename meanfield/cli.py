@@ -16,6 +16,7 @@ import os
 import platform
 import re
 import sys
+from collections import deque
 from importlib import metadata
 
 from .harness.args import int_list
@@ -293,17 +294,13 @@ def _supervise(argv: list[str], where: str, index: int, count, args) -> int:
     computed (its `COMPUTED_MARK` lines, never relayed), where the points are, `--resume`;
     exit status 1. SIGINT and SIGTERM are sent on to the child; a child ended by another
     signal ends this with 128 + its number, as a shell reports it."""
-    import select
     import signal
     import subprocess
-    import time
-    from collections import deque
     from pathlib import Path
 
-    from .runtime.distribution import COMPUTED_MARK, FATAL_MARKERS, SUPERVISED_VARIABLE
+    from .runtime.distribution import SUPERVISED_VARIABLE
     from .studies import resolve_out
 
-    hold = 1.0  # seconds: the report's first lines come within milliseconds of its last
     env = dict(os.environ, **{SUPERVISED_VARIABLE: "1"})
     root = str(Path(__file__).resolve().parents[1])  # the child runs this same meanfield
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
@@ -316,49 +313,9 @@ def _supervise(argv: list[str], where: str, index: int, count, args) -> int:
         if child.returncode is None:
             child.send_signal(signum)
 
-    def relay(piece: bytes) -> None:  # bytes as they came; text where stderr is replaced
-        stream = getattr(sys.stderr, "buffer", None)
-        if stream is None:
-            sys.stderr.write(piece.decode(errors="replace"))
-        else:
-            stream.write(piece)
-        sys.stderr.flush()
-
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
-    runtime_log = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d")  # absl's, as the report's
-    fd, rest, computed, fatal = child.stderr.fileno(), b"", 0, False
-    held: deque[tuple[float, bytes]] = deque()
     try:
-        while True:
-            while held and (fatal or held[0][0] <= time.monotonic()):
-                relay(held.popleft()[1])
-            wait = max(0.0, held[0][0] - time.monotonic()) if held else None
-            if not select.select([fd], [], [], wait)[0]:
-                continue
-            chunk = os.read(fd, 1 << 16)
-            pieces = re.split(rb"(?<=[\r\n])", rest + chunk)
-            rest = pieces.pop() if chunk else b""
-            for piece in filter(None, pieces):
-                text = piece.decode(errors="replace")
-                if text.startswith(COMPUTED_MARK):
-                    digits = text[len(COMPUTED_MARK) :].strip()
-                    computed = int(digits) if digits.isdigit() else computed
-                elif not fatal and any(m in text for m in FATAL_MARKERS):
-                    fatal = True  # dropped: the report from its first line, the child's line
-                    kept: deque[tuple[float, bytes]] = deque()
-                    for due, line in held:
-                        shown = line.decode(errors="replace")
-                        if runtime_log.match(shown) and "cpu_aot" not in shown:
-                            break
-                        if "stops: the coordinator (process 0)" not in shown:
-                            kept.append((due, line))
-                    held = kept
-                elif not fatal:
-                    held.append((time.monotonic() + hold, piece))
-            if not chunk:
-                break
-        while held:
-            relay(held.popleft()[1])
+        computed, fatal = _relay_stderr(child.stderr.fileno())
         code = child.wait()
     finally:
         for s, handler in previous.items():
@@ -374,6 +331,73 @@ def _supervise(argv: list[str], where: str, index: int, count, args) -> int:
               file=sys.stderr, flush=True)  # fmt: skip
         return 1
     return code if code >= 0 else 128 - code
+
+
+def _relay_stderr(fd: int) -> tuple[int, bool]:
+    """Relay the supervised child's stderr (`fd`, until it closes; `_supervise`) about a
+    second late, piece by piece, reading its `COMPUTED_MARK` lines (never relayed); from
+    the first line of the runtime's fatal report on, nothing more is relayed, and the lines
+    held back that belong to it are dropped. Returns (the points it computed, whether the
+    report came)."""
+    import select
+    import time
+
+    from .runtime.distribution import COMPUTED_MARK, FATAL_MARKERS
+
+    hold = 1.0  # seconds: the report's first lines come within milliseconds of its last
+    runtime_log = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d")  # absl's, as the report's
+    rest, computed, fatal = b"", 0, False
+    held: deque[tuple[float, bytes]] = deque()
+    while True:
+        while held and (fatal or held[0][0] <= time.monotonic()):
+            _relay(held.popleft()[1])
+        wait = max(0.0, held[0][0] - time.monotonic()) if held else None
+        if not select.select([fd], [], [], wait)[0]:
+            continue
+        chunk = os.read(fd, 1 << 16)
+        pieces = re.split(rb"(?<=[\r\n])", rest + chunk)
+        rest = pieces.pop() if chunk else b""
+        for piece in filter(None, pieces):
+            text = piece.decode(errors="replace")
+            if text.startswith(COMPUTED_MARK):
+                digits = text[len(COMPUTED_MARK) :].strip()
+                computed = int(digits) if digits.isdigit() else computed
+            elif not fatal and any(m in text for m in FATAL_MARKERS):
+                fatal = True  # dropped: the report from its first line, the child's line
+                held = _before_report(held, runtime_log)
+            elif not fatal:
+                held.append((time.monotonic() + hold, piece))
+        if not chunk:
+            break
+    while held:
+        _relay(held.popleft()[1])
+    return computed, fatal
+
+
+def _before_report(
+    held: deque[tuple[float, bytes]], runtime_log: re.Pattern
+) -> deque[tuple[float, bytes]]:
+    """The pieces held back (`_relay_stderr`) that came before the runtime's fatal report
+    (its first absl log line on), without the child's own line that the coordinator is
+    gone."""
+    kept: deque[tuple[float, bytes]] = deque()
+    for due, line in held:
+        shown = line.decode(errors="replace")
+        if runtime_log.match(shown) and "cpu_aot" not in shown:
+            break
+        if "stops: the coordinator (process 0)" not in shown:
+            kept.append((due, line))
+    return kept
+
+
+def _relay(piece: bytes) -> None:
+    """Write `piece` to stderr: the bytes as they came; text where stderr is replaced."""
+    stream = getattr(sys.stderr, "buffer", None)
+    if stream is None:
+        sys.stderr.write(piece.decode(errors="replace"))
+    else:
+        stream.write(piece)
+    sys.stderr.flush()
 
 
 def _study_command(parser, args, where: str, *, lock: bool = True) -> int:

@@ -242,6 +242,94 @@ def _t_quantile(p: float, dof: int) -> float:
     return 0.5 * (lo + hi)
 
 
+def _checked_options(order, cumulative, level, n_boot, seed, min_lag) -> tuple[int, int, int, int]:
+    """`estimate_hurst`'s integer options `(order, n_boot, seed, min_lag)`, checked with
+    `cumulative` and `level` (ValueError naming the first invalid one)."""
+    order = _check_int(order, "order", 1)
+    if order > 2:
+        raise ValueError(f"order must be 1 or 2, got {order}")
+    if not isinstance(cumulative, bool):
+        raise ValueError(f"cumulative must be True or False, got {cumulative!r}")
+    ok = isinstance(level, int | float) and not isinstance(level, bool)
+    if not (ok and 0.0 < level < 1.0):
+        raise ValueError(f"level must be a number in (0, 1), got {level!r}")
+    n_boot = _check_int(n_boot, "n_boot", 10)
+    seed = _check_int(seed, "seed", 0)
+    min_lag = _check_int(min_lag, "min_lag", 1)
+    return order, n_boot, seed, min_lag
+
+
+def _dyadic_lags(n: int, order: int, min_lag: int, max_lag: int | None) -> list[int]:
+    """The lags `min_lag · 2^j <= max_lag` (default `n // 8`) of `estimate_hurst`'s fit,
+    for paths of `n` points; refuses a `max_lag` beyond `n // (2 · order)` or fewer than
+    three lags."""
+    limit = n // (2 * order)
+    if max_lag is None:
+        top = n // 8
+    else:
+        top = _check_int(max_lag, "max_lag", 1)
+        if top > limit:
+            raise ValueError(
+                f"max_lag={max_lag} is too large for paths of {n} points (at most "
+                f"n // {2 * order} = {limit} with order={order})"
+            )
+    lags = []
+    m = min_lag
+    while m <= top:
+        lags.append(m)
+        m *= 2
+    if len(lags) < 3:
+        raise ValueError(
+            f"paths: {n} points along depth give lags {lags} in [{min_lag}, {top}]; "
+            f"three dyadic lags are needed (n >= {8 * 4 * min_lag} points with the default "
+            "max_lag = n // 8)"
+        )
+    return lags
+
+
+def _path_variograms(flat: np.ndarray, lags: list[int], order: int) -> np.ndarray:
+    """The variogram `(lags, paths)` of every column of `flat`; refuses a path whose
+    variogram is 0 at some lag (its regularity is undefined)."""
+    v = np.stack([np.mean(_differences(flat, m, order) ** 2, axis=0) for m in lags])
+    constant = v.min(axis=0) <= 0.0
+    if np.any(constant):
+        raise ValueError(
+            f"paths: {int(constant.sum())} of {flat.shape[1]} paths have a zero variogram "
+            f"(constant{' second differences' if order == 2 else ''}): their regularity "
+            "is undefined"
+        )
+    return v
+
+
+def _interval(
+    x: np.ndarray, rel: np.ndarray, units: np.ndarray, per_entry: np.ndarray, hurst: float,
+    interval_fit: tuple[float, float], *, level: float, n_boot: int, seed: int, named: bool,
+) -> tuple[tuple[float, float], str]:  # fmt: skip
+    """`estimate_hurst`'s interval and its method (module docstring, "Intervals"): over the
+    units of `units` (`named`: of `unit_axis`, else every path its own), from the paths'
+    variograms relative to their smallest lag (`rel`, `(lags, paths)`) at log-lags `x`."""
+    # every unit's paths pooled: (lags, G), each unit weighted by its number of paths
+    groups = np.unique(units)
+    counts = np.array([np.sum(units == g) for g in groups], dtype=np.float64)
+    unit_rel = np.stack([rel[:, units == g].mean(axis=1) for g in groups], axis=1)
+    G = groups.size
+    if G >= MIN_BOOTSTRAP_PATHS:
+        rng = np.random.default_rng(seed)
+        idx = rng.integers(0, G, size=(n_boot, G))
+        weights = counts[idx]  # (n_boot, G)
+        boots = np.einsum("lbg,bg->lb", unit_rel[:, idx], weights) / weights.sum(axis=1)
+        draws = 0.5 * _slopes(x, np.log(boots))
+        tail = 50.0 * (1.0 - level)
+        low, high = np.percentile(draws, [tail, 100.0 - tail])
+        return (float(low), float(high)), "unit-bootstrap" if named else "bootstrap"
+    if G >= 2:
+        q = t975(G - 1) if level == 0.95 else _t_quantile(0.5 + level / 2, G - 1)
+        per_unit = 0.5 * _slopes(x, np.log(unit_rel)) if named else per_entry
+        half = q * float(np.std(per_unit, ddof=1)) / math.sqrt(G)
+        return (hurst - half, hurst + half), "units-t" if named else "paths-t"
+    return interval_fit, "regression-t"
+
+
 def estimate_hurst(
     paths,
     *,
@@ -289,77 +377,22 @@ def estimate_hurst(
     empty or non-finite `paths`, a path too short for three lags, a constant path (its
     variogram is 0), or an invalid option.
     """
-    order = _check_int(order, "order", 1)
-    if order > 2:
-        raise ValueError(f"order must be 1 or 2, got {order}")
-    if not isinstance(cumulative, bool):
-        raise ValueError(f"cumulative must be True or False, got {cumulative!r}")
-    ok = isinstance(level, int | float) and not isinstance(level, bool)
-    if not (ok and 0.0 < level < 1.0):
-        raise ValueError(f"level must be a number in (0, 1), got {level!r}")
-    n_boot = _check_int(n_boot, "n_boot", 10)
-    seed = _check_int(seed, "seed", 0)
-    min_lag = _check_int(min_lag, "min_lag", 1)
+    order, n_boot, seed, min_lag = _checked_options(order, cumulative, level, n_boot, seed, min_lag)
     flat, rest = _as_paths(paths, axis, cumulative)
     n, n_paths = flat.shape
     units = _unit_ids(np.ndim(paths), axis, unit_axis, rest)
-    limit = n // (2 * order)
-    if max_lag is None:
-        top = n // 8
-    else:
-        top = _check_int(max_lag, "max_lag", 1)
-        if top > limit:
-            raise ValueError(
-                f"max_lag={max_lag} is too large for paths of {n} points (at most "
-                f"n // {2 * order} = {limit} with order={order})"
-            )
-    lags = []
-    m = min_lag
-    while m <= top:
-        lags.append(m)
-        m *= 2
-    if len(lags) < 3:
-        raise ValueError(
-            f"paths: {n} points along depth give lags {lags} in [{min_lag}, {top}]; "
-            f"three dyadic lags are needed (n >= {8 * 4 * min_lag} points with the default "
-            "max_lag = n // 8)"
-        )
-    v = np.stack([np.mean(_differences(flat, m, order) ** 2, axis=0) for m in lags])
-    constant = v.min(axis=0) <= 0.0
-    if np.any(constant):
-        raise ValueError(
-            f"paths: {int(constant.sum())} of {n_paths} paths have a zero variogram "
-            f"(constant{' second differences' if order == 2 else ''}): their regularity "
-            "is undefined"
-        )
+    lags = _dyadic_lags(n, order, min_lag, max_lag)
+    v = _path_variograms(flat, lags, order)
     x = np.log(np.asarray(lags, dtype=np.float64) / n)
     per_entry = 0.5 * _slopes(x, np.log(v))
     rel = v / v[:1]  # each path relative to its smallest-lag value
     pooled = rel.mean(axis=1)
     hurst = 0.5 * float(_slopes(x, np.log(pooled)[:, None])[0])
     interval_fit = _t_interval(x, np.log(pooled), level)
-    # every unit's paths pooled: (lags, G), each unit weighted by its number of paths
-    groups = np.unique(units)
-    counts = np.array([np.sum(units == g) for g in groups], dtype=np.float64)
-    unit_rel = np.stack([rel[:, units == g].mean(axis=1) for g in groups], axis=1)
-    G = groups.size
-    named = unit_axis is not None
-    if G >= MIN_BOOTSTRAP_PATHS:
-        rng = np.random.default_rng(seed)
-        idx = rng.integers(0, G, size=(n_boot, G))
-        weights = counts[idx]  # (n_boot, G)
-        boots = np.einsum("lbg,bg->lb", unit_rel[:, idx], weights) / weights.sum(axis=1)
-        draws = 0.5 * _slopes(x, np.log(boots))
-        tail = 50.0 * (1.0 - level)
-        low, high = np.percentile(draws, [tail, 100.0 - tail])
-        interval, method = (float(low), float(high)), "unit-bootstrap" if named else "bootstrap"
-    elif G >= 2:
-        q = t975(G - 1) if level == 0.95 else _t_quantile(0.5 + level / 2, G - 1)
-        per_unit = 0.5 * _slopes(x, np.log(unit_rel)) if named else per_entry
-        half = q * float(np.std(per_unit, ddof=1)) / math.sqrt(G)
-        interval, method = (hurst - half, hurst + half), "units-t" if named else "paths-t"
-    else:
-        interval, method = interval_fit, "regression-t"
+    interval, method = _interval(
+        x, rel, units, per_entry, hurst, interval_fit, level=level, n_boot=n_boot, seed=seed,
+        named=unit_axis is not None,
+    )  # fmt: skip
     return HurstEstimate(
         hurst=hurst,
         interval=interval,

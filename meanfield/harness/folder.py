@@ -551,78 +551,20 @@ class StudyFolder:
         return True
 
     def _open_locked(self) -> None:
+        """With the lock held: check the folder's study against this one (`--resume`,
+        `--overwrite`, or refuse), start the manifest, and write `config.json`."""
         config_path = self.out / "config.json"
         stored = {"study": self.study, "config": self.config, "code": self.code}
         manifest = self._read_manifest()
         if self._holds_study():
             kind = manifest[0] if manifest else None
             if self.resume:
-                old = self._stored_config()
-                if old is None:
-                    raise StudyInputError(
-                        f"--resume: {self.out} has points but no config.json, so they cannot "
-                        "be checked against this configuration; use --overwrite or another --out"
-                    )
-                kind = kind or old.get("study")
-                if kind is not None and kind != self.study:
-                    raise StudyInputError(
-                        f"--resume: {self.out} holds a {kind!r} study, not {self.study!r}; "
-                        "use another --out"
-                    )
-                if old.get("study") == self.study and old.get("config") == self.config:
-                    if old.get("code") != self.code:
-                        raise StudyInputError(
-                            f"--resume: {self.out} was computed by other code ("
-                            f"{identity.code_change(old.get('code'), self.code)}); its points "
-                            "are not reused: use --overwrite or another --out"
-                        )
-                if old != stored:
-                    diff = sorted(
-                        k
-                        for k in set(old.get("config", {})) | set(self.config)
-                        if old.get("config", {}).get(k) != self.config.get(k)
-                    ) or ["study"]
-                    if "data_sha256" in diff:  # the --data file's bytes (two-layer, shapes, ...)
-                        then, now = (
-                            f"{h[:12]}..." if isinstance(h, str) else "none (built-in data)"
-                            for h in (old.get("config", {}).get("data_sha256"),
-                                      self.config.get("data_sha256"))
-                        )  # fmt: skip
-                        raise StudyInputError(
-                            f"--data: the data's content changed since {self.out} was started "
-                            f"(sha256 {then} then, {now} now); resume with the same data, "
-                            "or use another --out or --overwrite"
-                        )
-                    raise StudyInputError(
-                        f"--resume: {self.out} holds a study with a different configuration "
-                        f"(differs in: {', '.join(diff)}); use another --out or --overwrite"
-                    )
+                self._check_resume(kind, stored)
                 owned = manifest[1] if manifest else self._legacy_files()
                 self._start_manifest(owned)
             elif self.overwrite:
-                if manifest is None:
-                    raise StudyInputError(
-                        f"--overwrite: {self.out} has no {MANIFEST_NAME} naming the files a "
-                        "meanfield study wrote there, so nothing in it is removed: empty it "
-                        "yourself or use another --out"
-                    )
-                try:
-                    old = self._stored_config()
-                except StudyInputError:
-                    old = None
-                other = old.get("study") if old else None
-                if kind is None:
-                    raise StudyInputError(
-                        f"--overwrite: the manifest of {self.out} names no study, so nothing "
-                        "in it is removed: empty it yourself or use another --out"
-                    )
-                if kind != self.study or (other is not None and other != kind):
-                    held = other if other not in (None, self.study) else kind
-                    raise StudyInputError(
-                        f"--overwrite: {self.out} holds a {held!r} study, not {self.study!r}; "
-                        "it is not removed: use another --out"
-                    )
-                self._remove_owned([f for f in manifest[1] if _removable(f)])
+                owned = self._check_overwrite(kind, manifest)
+                self._remove_owned([f for f in owned if _removable(f)])
                 self._start_manifest([])
             else:
                 raise StudyInputError(
@@ -641,6 +583,84 @@ class StudyFolder:
         if not config_path.exists():
             write_json_atomic(config_path, stored)
         self._own(config_path)
+
+    def _check_resume(self, kind: str | None, stored: dict) -> None:
+        """Refuse to resume a folder of another study, configuration or code (`kind`: the
+        study its manifest names; `stored`: this run's `config.json`)."""
+        old = self._stored_config()
+        if old is None:
+            raise StudyInputError(
+                f"--resume: {self.out} has points but no config.json, so they cannot "
+                "be checked against this configuration; use --overwrite or another --out"
+            )
+        kind = kind or old.get("study")
+        if kind is not None and kind != self.study:
+            raise StudyInputError(
+                f"--resume: {self.out} holds a {kind!r} study, not {self.study!r}; "
+                "use another --out"
+            )
+        if old.get("study") == self.study and old.get("config") == self.config:
+            if old.get("code") != self.code:
+                raise StudyInputError(
+                    f"--resume: {self.out} was computed by other code ("
+                    f"{identity.code_change(old.get('code'), self.code)}); its points "
+                    "are not reused: use --overwrite or another --out"
+                )
+        if old != stored:
+            self._refuse_other_config(old)
+
+    def _refuse_other_config(self, old: dict) -> None:
+        """Refuse to resume a folder whose `config.json` (`old`) differs from this run's,
+        naming the entries that differ (the `--data` file's content on its own)."""
+        diff = sorted(
+            k
+            for k in set(old.get("config", {})) | set(self.config)
+            if old.get("config", {}).get(k) != self.config.get(k)
+        ) or ["study"]
+        if "data_sha256" in diff:  # the --data file's bytes (two-layer, shapes, ...)
+            then, now = (
+                f"{h[:12]}..." if isinstance(h, str) else "none (built-in data)"
+                for h in (old.get("config", {}).get("data_sha256"),
+                          self.config.get("data_sha256"))
+            )  # fmt: skip
+            raise StudyInputError(
+                f"--data: the data's content changed since {self.out} was started "
+                f"(sha256 {then} then, {now} now); resume with the same data, "
+                "or use another --out or --overwrite"
+            )
+        raise StudyInputError(
+            f"--resume: {self.out} holds a study with a different configuration "
+            f"(differs in: {', '.join(diff)}); use another --out or --overwrite"
+        )
+
+    def _check_overwrite(
+        self, kind: str | None, manifest: tuple[str | None, list[str]] | None
+    ) -> list[str]:
+        """The files the folder's manifest names; refuses to overwrite a folder without a
+        manifest, or holding another study."""
+        if manifest is None:
+            raise StudyInputError(
+                f"--overwrite: {self.out} has no {MANIFEST_NAME} naming the files a "
+                "meanfield study wrote there, so nothing in it is removed: empty it "
+                "yourself or use another --out"
+            )
+        try:
+            old = self._stored_config()
+        except StudyInputError:
+            old = None
+        other = old.get("study") if old else None
+        if kind is None:
+            raise StudyInputError(
+                f"--overwrite: the manifest of {self.out} names no study, so nothing "
+                "in it is removed: empty it yourself or use another --out"
+            )
+        if kind != self.study or (other is not None and other != kind):
+            held = other if other not in (None, self.study) else kind
+            raise StudyInputError(
+                f"--overwrite: {self.out} holds a {held!r} study, not {self.study!r}; "
+                "it is not removed: use another --out"
+            )
+        return manifest[1]
 
     def _legacy_files(self) -> list[str]:
         """What a runner without a manifest is known to have written here."""

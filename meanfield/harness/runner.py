@@ -134,8 +134,6 @@ class StudyRunner(StudyFolder):
         """
         if not self._opened:
             self.open()
-        from tqdm.auto import tqdm
-
         names = [point_name(s) for s in specs]
         if len(set(names)) != len(names):
             raise ValueError("grid points must be distinct")
@@ -145,6 +143,31 @@ class StudyRunner(StudyFolder):
         call = self._exchanges
         self._exchanges += 1
         results: list = [None] * len(specs)
+        stored = self._stored_points(specs, names, procs, call)
+        for i, name in enumerate(names):
+            if name in stored:
+                results[i] = stored[name]["point"]
+                self.loaded.append(name)
+                self.seconds[name] = stored[name]["seconds"]
+                self.placement[name] = {**(stored[name]["placement"] or {}), "loaded": True}
+        todo = [i for i, name in enumerate(names) if name not in stored]
+        self._compute_points(specs, names, results, todo, compute, describe, procs, call, spread)
+        if check is not False and specs and self.self_check and self.writer:
+            recompute = compute if check is True else check
+            if route is None:
+                if not eager:
+                    raise ValueError("route: say how an eager=False self-check computes")
+                route = SELF_CHECK_ROUTE
+            costs = [check_cost(spec) for spec in specs]
+            self._self_check(
+                specs, names, results, recompute, route, eager=eager, atol=atol, costs=costs,
+                variant=variant, precision=precision,
+            )  # fmt: skip
+        return results
+
+    def _stored_points(self, specs, names, procs, call: int) -> dict[str, dict]:
+        """The valid points already on disk (`--resume`), by name: process 0's folder
+        decides, and under several processes sends them to the others (`run_points`)."""
         stored = {}
         if self.writer:
             for spec, name in zip(specs, names, strict=True):
@@ -160,13 +183,17 @@ class StudyRunner(StudyFolder):
             if procs.index == 0:
                 procs.send(f"{self.study}/{call}/loaded", stored)
             stored = procs.receive(f"{self.study}/{call}/loaded")
-        for i, name in enumerate(names):
-            if name in stored:
-                results[i] = stored[name]["point"]
-                self.loaded.append(name)
-                self.seconds[name] = stored[name]["seconds"]
-                self.placement[name] = {**(stored[name]["placement"] or {}), "loaded": True}
-        todo = [i for i, name in enumerate(names) if name not in stored]
+        return stored
+
+    def _compute_points(
+        self, specs, names, results: list, todo: list[int], compute, describe, procs,
+        call: int, spread: str,
+    ) -> None:  # fmt: skip
+        """Compute this process's share of the points `todo` into `results` (writing each
+        as it is done), and receive the other processes' share, under the progress bar
+        (`run_points`)."""
+        from tqdm.auto import tqdm
+
         mine = procs.share(todo) if procs is not None else todo
         others = sorted(set(todo) - set(mine))
         devices = distribution.point_devices() or jax.local_devices()
@@ -216,18 +243,6 @@ class StudyRunner(StudyFolder):
                     receive_ready(wait=False)
             if procs is not None:
                 receive_ready(wait=True)
-        if check is not False and specs and self.self_check and self.writer:
-            recompute = compute if check is True else check
-            if route is None:
-                if not eager:
-                    raise ValueError("route: say how an eager=False self-check computes")
-                route = SELF_CHECK_ROUTE
-            costs = [check_cost(spec) for spec in specs]
-            self._self_check(
-                specs, names, results, recompute, route, eager=eager, atol=atol, costs=costs,
-                variant=variant, precision=precision,
-            )  # fmt: skip
-        return results
 
     def _self_check(
         self, specs, names, results, recompute, route: str, *, eager: bool, atol: float, costs,

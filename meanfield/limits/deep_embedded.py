@@ -414,6 +414,26 @@ def _is_identity(activation) -> bool:
     return activation == "identity" or activation is resolve_activation("identity")
 
 
+def _check_count(value, name: str, least: int) -> None:
+    """Refuse `value` unless it is an integer (not a bool) >= `least` (ValueError naming
+    `name`)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name}: must be an integer >= {least}, got {value!r}")
+
+
+def _checked_activation(activation: str | Callable, method: str) -> bool:
+    """Whether `activation` is the identity; refuses an unknown activation or `method`,
+    and `method="linear"` for any other activation (`limit`)."""
+    identity = _is_identity(activation)
+    if not callable(activation):
+        resolve_activation(activation)
+    if method not in METHODS:
+        raise ValueError(f"method={method!r}: use one of {', '.join(map(repr, METHODS))}")
+    if method == "linear" and not identity:
+        raise ValueError(f"method='linear': only for activation='identity', got {activation!r}")
+    return identity
+
+
 def limit(
     xs: Float[Array, "n d_in"],
     ys: Float[Array, "n d_out"],
@@ -472,15 +492,8 @@ def limit(
     **Returns:** a `LinearLimit` with `kind` "linear-exact", "quadrature", "monte-carlo"
     or "qmc".
     """
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"steps: must be an integer >= 0, got {steps!r}")
-    identity = _is_identity(activation)
-    if not callable(activation):
-        resolve_activation(activation)
-    if method not in METHODS:
-        raise ValueError(f"method={method!r}: use one of {', '.join(map(repr, METHODS))}")
-    if method == "linear" and not identity:
-        raise ValueError(f"method='linear': only for activation='identity', got {activation!r}")
+    _check_count(steps, "steps", 0)
+    identity = _checked_activation(activation, method)
     xs, ys, gram, ts, coef = _arguments(xs, ys, **kwargs)
     p = xs.shape[1] + ys.shape[1]
     if method == "auto":
@@ -499,8 +512,7 @@ def limit(
     if method == "quadrature":
         if order is None:
             order = 24 if 2 * p <= 4 else 3
-        if isinstance(order, bool) or not isinstance(order, int) or order < 2:
-            raise ValueError(f"order: must be an integer >= 2, got {order!r}")
+        _check_count(order, "order", 2)
         check = order - order // 4
         fine = solve(jnp.asarray(rtol, float), *gauss_hermite(quadrature_orders(p, order)))
         coarse = solve(jnp.asarray(rtol_check, float), *gauss_hermite(quadrature_orders(p, check)))
@@ -509,8 +521,7 @@ def limit(
         ok = jnp.all(fine[3]) & jnp.all(coarse[3])
         return LinearLimit(fine[0], fine[1], fine[2], ts, err, ok, method)
     particles = 2**14 if particles is None else particles
-    if isinstance(particles, bool) or not isinstance(particles, int) or particles < 32:
-        raise ValueError(f"particles: must be an integer >= 32, got {particles!r}")
+    _check_count(particles, "particles", 32)
     key = jr.key(0) if key is None else key
     if method == "monte-carlo":
         per = -(-particles // (4 * MC_BATCHES))  # sign-symmetric quadruples per batch
@@ -527,16 +538,7 @@ def limit(
     z = sign_symmetric(sobol_gaussian(key, QMC_REPLICATES, base, 2 * p, gram.dtype))
     w = jnp.full(z.shape[:2], 1.0 / z.shape[1], gram.dtype)
     reps = _solve_replicates(
-        xs,
-        ys,
-        gram,
-        ts,
-        coef,
-        jnp.asarray(rtol, float),
-        z,
-        w,
-        steps=steps,
-        activation=activation,
+        xs, ys, gram, ts, coef, jnp.asarray(rtol, float), z, w, steps=steps, activation=activation
     )
     fine = [jnp.mean(r, axis=0) for r in reps[:3]]
     se = [jnp.std(r, axis=0, ddof=1) / QMC_REPLICATES**0.5 for r in reps[:2]]

@@ -2,6 +2,7 @@
 the weights the trained-weights study analyses."""
 
 import math
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -47,6 +48,89 @@ def _optimizer(name: str, lr: float) -> optax.GradientTransformation:
     return optax.adam(lr) if name == "adam" else optax.sgd(lr)
 
 
+def _check_options(
+    steps: int, batch_size: int, eval_every: int, patience: int | None, validation: int, lr: float
+) -> None:
+    """Refuse an invalid option of `train_res1` (ValueError naming it)."""
+    for name, value in (("steps", steps), ("batch_size", batch_size), ("eval_every", eval_every)):
+        check_positive_int(value, name)
+    if patience is not None:
+        check_positive_int(patience, "patience")
+        if not validation:
+            raise ValueError("patience: early stopping needs a validation share (validation > 0)")
+    if isinstance(validation, bool) or not isinstance(validation, int) or validation < 0:
+        raise ValueError(f"validation: must be an integer >= 0, got {validation!r}")
+    if not (isinstance(lr, int | float) and math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr: must be a finite number > 0, got {lr!r}")
+
+
+def _check_data(
+    x_train: Array, y_train: Array, x_test: Array, y_test: Array, batch_size: int, validation: int
+) -> int:
+    """The training examples left after the validation share; refuses non-finite data
+    (concrete data only: traced data, under `jit`, is not checked) or a batch larger than
+    that."""
+    arrays = {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test}
+    for name, value in arrays.items():
+        check_finite_array(value, f"data: {name}", colon=True)
+    n = x_train.shape[0] - validation
+    if n < 1 or batch_size > n:
+        raise ValueError(
+            f"batch_size: {batch_size} exceeds the {n} training examples "
+            f"(after holding out validation={validation})"
+        )
+    return n
+
+
+def _guarded_update(
+    opt: optax.GradientTransformation, loss: Array, grads, params: tuple, stopped: Array,
+    exploded: Array,
+) -> tuple[Any, Any, Any, Any, Array]:  # fmt: skip
+    """One update of `train_res1`, traced inside its scan, frozen once training stopped or
+    exploded: `params = (p, prev, state)` (the parameters, the last ones whose loss was
+    finite, the optimiser's state) updated, with `exploded` and `frozen`."""
+    p, prev, state = params
+    bad = ~jnp.isfinite(loss) | ~jnp.all(
+        jnp.asarray([jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)])
+    )
+    now = bad & ~stopped & ~exploded  # the loss is first non-finite at p
+    exploded = exploded | now
+    frozen = stopped | exploded
+    updates, new_state = opt.update(grads, state, p)
+    new_p = optax.apply_updates(p, updates)
+    # after an explosion, the last parameters whose loss was finite (those before the
+    # update that made it non-finite; the untrained ones if they already explode)
+    kept = jax.tree.map(lambda a, b: jnp.where(now, a, b), prev, p)
+    prev = jax.tree.map(lambda a, b: jnp.where(frozen, a, b), prev, p)
+    p = jax.tree.map(lambda a, b: jnp.where(frozen, a, b), kept, new_p)
+    state = jax.tree.map(lambda a, b: jnp.where(frozen, a, b), state, new_state)
+    return p, prev, state, exploded, frozen
+
+
+def _early_stopping(
+    p, carry: tuple, k: Array, frozen: Array, evaluate, steps: int, eval_every: int,
+    patience: int | None,
+) -> tuple[Any, Array, Array, Array]:  # fmt: skip
+    """One step of `train_res1`'s early stopping, traced inside its scan: the validation
+    accuracy (`evaluate()`) every `eval_every` steps and after the last, and the carry
+    `(best, best_acc, since, stopped)` updated: the best parameters so far, their accuracy,
+    the evaluations since a gain, and the stop after `patience` of them."""
+    best, best_acc, since, stopped = carry
+    check = ((k + 1) % eval_every == 0) | (k == steps - 1)  # and after the last update
+    acc = lax.cond(
+        check & ~frozen,
+        evaluate,
+        lambda: jnp.asarray(-1.0, best_acc.dtype),
+    )
+    better = acc > best_acc
+    best = jax.tree.map(lambda b, a: jnp.where(better, a, b), best, p)
+    best_acc = jnp.where(better, acc, best_acc)
+    since = jnp.where(better, 0, since + (check & ~frozen))
+    if patience is not None:
+        stopped = stopped | (since >= patience)
+    return best, best_acc, since, stopped
+
+
 def train_res1(
     model: Res1Classifier,
     data: tuple[Array, Array, Array, Array],
@@ -78,28 +162,10 @@ def train_res1(
 
     **Returns:** a `Res1Training`.
     """
-    for name, value in (("steps", steps), ("batch_size", batch_size), ("eval_every", eval_every)):
-        check_positive_int(value, name)
-    if patience is not None:
-        check_positive_int(patience, "patience")
-        if not validation:
-            raise ValueError("patience: early stopping needs a validation share (validation > 0)")
-    if isinstance(validation, bool) or not isinstance(validation, int) or validation < 0:
-        raise ValueError(f"validation: must be an integer >= 0, got {validation!r}")
-    if not (isinstance(lr, int | float) and math.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr: must be a finite number > 0, got {lr!r}")
+    _check_options(steps, batch_size, eval_every, patience, validation, lr)
     opt = _optimizer(optimizer, lr)
     x_train, y_train, x_test, y_test = (jnp.asarray(a) for a in data)
-    # concrete data only (traced data, under `jit`, is not checked)
-    arrays = {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test}
-    for name, value in arrays.items():
-        check_finite_array(value, f"data: {name}", colon=True)
-    n = x_train.shape[0] - validation
-    if n < 1 or batch_size > n:
-        raise ValueError(
-            f"batch_size: {batch_size} exceeds the {n} training examples "
-            f"(after holding out validation={validation})"
-        )
+    n = _check_data(x_train, y_train, x_test, y_test, batch_size, validation)
     k_split, k_batches = jr.split(key)
     order = jr.permutation(k_split, x_train.shape[0])
     x_val, y_val = x_train[order[n:]], y_train[order[n:]]
@@ -120,33 +186,14 @@ def train_res1(
         perm = jr.permutation(jr.fold_in(k_batches, epoch), n)
         idx = lax.dynamic_slice_in_dim(perm, within * batch_size, batch_size)
         loss, grads = jax.value_and_grad(loss_fn)(p, x_fit[idx], y_fit[idx])
-        bad = ~jnp.isfinite(loss) | ~jnp.all(
-            jnp.asarray([jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)])
+        p, prev, state, exploded, frozen = _guarded_update(
+            opt, loss, grads, (p, prev, state), stopped, exploded
         )
-        now = bad & ~stopped & ~exploded  # the loss is first non-finite at p
-        exploded = exploded | now
-        frozen = stopped | exploded
-        updates, new_state = opt.update(grads, state, p)
-        new_p = optax.apply_updates(p, updates)
-        # after an explosion, the last parameters whose loss was finite (those before the
-        # update that made it non-finite; the untrained ones if they already explode)
-        kept = jax.tree.map(lambda a, b: jnp.where(now, a, b), prev, p)
-        prev = jax.tree.map(lambda a, b: jnp.where(frozen, a, b), prev, p)
-        p = jax.tree.map(lambda a, b: jnp.where(frozen, a, b), kept, new_p)
-        state = jax.tree.map(lambda a, b: jnp.where(frozen, a, b), state, new_state)
         if validation > 0:
-            check = ((k + 1) % eval_every == 0) | (k == steps - 1)  # and after the last update
-            acc = lax.cond(
-                check & ~frozen,
-                lambda: accuracy(rebuild(p), x_val, y_val),
-                lambda: jnp.asarray(-1.0, best_acc.dtype),
-            )
-            better = acc > best_acc
-            best = jax.tree.map(lambda b, a: jnp.where(better, a, b), best, p)
-            best_acc = jnp.where(better, acc, best_acc)
-            since = jnp.where(better, 0, since + (check & ~frozen))
-            if patience is not None:
-                stopped = stopped | (since >= patience)
+            best, best_acc, since, stopped = _early_stopping(
+                p, (best, best_acc, since, stopped), k, frozen,
+                lambda: accuracy(rebuild(p), x_val, y_val), steps, eval_every, patience,
+            )  # fmt: skip
         else:
             best = p
         return (p, prev, state, best, best_acc, since, stopped, exploded), (
