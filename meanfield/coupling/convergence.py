@@ -108,9 +108,10 @@ def convergence_fits(
     fits = []
     excluded_points = 0
     M_min, M_max = min(widths), max(widths)
+    limits = (error_estimate, error_estimate_z, floors)
 
     def usable(pt, q):
-        return _usable(pt[q]["mean"], q, error_estimate, error_estimate_z, floors)
+        return _usable(pt[q]["mean"], q, *limits)
 
     for k in range(steps + 1):
         at_k = [p for p in points if p["steps"] == k]
@@ -146,8 +147,7 @@ def convergence_fits(
         for q in EULER_QUANTITIES:
             if (q == "delta_z_euler" and k == 0) or trivial(k):
                 continue  # no Euler term: the limit is the identity (or Z_0 is exact)
-            rows = sorted((r for r in decomposition if r["steps"] == k), key=lambda r: r["L"])
-            rows = [r for r in rows if _usable(r[q], q, error_estimate, error_estimate_z, floors)]
+            rows = _euler_rows(decomposition, k, q, limits)
             fit = fit_loglog(
                 [r["L"] for r in rows],
                 [[r[q]] for r in rows],
@@ -175,6 +175,13 @@ def _usable(value, q, error_estimate, error_estimate_z, floors) -> bool:
     return value is not None and value >= 10 * limit
 
 
+def _euler_rows(decomposition: list[dict], k: int, q: str, limits: tuple) -> list[dict]:
+    """The Euler part's records at step `k`, by depth, whose `q` is `_usable` against the
+    reference's error (`limits`: `_usable`'s last three arguments)."""
+    rows = sorted((r for r in decomposition if r["steps"] == k), key=lambda r: r["L"])
+    return [r for r in rows if _usable(r[q], q, *limits)]
+
+
 def law_fits(
     points: list[dict],
     decomposition: list[dict],
@@ -194,6 +201,7 @@ def law_fits(
     reference's error are left out, as in `convergence_fits`, and named (`below_reference`).
     Each record's `fixed` holds its step."""
     laws = []
+    limits = (error_estimate, error_estimate_z, floors)
     for k in range(steps + 1):
         for q in QUANTITIES:
             if q == "delta_z" and k == 0:
@@ -201,19 +209,12 @@ def law_fits(
             euler = None
             if not trivial(k):
                 eq = q + "_euler"
-                rows = sorted((r for r in decomposition if r["steps"] == k), key=lambda r: r["L"])
-                rows = [
-                    r for r in rows if _usable(r[eq], eq, error_estimate, error_estimate_z, floors)
-                ]
+                rows = _euler_rows(decomposition, k, eq, limits)
                 euler = fit_depth_law([r["L"] for r in rows], [r[eq] for r in rows], quantity=eq)
                 euler.update(part="euler", fixed={"steps": k})
                 laws.append(euler)
             at_k = [p for p in points if p["steps"] == k and p[q]["mean"] is not None]
-            good = [
-                p
-                for p in at_k
-                if _usable(p[q]["mean"], q, error_estimate, error_estimate_z, floors)
-            ]
+            good = [p for p in at_k if _usable(p[q]["mean"], q, *limits)]
             c_over_a = None if euler is None else euler.get("c_over_a")
             law = fit_depth_width_law(
                 [p["L"] for p in good],
@@ -360,13 +361,26 @@ def delta_quantiles(
         r = allv[rng.integers(0, allv.size, (n_boot, g.size))]
         sample.append(r / np.median(r, axis=1, keepdims=True))
     boots = np.quantile(np.concatenate(sample, axis=1), [1 - d for d in deltas], axis=1).T
+    out["fits"] = _quantile_lines(deltas, out["quantiles"], boots)
+    out["interval"] = (
+        "slope ± 1.96 bootstrap standard deviations; each replicate draws every point's sample "
+        "from the pooled normalised draws and divides it by its median again (coverage of the "
+        "nominal 95%: 0.92-0.965 on simulated data, benchmarks/coverage.py delta-quantile)"
+    )
+    return out
+
+
+def _quantile_lines(deltas: list[float], quantiles: list[float], boots: np.ndarray) -> dict:
+    """`delta_quantiles`' least-squares lines of the pooled quantiles against log(1/δ)
+    (`log`) and sqrt(log(1/δ)) (`sqrt_log`), each slope's interval from the bootstrap's
+    quantiles `boots` (replicates × δ)."""
     fits = {}
     for name, x in (
         ("log", np.log(1 / np.asarray(deltas))),
         ("sqrt_log", np.sqrt(np.log(1 / np.asarray(deltas)))),
     ):
         xc = x - x.mean()
-        q = np.asarray(out["quantiles"])
+        q = np.asarray(quantiles)
         slope, intercept = line_fit(x, q)
         resid = q - (intercept + slope * x)
         bslopes = (boots - boots.mean(axis=1, keepdims=True)) @ xc / (xc @ xc)
@@ -377,10 +391,4 @@ def delta_quantiles(
             "slope_ci95": [slope - half, slope + half],
             "residual_rms": float(np.sqrt(np.mean(resid**2))),
         }
-    out["fits"] = fits
-    out["interval"] = (
-        "slope ± 1.96 bootstrap standard deviations; each replicate draws every point's sample "
-        "from the pooled normalised draws and divides it by its median again (coverage of the "
-        "nominal 95%: 0.92-0.965 on simulated data, benchmarks/coverage.py delta-quantile)"
-    )
-    return out
+    return fits

@@ -18,13 +18,12 @@ from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 from ..blocks.base import AbstractUnitBlock
 from ..engine import AbstractDepthLoop
 from ..laws.unit import AbstractLaw
-from ..limits.mean_ode import MeanODE, solve_mean_ode
 from ..limits.particles import Particles
 from ..models.resnet import ResNet
 from ..runtime.sharding import SeedProgram, shard_seeds
 from ..stats.rate_law import fit_rate_sum
 from .mean_ode import LimitOnGrid, coupled_errors, draw_units, euler_errors
-from .reference import limit_grids
+from .reference import limit_grids, solve_limit
 
 # one draw's largest share of the sum of squared deviations of φ beyond which a law is
 # treated as heavy-tailed (no N^{-1/2} Monte-Carlo rate): see `first_pass_mean`
@@ -77,6 +76,43 @@ def _pow2_floor(x: float) -> int:
 
 def _pow2_ceil(x: float) -> int:
     return 1 << max(0, int(np.ceil(np.log2(max(x, 1.0)) - 1e-9)))
+
+
+def _width_line(
+    a: float,
+    b: float,
+    E_min: float,
+    dom: float,
+    max_depth: int,
+    max_width: int,
+    units: int,
+    seeds: int,
+    reasons: list[str],
+) -> tuple[int, list[int], bool]:
+    """`design_lines`' line against M for a Monte-Carlo term `b > 0`: `(L_M, widths, ok)`,
+    a reason appended to `reasons` where it has fewer than three widths."""
+    a_eff = max(a, 1e-12)
+
+    def widest(L):
+        return min(
+            L * (b / (dom * a_eff)) ** 2, (b / E_min) ** 2 / L, max_width, units / (seeds * L)
+        )
+
+    best = dom * a_eff / E_min  # where the first two bounds meet
+    candidates = {int(np.clip(f(best), 8, max_depth)) for f in (_pow2_floor, _pow2_ceil)}
+    L_M = max(sorted(candidates), key=widest)
+    M_hi = widest(L_M)
+    # powers of 4 where they give three widths or more, else of 2 (a span of 8 at least)
+    M_line = [4**i for i in range(12) if 4**i <= M_hi]
+    if len(M_line) < 3:
+        M_line = [2**i for i in range(24) if 2**i <= M_hi]
+    ok_M = len(M_line) >= 3 and M_line[-1] >= 8
+    if not ok_M:
+        reasons.append(
+            f"widths up to {M_hi:.3g} only at L = {L_M}: fewer than three for the fit "
+            "against M (the reference is too coarse or the Euler term too large)"
+        )
+    return L_M, M_line, ok_M
 
 
 def design_lines(
@@ -144,28 +180,9 @@ def design_lines(
         L_M, M_line, ok_M = max(L_line or [2]), [1], False
         reasons.append("no Monte-Carlo term in the pilot fit (b = 0): no line against M")
     else:
-        a_eff = max(a, 1e-12)
-        dom = dominance_M
-
-        def widest(L):
-            return min(
-                L * (b / (dom * a_eff)) ** 2, (b / E_min) ** 2 / L, max_width, units / (seeds * L)
-            )
-
-        best = dom * a_eff / E_min  # where the first two bounds meet
-        candidates = {int(np.clip(f(best), 8, max_depth)) for f in (_pow2_floor, _pow2_ceil)}
-        L_M = max(sorted(candidates), key=widest)
-        M_hi = widest(L_M)
-        # powers of 4 where they give three widths or more, else of 2 (a span of 8 at least)
-        M_line = [4**i for i in range(12) if 4**i <= M_hi]
-        if len(M_line) < 3:
-            M_line = [2**i for i in range(24) if 2**i <= M_hi]
-        ok_M = len(M_line) >= 3 and M_line[-1] >= 8
-        if not ok_M:
-            reasons.append(
-                f"widths up to {M_hi:.3g} only at L = {L_M}: fewer than three for the fit "
-                "against M (the reference is too coarse or the Euler term too large)"
-            )
+        L_M, M_line, ok_M = _width_line(
+            a, b, E_min, dominance_M, max_depth, max_width, units, seeds, reasons
+        )
     return {
         "L": L_line,
         "M_for_L": int(M_L),
@@ -350,8 +367,7 @@ def euler_coefficient(
     small particle set against its own limit at `depths`; `L Δ^h_euler` at every step
     and depth (`L_delta_h`, `(len(depths), steps + 1)`), and `a` per step from the deepest.
     """
-    model = MeanODE(block, particles, xs, ys, learning_rate)
-    sol = solve_mean_ode(model, steps, rtol=rtol, atol=rtol)
+    sol = solve_limit(block, particles, xs, ys, learning_rate=learning_rate, steps=steps, tol=rtol)
     grids = limit_grids(sol, depths)
     rows = []
     for L in depths:

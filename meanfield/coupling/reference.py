@@ -17,7 +17,7 @@ from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
 from ..blocks.base import AbstractUnitBlock
 from ..laws.unit import AbstractGaussianLaw, AbstractLaw
-from ..limits.mean_ode import MeanODE, solve_mean_ode
+from ..limits.mean_ode import MeanODE, MeanODESolution, solve_mean_ode
 from ..limits.particles import Particles, gauss_hermite_particles, monte_carlo_particles
 
 # the reference's error is measured on this grid of depths (and on every study grid)
@@ -60,6 +60,42 @@ def reference_particles(
     )
 
 
+def solve_limit(
+    block: AbstractUnitBlock,
+    particles: Particles,
+    xs: Float[Array, "n d"],
+    ys: Float[Array, "n d"],
+    *,
+    learning_rate: float,
+    steps: int,
+    tol: float,
+) -> MeanODESolution:
+    """The mean ODE of `block` on `particles`, `steps` GD steps on `(xs, ys)`, solved at
+    `rtol = atol = tol`: the one solve behind every reference and `euler_coefficient`."""
+    model = MeanODE(block, particles, xs, ys, learning_rate)
+    return solve_mean_ode(model, steps, rtol=tol, atol=tol)
+
+
+def _fields_on(sol, grids: Sequence[np.ndarray]) -> tuple[list[Array], list[Array]]:
+    """`(hs, bs)`: every step's mean fields at each of `grids` (arrays of depths s), in one
+    compiled call on the grids joined."""
+    cuts = np.cumsum([len(g) for g in grids])[:-1]
+    h, b = sol.fields(jnp.asarray(np.concatenate(grids)))
+    return jnp.split(h, cuts, axis=1), jnp.split(b, cuts, axis=1)
+
+
+def _largest_distances(pairs) -> list[float]:
+    """The largest distance `‖x − y‖` (last axis) of each pair of field arrays `(x, y)`."""
+    return [float(jnp.max(jnp.linalg.norm(x - y, axis=-1))) for x, y in pairs]
+
+
+def _probe_distance(z: PyTree, other: PyTree) -> float:
+    """The largest distance over the probes of two sets of their units `Z_k(s)` (leaves
+    with a leading probe axis)."""
+    diff = jax.tree.map(lambda x, y: jnp.sum((x - y).reshape(x.shape[0], -1) ** 2, 1), z, other)
+    return float(jnp.sqrt(jnp.max(sum(jax.tree.leaves(diff)))))
+
+
 def solve_reference(
     block: AbstractUnitBlock,
     main: Particles,
@@ -90,27 +126,21 @@ def solve_reference(
     check = check.padded(main.count)
 
     def solve(particles, tol):
-        model = MeanODE(block, particles, xs, ys, learning_rate)
-        return solve_mean_ode(model, steps, rtol=tol, atol=tol)
+        return solve_limit(
+            block, particles, xs, ys, learning_rate=learning_rate, steps=steps, tol=tol
+        )
 
     sol, sol_q, sol_t = (solve(main, rtol), solve(check, rtol), solve(main, rtol / 2))
     out = {}
     # every solution at the fine check grid and at every study depth, in one call each
     depths = sorted(set(depths))
     grids = [np.arange(CHECK_GRID + 1) / CHECK_GRID] + [np.arange(L + 1) / L for L in depths]
-    cuts = np.cumsum([len(g) for g in grids])[:-1]
-    s_all = jnp.asarray(np.concatenate(grids))
-    h, b = sol.fields(s_all)
+    hs, bs = _fields_on(sol, grids)
     errs = {}
-    fine = slice(0, len(grids[0]))
     for name, other in (("quadrature", sol_q), ("tolerance", sol_t)):
-        h_o, b_o = other.fields(s_all)
-        errs[name] = [
-            float(jnp.max(jnp.linalg.norm(x[:, fine] - y[:, fine], axis=-1)))
-            for x, y in ((h, h_o), (b, b_o))
-        ]
-    h_grids, b_grids = jnp.split(h, cuts, axis=1)[1:], jnp.split(b, cuts, axis=1)[1:]
-    for L, h_L, b_L in zip(depths, h_grids, b_grids, strict=True):
+        hs_o, bs_o = _fields_on(other, grids)
+        errs[name] = _largest_distances(((hs[0], hs_o[0]), (bs[0], bs_o[0])))
+    for L, h_L, b_L in zip(depths, hs[1:], bs[1:], strict=True):
         out[f"h_L{L}"], out[f"b_L{L}"] = np.asarray(h_L), np.asarray(b_L)
     # the limit copies' error: Z_k(s) of probe draws under both references
     dz = 0.0
@@ -118,12 +148,7 @@ def solve_reference(
         for s in (0.0, 0.5, 1.0):
             z = sol.params(probes, k, s)
             for other in (sol_q, sol_t):
-                diff = jax.tree.map(
-                    lambda x, y: jnp.sum((x - y).reshape(x.shape[0], -1) ** 2, 1),
-                    z,
-                    other.params(probes, k, s),
-                )
-                dz = max(dz, float(jnp.sqrt(jnp.max(sum(jax.tree.leaves(diff))))))
+                dz = max(dz, _probe_distance(z, other.params(probes, k, s)))
     out.update(
         err_quadrature=np.array(errs["quadrature"]),
         err_tolerance=np.array(errs["tolerance"]),
@@ -165,11 +190,49 @@ def _fine(sol) -> tuple[Array, Array]:
 def limit_grids(sol, depths: Sequence[int]) -> dict[int, tuple[Array, Array]]:
     """`{L: (h_L, b_L)}` of a `MeanODESolution`: every step's mean fields at s = l/L of
     every depth, each `(steps + 1, L + 1, n, d)`, in one compiled call."""
-    grids = [np.arange(L + 1) / L for L in depths]
-    cuts = np.cumsum([len(g) for g in grids])[:-1]
-    h, b = sol.fields(jnp.asarray(np.concatenate(grids)))
-    hs, bs = jnp.split(h, cuts, axis=1), jnp.split(b, cuts, axis=1)
+    hs, bs = _fields_on(sol, [np.arange(L + 1) / L for L in depths])
     return {L: (hs[i], bs[i]) for i, L in enumerate(depths)}
+
+
+def _batch_means(fine: Sequence[tuple[Array, Array]]) -> tuple[list[float], list[float]]:
+    """The batch-means error estimate of h and of b and its spread, from each batch's
+    fields on the fine grid (`solve_reference_replicas`)."""
+    replicas = len(fine)
+    h_r = np.stack([np.asarray(f[0]) for f in fine])  # (R, k+1, S, n, d)
+    b_r = np.stack([np.asarray(f[1]) for f in fine])
+    est, spread = [], []
+    for x in (h_r, b_r):
+        e = np.linalg.norm(x - x.mean(0), axis=-1).reshape(replicas, -1).max(1)
+        est.append(float(e.mean() / np.sqrt(replicas - 1)))
+        spread.append(float(e.std(ddof=1) / np.sqrt(replicas - 1)))
+    return est, spread
+
+
+def _replica_z_errors(parts: list, sol_t, probes: PyTree, steps: int) -> tuple[np.ndarray, float]:
+    """The limit copies' errors: per batch, the largest distance of the probes' `Z_k(s)`
+    to the batches' mean, and batch 0's largest distance to its solve at half the
+    tolerance (`sol_t`), over the steps and s = 0, 1/2, 1."""
+    replicas = len(parts)
+    dz_r = np.zeros(replicas)
+    dz_t = 0.0
+    for k in range(1, steps + 1):
+        for s in (0.0, 0.5, 1.0):
+            zs = [p.params(probes, k, s) for p in parts]
+            leaves = [
+                np.stack([np.asarray(lf) for lf in group])
+                for group in zip(*[jax.tree.leaves(z) for z in zs], strict=True)
+            ]  # each (R, P, ...)
+            sq = np.sum(  # (R, P): squared distance of each probe to the batches' mean
+                [
+                    np.sum((x - x.mean(0)).reshape(replicas, x.shape[1], -1) ** 2, axis=-1)
+                    for x in leaves
+                ],
+                axis=0,
+            )
+            dz_r = np.maximum(dz_r, np.sqrt(sq.max(axis=1)))
+            zt = sol_t.params(probes, k, s)
+            dz_t = max(dz_t, _probe_distance(zs[0], zt))
+    return dz_r, dz_t
 
 
 def solve_reference_replicas(
@@ -215,7 +278,7 @@ def solve_reference_replicas(
         return Particles(z=z, weights=w / jnp.sum(w))
 
     def solve(p, tol):
-        return solve_mean_ode(MeanODE(block, p, xs, ys, learning_rate), steps, rtol=tol, atol=tol)
+        return solve_limit(block, p, xs, ys, learning_rate=learning_rate, steps=steps, tol=tol)
 
     parts = [solve(batch(r), rtol) for r in range(replicas)]
     sol_t = solve(batch(0), rtol / 2)
@@ -226,41 +289,10 @@ def solve_reference_replicas(
         for L in depths
     }
     fine = [_fine(p) for p in parts]
-    h_r = np.stack([np.asarray(f[0]) for f in fine])  # (R, k+1, S, n, d)
-    b_r = np.stack([np.asarray(f[1]) for f in fine])
-    est, spread = [], []
-    for x in (h_r, b_r):
-        e = np.linalg.norm(x - x.mean(0), axis=-1).reshape(replicas, -1).max(1)
-        est.append(float(e.mean() / np.sqrt(replicas - 1)))
-        spread.append(float(e.std(ddof=1) / np.sqrt(replicas - 1)))
+    est, spread = _batch_means(fine)
     t_h, t_b = _fine(sol_t)
-    tol_err = [
-        float(jnp.max(jnp.linalg.norm(x - y, axis=-1)))
-        for x, y in ((fine[0][0], t_h), (fine[0][1], t_b))
-    ]
-    # the limit copies: Z_k(s) of the probes under each batch, and at half the tolerance
-    dz_r = np.zeros(replicas)
-    dz_t = 0.0
-    for k in range(1, steps + 1):
-        for s in (0.0, 0.5, 1.0):
-            zs = [p.params(probes, k, s) for p in parts]
-            leaves = [
-                np.stack([np.asarray(lf) for lf in group])
-                for group in zip(*[jax.tree.leaves(z) for z in zs], strict=True)
-            ]  # each (R, P, ...)
-            sq = np.sum(  # (R, P): squared distance of each probe to the batches' mean
-                [
-                    np.sum((x - x.mean(0)).reshape(replicas, x.shape[1], -1) ** 2, axis=-1)
-                    for x in leaves
-                ],
-                axis=0,
-            )
-            dz_r = np.maximum(dz_r, np.sqrt(sq.max(axis=1)))
-            zt = sol_t.params(probes, k, s)
-            diff = jax.tree.map(
-                lambda x, y: jnp.sum((x - y).reshape(x.shape[0], -1) ** 2, 1), zs[0], zt
-            )
-            dz_t = max(dz_t, float(jnp.sqrt(jnp.max(sum(jax.tree.leaves(diff))))))
+    tol_err = _largest_distances(((fine[0][0], t_h), (fine[0][1], t_b)))
+    dz_r, dz_t = _replica_z_errors(parts, sol_t, probes, steps)
     out: dict[str, np.ndarray] = {}
     for L, (h_L, b_L) in grids.items():
         out[f"h_L{L}"], out[f"b_L{L}"] = np.asarray(h_L), np.asarray(b_L)

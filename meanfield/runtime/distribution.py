@@ -46,6 +46,8 @@ from typing import Any
 
 import jax
 
+from .memory import parse_number
+
 TIMEOUT_VARIABLE = "MEANFIELD_PROCESS_TIMEOUT"
 DEFAULT_STALE_SECONDS = 10.0
 JOIN_VARIABLE = "MEANFIELD_JOIN_TIMEOUT"
@@ -93,10 +95,7 @@ def stale_seconds() -> float:
     text = os.environ.get(TIMEOUT_VARIABLE)
     if text is None:
         return DEFAULT_STALE_SECONDS
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+    value = parse_number(text)
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"{TIMEOUT_VARIABLE}: seconds, a finite number > 0, got {text!r}")
     return value
@@ -113,10 +112,7 @@ def join_seconds(given: float | None = None) -> float:
         text, name = f"{given:g}", "--join-timeout"
     if text is None:
         return DEFAULT_JOIN_SECONDS
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+    value = parse_number(text)
     if not (math.isfinite(value) and 0 < value <= MAX_JOIN_SECONDS):
         raise ValueError(
             f"{name}: seconds, a finite number > 0 and at most {MAX_JOIN_SECONDS:g}, got {text}"

@@ -6,6 +6,14 @@ import math
 from .errors import StudyInputError
 
 
+def parse_number(text: str) -> float:
+    """`text` as a float, NaN where it is not a number (a range check then refuses it)."""
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
 def env_limit(name: str, unit: str) -> float | None:
     """The positive finite number the environment variable `name` states, None where it
     is unset; anything else refused in one line naming it (`unit`: what it counts)."""
@@ -14,10 +22,7 @@ def env_limit(name: str, unit: str) -> float | None:
     text = os.environ.get(name)
     if not text:
         return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+    value = parse_number(text)
     if not (math.isfinite(value) and value > 0):
         raise StudyInputError(f"{name}: {text!r} is not a positive number of {unit}")
     return value

@@ -193,6 +193,33 @@ def studentized_slope(goods, w, *, paired, n_boot, seed):
     return float(slope), float(se), t, int(n_boot - good.sum())
 
 
+def _loglog_points(
+    x: Sequence[float], samples: Sequence[Sequence[float]], result: dict, *, threshold, paired
+) -> tuple[list[float], list[np.ndarray]]:
+    """`fit_loglog`'s usable points: their abscissae and draws (with `paired`, every draw,
+    NaN where exploded); the exploded draws and the points left out recorded in `result`
+    (`excluded`, `excluded_at`, `dropped`)."""
+    xs, goods = [], []
+    lengths = set()
+    for xi, s in zip(x, samples, strict=True):
+        v = np.asarray(s, dtype=float).ravel()
+        lengths.add(v.size)
+        bad = exploded_mask(v, threshold)
+        result["excluded"] += int(bad.sum())
+        if bad.any():
+            result["excluded_at"].append({"x": float(xi), "draws": int(bad.sum())})
+        good = v[~bad]
+        if good.size and good.mean() > 0:  # a zero mean has no logarithm
+            xs.append(float(xi))
+            goods.append(np.where(bad, np.nan, v) if paired else good)
+        else:
+            why = "every draw exploded" if not good.size else "mean error <= 0 (no logarithm)"
+            result["dropped"].append({"x": float(xi), "reason": why})
+    if paired and len(lengths) > 1:
+        raise ValueError(f"samples: paired draws need one count per point, got {sorted(lengths)}")
+    return xs, goods
+
+
 def fit_loglog(
     x: Sequence[float],
     samples: Sequence[Sequence[float]],
@@ -253,24 +280,7 @@ def fit_loglog(
         "dropped": [],
     }
     check_fit_args(n_boot, x=x)
-    xs, goods = [], []
-    lengths = set()
-    for xi, s in zip(x, samples, strict=True):
-        v = np.asarray(s, dtype=float).ravel()
-        lengths.add(v.size)
-        bad = exploded_mask(v, threshold)
-        result["excluded"] += int(bad.sum())
-        if bad.any():
-            result["excluded_at"].append({"x": float(xi), "draws": int(bad.sum())})
-        good = v[~bad]
-        if good.size and good.mean() > 0:  # a zero mean has no logarithm
-            xs.append(float(xi))
-            goods.append(np.where(bad, np.nan, v) if paired else good)
-        else:
-            why = "every draw exploded" if not good.size else "mean error <= 0 (no logarithm)"
-            result["dropped"].append({"x": float(xi), "reason": why})
-    if paired and len(lengths) > 1:
-        raise ValueError(f"samples: paired draws need one count per point, got {sorted(lengths)}")
+    xs, goods = _loglog_points(x, samples, result, threshold=threshold, paired=paired)
     result["n_points"] = len(xs)
     result["sizes"] = xs  # the sizes the fit used
     if len(xs) < 2 or len(set(xs)) < 2:

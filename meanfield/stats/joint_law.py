@@ -34,8 +34,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .fits import EXPLOSION_THRESHOLD, check_fit_args, split_exploded, studentized_slope, t975
-from .rate_law import least_squares_in_log
+from .fits import EXPLOSION_THRESHOLD, check_fit_args, split_exploded, t975
+from .rate_law import least_squares_in_log, linearised_intervals
 
 # BFGS's gradient tolerance: tight, so that exact law values give the exponents to 1e-6
 GTOL = 1e-10
@@ -145,6 +145,15 @@ def fit_depth_law(L: Sequence[int], values: Sequence[float], *, quantity: str) -
     return result
 
 
+def _law_starts(scale: float, depth_term: bool) -> list[list[float]]:
+    """BFGS's starting points for `fit_depth_width_law`: the exponents the theorem's, the
+    coefficients a grid around the data's `scale` (the two terms' sizes are not known)."""
+    offsets = (-3.0, -1.0, 1.0, 3.0)
+    if depth_term:
+        return [[scale + i, 1.0, scale + j + 2.0, 0.5] for i in offsets for j in offsets]
+    return [[scale + j + 2.0, 0.5] for j in offsets]
+
+
 def fit_depth_width_law(
     L: Sequence[int],
     M: Sequence[int],
@@ -204,31 +213,18 @@ def fit_depth_width_law(
     logL, logLM = jnp.asarray(arr[:, 0]), jnp.asarray(arr[:, 0] + arr[:, 1])
     logy = jnp.log(jnp.asarray([g.mean() for g in goods]))
     scale = float(np.median(np.asarray(logy))) / power
-    offsets = (-3.0, -1.0, 1.0, 3.0)
-    if depth_term:  # the two terms' sizes are not known: a grid of them
-        starts = [[scale + i, 1.0, scale + j + 2.0, 0.5] for i in offsets for j in offsets]
-    else:
-        starts = [[scale + j + 2.0, 0.5] for j in offsets]
     theta, loss, influence, _ = _jitted("law", depth_term, power)(
-        jnp.asarray(starts), logy, logL, logLM, float(c_over_a)
+        jnp.asarray(_law_starts(scale, depth_term)), logy, logL, logLM, float(c_over_a)
     )
     theta, influence = np.asarray(theta), np.asarray(influence)
     values = dict(zip(names, theta.tolist(), strict=True))
     result.update({k: v for k, v in values.items() if not k.startswith("log_")})
     result.update({k[4:]: float(np.exp(v)) for k, v in values.items() if k.startswith("log_")})
     result["rel_rms"] = float(np.sqrt(loss)) / power  # in the log of the statistic
-    dropped_boot = 0
-    for i, k in enumerate(names):
-        if k.startswith("log_"):
-            continue
-        _, se, t, n_dropped = studentized_slope(
-            goods, influence[i], paired=False, n_boot=n_boot, seed=seed
-        )
-        dropped_boot = max(dropped_boot, n_dropped)
-        if t.size and np.isfinite(se) and se > 0:
-            lo, hi = np.percentile(t, [2.5, 97.5])
-            result[f"{k}_ci95"] = [float(values[k] - hi * se), float(values[k] - lo * se)]
-    result["bootstrap_dropped"] = dropped_boot
+    exponents = [(k, influence[i]) for i, k in enumerate(names) if not k.startswith("log_")]
+    result["bootstrap_dropped"] = linearised_intervals(
+        result, exponents, goods, paired=False, n_boot=n_boot, seed=seed
+    )
     result["interval"] = (
         f"studentized bootstrap over each point's networks ({n_boot} replicates) of the fit "
         "linearised at its optimum"

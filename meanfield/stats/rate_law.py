@@ -6,7 +6,7 @@ with the optimal shapes such a law predicts (`optimal_shape`).
 """
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -330,18 +330,48 @@ def fit_rate_law(
         f"studentized bootstrap over {unit} ({n_boot} replicates) of the fit linearised at "
         "its optimum"
     )
+    result["bootstrap_dropped"] = linearised_intervals(
+        result,
+        zip(names, influence, strict=True),
+        draws if paired else goods,
+        paired=paired,
+        n_boot=n_boot,
+        seed=seed,
+    )
+    result["theories"] = _theories(result, names)
+    return result
+
+
+def linearised_intervals(
+    result: dict,
+    rows: Iterable[tuple[str, np.ndarray]],
+    draws: Sequence[np.ndarray],
+    *,
+    paired: bool,
+    n_boot: int,
+    seed: int,
+) -> int:
+    """Each parameter's 95% interval `result[f"{name}_ci95"]` for the `(name, influence)`
+    `rows` of a fit linearised at its optimum (the parameter a weighted sum of the points'
+    log-statistics): `studentized_slope` over the points' `draws`, around `result[name]`.
+    **Returns:** the most bootstrap draws any parameter's bootstrap left out."""
     dropped = 0
-    for i, k in enumerate(names):
+    for k, influence in rows:
         _, se, t, dropped_k = studentized_slope(
-            draws if paired else goods, influence[i], paired=paired, n_boot=n_boot, seed=seed
+            draws, influence, paired=paired, n_boot=n_boot, seed=seed
         )
         dropped = max(dropped, dropped_k)
         if t.size and np.isfinite(se) and se > 0:
             lo, hi = np.percentile(t, [2.5, 97.5])
             v = result[k]
             result[f"{k}_ci95"] = [float(v - hi * se), float(v - lo * se)]
-    result["bootstrap_dropped"] = dropped
-    result["theories"] = {
+    return dropped
+
+
+def _theories(result: dict, names: Sequence[str]) -> dict:
+    """Per theory of `RATE_THEORIES`, each fitted exponent's value there and whether the
+    fit's 95% interval holds it (None without an interval)."""
+    return {
         name: {
             k: {
                 "value": v,
@@ -356,7 +386,6 @@ def fit_rate_law(
         }
         for name, th in RATE_THEORIES.items()
     }
-    return result
 
 
 def optimal_shape(
