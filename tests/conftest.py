@@ -182,6 +182,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "runs_long: its time is in running programs, not compiling them (-O1)"
     )
+    config.addinivalue_line(
+        "markers", "slow: not in the fast tier (`pytest -m 'not slow'`; tests/tiers.py)"
+    )
     import matplotlib.figure
     from figure_check import points_missing, problems
 
@@ -220,3 +223,50 @@ def figure_problems():
     _FIGURE_PROBLEMS.clear()
     yield _FIGURE_PROBLEMS
     _FIGURE_PROBLEMS.clear()
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests listed in tests/slow_tests.txt are marked `slow` (tests/tiers.py)."""
+    from tiers import function_id, slow_tests
+
+    slow = slow_tests()
+    for item in items:
+        if function_id(item.nodeid) in slow:
+            item.add_marker(pytest.mark.slow)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """With MEANFIELD_TIER_MODULES=FILE, the package's files of which this process called
+    a function are added to FILE, one a line (`benchmarks/fast_tier.py` checks that the
+    fast tier touches every module; importing a module does not count)."""
+    path = os.environ.get("MEANFIELD_TIER_MODULES")
+    if path:
+        with open(path, "a") as f:
+            f.write("".join(f"{name}\n" for name in sorted(_CALLED)))
+
+
+_CALLED: set[str] = set()
+
+
+def _record_calls() -> None:
+    """Where MEANFIELD_TIER_MODULES is set, every file of the package whose functions run
+    is noted (a profile hook: slower, so only there)."""
+    import sys
+    import threading
+
+    seen: set = set()
+
+    def hook(frame, event, arg):
+        if event == "call":
+            code = frame.f_code
+            if code not in seen:
+                seen.add(code)
+                if code.co_name != "<module>" and "/meanfield/" in code.co_filename:
+                    _CALLED.add(code.co_filename)
+
+    sys.setprofile(hook)
+    threading.setprofile(hook)
+
+
+if os.environ.get("MEANFIELD_TIER_MODULES"):
+    _record_calls()

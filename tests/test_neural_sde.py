@@ -195,3 +195,30 @@ def test_critical_beta_recovers_a_planted_crossing():
     assert abs(exploded["estimate"] - 0.6) < 0.03
     assert exploded["slopes_ci95"][0] == [math.inf, math.inf]
     assert zero_crossing([0.1, 0.2], [-1.0, -2.0]) is None
+
+
+def test_strong_errors_are_the_networks_distances_to_euler_maruyama_on_the_fine_grid():
+    """`coupling.neural_sde.strong_errors` on a Brownian path against a second route: the
+    limit's Euler–Maruyama on the fine grid is the network of depth n_fine on that path,
+    so each depth's final and sup errors are the distances between two networks built
+    here (`matrix_resnet`). Small sizes: the fast tier's test of the module."""
+    from meanfield.coupling.neural_sde import strong_errors
+    from meanfield.limits.neural_sde import limit_beta
+    from meanfield.models.matrix import matrix_resnet
+
+    law, key, x, depths = BrownianLaw(2, 32), jax.random.key(3), jnp.array([0.5, -1.0]), [4, 16]
+    out = strong_errors(law, x, depths, key=key)
+    path, beta = law.path(key), limit_beta(law)
+
+    def states(L):
+        return np.asarray(
+            matrix_resnet(law.weights_from_path(path, L), beta, "tanh").states(x[None])[0]
+        )
+
+    fine = states(law.n_fine)
+    for i, L in enumerate(depths):
+        err = np.linalg.norm(states(L) - fine[:: law.n_fine // L], axis=-1)
+        np.testing.assert_allclose(float(out["final"][i]), err[-1], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(float(out["sup"][i]), err.max(), rtol=1e-9, atol=1e-12)
+        assert err[-1] > 1e-6  # a real error, not a vacuous zero
+    assert float(out["check_final"]) > 1e-6 and bool(out["ok"])
