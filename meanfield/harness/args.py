@@ -5,6 +5,7 @@ import contextlib
 import math
 import sys
 import threading
+from collections.abc import Callable
 
 from ..runtime.memory import available_memory, env_limit
 
@@ -87,24 +88,23 @@ def seed_int(text: str) -> int:
     return value
 
 
-def positive_float(text: str) -> float:
+def _finite_number(text: str, accept: Callable[[float], bool], what: str) -> float:
+    """`text` as a finite float that `accept`s, else argparse's error: "expected WHAT"."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if not (math.isfinite(value) and accept(value)):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
     return value
+
+
+def positive_float(text: str) -> float:
+    return _finite_number(text, lambda value: value > 0, "a positive number")
 
 
 def nonnegative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
+    return _finite_number(text, lambda value: value >= 0, "a number >= 0")
 
 
 def _list(text: str, convert, what: str) -> list:

@@ -58,7 +58,7 @@ import numpy as np
 
 from ...diagnostics import coord_check as coord_check_diagnostics
 from ...diagnostics import unit_coord_check
-from ...harness.args import int_list, positive_float, positive_int
+from ...harness.args import check_costs, int_list, positive_float, positive_int
 from ...harness.runner import start_study
 from ...io.text import batches
 from ...parametrisation import Parametrisation, from_table, resnet_from_table
@@ -198,8 +198,6 @@ def configure(args) -> dict:
     cfg.update(model=kind, seed=args.seed, x64=args.x64, preset=args.preset)
     if kind == "resnet":
         coord_check_resnet.configure(cfg, args)
-        from ...harness.args import check_costs
-
         check_costs(coord_check_resnet.cost_parts(cfg))
         return cfg
     named = tables(cfg["parametrisations"])
@@ -209,7 +207,7 @@ def configure(args) -> dict:
          ("--width", cfg["width"]), ("--depth", cfg["depth"])],
     )  # fmt: skip
     cfg["tables"] = [t.table() for t in named]
-    check_cost(cfg)
+    check_costs(cost_parts(cfg))  # refused before the folder is made
     return cfg
 
 
@@ -233,14 +231,6 @@ def cost_parts(cfg) -> list:
         memory_flags="--widths/--depths/--width/--depth/--seeds/--batch/--context",
         array="the per-layer states of a point's held-out batch, (seeds, batch, L, T, 4N)",
     )  # fmt: skip
-
-
-def check_cost(cfg) -> None:
-    """Refuse, before the folder is made, a configuration beyond this machine's memory,
-    the array sizes XLA takes or the work limit: one line naming the options."""
-    from ...harness.args import check_costs
-
-    check_costs(cost_parts(cfg))
 
 
 @functools.cache

@@ -18,8 +18,8 @@ Why this file is long: it is one study, the library's headline; its run (`_MeanO
 one method per stage) walks the steps a convergence study reports (docs: Mathematics §7)
 in one place (reference with its own error, programs compiled ahead, grid, Euler part,
 self-check, fits, verdicts). Its parts that stand alone live beside it: the
-reference (`mean_ode_reference`), the automatic design (`mean_ode_design`), a user's block
-and law (`own_block`) and the figure (`mean_ode_plot`).
+reference (`reference.py`), the automatic design (`design.py`) and the figure
+(`plot.py`); a user's block and law are `studies.shared.own_block`'s.
 """
 
 import math

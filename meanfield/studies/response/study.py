@@ -9,8 +9,8 @@ finite-width Monte Carlo (N = 500, many initialisations) is compared with the th
 layer by layer, in standard errors, and gives a simulated α* with a bootstrap interval.
 
 Why this file is long: it is one study (options, configuration, cost, the theory part,
-the simulated part, run); the paper's settings are `response_paper`, its figures
-`response_plot`.
+the simulated part, run); the paper's settings are in `paper.py`, its figures in
+`plot.py`.
 """
 
 import math

@@ -48,7 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...diagnostics.laziness import nonlinear_fractions
-from ...harness.args import float_list, int_list, positive_int
+from ...harness.args import check_costs, float_list, int_list, positive_int
 from ...harness.runner import start_study
 from ...io.text import batches
 from ...parametrisation import Parametrisation, from_table
@@ -180,7 +180,7 @@ def configure(args) -> dict:
     cfg["budgets"] = sorted(budgets)
     cfg.update(tables=[found[n].table() for n in sorted(found)], seed=args.seed, x64=args.x64,
                preset=args.preset)  # fmt: skip
-    check_cost(cfg)
+    check_costs(cost_parts(cfg))  # refused before the folder is made
     return cfg
 
 
@@ -215,14 +215,6 @@ def cost_parts(cfg) -> list:
         memory_flags="--depths/--widths/--width/--depth/--lrs/--seeds/--batch/--context",
         array="a point's networks, (learning rates × seeds, parameters)",
     )  # fmt: skip
-
-
-def check_cost(cfg) -> None:
-    """Refuse, before the folder is made, a configuration beyond this machine's memory,
-    the array sizes XLA takes or the work limit: one line naming the options."""
-    from ...harness.args import check_costs
-
-    check_costs(cost_parts(cfg))
 
 
 @functools.cache
