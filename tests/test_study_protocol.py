@@ -6,6 +6,7 @@ redraws its figures. The protocol check is shown to fail on modules that break i
 
 import importlib
 import json
+import re
 import types
 from pathlib import Path
 
@@ -30,19 +31,22 @@ def test_every_registered_study_is_a_package_that_follows_the_protocol(name):
 
 
 def test_the_protocol_check_can_fail():
-    def run(args):
+    def run(args, cfg):
         pass
 
     good = types.SimpleNamespace(HELP="a study", PRESETS={"quick": {}}, DEFAULT_X64=True,
                                  SCHEMA=toy_study.SCHEMA, add_arguments=lambda parser: None,
+                                 configure=lambda args: {}, cost_parts=lambda args, cfg: [],
                                  run=run, plot=None)  # fmt: skip
     assert problems(good) == []
     bad = types.SimpleNamespace(HELP="two\nlines", PRESETS={"paper": {}}, DEFAULT_X64=1,
                                 SCHEMA={}, add_arguments=lambda: None,
+                                cost_parts=lambda cfg: [], run=lambda args: None,
                                 plot=lambda out: None)  # fmt: skip
     found = problems(bad)
     assert [line.split(":")[0] for line in found] == [
-        "HELP", "PRESETS", "DEFAULT_X64", "SCHEMA", "add_arguments", "run", "plot",
+        "HELP", "PRESETS", "DEFAULT_X64", "SCHEMA", "add_arguments", "configure",
+        "cost_parts", "run", "plot",
     ]  # fmt: skip
     assert "the default (first) preset is 'quick'" in found[1]
     assert not isinstance(types.SimpleNamespace(HELP="x"), Study)
@@ -95,3 +99,29 @@ def test_a_study_of_ones_own_runs_through_the_launcher(toy, tmp_path, monkeypatc
     capsys.readouterr()
     assert main(["plot", str(tmp_path / "cli")]) == 2
     assert "points[0].n" in capsys.readouterr().err
+
+
+# the harness's checks of a cost: only the launcher calls them (`harness.launcher.configured`)
+_COST_CHECKS = re.compile(r"\b(check_costs?|check_memory|check_elements|check_work|check_size)\(")
+
+
+def test_costs_are_checked_by_the_launcher_alone():
+    offenders = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in sorted((ROOT / "meanfield" / "studies").rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if _COST_CHECKS.search(line) and not line.lstrip().startswith(("def ", "#"))
+    ]
+    assert offenders == []
+    assert _COST_CHECKS.search("    check_costs(cost_parts(cfg))")  # the scan can fail
+
+
+def test_the_launcher_refuses_a_costly_run_before_it_runs(toy, tmp_path, monkeypatch):
+    ran = []
+    monkeypatch.setattr(toy, "run", lambda args, cfg: ran.append(cfg))
+    monkeypatch.setenv("MEANFIELD_MEMORY_LIMIT", "1e6")
+    with pytest.raises(StudyInputError, match=r"^--n/--draws: a point's draws needs about"):
+        run_study("toy", out=str(tmp_path / "big"), n=[4, 10**6], draws=1000)
+    assert ran == [] and not (tmp_path / "big").exists()
+    assert main(["study", "toy", "--out", str(tmp_path / "small"), "--n", "4,16"]) == 0
+    assert len(ran) == 1 and ran[0]["n"] == [4, 16]

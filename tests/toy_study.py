@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from meanfield.harness.args import Cost, check_costs, int_list, positive_int
+from meanfield.harness.args import Cost, int_list, positive_int
 from meanfield.harness.runner import start_study
 from meanfield.harness.schema_language import (
     NUM,
@@ -58,10 +58,13 @@ def configure(args) -> dict:
     }
 
 
-def run(args):
-    cfg = configure(args)
-    check_costs([Cost("--n/--draws", "a point's draws", memory=8 * cfg["draws"] * max(cfg["n"]),
-                      work=cfg["draws"] * sum(cfg["n"]))])  # fmt: skip
+def cost_parts(args, cfg) -> list:
+    """What a point costs (the launcher checks it before `run`): its draws' memory and work."""
+    return [Cost("--n/--draws", "a point's draws", memory=8 * cfg["draws"] * max(cfg["n"]),
+                 work=cfg["draws"] * sum(cfg["n"]))]  # fmt: skip
+
+
+def run(args, cfg):
     runner = start_study(args, cfg)
     master = jr.key(cfg["seed"])
 

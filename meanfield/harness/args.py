@@ -478,6 +478,37 @@ class Cost:
         )
 
 
+class Limit:
+    """A limit of the study's own on one of its sizes, beside the machine's (`Cost`):
+    `value` (of `what`, set by the options `flags`) must not exceed `limit`. With
+    `operations`, `value` is work in operations and the refusal gives its time and says
+    `why` the study has this limit (`check_work`); otherwise it is a count
+    (`check_size`)."""
+
+    def __init__(
+        self,
+        flags: str,
+        what: str,
+        value: float,
+        limit: float,
+        *,
+        operations: bool = False,
+        why: str = "",
+    ):
+        self.flags, self.what, self.value, self.limit = flags, what, float(value), float(limit)
+        self.operations, self.why = operations, why
+
+    def check(self) -> None:
+        """Refuse (`StudyInputError`, one line naming `flags`) a value beyond the limit."""
+        if self.operations:
+            check_work(self.flags, self.value, self.what, limit=self.limit, why=self.why)
+        else:
+            check_size(self.flags, self.value, self.limit, self.what)
+
+    def __repr__(self) -> str:
+        return f"Limit({self.flags!r}, {self.what!r}, {self.value:.3g} <= {self.limit:.3g})"
+
+
 def _largest(value: float) -> float:
     """A sort key, largest first, NaN (an estimate that overflowed) before all."""
     return -math.inf if value != value else -value
@@ -496,15 +527,20 @@ def check_costs(costs) -> None:
     """Refuse, before anything is allocated, compiled or written, a study whose parts
     (`Cost`s) need more memory than is available (the largest part: they run one after
     another), hold an array beyond `MAX_ELEMENTS`, or need more work in all than
-    `work_limit()`: one line naming the options of the part(s) at fault, with the
-    estimate; the largest part first."""
+    `work_limit()`, or that exceeds a limit of its own (`Limit`, checked after the
+    machine's): one line naming the options of the part(s) at fault, with the estimate;
+    the largest part first."""
     costs = list(costs)
+    limits = [c for c in costs if isinstance(c, Limit)]
+    costs = [c for c in costs if not isinstance(c, Limit)]
     for c in sorted(costs, key=lambda c: _largest(c.memory)):
         check_memory(c.memory_flags, c.memory, c.memory_what)
     for c in sorted(costs, key=lambda c: _largest(c.elements)):
         check_elements(c.array_flags, c.elements, c.array)
     total = math.fsum(c.work for c in costs)
     if total <= work_limit():
+        for limit in limits:
+            limit.check()
         return
     # name the parts that make most of it (at least half the total), the largest first
     named, part = [], 0.0

@@ -1,7 +1,9 @@
 """The one launcher of every study, used by the command line (`meanfield study NAME`) and
 by Python (`meanfield.run_study`): the output folder resolved and probed before anything
-is made, the study's `run(args)`, and after it, however it ends, the folder's lock
-released and JAX's precision switch as it was (a study sets its own)."""
+is made, the study's configuration (`configure(args)`), its costs checked once, here
+(`cost_parts(args, cfg)`, `harness.args.check_costs`), its `run(args, cfg)`, and after
+it, however it ends, the folder's lock released and JAX's precision switch as it was (a
+study sets its own)."""
 
 import contextlib
 import json
@@ -21,17 +23,35 @@ def prepare(study, args, *, lock: bool = True) -> None:
         probe_lock(args.out)
 
 
+def configured(study, args):
+    """`study`'s configuration from its parsed options, refused in one line
+    (`StudyInputError`) where an option is wrong or the run would cost more than this
+    machine allows (memory, the array sizes XLA takes, the work limit): its costs are
+    checked here, and only here, before anything is written."""
+    from .args import check_costs
+
+    cfg = study.configure(args)
+    check_costs(study.cost_parts(args, cfg))
+    return cfg
+
+
 def launch(study, args, *, around: contextlib.AbstractContextManager | None = None) -> None:
     """Run `study` (a module that follows `harness.protocol.Study`) on its parsed
     options `args`, prepared (`prepare`), inside `around` (the command line's signal
-    handling; none from Python). Whatever the run raises goes on up; the folder's lock
-    is released and `jax_enable_x64` restored in every case."""
+    handling; none from Python): its configuration with its costs checked
+    (`configured`), then `run(args, cfg)`. Whatever the run raises goes on up; the
+    folder's lock is released and `jax_enable_x64` restored in every case."""
     import jax
 
     x64 = jax.config.read("jax_enable_x64")
     try:
         with around if around is not None else contextlib.nullcontext():
-            study.run(args)
+            import inspect
+
+            if len(inspect.signature(study.run).parameters) == 2:
+                study.run(args, configured(study, args))
+            else:  # TRANSITION: a study not yet moved to configure/cost_parts/run(args, cfg)
+                study.run(args)
     finally:
         release_all()
         jax.config.update("jax_enable_x64", x64)

@@ -25,10 +25,14 @@ class Study(Protocol):
     - `DEFAULT_X64`: whether it computes in float64 unless `--no-x64`;
     - `add_arguments(parser)`: its own options (the common ones are added by the harness,
       `harness.options.add_common_arguments`);
-    - `run(args)`: from the parsed options, its configuration (refused in one line,
-      `StudyInputError`, before anything is written, with its costs checked by
-      `harness.args.check_costs`), then `harness.runner.start_study(args, cfg)`, its
-      points through `runner.run_points`, and `runner.finish(results, plot=plot)`;
+    - `configure(args)`: its configuration (a dict, written to `results.json`) from the
+      parsed options, every value checked and refused in one line (`StudyInputError`)
+      before anything is written; data it reads are read here;
+    - `cost_parts(args, cfg)`: the estimated cost of its parts (`harness.args.Cost`:
+      memory, work, largest array) and any limit of its own (`harness.args.Limit`), which
+      the launcher checks, once, before `run` (`harness.launcher.configured`);
+    - `run(args, cfg)`: `harness.runner.start_study(args, cfg)`, its points through
+      `runner.run_points`, and `runner.finish(results, plot=plot)`;
     - `plot(out, results)`: its figures from `results.json` alone (`meanfield plot DIR`
       redraws them), or `plot = None` for a study without figures;
     - `SCHEMA`: what its figures read from `results.json`, in the schema language
@@ -47,11 +51,22 @@ class Study(Protocol):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
 
-    def run(self, args: argparse.Namespace) -> None: ...
+    def configure(self, args: argparse.Namespace) -> dict: ...
+
+    def cost_parts(self, args: argparse.Namespace, cfg: dict) -> list: ...
+
+    def run(self, args: argparse.Namespace, cfg: dict) -> None: ...
 
 
 # the positional parameters each function takes
-_ARITY = {"add_arguments": 1, "run": 1, "plot": 2, "default_out": 1}
+_ARITY = {
+    "add_arguments": 1,
+    "configure": 1,
+    "cost_parts": 2,
+    "run": 2,
+    "plot": 2,
+    "default_out": 1,
+}
 
 
 def problems(study) -> list[str]:
