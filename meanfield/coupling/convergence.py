@@ -107,63 +107,72 @@ def convergence_fits(
     """
     fits = []
     excluded_points = 0
-    M_min, M_max = min(widths), max(widths)
     limits = (error_estimate, error_estimate_z, floors)
-
-    def usable(pt, q):
-        return _usable(pt[q]["mean"], q, *limits)
-
+    grid = (depths, min(widths), max(widths), L_for_M, fit_M_max)
     for k in range(steps + 1):
         at_k = [p for p in points if p["steps"] == k]
         for q in QUANTITIES:
             if q == "delta_z" and k == 0:
                 continue  # Z_0 equals its limit copy by construction
-            bad = [p for p in at_k if p[q]["mean"] is not None and not usable(p, q)]
+            bad = [
+                p
+                for p in at_k
+                if p[q]["mean"] is not None and not _usable(p[q]["mean"], q, *limits)
+            ]
             excluded_points += len(bad)
-            good = [p for p in at_k if usable(p, q)]
-            M_line = M_min if trivial(k) else M_max
-            line = sorted(
-                (p for p in good if p["M"] == M_line and p["L"] in depths), key=lambda p: p["L"]
-            )
-            fixed = {"M": M_line, "steps": k}
-            theory = -0.5 if trivial(k) else -1.0
-            fits.append(fit_points(line, q, "L", fixed=fixed, theory=theory, seed=seed))
-            col = sorted(
-                (p for p in good if p["L"] == L_for_M and p["M"] <= fit_M_max),
-                key=lambda p: p["M"],
-            )
-            fixed = {"L": L_for_M, "steps": k}
-            fits.append(fit_points(col, q, "M", fixed=fixed, theory=-0.5, seed=seed))
-            joint = fit_rate_sum(
-                [p["L"] for p in good],
-                [p["M"] for p in good],
-                [fit_values(p[q]) for p in good],
-                quantity=q,
-                seed=seed,
-            )
-            joint["fixed"] = {"steps": k}
-            _other_term_notes(fits[-2], fits[-1], joint, line, col)
-            fits.append(joint)
+            good = [p for p in at_k if _usable(p[q]["mean"], q, *limits)]
+            fits += _quantity_fits(good, q, k, grid, trivial(k), seed)
         for q in EULER_QUANTITIES:
             if (q == "delta_z_euler" and k == 0) or trivial(k):
                 continue  # no Euler term: the limit is the identity (or Z_0 is exact)
-            rows = _euler_rows(decomposition, k, q, limits)
-            fit = fit_loglog(
-                [r["L"] for r in rows],
-                [[r[q]] for r in rows],
-                quantity=q,
-                against="L",
-                fixed={"units": "limit-particles", "steps": k},
-                theory=-1.0,
-                seed=seed,
-            )
-            fit["ci95"] = None  # one deterministic value per depth: no seeds to resample
-            judge_theory(fit)
-            fits.append(fit)
+            fits.append(_euler_fit(_euler_rows(decomposition, k, q, limits), q, k, seed))
     for f in fits:  # the one-term slopes: a secondary table, never the verdict (law_fits)
         if f.get("against") is not None:
             f["secondary"] = True
     return fits, excluded_points
+
+
+def _quantity_fits(good: list[dict], q: str, k: int, grid: tuple, trivial: bool, seed: int):
+    """Step `k`'s fits of error `q` over its usable points `good`: against L (the line of
+    depths at the largest width, the smallest where the limit is trivial), against M
+    (widths up to `fit_M_max` at `L_for_M`), and the joint fit, in that order."""
+    depths, M_min, M_max, L_for_M, fit_M_max = grid
+    M_line = M_min if trivial else M_max
+    line = sorted((p for p in good if p["M"] == M_line and p["L"] in depths), key=lambda p: p["L"])
+    theory = -0.5 if trivial else -1.0
+    against_L = fit_points(line, q, "L", fixed={"M": M_line, "steps": k}, theory=theory, seed=seed)
+    col = sorted(
+        (p for p in good if p["L"] == L_for_M and p["M"] <= fit_M_max),
+        key=lambda p: p["M"],
+    )
+    against_M = fit_points(col, q, "M", fixed={"L": L_for_M, "steps": k}, theory=-0.5, seed=seed)
+    joint = fit_rate_sum(
+        [p["L"] for p in good],
+        [p["M"] for p in good],
+        [fit_values(p[q]) for p in good],
+        quantity=q,
+        seed=seed,
+    )
+    joint["fixed"] = {"steps": k}
+    _other_term_notes(against_L, against_M, joint, line, col)
+    return [against_L, against_M, joint]
+
+
+def _euler_fit(rows: list[dict], q: str, k: int, seed: int) -> dict:
+    """The Euler part `q` of step `k` against L (one deterministic value per depth: no
+    seeds to resample, no interval), judged against its theory −1."""
+    fit = fit_loglog(
+        [r["L"] for r in rows],
+        [[r[q]] for r in rows],
+        quantity=q,
+        against="L",
+        fixed={"units": "limit-particles", "steps": k},
+        theory=-1.0,
+        seed=seed,
+    )
+    fit["ci95"] = None
+    judge_theory(fit)
+    return fit
 
 
 def _usable(value, q, error_estimate, error_estimate_z, floors) -> bool:
@@ -319,28 +328,7 @@ def delta_quantiles(
     Per point, `per_point` gives the raw 1 − δ quantiles for the δ its own draws resolve
     (n δ ≥ 1).
     """
-    pooled, per_point = [], []
-    for p in points:
-        if p["steps"] != step:
-            continue
-        summary = p[quantity]
-        bad = set(summary.get("exploded_draws", []))
-        v = np.array(
-            [x for i, x in enumerate(summary["values"]) if x is not None and i not in bad], float
-        )
-        if v.size < 2 or not np.median(v) > 0:
-            continue
-        pooled.append(v / np.median(v))
-        per_point.append(
-            {
-                "L": p["L"],
-                "M": p["M"],
-                "draws": int(v.size),
-                "quantiles": {
-                    str(d): float(np.quantile(v, 1 - d)) for d in QUANTILE_DELTAS if v.size * d >= 1
-                },
-            }
-        )
+    pooled, per_point = _normalised_draws(points, step, quantity)
     out: dict = {"quantity": quantity, "step": step, "per_point": per_point}
     if dimension is not None:
         out["bound_slope"] = 1.0 / (math.sqrt(dimension) + math.log(2.0))
@@ -368,6 +356,35 @@ def delta_quantiles(
         "nominal 95%: 0.92-0.965 on simulated data, benchmarks/coverage.py delta-quantile)"
     )
     return out
+
+
+def _normalised_draws(points: list[dict], step: int, quantity: str) -> tuple[list, list]:
+    """Each point's finite, not exploded draws of `quantity` at `step` divided by their
+    median (points with fewer than two, or a median of 0, left out), and each point's raw
+    1 − δ quantiles for the δ its own draws resolve."""
+    pooled, per_point = [], []
+    for p in points:
+        if p["steps"] != step:
+            continue
+        summary = p[quantity]
+        bad = set(summary.get("exploded_draws", []))
+        v = np.array(
+            [x for i, x in enumerate(summary["values"]) if x is not None and i not in bad], float
+        )
+        if v.size < 2 or not np.median(v) > 0:
+            continue
+        pooled.append(v / np.median(v))
+        per_point.append(
+            {
+                "L": p["L"],
+                "M": p["M"],
+                "draws": int(v.size),
+                "quantiles": {
+                    str(d): float(np.quantile(v, 1 - d)) for d in QUANTILE_DELTAS if v.size * d >= 1
+                },
+            }
+        )
+    return pooled, per_point
 
 
 def _quantile_lines(deltas: list[float], quantiles: list[float], boots: np.ndarray) -> dict:

@@ -100,6 +100,28 @@ def _swallowing(frame) -> bool:
     return False
 
 
+def _watch(read_fd: int, answered: threading.Event, grace: float, where: str, out) -> None:
+    """The watcher thread of `stop_on_signals`: on a signal's byte from the wake-up pipe,
+    waits `grace` seconds for the main thread to answer, else says where it stopped and
+    ends the process with 128 + the signal's number."""
+    while True:
+        try:
+            data = os.read(read_fd, 1)
+        except OSError:
+            return
+        if not data or data[0] == 0:  # closed, or our own stop byte
+            return
+        if data[0] not in SIGNALS:  # another signal a library handles in Python
+            continue
+        if answered.wait(grace):
+            return
+        sys.stderr.write(
+            message(where, data[0], out) + f" (stopped at once: no answer in {grace:g} s)\n"
+        )
+        sys.stderr.flush()
+        os._exit(128 + data[0])
+
+
 @contextlib.contextmanager
 def stop_on_signals(
     where: str,
@@ -146,27 +168,14 @@ def stop_on_signals(
             at_once(signum)
         raise Interrupted(signum)
 
-    def watch():
-        while True:
-            try:
-                data = os.read(read_fd, 1)
-            except OSError:
-                return
-            if not data or data[0] == 0:  # closed, or our own stop byte
-                return
-            if data[0] not in SIGNALS:  # another signal a library handles in Python
-                continue
-            if answered.wait(grace):
-                return
-            sys.stderr.write(
-                message(where, data[0], out) + f" (stopped at once: no answer in {grace:g} s)\n"
-            )
-            sys.stderr.flush()
-            os._exit(128 + data[0])
-
     previous = {s: signal.signal(s, on_signal) for s in SIGNALS}
     previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-    watcher = threading.Thread(target=watch, name="meanfield-signals", daemon=True)
+    watcher = threading.Thread(
+        target=_watch,
+        args=(read_fd, answered, grace, where, out),
+        name="meanfield-signals",
+        daemon=True,
+    )
     watcher.start()
     try:
         yield

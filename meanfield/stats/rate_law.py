@@ -290,15 +290,7 @@ def fit_rate_law(
     if law not in RATE_LAWS:
         raise ValueError(f"law: unknown {law!r}; use one of {', '.join(RATE_LAWS)}")
     check_fit_args(n_boot, L=L, M=M, D=D)
-    rows, goods, draws, excluded = [], [], [], 0
-    for li, mi, di, s in zip(L, M, D, samples, strict=True):
-        good, bad = split_exploded(s, threshold)
-        excluded += bad
-        if good.size and good.mean() > 0:
-            rows.append((float(li), float(mi), float(di)))
-            goods.append(good)
-            v = np.asarray(s, dtype=float)
-            draws.append(np.where(exploded_mask(v, threshold), np.nan, v))
+    rows, goods, draws, excluded = _usable_points(L, M, D, samples, threshold)
     names = _law_names(law)
     result: dict = {
         "quantity": quantity,
@@ -340,6 +332,22 @@ def fit_rate_law(
     )
     result["theories"] = _theories(result, names)
     return result
+
+
+def _usable_points(L, M, D, samples, threshold: float) -> tuple[list, list, list, int]:
+    """The points whose finite draws have a positive mean: their (L, M, D), those draws,
+    every draw with the exploded ones as NaN (for a paired bootstrap), and the number of
+    exploded draws left out."""
+    rows, goods, draws, excluded = [], [], [], 0
+    for li, mi, di, s in zip(L, M, D, samples, strict=True):
+        good, bad = split_exploded(s, threshold)
+        excluded += bad
+        if good.size and good.mean() > 0:
+            rows.append((float(li), float(mi), float(di)))
+            goods.append(good)
+            v = np.asarray(s, dtype=float)
+            draws.append(np.where(exploded_mask(v, threshold), np.nan, v))
+    return rows, goods, draws, excluded
 
 
 def linearised_intervals(
