@@ -127,3 +127,26 @@ def test_the_launcher_refuses_a_costly_run_before_it_runs(toy, tmp_path, monkeyp
     assert ran == [] and not (tmp_path / "big").exists()
     assert main(["study", "toy", "--out", str(tmp_path / "small"), "--n", "4,16"]) == 0
     assert len(ran) == 1 and ran[0]["n"] == [4, 16]
+
+
+def test_a_limit_of_the_studys_own_refuses_as_its_check_does(monkeypatch):
+    from meanfield.harness.args import Cost, Limit, check_costs, check_size, check_work
+
+    monkeypatch.delenv("MEANFIELD_WORK_LIMIT", raising=False)
+    within = [Cost("--a", "a part", memory=1.0, work=1.0)]
+    at_limits = [Limit("--b", "the b's", 10, 10), Limit("--c", "c work", 5, 9, operations=True)]
+    check_costs([*within, *at_limits])
+    for limit, direct in (
+        (Limit("--b", "the b's", 11, 10), lambda: check_size("--b", 11, 10, "the b's")),
+        (Limit("--c", "c work", 1e12, 1e9, operations=True, why="a reason"),
+         lambda: check_work("--c", 1e12, "c work", limit=1e9, why="a reason")),
+    ):  # fmt: skip
+        with pytest.raises(StudyInputError) as expected:
+            direct()
+        with pytest.raises(StudyInputError) as got:
+            check_costs(iter([*within, limit]))  # a generator of parts is read once
+        assert str(got.value) == str(expected.value)
+    # the machine's limits first: a part beyond memory is named before the study's own
+    monkeypatch.setenv("MEANFIELD_MEMORY_LIMIT", "1e6")
+    with pytest.raises(StudyInputError, match="^--a: a part needs about"):
+        check_costs([Limit("--b", "the b's", 11, 10), Cost("--a", "a part", memory=1e9)])
