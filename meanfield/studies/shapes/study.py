@@ -39,6 +39,7 @@ from ...blocks.activations import resolve_activation
 from ...coupling import deep_embedded as deep_embedded_coupling
 from ...coupling.design import program_boxes
 from ...harness.args import (
+    Limit,
     add_pad_argument,
     check_activation,
     int_list,
@@ -55,8 +56,8 @@ from ...runtime.errors import StudyInputError
 from ...stats.fits import fit_loglog, fit_values, summarize
 from ...stats.rate_law import RATE_THEORIES, fit_rate_law, optimal_shape
 from ...training import deep_embedded as deep_embedded_training
-from ..shared.embedded_options import add_model_arguments, load_data, model_config
-from ..two_layer.study import MAX_RATE
+from ..shared.embedded_options import add_model_arguments, config_data, load_data, model_config
+from ..two_layer.study import MAX_RATE, check_scales
 from .plot import (
     ERRORS,
     QUANTITIES,
@@ -156,7 +157,7 @@ def limit_cost(cfg, n: int, d_in: int, d_out: int, S: int) -> tuple[float, float
     return memory, work, max(dense, saved / 3, steps * S * n * p)
 
 
-def cost_parts(cfg, n: int, d_in: int, d_out: int) -> list:
+def _parts(cfg, n: int, d_in: int, d_out: int) -> list:
     """The estimated cost (`args.Cost`) of the joint limit, the fixed-D limits (every draw
     of a dimension D at once, vmapped) and the networks (a point's draws in batches of at
     most `MEMORY_BYTES` by the count of `_program`, vmapped), for `n` inputs of dimension
@@ -216,28 +217,31 @@ def cost_parts(cfg, n: int, d_in: int, d_out: int) -> list:
     ]
 
 
-def check_cost(cfg, n: int, d_in: int, d_out: int) -> None:
-    """Refuse, before the folder is made, absurd scales (`two_layer.check_scales`) and a
-    configuration beyond this machine's memory, the array sizes XLA takes or the work
-    limit (`cost_parts`): one line naming the options, with the estimate."""
-    from ...harness.args import check_costs, check_work
-    from ..two_layer.study import check_scales
+def cost_parts(args, cfg) -> list:
+    """The estimated cost of its parts at the data's sizes (`_parts`), and the limits' ODE
+    solves against their own work limit (`LIMITS_WORK`): the launcher checks them before
+    `run`, one line naming the options, with the estimate."""
+    (n, d_in), (_, d_out) = np.shape(cfg["x"]), np.shape(cfg["y"])
+    parts = _parts(cfg, n, d_in, d_out)
+    return [
+        *parts,
+        Limit(
+            "--activation/--steps/--seeds/--D",
+            f"the work of the limits' ODE solves ({cfg['activation']}, {cfg['steps']} GD steps)",
+            math.fsum(c.work for c in parts if "limit" in c.what),
+            LIMITS_WORK,
+            operations=True,
+            why="ODE steps one after another; relu runs to the solver's step budget from GD "
+            "step 2 on, and at 3 steps fails there: fewer --steps, --seeds or --D, or a smooth "
+            "activation",
+        ),
+    ]
 
-    check_scales(cfg)
-    parts = cost_parts(cfg, n, d_in, d_out)
-    check_costs(parts)
-    check_work(
-        "--activation/--steps/--seeds/--D",
-        math.fsum(c.work for c in parts if "limit" in c.what),
-        f"the work of the limits' ODE solves ({cfg['activation']}, {cfg['steps']} GD steps)",
-        limit=LIMITS_WORK,
-        why="ODE steps one after another; relu runs to the solver's step budget from GD "
-        "step 2 on, and at 3 steps fails there: fewer --steps, --seeds or --D, or a smooth "
-        "activation",
-    )
 
-
-def run(args):
+def configure(args) -> dict:
+    """The configuration from the options and the data (`--data`, kept in it as lists),
+    every value refused in one line naming its option, absurd scales included
+    (`two_layer.check_scales`)."""
     check_activation(args.activation)
     preset = PRESETS[args.preset]
     x, y = load_data(args.data, default=(DATA_X, DATA_Y), study="shapes")
@@ -263,7 +267,12 @@ def run(args):
             raise StudyInputError(f"--{name}: need distinct positive integers, got {values}")
     if cfg["seeds"] < 2:
         raise StudyInputError(f"--seeds: need at least 2 draws for a spread, got {cfg['seeds']}")
-    check_cost(cfg, *x.shape, y.shape[1])
+    check_scales(cfg)
+    return cfg
+
+
+def run(args, cfg):
+    x, y = config_data(cfg)  # the data `configure` read, from their lists
     pad = pad_budget(args)
     runner = start_study(args, cfg)
     specs = [{"L": L, "M": M, "D": D} for D in cfg["D"] for L in cfg["L"] for M in cfg["M"]]

@@ -215,6 +215,12 @@ def load_data(path, default=(DATA_X, DATA_Y), study: str = "two-layer") -> tuple
     return x, y
 
 
+def config_data(cfg) -> tuple[_Matrix, _Matrix]:
+    """The data `x`, `y` of a configuration (`model_config`'s lists) as float64 arrays: the
+    arrays `load_data` returned, bit for bit (a float64 list round-trips exactly)."""
+    return np.asarray(cfg["x"], dtype=np.float64), np.asarray(cfg["y"], dtype=np.float64)
+
+
 def duplicated_rows(x) -> list[list[int]]:
     """The groups of rows of `x` that are the same input (equal entry by entry, -0 as 0),
     each group's rows in order, the groups in the order of their first row."""

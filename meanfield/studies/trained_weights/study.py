@@ -105,6 +105,9 @@ def add_arguments(parser):
 
 
 def configure(args) -> dict:
+    """The configuration from the options and the data set (`--data`, read here: its
+    description and its files' sha256 kept in the configuration), every value refused
+    in one line naming its option."""
     preset = PRESETS[args.preset]
     cfg = override(
         dict(preset),
@@ -146,38 +149,61 @@ def configure(args) -> dict:
         x64=args.x64,
         preset=args.preset,
     )
-    check_cost(cfg)  # before the data are read: at the smallest data set's sizes
+    _HELD.clear()
+    ds = _data(cfg)
+    cfg["data_description"] = str(ds)
+    if ds.sha256 is not None:  # the files' bytes: a --resume on other data is refused
+        cfg["data_sha256"] = ds.sha256
+    if cfg["batch_size"] > len(ds.y_train):
+        raise StudyInputError(
+            f"--batch-size: {cfg['batch_size']} exceeds the {len(ds.y_train)} training images"
+        )
+    _HELD[_data_key(cfg)] = ds
     return cfg
 
 
-# the sizes the cost is first estimated at, before the data are read: scikit-learn's
-# digits (the default and the smallest data set: any other costs more)
-DIGITS = {"n_train": 1438, "n_test": 359, "n_features": 64, "n_classes": 10}
+# the data set `configure` read last, under its configuration's `_data_key`: what
+# `cost_parts` and `run` take rather than read the files again (one at most; each
+# `configure` replaces it, `run` takes it out)
+_HELD: dict = {}
 
 
-def cost_parts(cfg, data=None) -> list:
-    """The estimated cost (`args.Cost`) of the rows: the `len(betas) × seeds` networks of a
-    row train together (vmapped): per network its weights, Adam's moments, gradients and
-    the best and previous weights (6 copies), the activations of a minibatch, its own
-    permuted copy of the training set, the test pass and the loss of every step; the
-    work of every step's minibatch forward and backward pass and permutation of the
-    training set. `data`: an `ImageDataset`, or None for `DIGITS`."""
+def _data_key(cfg) -> tuple:
+    """What sets a configuration's data set: `--data` (None: the digits), the seed of its
+    split and the files' sha256 (absent for the digits): a configuration of other
+    content does not take the set held."""
+    return cfg["data"], cfg["seed"], cfg.get("data_sha256")
+
+
+def _dataset(cfg, *, take: bool = False):
+    """The data set of `cfg`: the one `configure` read (`_HELD`), else read again (and
+    held); `take` leaves none held."""
+    key = _data_key(cfg)
+    ds = _HELD.pop(key, None) if take else _HELD.get(key)
+    if ds is None:
+        _HELD.clear()
+        ds = _data(cfg)
+        if not take:
+            _HELD[key] = ds
+    return ds
+
+
+def cost_parts(args, cfg) -> list:
+    """The estimated cost (`args.Cost`; the launcher checks it before `run`) of the rows,
+    at the data set's own sizes: the `len(betas) × seeds` networks of a row train
+    together (vmapped): per network its weights, Adam's moments, gradients and the best
+    and previous weights (6 copies), the activations of a minibatch, its own permuted
+    copy of the training set, the test pass and the loss of every step; the work of
+    every step's minibatch forward and backward pass and permutation of the training
+    set."""
     import math
 
     from ...harness.args import PYTHON_STEP, Cost
 
-    if data is None:
-        sizes = DIGITS
-    else:
-        sizes = {
-            "n_train": len(data.y_train),
-            "n_test": len(data.y_test),
-            "n_features": data.n_features,
-            "n_classes": data.n_classes,
-        }
+    data = _dataset(cfg)
     L, d, T, B = cfg["L"], cfg["d"], cfg["steps"], cfg["batch_size"]
-    n, n_test = sizes["n_train"], sizes["n_test"]
-    d_in, classes = sizes["n_features"], sizes["n_classes"]
+    n, n_test = len(data.y_train), len(data.y_test)
+    d_in, classes = data.n_features, data.n_classes
     width = 8 if cfg["x64"] else 4
     cells = len(cfg["betas"]) * cfg["seeds"]
     rows = len(_rows(cfg))
@@ -197,15 +223,6 @@ def cost_parts(cfg, data=None) -> list:
             memory_flags="--L/--d/--seeds/--betas/--batch-size/--steps",
         )
     ]
-
-
-def check_cost(cfg, data=None) -> None:
-    """Refuse, before the folder is made, a configuration beyond this machine's memory,
-    the array sizes XLA takes or the work limit (`cost_parts`): one line naming the
-    options, with the estimate."""
-    from ...harness.args import check_costs
-
-    check_costs(cost_parts(cfg, data))
 
 
 def _data(cfg):
@@ -237,17 +254,8 @@ def _law(init, hurst, d):
     return FractionalBrownianLaw(d, hurst, 4096)
 
 
-def run(args):
-    cfg = configure(args)
-    ds = _data(cfg)
-    cfg["data_description"] = str(ds)
-    if ds.sha256 is not None:  # the files' bytes: a --resume on other data is refused
-        cfg["data_sha256"] = ds.sha256
-    if cfg["batch_size"] > len(ds.y_train):
-        raise StudyInputError(
-            f"--batch-size: {cfg['batch_size']} exceeds the {len(ds.y_train)} training images"
-        )
-    check_cost(cfg, ds)  # again, at the data's own sizes
+def run(args, cfg):
+    ds = _dataset(cfg, take=True)  # the data set `configure` read
     runner = start_study(args, cfg)
     data = tuple(jnp.asarray(a) for a in (ds.x_train, ds.y_train, ds.x_test, ds.y_test))
     master = jr.key(cfg["seed"])

@@ -46,7 +46,6 @@ from ...harness.args import (
     Cost,
     add_pad_argument,
     check_activation,
-    check_costs,
     float_list,
     int_list,
     override,
@@ -63,7 +62,7 @@ from ...runtime.errors import StudyInputError
 from ...stats.fits import fit_loglog, fit_values, summarize
 from ...training import perceptron as perceptron_training
 from ..shared import two_layer_inputs
-from ..shared.embedded_options import add_model_arguments, load_data, model_config
+from ..shared.embedded_options import add_model_arguments, config_data, load_data, model_config
 from .plot import (
     CRITERIA_THEORY,
     criteria_figure,
@@ -190,7 +189,14 @@ def limit_cost(cfg, n: int, d_in: int, d_out: int) -> tuple[float, float, float]
     return memory, work, (K + 1) * fine * n
 
 
-def cost_parts(cfg, n: int, d_in: int, d_out: int) -> list[Cost]:
+def cost_parts(args, cfg) -> list[Cost]:
+    """The estimated cost of each part at the data's sizes (`_parts`): the launcher checks
+    it before `run`, one line naming the options, with the estimate."""
+    (n, d_in), (_, d_out) = np.shape(cfg["x"]), np.shape(cfg["y"])
+    return _parts(cfg, n, d_in, d_out)
+
+
+def _parts(cfg, n: int, d_in: int, d_out: int) -> list[Cost]:
     """The estimated cost of each part (`args.Cost`) for `n` inputs of dimension `d_in`
     and `d_out` outputs. Every draw trains with its trajectory kept (u and v before each
     of the K + 1 steps, the hidden fields after each): part (a) `width_batch` draws at once,
@@ -325,37 +331,6 @@ def _diversity_cost(cfg, n: int) -> Cost:
     )
 
 
-def check_cost(cfg, n: int, d_in: int, d_out: int) -> None:
-    """Refuse, before the folder is made and anything is allocated, absurd scales
-    (`check_scales`) and a configuration beyond this machine's memory, the array sizes
-    XLA takes or the work limit (`cost_parts`, `args.check_costs`): one line naming the
-    options, with the estimate."""
-    check_scales(cfg)
-    check_costs(cost_parts(cfg, n, d_in, d_out))
-
-
-def run(args):
-    """The study: its configuration checked, every part's points run, the fits and
-    verdicts written with the figures."""
-    check_activation(args.activation)
-    preset = PRESETS[args.preset]
-    x, y = load_data(args.data)
-    cfg = _config(args, preset, x, y)
-    _check_config(cfg, x)
-    check_cost(cfg, *x.shape, y.shape[1])
-    pad = pad_budget(args)
-    runner = start_study(args, cfg)
-    # part (a)'s widths at one D run in few programs: a width padded into a wider one's
-    boxes = program_boxes([(D, M) for D in cfg["D"] for M in cfg["M"]], cfg["seeds"], pad)
-    study = _Study(cfg, jnp.asarray(x), jnp.asarray(y), boxes)
-    # the self-check recomputes its point op by op unpadded: it checks the padding too
-    points = runner.run_points(
-        _specs(cfg), study.point, describe=_describe,
-        check=functools.partial(study.point, padded=False),
-    )  # fmt: skip
-    _finish(runner, cfg, study, points, pad, boxes)
-
-
 # the grid's options: each from the command line where given, else from the preset
 GRID = (
     "M", "D", "D_limit", "s_v_sweep", "sweep_M", "sweep_D", "seeds", "n_sweep",
@@ -363,8 +338,13 @@ GRID = (
 )  # fmt: skip
 
 
-def _config(args, preset, x, y) -> dict:
-    """The configuration: the model's options, each part's grid (`args`, else `preset`)."""
+def configure(args) -> dict:
+    """The configuration: the model's options and the data (`--data`, kept in it as
+    lists), each part's grid (the options, else the preset), every value refused in one
+    line naming its option (`_check_config`, `check_scales`)."""
+    check_activation(args.activation)
+    preset = PRESETS[args.preset]
+    x, y = load_data(args.data)
     cfg = {
         **model_config(args, x, y),
         **{name: preset[name] for name in GRID},
@@ -372,7 +352,10 @@ def _config(args, preset, x, y) -> dict:
         "x64": args.x64,
         "preset": args.preset,
     }
-    return override(cfg, args, GRID)
+    cfg = override(cfg, args, GRID)
+    _check_config(cfg, x)
+    check_scales(cfg)
+    return cfg
 
 
 def _check_config(cfg, x) -> None:
@@ -395,6 +378,22 @@ def _check_config(cfg, x) -> None:
         raise StudyInputError(
             f"--D, --D-limit: the Gram of {x.shape[0]} inputs is singular below D = {x.shape[0]}"
         )
+
+
+def run(args, cfg):
+    """The study: every part's points run, the fits and verdicts written with the figures."""
+    x, y = config_data(cfg)  # the data `configure` read, from their lists
+    pad = pad_budget(args)
+    runner = start_study(args, cfg)
+    # part (a)'s widths at one D run in few programs: a width padded into a wider one's
+    boxes = program_boxes([(D, M) for D in cfg["D"] for M in cfg["M"]], cfg["seeds"], pad)
+    study = _Study(cfg, jnp.asarray(x), jnp.asarray(y), boxes)
+    # the self-check recomputes its point op by op unpadded: it checks the padding too
+    points = runner.run_points(
+        _specs(cfg), study.point, describe=_describe,
+        check=functools.partial(study.point, padded=False),
+    )  # fmt: skip
+    _finish(runner, cfg, study, points, pad, boxes)
 
 
 def _specs(cfg) -> list[dict]:

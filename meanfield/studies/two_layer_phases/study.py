@@ -47,7 +47,6 @@ from ...harness.args import (
     PYTHON_STEP,
     Cost,
     check_activation,
-    check_costs,
     float_list,
     int_list,
     positive_float,
@@ -59,7 +58,7 @@ from ...models import perceptron
 from ...runtime.errors import StudyInputError
 from ...stats.fits import fit_loglog, fit_values, summarize
 from ...training import perceptron as perceptron_training
-from ..shared.embedded_options import load_data, refuse_duplicated_inputs
+from ..shared.embedded_options import config_data, load_data, refuse_duplicated_inputs
 from ..shared.two_layer_inputs import batch_size
 from ..two_layer.study import MAX_RATE, MAX_SCALE, OPS_PER_UNIT_STEP
 from .cells import PAST_BOUNDARY, fit_cells, large_cells
@@ -153,11 +152,13 @@ def add_arguments(parser):
         parser.add_argument(flag, type=positive_float, help=f"{what} (default: {d[name]:g})")
 
 
-def cost_parts(cfg, n: int, d_in: int, d_out: int) -> list:
-    """The estimated cost (`args.Cost`): a batch of a point's draws at once
-    (`two_layer_inputs.batch_size`), each network's units (M, D) a few times over
-    (weights, gradients, the flow's state), the flow's `time / dt` steps and the rates at
-    two times, and every draw's records."""
+def cost_parts(args, cfg) -> list:
+    """The estimated cost (`args.Cost`; the launcher checks it before `run`), at the data's
+    sizes: a batch of a point's draws at once (`two_layer_inputs.batch_size`), each
+    network's units (M, D) a few times over (weights, gradients, the flow's state), the
+    flow's `time / dt` steps and the rates at two times, and every draw's records.
+    Shared with `study resnet-phases` (its `L` in `cfg`)."""
+    (n, d_in), (_, d_out) = np.shape(cfg["x"]), np.shape(cfg["y"])
     width = 8 if cfg["x64"] else 4
     # the deep ResNet's L·M units count as the perceptron's M (its hidden states too)
     M, S, D_max = cfg["M"] * cfg.get("L", 1), cfg["seeds"], max(cfg["D"])
@@ -181,9 +182,9 @@ def cost_parts(cfg, n: int, d_in: int, d_out: int) -> list:
     ]
 
 
-def check_config(cfg, n: int, d_in: int, d_out: int) -> None:
-    """Refuse in one line naming the option: sizes, output scales, rates and scales out of
-    range, then a configuration beyond this machine (`cost_parts`)."""
+def check_config(cfg, n: int) -> None:
+    """Refuse in one line naming the option: sizes (the embedding dimensions at `n`
+    inputs), output scales, rates and scales out of range."""
     for name in ("D", "s_v_sweep"):
         vals, flag = cfg[name], "--" + name.replace("_", "-")
         if len(set(vals)) != len(vals) or len(vals) < 2:
@@ -210,18 +211,41 @@ def check_config(cfg, n: int, d_in: int, d_out: int) -> None:
         raise StudyInputError(f"--dt: must be at most --time = {cfg['time']:g}, got {cfg['dt']:g}")
     if cfg["time"] / cfg["dt"] > 1e5:
         raise StudyInputError("--time/--dt: more than 1e5 Euler steps")
-    check_costs(cost_parts(cfg, n, d_in, d_out))
 
 
-def run(args):
-    run_phases(args, PRESETS, OPTIONS, _draws, start_study)
+def configure(args, presets=PRESETS, options=OPTIONS) -> dict:
+    """The configuration at `presets`/`options` (this study's, or `resnet-phases`' with
+    its `L`) with the data `x`, `y` (distinct inputs, kept in it as lists), every value
+    refused in one line naming its option (`check_config`)."""
+    x, y = load_data(args.data)
+    refuse_duplicated_inputs(x, args.study, DISTINCT)
+    cfg = preset_config(args, DEFAULTS, presets, options)
+    check_activation(cfg["activation"])
+    cfg.update(data=args.data or "built-in", x=x.tolist(), y=y.tolist())
+    check_config(cfg, x.shape[0])
+    return cfg
+
+
+def run(args, cfg):
+    run_diagram(args, cfg, _draws, start_study)
 
 
 def run_phases(args, presets, options, draws, start) -> None:
-    """The study at `presets`/`options`, each point's draws by `draws` (`_draws`, the
-    perceptron; `resnet_phases`, the deep ResNet: its config has `L`), its folder opened
-    by `start` (the calling study's `runner.start_study`)."""
-    cfg, x, y = _phases_config(args, presets, options)
+    """TRANSITION: `study resnet-phases`' `run(args)` until it takes `run(args, cfg)`: its
+    configuration, its costs checked by the launcher (`configured`), then `run_diagram`."""
+    from types import SimpleNamespace
+
+    from ...harness.launcher import configured
+
+    own = SimpleNamespace(configure=lambda a: configure(a, presets, options), cost_parts=cost_parts)
+    run_diagram(args, configured(own, args), draws, start)
+
+
+def run_diagram(args, cfg, draws, start) -> None:
+    """The study at its configuration `cfg` (`configure`), each point's draws by
+    `draws` (`_draws`, the perceptron; `resnet_phases`, the deep ResNet: its config has
+    `L`), its folder opened by `start` (the calling study's `runner.start_study`)."""
+    x, y = config_data(cfg)  # the data `configure` read, from their lists
     runner = start(args, cfg)
     xs, ys = jnp.asarray(x), jnp.asarray(y)
     master = jr.key(cfg["seed"])
@@ -239,17 +263,6 @@ def run_phases(args, presets, options, draws, start) -> None:
         **({"check_cost": lambda s: s["D"]} if depth else {}),
     )
     _finish_phases(runner, cfg, points, deep=bool(depth))
-
-
-def _phases_config(args, presets, options):
-    """The data `x`, `y` (distinct inputs) and the configuration, checked (`check_config`)."""
-    x, y = load_data(args.data)
-    refuse_duplicated_inputs(x, args.study, DISTINCT)
-    cfg = preset_config(args, DEFAULTS, presets, options)
-    check_activation(cfg["activation"])
-    cfg.update(data=args.data or "built-in", x=x.tolist(), y=y.tolist())
-    check_config(cfg, *x.shape, y.shape[1])
-    return cfg, x, y
 
 
 def _phase_point(spec, *, cfg, draws, xs, ys, master, depth) -> dict:
