@@ -165,6 +165,8 @@ def add_arguments(parser):
 
 
 def configure(args) -> dict:
+    """The configuration from the options (the preset's values, those given put in), each
+    value refused in one line naming its option, every arm's network shape included."""
     preset = PRESETS[args.preset]
     targets = list(preset.get("targets", DEFAULT_TARGETS))
     if args.targets is not None:
@@ -222,14 +224,14 @@ def configure(args) -> dict:
                     network_shape(budget, d, depth, architecture)
                 except ValueError as err:
                     raise StudyInputError(f"--budgets/--depths: {err}") from None
-    _check_cost(cfg)
     return cfg
 
 
-def _check_cost(cfg) -> None:
-    """Refuse, before anything runs, a configuration beyond the memory, array-size or work
-    limits: every network's forward and backward pass over its training set per step."""
-    from ...harness.args import PYTHON_STEP, Cost, check_costs
+def cost_parts(args, cfg) -> list:
+    """The estimated cost (`args.Cost`; the launcher checks it before `run`): every
+    network's forward and backward pass over its training set per step, and the
+    exercise's networks when it runs (`exercise_cost`)."""
+    from ...harness.args import PYTHON_STEP, Cost
 
     nets = cfg["seeds"] * len(cfg["lrs"])
     work, memory, elements = 0.0, 0.0, 0.0
@@ -247,10 +249,10 @@ def _check_cost(cfg) -> None:
                     memory, nets * 8.0 * (kept * n * width * depth + 4 * params + cfg["steps"])
                 )
                 elements = max(elements, nets * n * width)
-    check_costs([Cost("--budgets/--depths/--seeds/--lrs/--steps/--parity-n/--train-points",
-                      "the trained networks", memory=memory, work=work, elements=elements,
-                      array="the hidden activations of a depth's networks")]
-                + ([exercise_cost(cfg)] if cfg["exercise"] else []))  # fmt: skip
+    return ([Cost("--budgets/--depths/--seeds/--lrs/--steps/--parity-n/--train-points",
+                  "the trained networks", memory=memory, work=work, elements=elements,
+                  array="the hidden activations of a depth's networks")]
+            + ([exercise_cost(cfg)] if cfg["exercise"] else []))  # fmt: skip
 
 
 def arms(cfg) -> list[tuple[int, str]]:
@@ -400,8 +402,7 @@ def _quiz(cfg) -> bool:
 # ------------------------------------------------------------------ the study
 
 
-def run(args):
-    cfg = configure(args)
+def run(args, cfg):
     runner = start_study(args, cfg)
     every = _run_points(runner, cfg)
     points = [p for p in every if "target" in p]

@@ -63,8 +63,18 @@ def add_arguments(parser):
     parser.add_argument("--L", type=positive_int, help="depth (residual layers)")
 
 
-def run(args):
-    two_layer_phases.run_phases(args, PRESETS, OPTIONS, _draws, start_study)
+def configure(args) -> dict:
+    """The configuration at this study's presets and options (`--L` among them), checked
+    and with its data as `study two-layer-phases` builds it (`two_layer_phases.configure`)."""
+    return two_layer_phases.configure(args, PRESETS, OPTIONS)
+
+
+# the perceptron's cost model, whose units count the deep ResNet's L·M (its `L` in `cfg`)
+cost_parts = two_layer_phases.cost_parts
+
+
+def run(args, cfg):
+    two_layer_phases.run_diagram(args, cfg, _draws, start_study)
 
 
 plot = two_layer_phases.plot

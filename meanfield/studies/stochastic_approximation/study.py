@@ -40,7 +40,6 @@ import numpy as np
 from ...harness.args import (
     PYTHON_STEP,
     Cost,
-    check_costs,
     float_list,
     int_list,
     positive_int,
@@ -74,8 +73,10 @@ def add_arguments(parser):
     parser.add_argument("--d", type=positive_int, help="dimension of the state (default: 4)")
 
 
-def check_config(cfg) -> None:
-    """One line naming the option for sizes out of range, then the cost (`args.Cost`)."""
+def configure(args) -> dict:
+    """The configuration from the options, refused in one line naming the option where a
+    size is out of range."""
+    cfg = preset_config(args, DEFAULTS, PRESETS, OPTIONS)
     for name in ("L", "M"):
         if len(cfg[name]) < 2 or len(set(cfg[name])) != len(cfg[name]):
             raise StudyInputError(f"--{name}: need at least 2 distinct values, got {cfg[name]}")
@@ -87,22 +88,26 @@ def check_config(cfg) -> None:
         )
     if cfg["d"] > 64:
         raise StudyInputError(f"--d: at most 64 (a d × d field per sample), got {cfg['d']}")
+    return cfg
+
+
+def cost_parts(args, cfg) -> list:
+    """The estimated cost (`args.Cost`; the launcher checks it before `run`): every
+    draw's samples and states, unperturbed and under each term and size."""
     width, d, S = 8 if cfg["x64"] else 4, cfg["d"], cfg["seeds"]
     L, M = max(cfg["L"]), max(cfg["M"])
     runs = 1 + 3 * len(cfg["sizes"])
-    check_costs([
+    return [
         Cost("--L/--M/--d/--seeds/--sizes", "the points",
              memory=width * S * (2 * L * M * d + runs * (L + 1) * d) * 2,
              work=math.fsum(S * runs * Lk * Mk * d * 12 + PYTHON_STEP
                             for Lk in cfg["L"] for Mk in cfg["M"]),
              elements=S * L * M * d,
              array="a point's samples, (seeds, L, M, d)", memory_flags="--L/--M/--d/--seeds"),
-    ])  # fmt: skip
+    ]  # fmt: skip
 
 
-def run(args):
-    cfg = preset_config(args, DEFAULTS, PRESETS, OPTIONS)
-    check_config(cfg)
+def run(args, cfg):
     runner = start_study(args, cfg)
     master = jr.key(cfg["seed"])
     example = stochastic_approximation_theory.SteinExample.make(cfg["d"], key=jr.fold_in(master, 0))

@@ -34,10 +34,26 @@ def add_arguments(parser):
     parser.add_argument("--nets", type=positive_int, help="random networks per point")
 
 
-def cost_parts(cfg) -> list:
-    """The estimated cost (`args.Cost`) of the points: every network of a point at once
-    (vmapped), with the Jacobians of h^L at both inputs in every parameter of its L·M
-    units, for the kernel and for its shallow approximation (4 × d × L·M·2d numbers)."""
+def configure(args) -> dict:
+    """The configuration from the options: the unit options (`UNIT_OPTIONS`) and the
+    networks per point, refused in one line before anything is written."""
+    check_unit_arguments(args)
+    if args.nets is not None and args.nets < 2:
+        raise StudyInputError(f"--nets: need at least 2 networks for a spread, got {args.nets}")
+    return {
+        **{name: getattr(args, name) for name in UNIT_OPTIONS},
+        "nets": args.nets or PRESETS[args.preset]["nets"],
+        "seed": args.seed,
+        "x64": args.x64,
+        "preset": args.preset,
+    }
+
+
+def cost_parts(args, cfg) -> list:
+    """The estimated cost (`args.Cost`; the launcher checks it before `run`) of the
+    points: every network of a point at once (vmapped), with the Jacobians of h^L at both
+    inputs in every parameter of its L·M units, for the kernel and for its shallow
+    approximation (4 × d × L·M·2d numbers)."""
     from ...harness.args import PYTHON_STEP, Cost
 
     d, M, nets, width = cfg["d"], cfg["M"], cfg["nets"], 8 if cfg["x64"] else 4
@@ -60,27 +76,7 @@ def cost_parts(cfg) -> list:
     ]
 
 
-def check_cost(cfg) -> None:
-    """Refuse, before the folder is made, a configuration beyond this machine's memory,
-    the array sizes XLA takes or the work limit (`cost_parts`): one line naming the
-    options, with the estimate."""
-    from ...harness.args import check_costs
-
-    check_costs(cost_parts(cfg))
-
-
-def run(args):
-    check_unit_arguments(args)
-    if args.nets is not None and args.nets < 2:
-        raise StudyInputError(f"--nets: need at least 2 networks for a spread, got {args.nets}")
-    cfg = {
-        **{name: getattr(args, name) for name in UNIT_OPTIONS},
-        "nets": args.nets or PRESETS[args.preset]["nets"],
-        "seed": args.seed,
-        "x64": args.x64,
-        "preset": args.preset,
-    }
-    check_cost(cfg)
+def run(args, cfg):
     runner = start_study(args, cfg)
     d = cfg["d"]
     block = TwoLayerBlock(cfg["activation"])
