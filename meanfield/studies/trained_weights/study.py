@@ -149,7 +149,6 @@ def configure(args) -> dict:
         x64=args.x64,
         preset=args.preset,
     )
-    _HELD.clear()
     ds = _data(cfg)
     cfg["data_description"] = str(ds)
     if ds.sha256 is not None:  # the files' bytes: a --resume on other data is refused
@@ -158,34 +157,7 @@ def configure(args) -> dict:
         raise StudyInputError(
             f"--batch-size: {cfg['batch_size']} exceeds the {len(ds.y_train)} training images"
         )
-    _HELD[_data_key(cfg)] = ds
     return cfg
-
-
-# the data set `configure` read last, under its configuration's `_data_key`: what
-# `cost_parts` and `run` take rather than read the files again (one at most; each
-# `configure` replaces it, `run` takes it out)
-_HELD: dict = {}
-
-
-def _data_key(cfg) -> tuple:
-    """What sets a configuration's data set: `--data` (None: the digits), the seed of its
-    split and the files' sha256 (absent for the digits): a configuration of other
-    content does not take the set held."""
-    return cfg["data"], cfg["seed"], cfg.get("data_sha256")
-
-
-def _dataset(cfg, *, take: bool = False):
-    """The data set of `cfg`: the one `configure` read (`_HELD`), else read again (and
-    held); `take` leaves none held."""
-    key = _data_key(cfg)
-    ds = _HELD.pop(key, None) if take else _HELD.get(key)
-    if ds is None:
-        _HELD.clear()
-        ds = _data(cfg)
-        if not take:
-            _HELD[key] = ds
-    return ds
 
 
 def cost_parts(args, cfg) -> list:
@@ -200,7 +172,7 @@ def cost_parts(args, cfg) -> list:
 
     from ...harness.args import PYTHON_STEP, Cost
 
-    data = _dataset(cfg)
+    data = _data(cfg)  # read again (tens of ms for the digits): the sizes
     L, d, T, B = cfg["L"], cfg["d"], cfg["steps"], cfg["batch_size"]
     n, n_test = len(data.y_train), len(data.y_test)
     d_in, classes = data.n_features, data.n_classes
@@ -255,7 +227,9 @@ def _law(init, hurst, d):
 
 
 def run(args, cfg):
-    ds = _dataset(cfg, take=True)  # the data set `configure` read
+    ds = _data(cfg)  # the data set `configure` read, read again (the same split: its seed)
+    if ds.sha256 != cfg.get("data_sha256"):
+        raise StudyInputError("--data: the files changed since the study was configured")
     runner = start_study(args, cfg)
     data = tuple(jnp.asarray(a) for a in (ds.x_train, ds.y_train, ds.x_test, ds.y_test))
     master = jr.key(cfg["seed"])

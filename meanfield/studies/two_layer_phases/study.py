@@ -230,17 +230,6 @@ def run(args, cfg):
     run_diagram(args, cfg, _draws, start_study)
 
 
-def run_phases(args, presets, options, draws, start) -> None:
-    """TRANSITION: `study resnet-phases`' `run(args)` until it takes `run(args, cfg)`: its
-    configuration, its costs checked by the launcher (`configured`), then `run_diagram`."""
-    from types import SimpleNamespace
-
-    from ...harness.launcher import configured
-
-    own = SimpleNamespace(configure=lambda a: configure(a, presets, options), cost_parts=cost_parts)
-    run_diagram(args, configured(own, args), draws, start)
-
-
 def run_diagram(args, cfg, draws, start) -> None:
     """The study at its configuration `cfg` (`configure`), each point's draws by
     `draws` (`_draws`, the perceptron; `resnet_phases`, the deep ResNet: its config has
