@@ -49,17 +49,18 @@ from ...coupling.mean_ode import LimitOnGrid, draw_units, euler_errors
 from ...coupling.reference import limit_grids, reference_errors, refine_reference
 from ...engine import AbstractDepthLoop, AutoLoop, FusedLoop, ScanLoop
 from ...harness.args import (
+    Cost,
+    Limit,
     check_activation,
-    check_costs,
     check_elements,
     check_memory,
-    check_size,
     for_backend,
     int_list,
     nonnegative_int,
     positive_float,
     positive_int,
     preset_config,
+    work_limit,
 )
 from ...harness.runner import start_study
 from ...harness.self_check import of_terms
@@ -260,7 +261,8 @@ def _add_engine_arguments(parser) -> None:
 
 def configure(args) -> dict:
     """Preset, then command-line overrides; every value checked (StudyInputError),
-    the user's block and law (`--block`, `--law`) loaded and tried on the data first."""
+    the user's block and law (`--block`, `--law`) loaded and tried on the data first;
+    the options of how it runs (`--pad-units`) too."""
     block_arg, law_arg = getattr(args, "block", None), getattr(args, "law", None)
     _check_user_options(args, block_arg, law_arg)
     cfg = preset_config(
@@ -292,6 +294,7 @@ def configure(args) -> dict:
     _check_data(cfg)
     block, law = study_block_law(args, cfg)  # loaded and tried: before the folder is made
     _check_reference(args, cfg, law)
+    _pad_units(args)
     return cfg
 
 
@@ -432,34 +435,65 @@ MAX_UNIT_STEPS = 2**42
 MAX_INPUTS = 4096  # data points of the built-in data set
 
 
-def check_cost(cfg, units_per_batch: int) -> None:
-    """Refuse, before anything is allocated, a grid whose largest point does not fit in
-    this machine's memory (one seed at a time, at least), holds an array beyond the
-    2^31 - 1 elements XLA takes, or whose total work is beyond `MAX_UNIT_STEPS`, and a
-    reference limit beyond the memory or the work limit (`reference_cost`): one line
-    giving the estimate."""
-    if cfg["design"] == "auto":  # the design keeps within the preset's own budgets
-        return
-    check_costs([reference_cost(cfg)])
+def cost_parts(args, cfg) -> list:
+    """What a grid design costs (the launcher checks it before `run`): the reference limit
+    (`reference_cost`), the largest grid point (its memory, one seed at a time at least,
+    and its batch's units), one point's seeds' errors, and the grid's work, at most
+    `MAX_UNIT_STEPS` unit-steps. No parts with `--design auto`: the design keeps within
+    the preset's own budgets."""
+    if cfg["design"] == "auto":
+        return []
+    ref = reference_cost(cfg)
+    # the reference's work checked alone, against the work limit, as it was ("the work of
+    # the reference limit"), not summed with the grid's, which has a limit of its own
+    ref_work = Limit(ref.flags, f"the work of {ref.what}", ref.work, work_limit(),
+                     operations=True, why="MEANFIELD_WORK_LIMIT sets another limit")  # fmt: skip
+    ref.work = 0.0
     specs = grid_specs(cfg)
     scale = BYTES_PER_UNIT * max(1.0, cfg["d"] * cfg["inputs"] / 6)
     largest = max(s["L"] * s["M"] for s in specs)
-    batch_units = max(largest, min(units_per_batch, largest * cfg["seeds"]))
-    check_memory("--L/--M/--L-for-M/--seeds", batch_units * scale, "the largest grid point")
+    batch_units = max(largest, min(_units_per_batch(args), largest * cfg["seeds"]))
     # every seed's key and its errors at every step (Δ^h, Δ^b, Δ^Z, the loss), kept for
     # the point's summaries (about three copies while they are summarized)
     per_seed = 8 + 3 * 4 * 8 * (cfg["steps"] + 1)
-    check_memory("--seeds/--steps", cfg["seeds"] * per_seed, "one grid point's seeds")
-    check_elements(
-        "--seeds/--steps", cfg["seeds"] * (cfg["steps"] + 1), "one error over seeds and steps"
-    )
-    check_elements(
-        "--L/--M/--L-for-M/--seeds",
-        batch_units * 3 * cfg["d"],
-        "the units of the largest grid point's batch of seeds, (seeds, L, M, parameters)",
-    )
     work = sum(s["L"] * s["M"] for s in specs) * cfg["seeds"] * (cfg["steps"] + 1)
-    check_size("--L/--M/--seeds/--steps", work, MAX_UNIT_STEPS, "the work in unit-steps")
+    return [
+        ref,
+        Cost(
+            "--L/--M/--L-for-M/--seeds",
+            "the largest grid point",
+            memory=batch_units * scale,
+            elements=batch_units * 3 * cfg["d"],
+            array=(
+                "the units of the largest grid point's batch of seeds, (seeds, L, M, parameters)"
+            ),
+        ),
+        Cost(
+            "--seeds/--steps",
+            "one grid point's seeds",
+            memory=cfg["seeds"] * per_seed,
+            elements=cfg["seeds"] * (cfg["steps"] + 1),
+            array="one error over seeds and steps",
+        ),
+        ref_work,
+        Limit("--L/--M/--seeds/--steps", "the work in unit-steps", work, MAX_UNIT_STEPS),
+    ]
+
+
+def _units_per_batch(args) -> int:
+    """At most this many units (seeds × L·M) computed at once on a device:
+    `--seed-batch-units`, else the default for JAX's backend (`UNITS_PER_BATCH`)."""
+    return args.seed_batch_units or for_backend(UNITS_PER_BATCH)
+
+
+def _pad_units(args) -> int:
+    """`--pad-units`, else the default for JAX's backend (`PAD_UNITS`); refused below 0."""
+    pad = args.pad_units
+    if pad is None:
+        pad = for_backend(PAD_UNITS)
+    if pad < 0:
+        raise StudyInputError(f"--pad-units: must be >= 0, got {pad}")
+    return pad
 
 
 def all_depths(cfg) -> list[int]:
@@ -560,9 +594,9 @@ def _cancelled_on_error(pool: ThreadPoolExecutor) -> Iterator[None]:
         raise
 
 
-def run(args):
+def run(args, cfg):
     """The study (docs: Mathematics §7), by the stages of `_MeanODERun` in order."""
-    study = _MeanODERun(args)
+    study = _MeanODERun(args, cfg)
     if study.first_pass is not None and study.first_pass["heavy_tailed"]:
         return not_judged(args, study.runner, study.cfg, study.first_pass)
     study.plan()
@@ -580,25 +614,19 @@ def run(args):
 
 class _MeanODERun:
     """One run of the study, by its named stages (`run` calls them in order): the set-up
-    (the configuration, the folder, the data, a user's law's first pass), `plan` (the
+    (the folder, the block, law and data, a user's law's first pass), `plan` (the
     grid and the reference's particles), `compile_ahead` (the grid's programs, in threads),
     `reference` (the limit, while they compile), `compile_euler_ahead`, `reference_floors`,
     `finite_points`, `euler_part` (the decomposition), `fits` and `finish`; one stopwatch,
     `clock`, times them."""
 
-    def __init__(self, args) -> None:
-        """The set-up: the configuration checked, then the folder, the block, law and data."""
+    def __init__(self, args, cfg: dict) -> None:
+        """The set-up of the configuration `cfg` (`configure`; its costs checked by the
+        launcher): the folder, the block, law and data, rebuilt from it."""
         self.args = args
-        cfg = configure(args)
         self.workers = args.compile_workers or max(1, min(8, os.cpu_count() or 1))
-        pad_units = args.pad_units
-        if pad_units is None:
-            pad_units = for_backend(PAD_UNITS)
-        if pad_units < 0:
-            raise StudyInputError(f"--pad-units: must be >= 0, got {pad_units}")
-        self.pad_units = pad_units
-        self.units_per_batch = args.seed_batch_units or for_backend(UNITS_PER_BATCH)
-        check_cost(cfg, self.units_per_batch)
+        self.pad_units = _pad_units(args)
+        self.units_per_batch = _units_per_batch(args)
         self.loop = depth_loop(args.depth_loop, args.unroll)
         self.runner = start_study(args, cfg)
         self.block, self.law = study_block_law(args, cfg)

@@ -60,7 +60,6 @@ from ...diagnostics.phases import (
 from ...harness.args import (
     PYTHON_STEP,
     Cost,
-    check_costs,
     float_list,
     int_list,
     positive_float,
@@ -173,7 +172,6 @@ def configure(args) -> dict:
     )
     _check_law_options(args, cfg)
     _check_grid(cfg)
-    check_costs(cost_parts(cfg))
     return cfg
 
 
@@ -254,12 +252,13 @@ BYTES_PER_STORED_NUMBER = 48
 REPLICATE_OPS = 3e4
 
 
-def cost_parts(cfg) -> list:
-    """The estimated cost (`args.Cost`) of the chunks (`batch` draws at once, vmapped: V
-    and W, d×d at every layer, and the forward and backward pass of every depth at every
-    β), of their records (three ratios per draw, depth and β, per Hurst index of the
-    heatmap) and of the bootstrap of β_c (a Python loop of `bootstrap` replicates per
-    Hurst index and ratio, each a median slope per β)."""
+def cost_parts(args, cfg) -> list:
+    """The estimated cost (`args.Cost`, checked by the launcher before `run`) of the
+    chunks (`batch` draws at once, vmapped: V and W, d×d at every layer, and the forward
+    and backward pass of every depth at every β), of their records (three ratios per
+    draw, depth and β, per Hurst index of the heatmap) and of the bootstrap of β_c (a
+    Python loop of `bootstrap` replicates per Hurst index and ratio, each a median slope
+    per β)."""
     from math import log2
 
     d, seeds, width = cfg["d"], cfg["seeds"], 8 if cfg["x64"] else 4
@@ -352,11 +351,10 @@ def _samples(raw_by_chunk, name, seeds):
     return np.transpose(arr, (2, 1, 0))
 
 
-def run(args):
-    """The stages: configure, compute every chunk of draws, then summarise the points, fit
-    the slopes and β_c, and add the checks (β = 0 growth, heatmap, β = 1/2 bounds, the
-    gradient-flow identity)."""
-    cfg = configure(args)
+def run(args, cfg):
+    """The stages (after `configure` and the launcher's cost check): compute every chunk
+    of draws, then summarise the points, fit the slopes and β_c, and add the checks (β = 0
+    growth, heatmap, β = 1/2 bounds, the gradient-flow identity)."""
     runner = start_study(args, cfg)
     hursts = _hursts(cfg)
     raw = _run_chunks(runner, cfg, hursts)

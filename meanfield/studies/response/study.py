@@ -24,7 +24,6 @@ import numpy as np
 from ...diagnostics.signal_propagation import METHODS, simulate_response
 from ...harness.args import (
     check_activation,
-    check_costs,
     check_scale,
     check_size,
     float_list,
@@ -107,6 +106,8 @@ SIMULATION_OPTIONS = {
 
 
 def configure(args) -> dict:
+    """The options, every value checked (StudyInputError), and α* found at every depth (the
+    study is built around it), before anything is written."""
     if args.no_simulate:
         for name, (flag, _) in SIMULATION_OPTIONS.items():
             if getattr(args, name, None) is not None:
@@ -151,6 +152,8 @@ def configure(args) -> dict:
         )  # fmt: skip
     if cfg["inits"] < 2 or cfg["alpha_star_inits"] < 2:
         raise StudyInputError("--inits/--alpha-star-inits: need at least 2 initialisations")
+    # a guard, not the cost check (the launcher's): the depths bounded before the α* loop
+    # below runs the theory at each of them
     check_size(
         "--depths",
         max(cfg["depths"]),
@@ -158,7 +161,6 @@ def configure(args) -> dict:
         f"the largest depth (the theory runs every depth up to twice it, about "
         f"{THEORY_SECONDS_PER_DEPTH * 2 * max(cfg['depths']):.3g} s on a CPU)",
     )
-    check_costs(cost_parts(cfg))
     # the study is built around α* (its default α values, the α* figures and fits): refuse
     # settings without one before the folder is made (at the process's precision; the
     # study then runs at --x64's)
@@ -180,12 +182,13 @@ SIMULATION_BATCH = 64  # initialisations computed at once (`simulate_response`)
 ALPHA_STAR_ALPHAS = 15  # the α values of a simulated α*
 
 
-def cost_parts(cfg) -> list:
-    """The estimated cost (`args.Cost`) of the theory (every depth up to twice the largest,
-    `THEORY_SECONDS_PER_DEPTH` each) and of the simulations (`inits` width-N networks of
-    the largest depth at each α of the layer-by-layer part, of Figures 2, 3, 6; the
-    `alpha_star_inits` at 15 α per depth and per K⁰ of Figure 4(c); the every-weight
-    networks of the correlations and the signal, N × N matrices per layer), float32."""
+def cost_parts(args, cfg) -> list:
+    """The estimated cost (`args.Cost`, checked by the launcher before `run`) of the
+    theory (every depth up to twice the largest, `THEORY_SECONDS_PER_DEPTH` each) and of
+    the simulations (`inits` width-N networks of the largest depth at each α of the
+    layer-by-layer part, of Figures 2, 3, 6; the `alpha_star_inits` at 15 α per depth and
+    per K⁰ of Figure 4(c); the every-weight networks of the correlations and the signal,
+    N × N matrices per layer), float32."""
     from ...harness.args import WORK_RATE, Cost
 
     L = max(cfg["depths"])
@@ -460,8 +463,7 @@ def theory_inside_same_estimator(row) -> bool:
     return bool(theory_inside(row.get("ci95"), row.get("theory_same_estimator", row.get("theory"))))
 
 
-def run(args):
-    cfg = configure(args)
+def run(args, cfg):
     runner = start_study(args, cfg)
     master = jr.key(cfg["seed"])
     t0 = time.perf_counter()

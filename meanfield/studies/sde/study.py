@@ -41,7 +41,6 @@ from ...harness.args import (
     PYTHON_STEP,
     Cost,
     check_activation,
-    check_costs,
     int_list,
     positive_float,
     positive_int,
@@ -167,7 +166,6 @@ def configure(args) -> dict:
             SmoothGPLaw(cfg["d"], cfg["length_scale"])
         except ValueError as err:
             raise StudyInputError(f"--length-scale: {str(err).splitlines()[0]}") from None
-    check_costs(cost_parts(cfg))
     return cfg
 
 
@@ -179,11 +177,12 @@ BYTES_PER_STORED_NUMBER = 48
 SMOOTH_ODE_STEPS, ODE_STAGES = 1024, 13
 
 
-def cost_parts(cfg) -> list:
-    """The estimated cost (`args.Cost`) of the chunks (`batch` paths at once, vmapped: a
-    path of d×d weights on the fine grid, the reference on it and on half of it, every
-    depth's network; smooth weights: the ODE at two tolerances on the GP's features) and
-    of their results (a record of every seed's errors at every depth)."""
+def cost_parts(args, cfg) -> list:
+    """The estimated cost (`args.Cost`, checked by the launcher before `run`) of the
+    chunks (`batch` paths at once, vmapped: a path of d×d weights on the fine grid, the
+    reference on it and on half of it, every depth's network; smooth weights: the ODE at
+    two tolerances on the GP's features) and of their results (a record of every seed's
+    errors at every depth)."""
     from math import log2
 
     d, seeds, width = cfg["d"], cfg["seeds"], 8 if cfg["x64"] else 4
@@ -310,8 +309,7 @@ def reference_description(cfg, law) -> dict:
     }
 
 
-def run(args):
-    cfg = configure(args)
+def run(args, cfg):
     runner = start_study(args, cfg)
     law = make_law(cfg)
     x = make_input(cfg["d"])
