@@ -400,7 +400,7 @@ def test_the_regimes_paper_preset_runs_its_networks_in_batches():
     batch = regimes.nets_per_batch(one, cells)
     assert cells == 648 and 1 < batch < cells
     assert batch * one <= regimes.BATCH_BYTES < (batch + 1) * one
-    (diagram, _) = regimes.cost_parts(cfg)
+    (diagram, _) = regimes.cost_parts(args, cfg)
     assert diagram.memory == batch * one
     assert regimes.nets_per_batch(10 * regimes.BATCH_BYTES, 5) == 1  # at least one
     assert regimes.nets_per_batch(1.0, 5) == 5  # at most all

@@ -85,9 +85,10 @@ def tables(names, flag: str = "--parametrisations") -> list[ResNetParametrisatio
     )
 
 
-def configure(cfg: dict, args) -> None:
-    """Check the sizes, the block and the law (one line naming the option) and record
-    the tables and how the block and law were given."""
+def resnet_options(cfg: dict, args) -> None:
+    """Check the ResNet's sizes, its block and its law (one line naming the option) and
+    record in `cfg` the tables, how the block and law were given and whether the block is
+    centred."""
     for flag, value in (("--widths", max(cfg["widths"])), ("--depths", max(cfg["depths"])),
                         ("--width", cfg["width"]), ("--depth", cfg["depth"]),
                         ("--d", cfg["d"]), ("--inputs", cfg["inputs"])):  # fmt: skip
@@ -146,7 +147,7 @@ def _block_and_law(block_spec, law_spec, d: int, x64: bool):
     return block, law
 
 
-def cost_parts(cfg) -> list:
+def resnet_cost_parts(cfg) -> list:
     """Memory and work of the trainings (`args.Cost`): a point trains its seeds at once,
     keeping per step the states and every unit's feature twice, (n, L, M, d)."""
     from ...harness.args import PYTHON_STEP, Cost

@@ -58,7 +58,7 @@ import numpy as np
 
 from ...diagnostics import coord_check as coord_check_diagnostics
 from ...diagnostics import unit_coord_check
-from ...harness.args import check_costs, int_list, positive_float, positive_int
+from ...harness.args import int_list, positive_float, positive_int
 from ...harness.runner import start_study
 from ...io.text import batches
 from ...parametrisation import Parametrisation, from_table, resnet_from_table
@@ -74,6 +74,7 @@ from ..shared.transformer_options import (
     draws_program,
     model,
     run_sized_points,
+    study_text,
     table_names,
     tables,
     training_cost,
@@ -178,6 +179,9 @@ def _model(args) -> str:
 
 
 def configure(args) -> dict:
+    """The configuration from the options: the model's preset and options, every value
+    checked (one line naming the option), the tables recorded, and the text read (a
+    Transformer) or the block and law tried (a ResNet)."""
     from ...harness.args import override
 
     kind = _model(args)
@@ -197,8 +201,7 @@ def configure(args) -> dict:
         raise StudyInputError(f"--steps: at most 100000, got {cfg['steps']}")
     cfg.update(model=kind, seed=args.seed, x64=args.x64, preset=args.preset)
     if kind == "resnet":
-        coord_check_resnet.configure(cfg, args)
-        check_costs(coord_check_resnet.cost_parts(cfg))
+        coord_check_resnet.resnet_options(cfg, args)
         return cfg
     named = tables(cfg["parametrisations"])
     check_model_options(
@@ -207,7 +210,7 @@ def configure(args) -> dict:
          ("--width", cfg["width"]), ("--depth", cfg["depth"])],
     )  # fmt: skip
     cfg["tables"] = [t.table() for t in named]
-    check_costs(cost_parts(cfg))  # refused before the folder is made
+    corpus(cfg)  # read and checked here; `run` takes it again (`study_text`)
     return cfg
 
 
@@ -218,10 +221,13 @@ def _sizes(cfg) -> list[tuple[int, int]]:
     return sorted(set(sizes), key=sizes.index)
 
 
-def cost_parts(cfg) -> list:
-    """The estimated memory, work and largest array of the study (`args.Cost`): a point
-    trains its seeds at once; Adam keeps four copies of the parameters, the coordinate
-    measurements the per-layer states of the held-out batch."""
+def cost_parts(args, cfg) -> list:
+    """The estimated memory, work and largest array of the study (`args.Cost`), checked
+    by the launcher before `run`: a ResNet's trainings (`resnet.resnet_cost_parts`), or a
+    Transformer's: a point trains its seeds at once; Adam keeps four copies of the
+    parameters, the coordinate measurements the per-layer states of the held-out batch."""
+    if cfg["model"] == "resnet":
+        return coord_check_resnet.resnet_cost_parts(cfg)
     B, S = cfg["batch"], cfg["seeds"]
     return training_cost(
         cfg, _sizes(cfg), nets=S, runs=len(cfg["parametrisations"]), passes=cfg["steps"] + 1,
@@ -288,10 +294,9 @@ def _point(cfg, table: Parametrisation, N: int, L: int, master, text, steps=None
     )
 
 
-def run(args):
-    cfg = configure(args)
+def run(args, cfg):
     resnet = cfg["model"] == "resnet"
-    text = None if resnet else corpus(cfg)
+    text = None if resnet else study_text(cfg)  # the text `configure` read
     runner = start_study(args, cfg)
     # the tables as the configuration holds them (a user's file is not imported again)
     rebuild = resnet_from_table if resnet else from_table

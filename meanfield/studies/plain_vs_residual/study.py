@@ -137,12 +137,12 @@ TRAIN_BYTES = (72, 40)
 POPULATION_PATHS = 8 * 2**16
 
 
-def cost_parts(cfg) -> list:
-    """The estimated cost (`args.Cost`) of the gradient part (per depth and draw, an
-    L × N × N Gaussian weight tensor and every configuration's forward and backward pass
-    through it; the predictions at width N) and of the degradation part (per depth and
-    architecture, `train_seeds` classifiers trained together for `train_steps` full-batch
-    Adam steps on `TASK`)."""
+def cost_parts(args, cfg) -> list:
+    """The estimated cost (`args.Cost`), checked by the launcher before `run`, of the
+    gradient part (per depth and draw, an L × N × N Gaussian weight tensor and every
+    configuration's forward and backward pass through it; the predictions at width N)
+    and of the degradation part (per depth and architecture, `train_seeds` classifiers
+    trained together for `train_steps` full-batch Adam steps on `TASK`)."""
     from ...harness.args import PYTHON_STEP, Cost
 
     N, S = cfg["N"], cfg["seeds"]
@@ -187,20 +187,9 @@ def cost_parts(cfg) -> list:
     ]
 
 
-def check_cost(cfg) -> None:
-    """Refuse, before the folder is made, a configuration beyond this machine's memory,
-    the array sizes XLA takes or the work limit (`cost_parts`): one line naming the
-    options, with the estimate."""
-    from ...harness.args import check_costs
-
-    check_costs(cost_parts(cfg))
-
-
-def run(args):
-    cfg, acts = configure(args)
-    check_cost(cfg)
+def run(args, cfg):
     runner = start_study(args, cfg)
-    configs = configurations(acts)
+    configs = configurations(tuple(cfg["activations"]))
     points = _run_parts(runner, cfg, configs)
     grad_points = [p for p in points if p["part"] == "gradients"]
     rates = _rates(cfg, configs, grad_points)
@@ -213,9 +202,9 @@ def run(args):
     runner.finish(_results(points, rates, degradation), plot=plot)
 
 
-def configure(args) -> tuple[dict, tuple]:
-    """The preset with the command line's overrides, checked (StudyInputError), and the
-    activations it names."""
+def configure(args) -> dict:
+    """The preset with the command line's overrides, checked (StudyInputError); its
+    `activations` the names `--activations` gives (default: all)."""
     preset = PRESETS[args.preset]
     acts = ACTIVATIONS
     if args.activations is not None:
@@ -256,7 +245,7 @@ def configure(args) -> tuple[dict, tuple]:
         )
     if cfg["seeds"] < 2 or cfg["train_seeds"] < 2:
         raise StudyInputError("--seeds, --train-seeds: need at least 2 draws for a spread")
-    return cfg, acts
+    return cfg
 
 
 def _run_parts(runner, cfg, configs) -> list[dict]:

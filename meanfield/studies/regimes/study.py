@@ -126,6 +126,8 @@ def add_arguments(parser):
 
 
 def configure(args) -> dict:
+    """The configuration from the options: the preset with the options given, every value
+    checked (one line naming the option)."""
     from ...harness.args import check_activation, override
 
     cfg = override(
@@ -159,7 +161,6 @@ def configure(args) -> dict:
         )
     cfg.update(activation=args.activation, transfer=not args.no_transfer, seed=args.seed,
                x64=args.x64, preset=args.preset)  # fmt: skip
-    check_cost(cfg)
     return cfg
 
 
@@ -211,10 +212,11 @@ def _work(cfg, nets: int, passes: int, depths) -> float:
     )
 
 
-def cost_parts(cfg) -> list:
-    """The estimated cost (`args.Cost`) of the diagram and the transfer part: the
-    networks of a point (cells × seeds, or parametrizations × rates × seeds) run in
-    batches (`nets_per_batch`), so a point's memory is that of one batch."""
+def cost_parts(args, cfg) -> list:
+    """The estimated cost (`args.Cost`) of the diagram and the transfer part, checked by
+    the launcher before `run`: the networks of a point (cells × seeds, or
+    parametrizations × rates × seeds) run in batches (`nets_per_batch`), so a point's
+    memory is that of one batch."""
     from ...harness.args import Cost
 
     d, M, n, K = cfg["d"], cfg["M"], cfg["n"], cfg["steps"]
@@ -247,15 +249,6 @@ def cost_parts(cfg) -> list:
             )
         )
     return parts
-
-
-def check_cost(cfg) -> None:
-    """Refuse, before the folder is made, a configuration beyond this machine's memory,
-    the array sizes XLA takes or the work limit (`cost_parts`): one line naming the
-    options, with the estimate."""
-    from ...harness.args import check_costs
-
-    check_costs(cost_parts(cfg))
 
 
 def task(key, d: int, n: int):
@@ -324,8 +317,7 @@ def _transfer_program(L, d, M, activation, steps, batch):
     return _batched(one, batch, shared=2)
 
 
-def run(args):
-    cfg = configure(args)
+def run(args, cfg):
     runner = start_study(args, cfg)
     master = jr.key(cfg["seed"])
     xs, ys = task(jr.fold_in(master, 1), cfg["d"], cfg["n"])

@@ -6,6 +6,7 @@ the model of a size, and the options of the model and its data, each refused in 
 line naming it."""
 
 import dataclasses
+import functools
 import hashlib
 import math
 import re
@@ -163,21 +164,18 @@ def table_names(text: str, flag: str) -> list[str]:
 
 def corpus(cfg):
     """The text: the built-in text `cfg["text"]` (`--text`: "stdlib", the default, or
-    "docs") or the user's `--data` file (refused with `--text`: one text or the other);
-    sets `cfg["text"]` (None for a file) and `cfg["data_sha256"]`, the digest of the text
-    read (a `--resume` on other text is refused, naming `--data`: the runner)."""
+    "docs") or the user's `--data` file (refused with `--text`: one text or the other),
+    read afresh (a file edited since an earlier study is read again); sets `cfg["text"]`
+    (None for a file) and `cfg["data_sha256"]`, the digest of the text read (a `--resume`
+    on other text is refused, naming `--data`: the runner). A study's `configure` calls
+    it; its `run` takes the same text from `study_text`."""
     chosen = cfg.get("text")
     if cfg["data"] is not None and chosen is not None:
         raise StudyInputError(
             f"--text: {chosen} is a built-in text and --data {cfg['data']} a file: give one"
         )
-    try:
-        if cfg["data"] is None:
-            text = load_text(text=chosen or STDLIB, max_bytes=TEXT_BYTES)
-        else:
-            text = load_text(cfg["data"], max_bytes=TEXT_BYTES)
-    except (ValueError, OSError) as err:
-        raise StudyInputError(f"{'--text' if cfg['data'] is None else '--data'}: {err}") from None
+    _read_text.cache_clear()
+    text = _read_text(cfg["data"], None if cfg["data"] is not None else chosen or STDLIB)
     cfg["text"] = None if cfg["data"] is not None else chosen or STDLIB
     shortest = min(text.train.size, text.validation.size)
     context = cfg.get("context") or 1
@@ -191,6 +189,23 @@ def corpus(cfg):
     digest = hashlib.sha256(text.train.tobytes() + b"\0" + text.validation.tobytes())
     cfg["data_sha256"] = digest.hexdigest()
     return text
+
+
+def study_text(cfg):
+    """The text of a configuration that `corpus` made (its `data` and `text`): the one
+    `corpus` read, read once per study (the configuration's check and the run share it)."""
+    return _read_text(cfg["data"], cfg["text"])
+
+
+@functools.lru_cache(maxsize=1)
+def _read_text(data: str | None, builtin: str | None):
+    """The `--data` file, or else the built-in text `builtin`; a one-line refusal."""
+    try:
+        if data is None:
+            return load_text(text=builtin, max_bytes=TEXT_BYTES)
+        return load_text(data, max_bytes=TEXT_BYTES)
+    except (ValueError, OSError) as err:
+        raise StudyInputError(f"{'--text' if data is None else '--data'}: {err}") from None
 
 
 def data_record(cfg, text) -> dict:

@@ -48,7 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...diagnostics.laziness import nonlinear_fractions
-from ...harness.args import check_costs, float_list, int_list, positive_int
+from ...harness.args import float_list, int_list, positive_int
 from ...harness.runner import start_study
 from ...io.text import batches
 from ...parametrisation import Parametrisation, from_table
@@ -67,6 +67,7 @@ from ..shared.transformer_options import (
     listed,
     model,
     run_sized_points,
+    study_text,
     table_names,
     tables,
     training_cost,
@@ -138,6 +139,8 @@ def add_arguments(parser):
 
 
 def configure(args) -> dict:
+    """The configuration from the options: the preset with the options given, every value
+    checked (one line naming the option), the tables recorded and the text read."""
     from ...harness.args import override
 
     cfg = override(
@@ -180,7 +183,7 @@ def configure(args) -> dict:
     cfg["budgets"] = sorted(budgets)
     cfg.update(tables=[found[n].table() for n in sorted(found)], seed=args.seed, x64=args.x64,
                preset=args.preset)  # fmt: skip
-    check_costs(cost_parts(cfg))  # refused before the folder is made
+    corpus(cfg)  # read and checked here; `run` takes it again (`study_text`)
     return cfg
 
 
@@ -203,9 +206,9 @@ def _specs(cfg) -> list[dict]:
     return specs
 
 
-def cost_parts(cfg) -> list:
-    """The estimated memory, work and largest array (`args.Cost`): a point trains its
-    learning rates × seeds networks at once."""
+def cost_parts(args, cfg) -> list:
+    """The estimated memory, work and largest array (`args.Cost`), checked by the
+    launcher before `run`: a point trains its learning rates × seeds networks at once."""
     B, T = cfg["batch"], cfg["context"]
     return training_cost(
         cfg, [(s["width"], s["depth"]) for s in _specs(cfg)],
@@ -309,9 +312,8 @@ def _point(cfg, table: Parametrisation, N: int, L: int, master, text, steps=None
     return out
 
 
-def run(args):
-    cfg = configure(args)
-    text = corpus(cfg)
+def run(args, cfg):
+    text = study_text(cfg)  # the text `configure` read
     runner = start_study(args, cfg)
     # as named -> its table, from the configuration (a user's file is not imported again)
     by_name = dict(zip(sorted(found_names(cfg)), map(from_table, cfg["tables"]), strict=True))

@@ -11,6 +11,7 @@ With `--sigma-vs`, Chaintron's scaling of the 2LP ResNet on an embedding instead
 is `Θ(σ_v²/(LM))` while `σ_v = O(√(LM))` and an explosion beyond.
 """
 
+import functools
 import math
 
 import jax
@@ -24,7 +25,6 @@ from ...harness.args import (
     UNIT_OPTIONS,
     Cost,
     add_unit_arguments,
-    check_costs,
     check_scale,
     check_unit_arguments,
     float_list,
@@ -87,11 +87,13 @@ NETS_PER_BATCH = 256
 C_DIRECTIONS = 8  # the directions of h at which `estimate_c` evaluates every draw
 
 
-def cost_parts(cfg, law) -> list:
-    """The estimated cost (`args.Cost`) of the estimate of c (every draw of the law in
-    each of 8 directions, at once) and of the points (per point, `nets` networks of L·M
-    units in batches of `NETS_PER_BATCH`, their states along depth kept; then the
-    backward pass of `backward_nets`), with `law`'s draws of P numbers per unit."""
+def cost_parts(args, cfg) -> list:
+    """The estimated cost (`args.Cost`), checked by the launcher before `run`, of the
+    estimate of c (every draw of the law in each of 8 directions, at once) and of the
+    points (per point, `nets` networks of L·M units in batches of `NETS_PER_BATCH`, their
+    states along depth kept; then the backward pass of `backward_nets`), with the law's
+    draws of P numbers per unit (`block_and_law`)."""
+    _, law = block_and_law(cfg)
     P = sum(int(np.prod(a.shape)) for a in jax.tree.leaves(jax.eval_shape(law.sample, jr.key(0))))
     d, M, nets, back = cfg["d"], cfg["M"], cfg["nets"], cfg["backward_nets"]
     samples, width = cfg["c_samples"], 8 if cfg["x64"] else 4
@@ -124,20 +126,14 @@ def cost_parts(cfg, law) -> list:
     ]
 
 
-def check_cost(cfg, law) -> None:
-    """Refuse, before the folder is made, a configuration beyond this machine's memory,
-    the array sizes XLA takes or the work limit (`cost_parts`): one line naming the
-    options, with the estimate."""
-    check_costs(cost_parts(cfg, law))
-
-
 MAX_SIGMA_V = 1e3  # the outputs scale as σ_v^2 · (1 + γ-terms)^L
 
 
 def configure(args) -> dict:
     """The study's configuration from its options, refusing (one line naming the option,
     after `check_unit_arguments`) too few networks or draws, a σ_v beyond `MAX_SIGMA_V`,
-    and `--sigma-vs` with a σ_v of its own or a `--block`."""
+    `--sigma-vs` with a σ_v of its own or a `--block`, and a user's block and law that
+    do not load or run (`_check_block_and_law`)."""
     check_unit_arguments(args)
     if args.nets is not None and args.nets < 2:
         raise StudyInputError(f"--nets: need at least 2 networks for an error bar, got {args.nets}")
@@ -156,7 +152,7 @@ def configure(args) -> dict:
             raise StudyInputError(f"--sigma-vs: values must be positive, got {sweep}")
         for v in sweep:
             check_scale("--sigma-vs", v, MAX_SIGMA_V, "the outputs' variance overflows")
-    return {
+    cfg = {
         **{name: getattr(args, name) for name in UNIT_OPTIONS},
         "sigma_u": 1 / math.sqrt(args.d),
         "sigma_v": args.sigma_v,
@@ -173,12 +169,12 @@ def configure(args) -> dict:
         "x64": args.x64,
         "preset": args.preset,
     }
+    _check_block_and_law(args, cfg)
+    return cfg
 
 
-def run(args):
-    cfg = configure(args)
-    block, law = _block_and_law(args, cfg)
-    check_cost(cfg, law)
+def run(args, cfg):
+    block, law = block_and_law(cfg)
     runner = start_study(args, cfg)
     master = jr.key(cfg["seed"])
     # at the input's norm (‖x‖ = 1): for a non-homogeneous ρ, c depends on ‖h‖
@@ -492,23 +488,41 @@ def _mean_se(v) -> dict:
     }
 
 
-def _block_and_law(args, cfg):
-    """The built-in 2LP and its law, or the user's `--block` / `--law` (loaded and tried on
-    the input, one-line errors naming the option, as in `study mean-ode`)."""
+def _check_block_and_law(args, cfg) -> None:
+    """A user's `--block` / `--law`: given together, without the built-in 2LP's options,
+    loaded and tried on the input (one-line errors naming the option, as in `study
+    mean-ode`)."""
     if args.block is None and args.law is None:
-        block = TwoLayerBlock(cfg["activation"])
-        return block, TwoLayerGaussianLaw(cfg["d"], sigma_u=cfg["sigma_u"], sigma_v=cfg["sigma_v"])
+        return
     if args.block is None or args.law is None:
         flag = "--law" if args.law is None else "--block"
         raise StudyInputError(f"{flag}: --block and --law go together")
     if args.activation != "relu" or args.sigma_v != 1.0:
         raise StudyInputError("--activation/--sigma-v: set the built-in 2LP, not used with --block")
-    from ..shared.own_block import check_block_law, user_block, user_law
+    from ..shared.own_block import check_block_law
 
-    with study_precision(cfg["x64"]):  # made and tried in the precision the study runs in
-        block, law = user_block(args.block), user_law(args.law)
+    _user_block_and_law.cache_clear()  # a file edited since an earlier study is read afresh
+    block, law = block_and_law(cfg)
+    with study_precision(cfg["x64"]):  # tried in the precision the study runs in
         check_block_law(block, law, jnp.ones((1, cfg["d"])) / math.sqrt(cfg["d"]))
-    return block, law
+
+
+def block_and_law(cfg):
+    """The built-in 2LP and its law, or the user's `--block` / `--law` (`cfg["block"]`,
+    `cfg["law"]`), loaded once per study: the configuration's check, the cost and the run
+    share them."""
+    if cfg["block"] is None and cfg["law"] is None:
+        block = TwoLayerBlock(cfg["activation"])
+        return block, TwoLayerGaussianLaw(cfg["d"], sigma_u=cfg["sigma_u"], sigma_v=cfg["sigma_v"])
+    return _user_block_and_law(cfg["block"], cfg["law"], bool(cfg["x64"]))
+
+
+@functools.lru_cache(maxsize=1)
+def _user_block_and_law(block_spec: str, law_spec: str, x64: bool):
+    from ..shared.own_block import user_block, user_law
+
+    with study_precision(x64):  # made in the precision the study runs in
+        return user_block(block_spec), user_law(law_spec)
 
 
 MAXIMAL_BETAS = (0.5, 1.0, 2.0)
