@@ -125,7 +125,7 @@ import meanfield.studies.transfer.study as study
 from meanfield.cli import main
 
 
-def run(args):
+def run(args, cfg):
     def f(x):
         def body(c, _):
             return jnp.sin(c) * 1.0001 + jnp.cos(c[::-1]), None

@@ -46,12 +46,7 @@ def launch(study, args, *, around: contextlib.AbstractContextManager | None = No
     x64 = jax.config.read("jax_enable_x64")
     try:
         with around if around is not None else contextlib.nullcontext():
-            import inspect
-
-            if len(inspect.signature(study.run).parameters) == 2:
-                study.run(args, configured(study, args))
-            else:  # TRANSITION: a study not yet moved to configure/cost_parts/run(args, cfg)
-                study.run(args)
+            study.run(args, configured(study, args))
     finally:
         release_all()
         jax.config.update("jax_enable_x64", x64)
