@@ -379,6 +379,9 @@ def test_check_costs_refuses_memory_arrays_and_work_naming_the_part(monkeypatch)
     check_costs([small])
     with pytest.raises(StudyInputError, match=r"^--b: the study's work \(mostly part b\) is about"):
         check_costs([small, Cost("--b", "part b", work=2e12)])
+    holds = Cost("--h", "part h", memory=1e3)  # memory only: one part does the work
+    with pytest.raises(StudyInputError, match=r"^--b: the work of part b is about"):
+        check_costs([holds, Cost("--b", "part b", work=2e12)])
     with pytest.raises(StudyInputError, match=r"^--c: an array .* beyond the 2147483647"):
         check_costs([small, Cost("--c", "part c", memory=1e10, elements=MAX_ELEMENTS + 1)])
     with pytest.raises(StudyInputError, match=r"^--d/--e: part d needs about 2e\+06 GB"):

@@ -549,8 +549,9 @@ def check_costs(costs) -> None:
         part += c.work
         if not part < total / 2:
             break
-    if len(costs) == 1:
-        what = f"the work of {costs[0].what}"
+    working = [c for c in costs if c.work != 0]
+    if len(working) == 1:  # one part does the work (the others only hold memory)
+        what = f"the work of {working[0].what}"
     else:
         what = "the study's work (mostly " + ", ".join(c.what for c in named) + ")"
     check_work(_flags(named), total, what)

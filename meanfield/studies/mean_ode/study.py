@@ -60,7 +60,6 @@ from ...harness.args import (
     positive_float,
     positive_int,
     preset_config,
-    work_limit,
 )
 from ...harness.runner import start_study
 from ...harness.self_check import of_terms
@@ -443,12 +442,6 @@ def cost_parts(args, cfg) -> list:
     the preset's own budgets."""
     if cfg["design"] == "auto":
         return []
-    ref = reference_cost(cfg)
-    # the reference's work checked alone, against the work limit, as it was ("the work of
-    # the reference limit"), not summed with the grid's, which has a limit of its own
-    ref_work = Limit(ref.flags, f"the work of {ref.what}", ref.work, work_limit(),
-                     operations=True, why="MEANFIELD_WORK_LIMIT sets another limit")  # fmt: skip
-    ref.work = 0.0
     specs = grid_specs(cfg)
     scale = BYTES_PER_UNIT * max(1.0, cfg["d"] * cfg["inputs"] / 6)
     largest = max(s["L"] * s["M"] for s in specs)
@@ -458,7 +451,7 @@ def cost_parts(args, cfg) -> list:
     per_seed = 8 + 3 * 4 * 8 * (cfg["steps"] + 1)
     work = sum(s["L"] * s["M"] for s in specs) * cfg["seeds"] * (cfg["steps"] + 1)
     return [
-        ref,
+        reference_cost(cfg),  # the one part whose work counts against the work limit
         Cost(
             "--L/--M/--L-for-M/--seeds",
             "the largest grid point",
@@ -475,7 +468,7 @@ def cost_parts(args, cfg) -> list:
             elements=cfg["seeds"] * (cfg["steps"] + 1),
             array="one error over seeds and steps",
         ),
-        ref_work,
+        # the grid's work has a limit of its own, in unit-steps
         Limit("--L/--M/--seeds/--steps", "the work in unit-steps", work, MAX_UNIT_STEPS),
     ]
 
