@@ -2,8 +2,8 @@
 study (`meanfield/studies/NAME/`), registered here under its command-line name.
 
 Each study's `study.py` follows `meanfield.harness.protocol.Study` (`HELP`, `PRESETS`,
-`DEFAULT_X64`, `SCHEMA`, `add_arguments(parser)`, `run(args)`, `plot(out, results)` or
-None); the
+`DEFAULT_X64`, `SCHEMA`, `add_arguments(parser)`, `configure(args)`,
+`cost_parts(args, cfg)`, `run(args, cfg)`, `plot(out, results)` or None); the
 machinery they share (the folder, the grid runner, the self-check, the launcher) is
 `meanfield.harness`. Every study writes `DIR/results.json` with the top-level keys
 `study`, `config`, `points`, `fits`, `reference`, `timing` (and `warnings`). How to add
