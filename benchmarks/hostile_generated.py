@@ -345,6 +345,7 @@ VARIABLES = {
     "MEANFIELD_PROCESS_TIMEOUT": "process number",
     "MEANFIELD_JOIN_TIMEOUT": "process number",
     "MEANFIELD_COMPILE_CACHE": "folder",
+    "MEANFIELD_ARTIFACT_CACHE": "folder",
     "MEANFIELD_FIGURES": "figures folder",
     "MEANFIELD_NO_SELF_CHECK": "switch",
     "MEANFIELD_ALLOW_KNOWN_BAD_JAX": "switch",

@@ -5,8 +5,10 @@ import os
 import jax
 import pytest
 
-# tests write nothing outside their tmp folders: no persistent compilation cache from the CLI
+# tests write nothing outside their tmp folders: no persistent compilation cache from the
+# CLI, no artifact cache (the tests of the cache name a folder of their own)
 os.environ.setdefault("MEANFIELD_COMPILE_CACHE", "off")
+os.environ.setdefault("MEANFIELD_ARTIFACT_CACHE", "off")
 # The suite compiles thousands of small programs and is bound by compile time, so it asks
 # XLA's CPU backend for its cheapest compiles, here and in the notebook and CLI
 # subprocesses, which inherit them: LLVM at -O0 (`jax_disable_most_optimizations`), the

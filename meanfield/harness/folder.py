@@ -195,6 +195,56 @@ def _seal_ok(record: Any) -> bool:
         return False
 
 
+def sealed_side_file(path: Path) -> Path:
+    """The checksummed side file `NAME.npz.json` of an archive of arrays `NAME.npz`."""
+    return path.with_name(path.name + ".json")
+
+
+def write_sealed_arrays(path: Path, arrays: dict, record: dict) -> None:
+    """`arrays` to the archive `path` (through a temporary file and a rename), then its
+    side file (`sealed_side_file`): `record`, the archive's SHA-256 and the format,
+    sealed with their own checksum."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        _readable(tmp)
+        digest = _sha256_file(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    meta = {"format": POINT_FORMAT, **record, "file_sha256": digest}
+    write_json_atomic(sealed_side_file(path), _sealed(meta))
+
+
+def read_sealed_arrays(path: Path, expected: dict) -> tuple[dict | None, str]:
+    """The arrays of the archive `path` written by `write_sealed_arrays`, with `""`; or
+    None and the reason they are not to be used: a side file missing, unreadable or not
+    sealed, a record entry other than `expected`'s (the reason names it), an archive
+    whose checksum differs (edited or damaged) or that numpy cannot read."""
+    try:
+        with open(sealed_side_file(path)) as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return None, "its checksum file is missing or unreadable"
+    if not _seal_ok(meta) or not isinstance(meta, dict):
+        return None, "its checksum file does not match"
+    for key, value in expected.items():
+        if meta.get(key) != value:
+            return None, f"its record's {key} differs"
+    if meta.get("file_sha256") != _sha256_file(path):
+        return None, "its checksum does not match (edited or damaged)"
+    try:
+        with np.load(path) as data:
+            return {k: data[k] for k in data.files}, ""
+    except Exception as err:  # a damaged archive, whatever numpy says of it
+        return None, f"unreadable ({type(err).__name__})"
+
+
 def release_all() -> None:
     """Release the folder locks of every runner of this process (the command line and
     `run_study` call it when a study returns or fails)."""
@@ -281,6 +331,7 @@ class StudyFolder:
         self.overwrite = overwrite
         self.computed: list[str] = []
         self.loaded: list[str] = []
+        self.cached: list[str] = []  # artifacts read from the artifact cache
         self.recomputed: dict[str, str] = {}
         self.seconds: dict[str, float] = {}
         self.warnings: list[str] = []
@@ -628,6 +679,14 @@ class StudyFolder:
                 f"(sha256 {then} then, {now} now); resume with the same data, "
                 "or use another --out or --overwrite"
             )
+        code = [k for k in ("block_sha256", "law_sha256") if k in diff]
+        if code:  # a user's block or law (mean-ode), known by its content
+            flags = "/".join(f"--{k.partition('_')[0]}" for k in code)
+            raise StudyInputError(
+                f"{flags}: the code of your {' and '.join(k.partition('_')[0] for k in code)} "
+                f"changed since {self.out} was started; resume with the same code, or use "
+                "another --out or --overwrite"
+            )
         raise StudyInputError(
             f"--resume: {self.out} holds a study with a different configuration "
             f"(differs in: {', '.join(diff)}); use another --out or --overwrite"
@@ -723,35 +782,20 @@ class StudyFolder:
 
     def _load_artifact(self, name: str) -> dict | None:
         path = self.points_dir / f"{name}.npz"
-        meta_path = self.points_dir / f"{name}.npz.json"
         if not path.exists():
             return None
-        reason = ""
-        try:
-            with open(meta_path) as f:
-                meta = json.load(f)
-        except (OSError, ValueError):
-            meta, reason = None, "its checksum file is missing or unreadable"
-        if not reason:
-            if not _seal_ok(meta) or not isinstance(meta, dict):
-                reason = "its checksum file does not match"
-            elif meta.get("config_sha256") != self.config_hash:
+        expected = {"config_sha256": self.config_hash, "name": name}
+        arrays, reason = read_sealed_arrays(path, expected)
+        if arrays is None:
+            if "config_sha256" in reason:
                 reason = "written by another configuration (seed or options)"
-            elif meta.get("name") != name or meta.get("file_sha256") != _sha256_file(path):
+            elif "name" in reason:  # another artifact's side file in its place
                 reason = "its checksum does not match (edited or damaged)"
-        arrays = None
-        if not reason:
-            try:
-                with np.load(path) as data:
-                    arrays = {k: data[k] for k in data.files}
-            except Exception as err:  # a damaged archive, whatever numpy says of it
-                reason = f"unreadable ({type(err).__name__})"
-        if reason:
             self.recomputed[name] = reason
             self._say(f"points/{name}.npz: {reason}; it is recomputed, not used")
             return None
         self._own(path)
-        self._own(meta_path)
+        self._own(sealed_side_file(path))
         return arrays
 
     def _write_point(
@@ -780,30 +824,6 @@ class StudyFolder:
     def _write_artifact(self, name: str, arrays: dict) -> None:
         """`points/NAME.npz` and its checksummed side file `NAME.npz.json`."""
         path = self.points_dir / f"{name}.npz"
-        meta_path = self.points_dir / f"{name}.npz.json"
         self._own(path)
-        self._own(meta_path)
-        fd, tmp = tempfile.mkstemp(dir=self.points_dir, prefix=f".{name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, **arrays)
-                f.flush()
-                os.fsync(f.fileno())
-            _readable(tmp)
-            digest = _sha256_file(Path(tmp))
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        write_json_atomic(
-            meta_path,
-            _sealed(
-                {
-                    "format": POINT_FORMAT,
-                    "name": name,
-                    "config_sha256": self.config_hash,
-                    "file_sha256": digest,
-                }
-            ),
-        )
+        self._own(sealed_side_file(path))
+        write_sealed_arrays(path, arrays, {"name": name, "config_sha256": self.config_hash})

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..runtime import distribution
 from ..runtime.compilation import CompileCounter
+from . import cache
 from .folder import StudyFolder, point_name, to_json, write_json_atomic
 from .identity import device_description, versions
 from .self_check import (
@@ -38,7 +39,7 @@ from .self_check import (
     self_check_index,
     split_terms,
 )
-from .summary import summary
+from .summary import exploded_warning, summary
 
 __all__ = [  # the self-check's names, kept importable from here
     "SELF_CHECK_ROUTE", "SELF_CHECK_RTOL", "SelfCheckError", "StudyRunner", "compare_points",
@@ -64,6 +65,10 @@ class StudyRunner(StudyFolder):
     Nothing is written before `open` (which `run_points`, `artifact` and `start_study`
     call); `open` takes the folder's lock and `finish` or `close` releases it.
     """
+
+    # whether `artifact` keeps its arrays in the artifact cache by default: a study sets
+    # it where its configuration names everything they depend on (the user's code too)
+    share_artifacts = False
 
     def __init__(self, *args, progress: bool = True, self_check: bool = True, **kwargs):
         super().__init__(*args, **kwargs)  # study, out, config, resume, overwrite
@@ -308,15 +313,23 @@ class StudyRunner(StudyFolder):
             print(f"{self.study}: {text}", flush=True)
 
     def artifact(
-        self, name: str, compute: Callable[[], dict], *, describe: str | None = None
+        self,
+        name: str,
+        compute: Callable[[], dict],
+        *,
+        describe: str | None = None,
+        shared: bool | None = None,
     ) -> dict:
         """A named dict of arrays computed once and cached in `DIR/points/NAME.npz`
         (with its checksum in `NAME.npz.json`).
 
         Use it for expensive shared pieces (a reference limit) so that a resumed
         study recomputes nothing already finished; a stored one that does not match
-        is recomputed. Its start and its time are said (`describe`, else the name): these
-        stages run before the points' progress bar.
+        is recomputed. With `shared` (default: the runner's `share_artifacts`), it is
+        also kept in the artifact cache (`harness.cache`: by this configuration and
+        code), and a run of the same configuration in another folder reads it from
+        there. Its start and its time are said (`describe`, else the name): these stages
+        run before the points' progress bar.
         """
         if not self._opened:
             self.open()
@@ -325,12 +338,28 @@ class StudyRunner(StudyFolder):
             if stored is not None:
                 self.loaded.append(name)
                 return stored
-        t0 = time.perf_counter()
         label = describe or name.replace("_", " ")
+        shared = self.share_artifacts if shared is None else shared
+        folder = cache.cache_folder() if shared else None
+        if folder is not None:
+            cached, why = cache.load(folder, name, self.config_hash)
+            if cached is not None:
+                self.say(f"{label}: read from the artifact cache ({folder}), as an earlier "
+                         "run of this configuration computed it")  # fmt: skip
+                self._write_artifact(name, cached)
+                self.cached.append(name)
+                return cached
+            if why != "absent":
+                self._say(f"{label}: its copy in the artifact cache is not used ({why})")
+        t0 = time.perf_counter()
         self.say(f"{label} ...")
         arrays: dict[str, Any] = {k: np.asarray(v) for k, v in compute().items()}
         self.say(f"{label}: done in {time.perf_counter() - t0:.0f} s")
         self._write_artifact(name, arrays)
+        if folder is not None:
+            why = cache.store(folder, name, self.config_hash, arrays)
+            if why:
+                self._say(f"{label}: not kept in the artifact cache ({why})")
         self.computed.append(name)
         self.seconds[name] = time.perf_counter() - t0
         return arrays
@@ -379,6 +408,7 @@ class StudyRunner(StudyFolder):
             "points_seconds": dict(self.seconds),
             "computed": list(self.computed),
             "loaded": list(self.loaded),
+            "from_artifact_cache": list(self.cached),
             "recomputed": len(self.recomputed),
             "recomputed_points": dict(self.recomputed),
             "self_check_seconds": list(self.self_check_seconds),
@@ -534,42 +564,6 @@ def agreement(args, cfg: dict) -> dict[str, tuple[str, str]]:
     source = str(code.get("source_sha256"))
     record["the meanfield source"] = (source, f"sha256 {source[:12]}")
     return record
-
-
-def exploded_warning(points, shown: int = 4) -> str | None:
-    """One line naming the points whose summaries (`stats.fits.summarize`: `exploded` > 0)
-    left draws out as exploded (non-finite or beyond `EXPLOSION_THRESHOLD`), each with
-    its worst quantity's count; None where none did. Searches the points' records to any
-    depth (lists and dicts)."""
-    from ..stats.fits import EXPLOSION_THRESHOLD
-
-    found = []
-
-    def walk(value, path, hits):
-        if isinstance(value, dict):
-            if isinstance(value.get("exploded"), int) and "count" in value and "mean" in value:
-                if value["exploded"] > 0:
-                    hits.append((value["exploded"], value["exploded"] + value["count"], path))
-                return
-            for k, v in value.items():
-                walk(v, f"{path}.{k}" if path else str(k), hits)
-        elif isinstance(value, list):
-            for i, v in enumerate(value):
-                walk(v, f"{path}[{i}]", hits)
-
-    for i, point in enumerate(points if isinstance(points, list) else []):
-        hits = []
-        walk(point, "", hits)
-        if hits:
-            n, of, where = max(hits)
-            found.append(f"point {i}: {n} of {of} draws ({where})")
-    if not found:
-        return None
-    more = f", and {len(found) - shown} more" if len(found) > shown else ""
-    return (
-        f"draws exploded (non-finite or beyond {EXPLOSION_THRESHOLD:g}; left out of the "
-        f"means and fits) at {len(found)} point(s): {'; '.join(found[:shown])}{more}"
-    )
 
 
 def self_check_wanted(args) -> bool:

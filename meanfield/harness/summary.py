@@ -1,6 +1,7 @@
 """The headline a study prints when it finishes (`summary`): the verdicts, the fitted
 rates with their intervals and what each fit left out, and where the results were
-written; `headline_fits` picks the fits it shows."""
+written; `headline_fits` picks the fits it shows; `exploded_warning`, the warning that
+names the points whose draws exploded."""
 
 import math
 from pathlib import Path
@@ -234,3 +235,39 @@ def summary(results: dict, out: Path, limit: int = 8) -> str:
         wrote += f" and {len(figures)} figure(s): {', '.join(figures)}"
     lines.append(wrote)
     return "\n".join(lines)
+
+
+def exploded_warning(points, shown: int = 4) -> str | None:
+    """One line naming the points whose summaries (`stats.fits.summarize`: `exploded` > 0)
+    left draws out as exploded (non-finite or beyond `EXPLOSION_THRESHOLD`), each with
+    its worst quantity's count; None where none did. Searches the points' records to any
+    depth (lists and dicts)."""
+    from ..stats.fits import EXPLOSION_THRESHOLD
+
+    found = []
+
+    def walk(value, path, hits):
+        if isinstance(value, dict):
+            if isinstance(value.get("exploded"), int) and "count" in value and "mean" in value:
+                if value["exploded"] > 0:
+                    hits.append((value["exploded"], value["exploded"] + value["count"], path))
+                return
+            for k, v in value.items():
+                walk(v, f"{path}.{k}" if path else str(k), hits)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, f"{path}[{i}]", hits)
+
+    for i, point in enumerate(points if isinstance(points, list) else []):
+        hits = []
+        walk(point, "", hits)
+        if hits:
+            n, of, where = max(hits)
+            found.append(f"point {i}: {n} of {of} draws ({where})")
+    if not found:
+        return None
+    more = f", and {len(found) - shown} more" if len(found) > shown else ""
+    return (
+        f"draws exploded (non-finite or beyond {EXPLOSION_THRESHOLD:g}; left out of the "
+        f"means and fits) at {len(found)} point(s): {'; '.join(found[:shown])}{more}"
+    )

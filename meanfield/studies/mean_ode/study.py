@@ -61,6 +61,7 @@ from ...harness.args import (
     positive_int,
     preset_config,
 )
+from ...harness.cache import cache_folder
 from ...harness.runner import start_study
 from ...harness.self_check import of_terms
 from ...laws.unit import AbstractGaussianLaw
@@ -72,6 +73,7 @@ from ...stats.fits import excluded_warning
 from ..shared.own_block import (
     BUILT_IN_BLOCK,
     BUILT_IN_LAW,
+    content_digest,
     describe_user_object,
     make_data,
     quadrature_applies,
@@ -294,6 +296,12 @@ def configure(args) -> dict:
     block, law = study_block_law(args, cfg)  # loaded and tried: before the folder is made
     _check_reference(args, cfg, law)
     _pad_units(args)
+    # the user's code by its content: a resume or the artifact cache after an edit of
+    # its file is another configuration (None: not known, the reference is not shared)
+    if block_arg is not None:
+        cfg["block_sha256"] = content_digest(block, block_arg)
+    if law_arg is not None:
+        cfg["law_sha256"] = content_digest(law, law_arg)
     return cfg
 
 
@@ -621,7 +629,12 @@ class _MeanODERun:
         self.pad_units = _pad_units(args)
         self.units_per_batch = _units_per_batch(args)
         self.loop = depth_loop(args.depth_loop, args.unroll)
+        cache_folder()  # an unusable MEANFIELD_ARTIFACT_CACHE refused before the folder is made
         self.runner = start_study(args, cfg)
+        # the reference and the design's pilots kept in the artifact cache, where the
+        # configuration names all they depend on: the user's code known by its content
+        code = (cfg.get("block_sha256", ""), cfg.get("law_sha256", ""))
+        self.runner.share_artifacts = None not in code
         self.block, self.law = study_block_law(args, cfg)
         self.xs, self.ys = make_data(cfg)
         self.lr, self.steps = cfg["lr"], cfg["steps"]
@@ -735,7 +748,8 @@ class _MeanODERun:
                 self.ahead[box] = self.pool.submit(self.clock.timed, self._compile_box, box, spec)
 
     def reference(self) -> None:
-        """The reference limit (an artifact of the folder: a resume reads it), timed."""
+        """The reference limit (an artifact of the folder: a resume reads it; and of the
+        artifact cache, `share_artifacts`), timed."""
         with self.clock.stage("reference"):
             self.ref = self.runner.artifact(
                 "reference", self._reference_arrays, describe="the reference limit"

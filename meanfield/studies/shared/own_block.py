@@ -4,12 +4,16 @@ one line naming the option for a block or law that does not fit), for the mean-O
 and the variance study alike.
 """
 
+import dataclasses
+import hashlib
 import inspect
+from pathlib import Path
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
+import numpy as np
 
 from ...blocks.base import AbstractLayerBlock, AbstractUnitBlock, LayerUnits
 from ...blocks.two_layer import TwoLayerBlock
@@ -48,6 +52,63 @@ def describe_user_object(value) -> str:
     if isinstance(value, eqx.Module):
         text += f" {value!r}"
     return text[:300]
+
+
+def content_digest(obj, spec=None) -> str | None:
+    """A SHA-256 of what a user's block or law computes: the source files of its classes
+    and functions (and of `spec`'s file, for `FILE.py:NAME`), its pytree's structure and
+    every leaf's value (arrays by their bytes, dtype and shape), a function's closure
+    too. None where that is not known (source that cannot be read, a value known only by
+    its address): such an object is never looked up by content (`harness.cache`)."""
+    digest, files = hashlib.sha256(), set()
+    if isinstance(spec, str) and spec.rpartition(":")[0].endswith(".py"):
+        files.add(str(Path(spec.rpartition(":")[0]).resolve()))
+    if not _feed(digest, obj, files, 0):
+        return None
+    try:
+        for name in sorted(files):
+            digest.update(Path(name).read_bytes())
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _feed(digest, obj, files: set, depth: int) -> bool:
+    """`obj`'s content into `digest` and its classes' and functions' source files into
+    `files`; False where some part of it is not known by content."""
+    if depth > 8:
+        return False
+    if isinstance(obj, jax.Array | np.ndarray | np.generic):
+        array = np.asarray(obj)
+        digest.update(f"{array.dtype}{array.shape}".encode() + array.tobytes())
+        return True
+    if obj is None or isinstance(obj, bool | int | float | complex | str | bytes):
+        digest.update(repr(obj).encode())
+        return True
+    if inspect.isfunction(obj):
+        files.add(_source_file(obj))
+        digest.update(obj.__qualname__.encode())
+        cells = [cell.cell_contents for cell in obj.__closure__ or ()]
+        return None not in files and all(_feed(digest, c, files, depth + 1) for c in cells)
+    if isinstance(obj, list | tuple | dict):
+        items = sorted(obj.items(), key=repr) if isinstance(obj, dict) else enumerate(obj)
+        digest.update(type(obj).__name__.encode())
+        return all(_feed(digest, k, files, depth + 1) and _feed(digest, v, files, depth + 1)
+                   for k, v in items)  # fmt: skip
+    if not isinstance(obj, eqx.Module):
+        return False
+    files.update(_source_file(k) for k in type(obj).__mro__ if k.__module__ != "builtins")
+    digest.update(type(obj).__qualname__.encode())
+    fields = [(f.name, getattr(obj, f.name, None)) for f in dataclasses.fields(obj)]
+    return None not in files and _feed(digest, fields, files, depth + 1)
+
+
+def _source_file(kind) -> str | None:
+    """The file a class or function is defined in, or None (made in C or at run time)."""
+    try:
+        return inspect.getsourcefile(kind)
+    except TypeError:
+        return None
 
 
 def quadrature_applies(law) -> bool:
