@@ -6,6 +6,8 @@ options (precision, compile cache) that must not leak into the rest of the suite
 """
 
 import json
+import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -348,3 +350,123 @@ def test_the_compile_counting_wrapper(capsys):
     assert compiles.main(["canary", "--probes", "compiler", "--sizes", "24"]) == 0
     ran = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert ran["exit"] == 0 and ran["compiles"] > 0 and ran["compile_seconds"] > 0
+
+
+# ---- benchmarks/accelerator.py: every accelerator claim in one command ----
+
+
+def test_accelerator_smoke_runs_every_part(tmp_path):
+    """`accelerator.py --smoke` on this machine: every part ran its script, its JSON was
+    read into finite numbers, and both files hold one row per part."""
+    from benchmarks.accelerator import PARTS
+
+    script = ROOT / "benchmarks" / "accelerator.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--smoke", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    payload = json.loads((tmp_path / "accelerator.json").read_text())
+    assert payload["complete"] and payload["mode"] == "smoke"
+    assert payload["device"]["backend"] == jax.default_backend()
+    assert [r["part"] for r in payload["rows"]] == [p.name for p in PARTS]
+    expected = {  # the number each claim is about, read from its script's JSON
+        "depth_loop": {"fwd_over_chain", "fwd_bwd_over_chain"},
+        "peers": {"fwd_jax-scan-loop", "fwd_bwd_diffrax-euler"},
+        "shapes_small": {"numpy_over_batched", "numpy_over_per_point"},
+        "shapes_large": {"numpy_over_batched", "numpy_over_per_point"},
+        "transfer": {"depth_line_s", "study_s"},
+        "grid": {"wall_s", "reference_s", "finite_s"},
+    }
+    for r in payload["rows"]:
+        assert r["status"] == "ok" and r["met"] == "— (smoke)", r
+        assert expected[r["part"]] <= set(r["numbers"]), r
+        assert all(math.isfinite(v) and v > 0 for v in r["numbers"].values()), r
+        assert 0 < r["wall_s"] <= r["limit_s"], r
+    assert payload["rows"][-1]["numbers"]["wall_s"] <= payload["rows"][-1]["wall_s"]
+    md = (tmp_path / "accelerator.md").read_text().splitlines()
+    body = [ln for ln in md if ln.startswith("| ") and not ln.startswith("| part |")]
+    assert [ln.split(" | ")[0] for ln in body] == [f"| {p.name}" for p in PARTS]
+    assert all(ln.endswith(" | ok |") for ln in body), body
+    assert any("jaxlib" in ln for ln in md)
+
+
+def _fake_extract(folder):
+    from benchmarks.accelerator import _load
+
+    x = _load(folder / "fake.json")["x"]
+    return {"numbers": {"x": x}, "result": f"x = {x}", "met": x >= 1}
+
+
+def test_accelerator_records_failed_and_timed_out_parts_and_goes_on(tmp_path):
+    """Fake parts (a `python -c` each, no benchmark): one that sleeps past its 1 s, one
+    that exits with an error, one that writes bad JSON, one that fails beside an earlier
+    run's JSON; each gets its status (and no numbers but its own run's), the parts after
+    them still run, the table is rewritten after every part (a later part reads it), and
+    a part left out by `only` is listed as skipped."""
+    from benchmarks import accelerator as acc
+
+    write = (
+        "os.makedirs(sys.argv[2]); json.dump({{'x': {x}}}, open(sys.argv[2] + '/fake.json', 'w'))"
+    )
+    md = "open(os.path.join(os.path.dirname(sys.argv[2]), 'accelerator.md')).read()"
+    codes = {
+        "slow": (1, "import time; time.sleep(60)"),
+        "good": (20, "import json, os, sys; " + write.format(x=2.0)),
+        "fails": (20, "import sys; print('working'); sys.exit('boom: the part failed')"),
+        "bad_json": (20, "import os, sys; os.makedirs(sys.argv[2]); "
+                     "open(sys.argv[2] + '/fake.json', 'w').write('{not json')"),
+        "reads_table": (20, f"import json, os, sys; md = {md}; "
+                        "assert 'timed out after 1 s' in md and 'failed: boom' in md, md; "
+                        + write.format(x=0.5)),
+        "stale": (20, "import sys; sys.exit('crashed before writing')"),
+        "left_out": (20, "import sys; sys.exit('not to be run')"),
+    }  # fmt: skip
+    (tmp_path / "stale").mkdir()  # an earlier run's result, not this run's
+    (tmp_path / "stale" / "fake.json").write_text('{"x": 3.0}')
+    os.utime(tmp_path / "stale" / "fake.json", (1e9, 1e9))
+    parts = [
+        acc.Part(name, f"fake {name}", f"fake {name}", budget, budget, ["-c", code], [], [],
+                 _fake_extract, goal="x ≥ 1")
+        for name, (budget, code) in codes.items()
+    ]  # fmt: skip
+    only = set(codes) - {"left_out"}
+    payload = acc.run(parts, tmp_path, only=only, probe=False, say=lambda line: None)
+    rows = {r["part"]: r for r in payload["rows"]}
+    assert list(rows) == list(codes) and payload["complete"]
+    assert rows["slow"]["status"] == "timed out after 1 s" and rows["slow"]["numbers"] == {}
+    assert rows["good"]["status"] == "ok" and rows["good"]["numbers"] == {"x": 2.0}
+    assert rows["good"]["met"] == "met" and rows["reads_table"]["met"] == "not met"
+    assert rows["fails"]["status"] == "failed: boom: the part failed"
+    assert rows["bad_json"]["status"].startswith("failed: bad JSON in fake.json"), rows
+    assert rows["reads_table"]["status"] == "ok", (tmp_path / "reads_table.log").read_text()
+    assert rows["stale"]["status"] == "failed: crashed before writing"
+    assert rows["stale"]["numbers"] == {} and rows["stale"]["met"] == "—"
+    assert rows["left_out"]["status"] == "skipped: not in --only"
+    assert not (tmp_path / "left_out.log").exists()
+    table = (tmp_path / "accelerator.md").read_text()
+    lines = [ln for ln in table.splitlines() if ln.startswith("| ") and "| part |" not in ln]
+    assert len(lines) == len(codes)
+    for row, line in zip(rows.values(), lines, strict=True):
+        assert line.startswith(f"| {row['part']} |") and line.endswith(f" | {row['status']} |")
+    assert json.loads((tmp_path / "accelerator.json").read_text())["rows"] == payload["rows"]
+
+
+def test_accelerator_budgets_and_the_grid_goal():
+    """The budgets in the docstring are the parts' (and `--help`'s), the full run's sum at
+    most 8 minutes; a fraction of the paper grid over 60 s misses the goal, one under it
+    cannot tell."""
+    from benchmarks import accelerator as acc
+
+    assert acc.budget_table() in acc.__doc__
+    full = acc.DEVICE_BUDGET_S["full"] + sum(p.budget_s for p in acc.PARTS)
+    smoke = acc.DEVICE_BUDGET_S["smoke"] + sum(p.smoke_budget_s for p in acc.PARTS)
+    total_line = acc.budget_table().splitlines()[-1].split()
+    assert full <= 480 and total_line == ["total", f"{full:.0f}", f"{smoke:.0f}"]
+    assert acc.grid_verdict(50.0, "paper", 225, 64) is True
+    assert acc.grid_verdict(70.0, "paper", 225, 64) is False
+    assert acc.grid_verdict(70.0, "paper", 225, 8) is False
+    assert acc.grid_verdict(50.0, "paper", 225, 8) is None
+    assert acc.grid_verdict(50.0, "quick", 12, 2) is None
