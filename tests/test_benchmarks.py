@@ -470,3 +470,34 @@ def test_accelerator_budgets_and_the_grid_goal():
     assert acc.grid_verdict(70.0, "paper", 225, 8) is False
     assert acc.grid_verdict(50.0, "paper", 225, 8) is None
     assert acc.grid_verdict(50.0, "quick", 12, 2) is None
+
+
+def test_accelerator_goals_follow_the_numbers(tmp_path):
+    """The depth loop's goal (≤ 3× the chain bound forward, ≤ 10× forward+backward) and
+    the batched NumPy goal (≥ 100×) are judged from the numbers each script wrote: met,
+    missed by either pass, or not judged where a pass is missing."""
+    from benchmarks import accelerator as acc
+
+    def depth(fwd, both):
+        times = (("forward", fwd), ("forward+backward", both))
+        rows = [{"pass": p, "method": "scan", "auto_choice": "scan", "median_s": t,
+                 "limits": {"chain": 1.0}} for p, t in times if t is not None]  # fmt: skip
+        (tmp_path / "depth_loop.json").write_text(json.dumps({"rows": rows}))
+        return acc.depth_loop_extract(tmp_path)["met"]
+
+    assert depth(2.9, 9.0) is True
+    assert depth(3.1, 9.0) is False and depth(2.0, 11.0) is False
+    assert depth(2.0, None) is None
+
+    def shapes(ratio):
+        payload = {
+            "rows": [{"activation": "identity", "ratio": {"median": 5.0}}],
+            "settings": {"grid": {"L": [2], "M": [2], "D": [2]}, "seeds": 2},
+            "totals": {"identity": {"numpy_s": 1.0, "ratio_run": 5.0}},
+            "batched": [{"activation": "identity", "numpy_over_batched": ratio, "batched_s": 0.01,
+                         "batched_compile_s": 1.0, "per_point_over_batched": {"median": 2.0}}],
+        }  # fmt: skip
+        (tmp_path / "shapes_numpy.json").write_text(json.dumps(payload))
+        return acc.shapes_extract(tmp_path)["met"]
+
+    assert shapes(150.0) is True and shapes(99.0) is False
