@@ -8,15 +8,23 @@ slice for every step: a depth loop of L layers compiles L programs (0.1 s a laye
 minutes for one study point). `op_by_op()` runs `lax.scan` and `lax.map` as Python
 loops that index with `lax.dynamic_index_in_dim` (one compiled slice for every step) while
 it is in force; the values are those of the primitives run one by one either way.
+
+And each primitive compiled on its own costs about 50 ms of XLA's time (a study's point
+runs 400 to 1,200 distinct ones): `op_by_op(numpy=True)`, the default, evaluates the
+primitives NumPy implements with NumPy (`meanfield._numpy_ops`), with no compiler at all,
+and compiles only the rest one by one.
 """
 
 import contextlib
 import threading
+from collections import Counter
 from collections.abc import Iterator
 
 import jax
 import jax.numpy as jnp
 from jax import lax
+
+from ._numpy_ops import numpy_primitives
 
 _real_scan = lax.scan
 _real_map = lax.map
@@ -73,20 +81,28 @@ def _map(f, xs, *, batch_size=None):
 
 
 @contextlib.contextmanager
-def op_by_op() -> Iterator[None]:
+def op_by_op(numpy: bool = True) -> Iterator[Counter]:
     """Everything inside runs op by op (`jax.disable_jit()`), its scans and maps as Python
-    loops with one compiled slice each. Re-entrant; other threads, which do not disable
-    jit, keep the compiled loops."""
+    loops with one compiled slice each; with `numpy` (the default) every primitive NumPy
+    implements evaluated by NumPy (`meanfield._numpy_ops`), the others compiled one by one.
+    Yields the primitive calls by route (`{("numpy" | "jax", name): calls}`, filled when
+    the block ends; empty without `numpy`). Re-entrant; other threads, which do not
+    disable jit, keep the compiled loops."""
     global _depth
     with _lock:
         if _depth == 0:
             lax.scan, lax.map = _scan, _map
         _depth += 1
     try:
-        with jax.disable_jit():
-            yield
+        with jax.disable_jit(), numpy_primitives() if numpy else _no_counts() as calls:
+            yield calls
     finally:
         with _lock:
             _depth -= 1
             if _depth == 0:
                 lax.scan, lax.map = _real_scan, _real_map
+
+
+@contextlib.contextmanager
+def _no_counts() -> Iterator[Counter]:
+    yield Counter()

@@ -19,6 +19,7 @@ LAYERS = [
             "meanfield._validation",
             "meanfield._mapping",
             "meanfield._eager",
+            "meanfield._numpy_ops",
             "meanfield._version",
             "meanfield.special",
             "meanfield.solvers",

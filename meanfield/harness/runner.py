@@ -36,6 +36,7 @@ from .self_check import (
     SelfCheckError,
     compare_points,
     depth_cost,
+    primitive_routes,
     self_check_index,
     split_terms,
 )
@@ -111,7 +112,9 @@ class StudyRunner(StudyFolder):
         (`compare_points`): by `compute` itself (`check=True`) or by `check(spec)` (a
         study whose `compute` calls programs compiled ahead of time gives the same
         computation uncompiled), run op by op (`eager`, the default: `jax.disable_jit()`,
-        `meanfield._eager.op_by_op`; no fusion or tiling of the compiler touches it) or
+        `meanfield._eager.op_by_op`; no fusion or tiling of the compiler touches it;
+        each primitive evaluated by NumPy where `meanfield._numpy_ops` has a rule, the
+        others compiled one by one: the record's `primitives` counts them) or
         as it is (`eager=False`,
         an independent formulation; `route` then says which). The agreement goes to
         `results.json` (`self_check`); a difference beyond round-off (`SELF_CHECK_RTOL`)
@@ -270,7 +273,7 @@ class StudyRunner(StudyFolder):
             point, scales = split_terms(variant(spec))
             reference = to_json({**spec, **point})
             recompute = variant
-        with op_by_op() if eager else contextlib.nullcontext():
+        with op_by_op() if eager else contextlib.nullcontext() as calls:
             point, fresh_scales = split_terms(recompute(spec))
         fresh = to_json({**spec, **point})
         for path, scale in fresh_scales.items():  # the larger of the two routes' scales
@@ -289,6 +292,8 @@ class StudyRunner(StudyFolder):
             "scales": scales,
             "agrees": bool(difference <= rtol),
         }
+        if calls is not None:  # op by op: how many operations NumPy evaluated, which not
+            record["primitives"] = primitive_routes(calls)
         self.self_checks.append(record)
         if self._compiles:  # op by op, every operation is a program of its own
             self._self_check_compiles += self._compiles.compiles - compiled_before

@@ -47,6 +47,15 @@ SELF_CHECK_RTOL = {"float64": 1e-6, "float32": 1e-2}
 SELF_CHECK_ROUTE = "op by op (jax.disable_jit)"
 
 
+def primitive_routes(calls: Mapping) -> dict:
+    """How an op-by-op recomputation ran its operations (`meanfield._eager.op_by_op`'s
+    counts): `{"numpy": calls evaluated by NumPy, "jax": {primitive: calls}}` — the
+    latter run by JAX itself, each compiled on its own (or, on PRNG keys, no program)."""
+    jax_calls = {name: n for (route, name), n in sorted(calls.items()) if route == "jax"}
+    return {"numpy": sum(n for (route, _), n in calls.items() if route == "numpy"),
+            "jax": jax_calls}  # fmt: skip
+
+
 @dataclasses.dataclass(frozen=True)
 class OfTerms:
     """A point's value computed from terms of magnitude up to `scale` (`of_terms`)."""

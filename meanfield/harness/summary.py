@@ -222,8 +222,9 @@ def summary(results: dict, out: Path, limit: int = 8) -> str:
     for check in results.get("self_check") or []:
         allowance = f"; solver allowance {check['atol']:g}" if check.get("atol") else ""
         lines.append(
-            f"  self-check: grid point {check['point']} recomputed {check['route']} agrees "
-            f"to {check['difference']:.1e} (round-off bound {check['tolerance']:g}{allowance})"
+            f"  self-check: grid point {check['point']} recomputed {check['route']}"
+            f"{_by_numpy(check.get('primitives'))} agrees to {check['difference']:.1e} "
+            f"(round-off bound {check['tolerance']:g}{allowance})"
         )
     if results.get("self_check_skipped"):
         lines.append(f"  self-check: skipped ({results['self_check_skipped']})")
@@ -271,3 +272,13 @@ def exploded_warning(points, shown: int = 4) -> str | None:
         f"draws exploded (non-finite or beyond {EXPLOSION_THRESHOLD:g}; left out of the "
         f"means and fits) at {len(found)} point(s): {'; '.join(found[:shown])}{more}"
     )
+
+
+def _by_numpy(primitives: dict | None) -> str:
+    """ ", its operations by NumPy but 12 compiled one by one" (a self-check's record)."""
+    if not primitives:
+        return ""
+    compiled = sum(primitives["jax"].values())
+    if not compiled:
+        return f", all {primitives['numpy']} operations by NumPy"
+    return f", {primitives['numpy']} operations by NumPy and {compiled} by JAX one by one"
