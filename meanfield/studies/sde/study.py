@@ -220,8 +220,18 @@ def cost_parts(args, cfg) -> list:
     ]
 
 
-SELF_CHECK_FINE = 128  # the self-check's fine grid (the depths it uses must divide 64)
+SELF_CHECK_FINE = 32  # the self-check's fine grid, at least (`self_check_config`)
 SELF_CHECK_RTOL = 1e-6  # and its ODE tolerance (smooth weights)
+
+
+def self_check_config(cfg: dict) -> dict:
+    """The self-check's small version of a configuration: the smallest depth, a fine grid
+    of at least SELF_CHECK_FINE steps whose half it divides, an ODE tolerance of at least
+    SELF_CHECK_RTOL (op by op, every step of a solve costs Python's time for hundreds of
+    operations: the study's own grid and depths would take minutes)."""
+    low = min(cfg["L"])
+    n_fine = 2 * low * max(1, -(-SELF_CHECK_FINE // (2 * low)))
+    return {**cfg, "L": [low], "n_fine": n_fine, "rtol": max(cfg["rtol"], SELF_CHECK_RTOL)}
 
 
 def make_law(cfg):
@@ -263,6 +273,12 @@ def chunk_program(cfg, law, x, devices=None):
     `(seeds, n_L)`, `check_final`, `check_sup`, `ok`, `solver_steps`.
     """
 
+    return shard_seeds(_one_path(cfg, law, x), devices=devices)
+
+
+def _one_path(cfg, law, x):
+    """`strong_errors` of one seed's path (`key -> dict`)."""
+
     def one(key):
         return strong_errors(
             law,
@@ -274,7 +290,7 @@ def chunk_program(cfg, law, x, devices=None):
             rtol=cfg["rtol"],
         )
 
-    return shard_seeds(one, devices=devices)
+    return one
 
 
 # a chunk's distances between states (`strong_errors`)
@@ -375,25 +391,26 @@ def _run_chunks(runner, cfg, law, x) -> dict:
         return _distances_of_states({k: np.asarray(v)[:stop] for k, v in out.items()}, x)
 
     # the self-check: op by op, a fine grid of 2^15 steps takes hours; it compares the
-    # chunk's program at a coarse grid, three depths and one path, compiled and op by op
-    # (the study's states are d-dimensional, far below any tiling threshold: the canary
-    # checks the same code paths at large widths)
-    small = {**cfg, "L": cfg["L"][:3], "n_fine": SELF_CHECK_FINE,
-             "rtol": max(cfg["rtol"], SELF_CHECK_RTOL)}  # fmt: skip
-    small_program = chunk_program(small, make_law(small), x)
+    # chunk's program at a coarse grid, the smallest depth and one path, compiled
+    # and op by op (the study's states are d-dimensional, far below any tiling threshold:
+    # the canary checks the same code paths at large widths)
+    small = self_check_config(cfg)
+    # one path, not mapped over seeds (op by op, a map adds its own work to every
+    # operation: 3 to 10 times the operation's); compiled by jax.jit, op by op without it
+    path = jax.jit(_one_path(small, make_law(small), x))
+    grid = "" if cfg["weights"] == "smooth" else f" on a grid of {small['n_fine']} steps"
 
     def variant(spec):
         start = spec["chunk"] * chunk
-        out = small_program(seed_keys(cfg, start, start + 1))
-        return _distances_of_states({k: np.asarray(v) for k, v in out.items()}, x)
+        out = path(seed_keys(cfg, start, start + 1)[0])
+        return _distances_of_states({k: np.asarray(v)[None] for k, v in out.items()}, x)
 
     raw = runner.run_points(
         [{"chunk": i} for i in range(n_chunks)],
         compute,
         variant=variant,
         spread="seeds",
-        route=f"one path of the chunk on a grid of {SELF_CHECK_FINE} steps at depths "
-        f"{', '.join(map(str, small['L']))}, compiled and op by op",
+        route=f"one path of the chunk{grid} at depth {small['L'][0]}, compiled and op by op",
         describe=lambda s: (
             f"seeds {s['chunk'] * chunk}..{min((s['chunk'] + 1) * chunk, cfg['seeds']) - 1}"
         ),
