@@ -376,3 +376,57 @@ def test_a_vmapped_while_loop_runs_op_by_op():
     for a, b in zip(compiled, eager, strict=True):
         np.testing.assert_array_equal(np.asarray(b), np.asarray(a))
         assert a.dtype == b.dtype
+
+
+@jax.custom_jvp
+def _sin(x):
+    return jnp.sin(x)
+
+
+_sin.defjvp(lambda p, t: (_sin(p[0]), jnp.cos(p[0]) * t[0]))
+
+
+@jax.custom_vjp
+def _twice(x):
+    return x * 2
+
+
+_twice.defvjp(lambda x: (_twice(x), None), lambda _, ct: (ct * 2,))
+
+
+def _program(x, key):
+    """Every kind of call, branch and loop a traced program holds, and PRNG keys."""
+    y = jax.jit(lambda z: z + 1)(x) + jax.random.normal(key, x.shape)
+    y = lax.cond(x[0] > 0, lambda z: z * 2, lambda z: z - 1, y)
+    c, ys = lax.scan(lambda c, a: (c + a, c * a), 0.0, y)
+    back, _ = lax.scan(lambda c, a: (c * a, None), 1.0, y, reverse=True)
+    w = lax.while_loop(lambda c: c < 10, lambda c: c + 3, 0)
+    v = jax.vmap(lambda a: lax.while_loop(lambda c: c[0] < a, lambda c: (c[0] * 2, c[1] + 1),
+                                          (1.0, 0)))(jnp.abs(y) * 10)  # fmt: skip
+    grad = jax.grad(lambda z: jnp.sum(_sin(z) * _twice(z) + jax.checkpoint(jnp.cos)(z)))(y)
+    return {"a": _sin(y) + _twice(y), "c": c, "ys": ys, "back": back, "w": w, "v": v[0],
+            "steps": v[1], "grad": grad, "f32": y.astype(jnp.float32) * 2,
+            "keys": jax.random.split(key)}  # fmt: skip
+
+
+def test_a_traced_program_evaluated_equation_by_equation_equals_the_compiled_one():
+    """`traced_op_by_op`: the jaxpr JAX compiles, evaluated by NumPy equation by equation
+    (calls, branches, loops, custom derivatives, rematerialisation, vmapped loops, keys),
+    equals the compiled program: values to round-off, dtypes and weak types exactly."""
+    from meanfield._eager import traced_op_by_op
+
+    x, key = jnp.array([0.3, -0.2, 0.5]), jax.random.key(1)
+    compiled = jax.jit(_program)(x, key)
+    with op_by_op() as calls:
+        traced = traced_op_by_op(jax.jit(_program), x, key)
+    keys = compiled.pop("keys"), traced.pop("keys")
+    np.testing.assert_array_equal(*[np.asarray(jax.random.key_data(k)) for k in keys])
+    for name in compiled:
+        a, b = compiled[name], traced[name]
+        assert (b.dtype, b.aval.weak_type) == (a.dtype, a.aval.weak_type), name
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-13, err_msg=name)
+    for kind in ("jit", "cond", "scan", "while", "custom_jvp_call", "custom_vjp_call"):
+        assert calls[("numpy", kind)] >= 1, kind
+    assert {name for route, name in calls if route == "jax"} <= {"random_bits", "random_split"}
+    with pytest.raises(RuntimeError, match="inside op_by_op"):
+        traced_op_by_op(jax.jit(_program), x, key)

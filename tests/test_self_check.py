@@ -193,6 +193,11 @@ def test_a_miscompiled_path_stops_the_study_naming_the_point(tmp_path, monkeypat
     assert check["index"] == runner_module.self_check_index(seed, "two-layer", 0, POINTS)
     assert check["difference"] <= check["tolerance"] == 1e-6
     assert check["route"] == "op by op (jax.disable_jit)"
+    # its operations evaluated by NumPy (`meanfield._numpy_ops`), as the summary says
+    routes = check["primitives"]
+    assert routes["numpy"] > 100 and sum(routes["jax"].values()) < routes["numpy"]
+    line = next(x for x in summary_module.summary(r, out).splitlines() if "self-check" in x)
+    assert f"{routes['numpy']} operations by NumPy" in line
 
 
 def test_a_custom_route_and_its_failure(tmp_path):
@@ -309,3 +314,48 @@ def test_points_computed_in_float32_get_float32_round_off(tmp_path):
     with pytest.raises(SelfCheckError):
         run.run_points(specs, off_by(0.1), precision="float32")
     run.close()
+
+
+@pytest.fixture
+def tanh_miscompiled(monkeypatch):
+    """A compiler that gets tanh 1% wrong: the lowering XLA compiles (MLIR) of `tanh`
+    replaced by 1.01·sinh/cosh; NumPy's tanh, the self-check's, is right. Programs already
+    compiled are forgotten before and after (`jax.clear_caches`)."""
+    from jax._src.interpreters import mlir
+
+    wrong = mlir.lower_fun(lambda x, **_: 1.01 * jnp.sinh(x) / jnp.cosh(x), multiple_results=False)
+    jax.clear_caches()
+    monkeypatch.setitem(mlir._lowerings, lax.tanh_p, mlir.LoweringRuleEntry(wrong, True))
+    monkeypatch.setenv("MEANFIELD_ARTIFACT_CACHE", "off")
+    yield
+    monkeypatch.undo()
+    jax.clear_caches()
+
+
+import jax.numpy as jnp  # noqa: E402 (the fixture's, above)
+from jax import lax  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("argv", "route"),
+    [
+        (["sde", "--weights", "brownian", "--L", "4,8", "--seeds", "4", "--d", "2",
+          "--n-fine", "64"], "its traced program, equation by equation"),
+        (["variance", "--L", "2,4", "--nets", "8", "--c-samples", "2000", "--gammas", "0.5,1",
+          "--activation", "tanh"],
+         "op by op (jax.disable_jit)"),
+    ],
+    ids=["sde (its traced program)", "variance (op by op)"],
+)  # fmt: skip
+def test_a_miscompiled_operation_stops_the_study(tmp_path, capsys, tanh_miscompiled, argv,
+                                                 route):  # fmt: skip
+    """A miscompile planted in XLA itself (tanh's lowering 1% off; the studies' activation)
+    stops the study at its self-check, by either route (op by op; a variant's traced
+    program evaluated equation by equation), in one line naming the point; NumPy's
+    evaluation does not share the compiler's error."""
+    out = tmp_path / "s"
+    assert main(["--compile-cache", "off", "study", *argv, "--out", str(out), "--no-progress"]) == 3
+    text = capsys.readouterr().err.strip()
+    assert len(text.splitlines()) == 1 and "differs from its compiled result" in text
+    assert route in text
+    assert not (out / "results.json").exists()

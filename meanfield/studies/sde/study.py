@@ -29,12 +29,14 @@ reference's error are left out of the fits (with a warning).
 
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
+from ..._eager import traced_op_by_op
 from ...blocks.activations import ACTIVATIONS
 from ...coupling.neural_sde import strong_errors
 from ...harness.args import (
@@ -50,7 +52,7 @@ from ...harness.runner import start_study
 from ...harness.self_check import of_terms
 from ...laws.depth import BrownianLaw, FractionalBrownianLaw, SmoothGPLaw
 from ...runtime.errors import StudyInputError
-from ...runtime.sharding import shard_seeds
+from ...runtime.sharding import disable_jit_active, shard_seeds
 from ...stats.depth_law import fit_paired_depth_law
 from ...stats.fits import excluded_warning, exploded_draws, fit_points, summarize
 from .schema import SCHEMA as SCHEMA  # what its figures read (the protocol)
@@ -396,33 +398,50 @@ def _run_chunks(runner, cfg, law, x) -> dict:
     # the canary checks the same code paths at large widths)
     small = self_check_config(cfg)
     # one path, not mapped over seeds (op by op, a map adds its own work to every
-    # operation: 3 to 10 times the operation's); compiled by jax.jit, op by op without it
+    # operation: 3 to 10 times the operation's); compiled by jax.jit (in a thread of its
+    # own while the chunks run: its compilation is most of the check's time), op by op
+    # without it
     path = jax.jit(_one_path(small, make_law(small), x))
+    key_type = seed_keys(cfg, 0, 1)[0]
+    checks = runner.self_check and runner.writer  # (one process checks, `run_points`)
+    ahead = ThreadPoolExecutor(1, thread_name_prefix="self-check") if checks else None
+    compiled = ahead.submit(lambda: path.lower(key_type).compile()) if ahead else None
     grid = "" if cfg["weights"] == "smooth" else f" on a grid of {small['n_fine']} steps"
 
     def variant(spec):
         start = spec["chunk"] * chunk
-        out = path(seed_keys(cfg, start, start + 1)[0])
+        key = seed_keys(cfg, start, start + 1)[0]
+        if disable_jit_active():
+            # op by op: the compiled program's own operations (its jaxpr), one by one;
+            # not diffrax's Python again, whose work per operation is 10 to 50 times it
+            out = traced_op_by_op(path, key)
+        else:
+            out = compiled.result()(key) if compiled else path(key)
         return _distances_of_states({k: np.asarray(v)[None] for k, v in out.items()}, x)
 
-    raw = runner.run_points(
-        [{"chunk": i} for i in range(n_chunks)],
-        compute,
-        variant=variant,
-        spread="seeds",
-        route=f"one path of the chunk{grid} at depth {small['L'][0]}, compiled and op by op",
-        describe=lambda s: (
-            f"seeds {s['chunk'] * chunk}..{min((s['chunk'] + 1) * chunk, cfg['seeds']) - 1}"
-        ),
-        # the smooth weights' reference is an adaptive ODE solve at rtol = atol: a step
-        # accepted compiled and rejected op by op (round-off can flip it) moves the states
-        # by about that tolerance, and the check compares the variant's solves (`small`,
-        # 1e-6 by default), not the study's (1e-10): the allowance follows the check's
-        # tolerance, 100 times it (`run_points`). The distances' mark (the states' size,
-        # `_distances_of_states`) makes the bound 1e-6 of the states, no wider than such a
-        # move: it does not replace the allowance
-        atol=100 * small["rtol"] if cfg["weights"] == "smooth" else 0.0,
-    )
+    try:
+        raw = runner.run_points(
+            [{"chunk": i} for i in range(n_chunks)],
+            compute,
+            variant=variant,
+            spread="seeds",
+            route=f"one path of the chunk{grid} at depth {small['L'][0]}, compiled and op by "
+            "op (its traced program, equation by equation)",
+            describe=lambda s: (
+                f"seeds {s['chunk'] * chunk}..{min((s['chunk'] + 1) * chunk, cfg['seeds']) - 1}"
+            ),
+            # the smooth weights' reference is an adaptive ODE solve at rtol = atol: a step
+            # accepted compiled and rejected op by op (round-off can flip it) moves the states
+            # by about that tolerance, and the check compares the variant's solves (`small`,
+            # 1e-6 by default), not the study's (1e-10): the allowance follows the check's
+            # tolerance, 100 times it (`run_points`). The distances' mark (the states' size,
+            # `_distances_of_states`) makes the bound 1e-6 of the states, no wider than such a
+            # move: it does not replace the allowance
+            atol=100 * small["rtol"] if cfg["weights"] == "smooth" else 0.0,
+        )
+    finally:  # a compile still running is not waited for
+        if ahead is not None:
+            ahead.shutdown(wait=False, cancel_futures=True)
     return {
         k: np.concatenate([np.asarray(r[k], dtype=float) for r in raw])
         for k in raw[0]
