@@ -730,6 +730,9 @@ def _apply(eqn, values) -> list:
             out = out if eqn.primitive.multiple_results else [out]
             return [np.asarray(o, dtype=v.aval.dtype) for o, v in zip(out, eqn.outvars,
                                                                        strict=True)]  # fmt: skip
+    if any(isinstance(p, core.Jaxpr | core.ClosedJaxpr) for p in params.values()):
+        # JAX would compile it whole, the check sharing the compiler with what it checks
+        raise NotImplementedError(f"the traced route cannot evaluate {name} op by op")
     _counts[("jax", name)] += 1
     inputs = [_to_jax(x, v.aval) for x, v in zip(values, eqn.invars, strict=True)]
     with eqn.ctx.manager:
@@ -775,7 +778,26 @@ def _while_values(values, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts,
         ]
 
 
+def _shard_map_values(values, *, jaxpr, mesh, in_specs, out_specs, **_):
+    """`shard_map` (`runtime.shard_seeds`' seed axis over a mesh): its body on each
+    device's block of the axis-0-split inputs, the split outputs joined along axis 0
+    (replicated inputs passed whole, replicated outputs taken from the first block)."""
+    n = mesh.size
+
+    def split(spec) -> bool:
+        return bool(spec) and spec[0] is not None
+
+    blocks = [
+        _eval(jaxpr, [], [np.split(v, n)[k] if split(spec) else v
+                          for v, spec in zip(values, in_specs, strict=True)])
+        for k in range(n)
+    ]  # fmt: skip
+    return [np.concatenate([b[i] for b in blocks]) if split(spec) else blocks[0][i]
+            for i, spec in enumerate(out_specs)]  # fmt: skip
+
+
 _NUMPY_HIGHER_ORDER: dict[str, Callable] = {
+    "shard_map": _shard_map_values,
     "jit": lambda values, jaxpr, **_: _eval_closed(jaxpr, values),
     "pjit": lambda values, jaxpr, **_: _eval_closed(jaxpr, values),
     "closed_call": lambda values, call_jaxpr, **_: _eval_closed(call_jaxpr, values),

@@ -316,45 +316,53 @@ def test_points_computed_in_float32_get_float32_round_off(tmp_path):
     run.close()
 
 
-@pytest.fixture
-def tanh_miscompiled(monkeypatch):
-    """A compiler that gets tanh 1% wrong: the lowering XLA compiles (MLIR) of `tanh`
-    replaced by 1.01·sinh/cosh; NumPy's tanh, the self-check's, is right. Programs already
-    compiled are forgotten before and after (`jax.clear_caches`)."""
+def _miscompile(monkeypatch, primitive, wrong):
+    """A compiler that gets `primitive` wrong: the lowering XLA compiles (MLIR) replaced
+    by `wrong` (no use of the primitive itself); NumPy's evaluation, the self-check's, is
+    right. Programs already compiled are forgotten first (`jax.clear_caches`)."""
     from jax._src.interpreters import mlir
 
-    wrong = mlir.lower_fun(lambda x, **_: 1.01 * jnp.sinh(x) / jnp.cosh(x), multiple_results=False)
     jax.clear_caches()
-    monkeypatch.setitem(mlir._lowerings, lax.tanh_p, mlir.LoweringRuleEntry(wrong, True))
+    rule = mlir.lower_fun(wrong, multiple_results=False)
+    monkeypatch.setitem(mlir._lowerings, primitive, mlir.LoweringRuleEntry(rule, True))
     monkeypatch.setenv("MEANFIELD_ARTIFACT_CACHE", "off")
-    yield
-    monkeypatch.undo()
-    jax.clear_caches()
 
 
 import jax.numpy as jnp  # noqa: E402 (the fixture's, above)
 from jax import lax  # noqa: E402
 
+# tanh 1% off (sinh/cosh), or the larger of two 1% off (a select): the studies' activations
+WRONG_TANH = (lax.tanh_p, lambda x, **_: 1.01 * jnp.sinh(x) / jnp.cosh(x))
+WRONG_MAX = (lax.max_p, lambda x, y, **_: 1.01 * jnp.where(x > y, x, y))
+
 
 @pytest.mark.parametrize(
-    ("argv", "route"),
+    ("argv", "route", "plant"),
     [
         (["sde", "--weights", "brownian", "--L", "4,8", "--seeds", "4", "--d", "2",
-          "--n-fine", "64"], "its traced program, equation by equation"),
+          "--n-fine", "64"], "its traced program, equation by equation", WRONG_TANH),
         (["variance", "--L", "2,4", "--nets", "8", "--c-samples", "2000", "--gammas", "0.5,1",
           "--activation", "tanh"],
-         "op by op (jax.disable_jit)"),
+         "op by op (jax.disable_jit)", WRONG_TANH),
+        (["phases", "--L", "4,8", "--beta", "0.25,1", "--seeds", "4", "--d", "4", "--bootstrap",
+          "20"], "its traced program, equation by equation", WRONG_MAX),
     ],
-    ids=["sde (its traced program)", "variance (op by op)"],
+    ids=["sde (its traced program)", "variance (op by op)", "phases (its traced program)"],
 )  # fmt: skip
-def test_a_miscompiled_operation_stops_the_study(tmp_path, capsys, tanh_miscompiled, argv,
-                                                 route):  # fmt: skip
-    """A miscompile planted in XLA itself (tanh's lowering 1% off; the studies' activation)
-    stops the study at its self-check, by either route (op by op; a variant's traced
+def test_a_miscompiled_operation_stops_the_study(tmp_path, capsys, monkeypatch, argv, route,
+                                                 plant):  # fmt: skip
+    """A miscompile planted in XLA itself (tanh's or max's lowering 1% off: the studies'
+    activations) stops the study at its self-check, by either route (op by op; a variant's traced
     program evaluated equation by equation), in one line naming the point; NumPy's
     evaluation does not share the compiler's error."""
     out = tmp_path / "s"
-    assert main(["--compile-cache", "off", "study", *argv, "--out", str(out), "--no-progress"]) == 3
+    _miscompile(monkeypatch, *plant)
+    try:
+        code = main(["--compile-cache", "off", "study", *argv, "--out", str(out), "--no-progress"])
+    finally:
+        monkeypatch.undo()
+        jax.clear_caches()
+    assert code == 3
     text = capsys.readouterr().err.strip()
     assert len(text.splitlines()) == 1 and "differs from its compiled result" in text
     assert route in text

@@ -46,6 +46,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
+from ..._eager import traced_op_by_op
 from ...diagnostics.phases import (
     GRADIENT_BOUNDS,
     LOSSES,
@@ -69,7 +70,7 @@ from ...harness.args import (
 from ...harness.runner import start_study
 from ...laws.depth import FractionalBrownianLaw, IIDGaussianLaw, IIDRademacherLaw, SmoothGPLaw
 from ...runtime.errors import StudyInputError
-from ...runtime.sharding import shard_seeds
+from ...runtime.sharding import disable_jit_active, shard_seeds
 from ...stats.fits import judge_theory, summarize
 from .schema import SCHEMA as SCHEMA  # what its figures read (the protocol)
 
@@ -406,9 +407,12 @@ def _chunk_runner(cfg, grid_cfg, chunk: int):
         if h not in programs:
             programs[h] = chunk_program(grid_cfg, make_law(grid_cfg, h))
         start = spec["chunk"] * chunk
-        fwd, grad, fmax = jax.block_until_ready(
-            programs[h](seed_keys(cfg, h, start, start + chunk))
-        )
+        keys = seed_keys(cfg, h, start, start + chunk)
+        if disable_jit_active():  # op by op: the compiled program's own operations, not the
+            # Python of its map over draws again (whose work per operation is several times it)
+            fwd, grad, fmax = traced_op_by_op(programs[h].jitted, keys)
+        else:
+            fwd, grad, fmax = jax.block_until_ready(programs[h](keys))
         return {"forward": np.asarray(fwd), "gradient": np.asarray(grad),
                 "forward_max": np.asarray(fmax)}  # fmt: skip
 
@@ -436,7 +440,7 @@ def _run_chunks(runner, cfg, hursts) -> list:
         specs, compute, describe=lambda s: ", ".join(f"{k}={v}" for k, v in s.items()),
         variant=variant, spread="seeds",
         route=f"the chunk's draws at depths {', '.join(map(str, small['L']))}, compiled "
-        "and op by op",
+        "and op by op (its traced program, equation by equation)",
     )  # fmt: skip
 
 
