@@ -9,7 +9,9 @@ import json
 import math
 
 import jax
+import jax.numpy as jnp
 import pytest
+from jax import lax
 
 import meanfield as mf
 from meanfield.cli import main
@@ -327,9 +329,6 @@ def _miscompile(monkeypatch, primitive, wrong):
     monkeypatch.setitem(mlir._lowerings, primitive, mlir.LoweringRuleEntry(rule, True))
     monkeypatch.setenv("MEANFIELD_ARTIFACT_CACHE", "off")
 
-
-import jax.numpy as jnp  # noqa: E402 (the fixture's, above)
-from jax import lax  # noqa: E402
 
 # tanh 1% off (sinh/cosh), or the larger of two 1% off (a select): the studies' activations
 WRONG_TANH = (lax.tanh_p, lambda x, **_: 1.01 * jnp.sinh(x) / jnp.cosh(x))
