@@ -91,6 +91,7 @@ class StudyRunner(StudyFolder):
         describe: Callable[[dict], str] | None = None,
         check: "Callable[[dict], dict] | bool" = True,
         eager: bool = True,
+        numpy: bool = True,
         route: str | None = None,
         atol: float = 0.0,
         check_cost: Callable[[dict], float] = depth_cost,
@@ -114,7 +115,9 @@ class StudyRunner(StudyFolder):
         computation uncompiled), run op by op (`eager`, the default: `jax.disable_jit()`,
         `meanfield._eager.op_by_op`; no fusion or tiling of the compiler touches it;
         each primitive evaluated by NumPy where `meanfield._numpy_ops` has a rule, the
-        others compiled one by one: the record's `primitives` counts them) or
+        others compiled one by one: the record's `primitives` counts them; `numpy=False`:
+        every primitive compiled one by one, XLA's own kernels, for a float32 point whose
+        round-off the two kernels' differences would outgrow) or
         as it is (`eager=False`,
         an independent formulation; `route` then says which). The agreement goes to
         `results.json` (`self_check`); a difference beyond round-off (`SELF_CHECK_RTOL`)
@@ -169,7 +172,7 @@ class StudyRunner(StudyFolder):
             costs = [check_cost(spec) for spec in specs]
             self._self_check(
                 specs, names, results, recompute, route, eager=eager, atol=atol, costs=costs,
-                variant=variant, precision=precision,
+                variant=variant, precision=precision, numpy=numpy,
             )  # fmt: skip
         return results
 
@@ -254,7 +257,7 @@ class StudyRunner(StudyFolder):
 
     def _self_check(
         self, specs, names, results, recompute, route: str, *, eager: bool, atol: float, costs,
-        variant=None, precision=None,
+        variant=None, precision=None, numpy: bool = True,
     ) -> None:  # fmt: skip
         """Recompute one seeded-random point by `recompute` and compare (`run_points`)."""
         i = self_check_index(self.config.get("seed"), self.study, len(self.self_checks), costs)
@@ -273,7 +276,7 @@ class StudyRunner(StudyFolder):
             point, scales = split_terms(variant(spec))
             reference = to_json({**spec, **point})
             recompute = variant
-        with op_by_op() if eager else contextlib.nullcontext() as calls:
+        with op_by_op(numpy=numpy) if eager else contextlib.nullcontext() as calls:
             point, fresh_scales = split_terms(recompute(spec))
         fresh = to_json({**spec, **point})
         for path, scale in fresh_scales.items():  # the larger of the two routes' scales
