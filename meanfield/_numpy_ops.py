@@ -12,7 +12,14 @@ one on JAX's extended types (PRNG keys), runs as before: compiled on its own by 
 Results have the shape, dtype and weak type JAX's own abstract evaluation gives, so the
 computation around them (dtype promotion included) is unchanged. Values agree with XLA's
 to round-off (a transcendental function may differ by an ulp; sums are added in another
-order); `tests/test_numpy_ops.py` compares every rule with JAX's own, compiled.
+order); `tests/test_numpy_ops.py` compares every rule with JAX's own, compiled. In
+float32, through many layers and a few optimiser steps, those ulps can grow past
+float32's bound where XLA's own kernels one by one would agree exactly: a study then asks
+for those (`run_points(numpy=False)`).
+
+`evaluate_jaxpr` evaluates a traced program (a closed jaxpr) the same way, its values
+held as NumPy arrays between equations (`meanfield._eager.traced_op_by_op`): no `bind`,
+no JAX array and no library Python per operation.
 
 Why this file is long: it is one table, a rule for each of JAX's primitives (most of them
 one line, XLA's gather and scatter semantics forty), and the hook that looks it up.
@@ -32,7 +39,7 @@ from jax._src import core, dtypes
 from jax.sharding import SingleDeviceSharding
 from jaxlib import xla_client
 
-__all__ = ["NUMPY_RULES", "numpy_primitives", "counts"]
+__all__ = ["NUMPY_RULES", "counts", "evaluate_jaxpr", "numpy_primitives"]
 
 
 def _unary(f: Callable) -> Callable:
@@ -70,7 +77,8 @@ def _shift(kind: str) -> Callable:
 def _round(x, rounding_method=0, **_):
     if int(rounding_method) == 1:  # to nearest even
         return np.round(x)
-    return np.sign(x) * np.floor(np.abs(x) + np.asarray(0.5, x.dtype))  # away from zero
+    whole = np.trunc(x)  # away from zero: ties away, the rest to nearest (exactly)
+    return np.where(np.abs(x - whole) == 0.5, whole + np.sign(x), np.round(x)).astype(x.dtype)
 
 
 def _convert(x, new_dtype=None, **_):
