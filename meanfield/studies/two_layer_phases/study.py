@@ -42,6 +42,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
+from ..._eager import traced_op_by_op
 from ...diagnostics.criteria import criteria_rates
 from ...harness.args import (
     PYTHON_STEP,
@@ -56,6 +57,7 @@ from ...harness.args import (
 from ...harness.runner import start_study
 from ...models import perceptron
 from ...runtime.errors import StudyInputError
+from ...runtime.sharding import disable_jit_active
 from ...stats.fits import fit_loglog, fit_values, summarize
 from ...training import perceptron as perceptron_training
 from ..shared.embedded_options import config_data, load_data, refuse_duplicated_inputs
@@ -247,8 +249,10 @@ def run_diagram(args, cfg, draws, start) -> None:
         specs,
         point,
         describe=lambda s: f"D={s['D']} s_v={s['s_v']}",
-        # the self-check recomputes a point op by op: its cost grows with D (the widest
-        # point of the deep ResNet takes minutes), so it is drawn among the smaller D's
+        # op by op, its traced program equation by equation (`_phase_point`; running the
+        # map's Python again cost more than the point); NumPy's work then grows like the
+        # compiled point's, with D² at the deep ResNet: its check among the smaller D's
+        route="op by op (its traced program, equation by equation)",
         **({"check_cost": lambda s: s["D"]} if depth else {}),
     )
     _finish_phases(runner, cfg, points, deep=bool(depth))
@@ -259,24 +263,16 @@ def _phase_point(spec, *, cfg, draws, xs, ys, master, depth) -> dict:
     D, s_v = spec["D"], spec["s_v"]
     lr_u = cfg["lr_u"] * min(1.0, 1.0 / s_v**2)
     keys = jr.split(jr.fold_in(master, D), cfg["seeds"])  # common draws over s_v
-    start, start_unscaled, later = draws(
-        keys,
-        xs,
-        ys,
-        s_v,
-        lr_u,
-        cfg["lr_u"],
-        cfg["lr_v"],
-        M=cfg["M"],
-        D=D,
-        activation=cfg["activation"],
-        s_u=cfg["s_u"],
-        sigma_in=cfg["sigma_in"],
-        sigma_out=cfg["sigma_out"],
-        time=cfg["time"],
-        dt=cfg["dt"],
+    program = functools.partial(
+        draws, M=cfg["M"], D=D, activation=cfg["activation"], s_u=cfg["s_u"],
+        sigma_in=cfg["sigma_in"], sigma_out=cfg["sigma_out"], time=cfg["time"], dt=cfg["dt"],
         **depth,
-    )
+    )  # fmt: skip
+    inputs = (keys, xs, ys, s_v, lr_u, cfg["lr_u"], cfg["lr_v"])
+    if disable_jit_active():  # the self-check: the compiled program's own operations
+        start, start_unscaled, later = traced_op_by_op(program, *inputs)
+    else:
+        start, start_unscaled, later = program(*inputs)
     start, start_unscaled, later = (
         {k: np.asarray(v) for k, v in r._asdict().items()} for r in (start, start_unscaled, later)
     )
