@@ -117,6 +117,10 @@ def traced_op_by_op(fn, *args):
     if not _disabled():
         raise RuntimeError("traced_op_by_op runs inside op_by_op()")
     with jax.disable_jit(False):
-        closed, shape = jax.make_jaxpr(fn, return_shape=True)(*args)
+        if hasattr(fn, "trace"):  # a jitted function: the very jaxpr it compiles
+            traced = fn.trace(*args)
+            closed, shape = traced.jaxpr, traced.out_info
+        else:
+            closed, shape = jax.make_jaxpr(fn, return_shape=True)(*args)
     out = evaluate_jaxpr(closed, *jax.tree.leaves(args))
     return jax.tree.unflatten(jax.tree.structure(shape), out)
