@@ -81,12 +81,12 @@ def _map(f, xs, *, batch_size=None):
 
 
 @contextlib.contextmanager
-def op_by_op(numpy: bool = True) -> Iterator[Counter]:
+def op_by_op(numpy: bool = True) -> Iterator[Counter | None]:
     """Everything inside runs op by op (`jax.disable_jit()`), its scans and maps as Python
     loops with one compiled slice each; with `numpy` (the default) every primitive NumPy
     implements evaluated by NumPy (`meanfield._numpy_ops`), the others compiled one by one.
     Yields the primitive calls by route (`{("numpy" | "jax", name): calls}`, filled when
-    the block ends; empty without `numpy`). Re-entrant; other threads, which do not
+    the block ends; None without `numpy`). Re-entrant; other threads, which do not
     disable jit, keep the compiled loops."""
     global _depth
     with _lock:
@@ -104,8 +104,8 @@ def op_by_op(numpy: bool = True) -> Iterator[Counter]:
 
 
 @contextlib.contextmanager
-def _no_counts() -> Iterator[Counter]:
-    yield Counter()
+def _no_counts() -> Iterator[None]:
+    yield None
 
 
 def traced_op_by_op(fn, *args):

@@ -253,7 +253,7 @@ def test_a_computation_agrees_with_its_compiled_result_and_says_what_ran_where()
         by_numpy = _study_like(*args)
     with op_by_op(numpy=False) as none:
         by_xla = _study_like(*args)
-    assert none == {}
+    assert none is None  # nothing counted: every primitive compiled one by one
     for a, b, c in zip(compiled, by_numpy, by_xla, strict=True):
         assert a.dtype == b.dtype == c.dtype
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-12, atol=1e-14)

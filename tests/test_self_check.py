@@ -366,3 +366,22 @@ def test_a_miscompiled_operation_stops_the_study(tmp_path, capsys, monkeypatch, 
     assert len(text.splitlines()) == 1 and "differs from its compiled result" in text
     assert route in text
     assert not (out / "results.json").exists()
+
+
+def test_numpy_false_runs_xlas_operations_one_by_one(tmp_path):
+    """`numpy=False`: every operation compiled on its own by XLA (the route a float32 point
+    whose round-off NumPy's kernels would outgrow asks for): the record counts nothing and
+    the summary says nothing of NumPy; by default the record counts NumPy's operations."""
+    specs = [{"i": i} for i in range(3)]
+    run = StudyRunner("demo", tmp_path / "d", {"seed": 1}, progress=False)
+
+    def point(spec):
+        return {"y": float(jnp.tanh(jnp.arange(4.0) * spec["i"]).sum())}
+
+    run.run_points(specs, point, numpy=False)
+    assert run.self_checks[-1]["agrees"] and "primitives" not in run.self_checks[-1]
+    run.run_points(specs, point)
+    assert run.self_checks[-1]["primitives"]["numpy"] >= 2
+    line = summary_module._by_numpy(run.self_checks[-1]["primitives"])
+    assert "operations by NumPy" in line and summary_module._by_numpy(None) == ""
+    run.close()
