@@ -251,9 +251,9 @@ def run_diagram(args, cfg, draws, start) -> None:
         describe=lambda s: f"D={s['D']} s_v={s['s_v']}",
         # op by op, its traced program equation by equation (`_phase_point`; running the
         # map's Python again cost more than the point); NumPy's work then grows like the
-        # compiled point's, with D² at the deep ResNet: its check among the smaller D's
+        # compiled point's, with D (D² at the deep ResNet): the check among the smaller D's
         route="op by op (its traced program, equation by equation)",
-        **({"check_cost": lambda s: s["D"]} if depth else {}),
+        check_cost=lambda s: s["D"],
     )
     _finish_phases(runner, cfg, points, deep=bool(depth))
 
