@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
+from ..._eager import traced_op_by_op
 from ...harness.args import (
     PYTHON_STEP,
     Cost,
@@ -48,6 +49,7 @@ from ...harness.args import (
 from ...harness.runner import start_study
 from ...harness.self_check import of_terms
 from ...runtime.errors import StudyInputError
+from ...runtime.sharding import disable_jit_active
 from ...stats.compare import mean_interval
 from ...stats.fits import fit_loglog, fit_values, summarize
 from ...theory import stochastic_approximation as stochastic_approximation_theory
@@ -116,7 +118,7 @@ def run(args, cfg):
 
     def point(spec):
         L, M = spec["L"], spec["M"]
-        ref, ref_error = example.limit(L)
+        ref, ref_error = _limit(example, L)
         limit_errors.append(ref_error)
         keys = jr.split(jr.fold_in(jr.fold_in(master, L), M), cfg["seeds"])
         base, responses = _draws(keys, example, ref, direction, tuple(cfg["sizes"]), L, M)
@@ -133,7 +135,11 @@ def run(args, cfg):
         return out
 
     specs = [{"L": L, "M": M} for L in cfg["L"] for M in cfg["M"]]
-    points = runner.run_points(specs, point, describe=lambda s: f"L={s['L']} M={s['M']}")
+    points = runner.run_points(
+        specs, point, describe=lambda s: f"L={s['L']} M={s['M']}",
+        route="op by op (its limit's solves and its draws: their traced programs, equation "
+        "by equation)",
+    )  # fmt: skip
     limits = {
         kind: {
             f"{e:g}": _limit_response(example, kind, e, direction) for e in cfg["sizes"]
@@ -173,6 +179,16 @@ def plot(out, results) -> None:
            results.get("limit_responses") or {})  # fmt: skip
 
 
+def _limit(example, L: int):
+    """`example.limit(L)`; in the self-check, its two solves' traced programs evaluated
+    equation by equation (not diffrax's Python again, op by op: most of the check)."""
+    if not disable_jit_active():
+        return example.limit(L)
+    fine = traced_op_by_op(lambda: example.perturbed_limit(L))
+    rough = traced_op_by_op(lambda: example.perturbed_limit(L, rtol=1e-9, order=2001))
+    return fine, float(jnp.max(jnp.abs(fine - rough)))
+
+
 def _draws(keys, example, ref, direction, sizes, L, M):
     """Per draw: the unperturbed error sup_ℓ ‖â^ℓ − a(s_ℓ)‖ and the responses
     ‖â_e^L − â^L‖ / e, shape (draws, kinds, sizes)."""
@@ -194,7 +210,10 @@ def _draws(keys, example, ref, direction, sizes, L, M):
             rows.append(jnp.stack(row))
         return jnp.max(jnp.linalg.norm(base - ref, axis=-1)), jnp.stack(rows)
 
-    base, responses = jax.lax.map(one, keys)
+    if disable_jit_active():  # the self-check: the compiled program's own operations
+        base, responses = traced_op_by_op(jax.jit(lambda k: jax.lax.map(one, k)), keys)
+    else:
+        base, responses = jax.lax.map(one, keys)
     return base, np.asarray(responses)
 
 
