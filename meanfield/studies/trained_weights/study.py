@@ -241,13 +241,16 @@ def run(args, cfg):
         describe=lambda s: s["init"] + ("" if s["hurst"] is None else f" H={s['hurst']}"),
         # round-off grows chaotically along hundreds of Adam steps: the check trains the
         # row for a few steps, compiled and op by op
-        variant=lambda spec: _row(short, spec, data, ds.n_features, ds.n_classes, master),
+        variant=lambda spec: _without_accuracies(
+            _row(short, spec, data, ds.n_features, ds.n_classes, master)
+        ),
         route=f"its row trained for {SELF_CHECK_STEPS} steps, compiled and op by op "
-        "(jax.disable_jit; XLA's operations one by one)",
+        "(jax.disable_jit; XLA's operations one by one), without its accuracies",
         # float32, 64 layers from initialisations whose loss is ~10^3: NumPy's float32
-        # kernels and XLA's part by 5e-6 of the loss after one Adam step and by 0.014 of
-        # a test accuracy of 0.12 (5 of 359 images) after two (the quick preset's fBm row,
-        # H = 0.3), beyond float32's bound; XLA's own kernels one by one agree exactly
+        # kernels and XLA's part by 5e-6 of the loss after one Adam step and by up to
+        # 1.8e-3 of the continuous numbers after two (the quick preset's rows), within
+        # float32's bound 1e-2 by a factor of 5 only; XLA's own kernels one by one, by
+        # 1.4e-5 at most (`benchmarks/RESULTS.md`)
         numpy=False,
     )
     cells_out = [c for p in points for c in p["cells"]]
@@ -303,6 +306,16 @@ def _program(cfg, d_in, classes):
 
         _PROGRAMS[key] = jax.jit(jax.vmap(train, in_axes=(0, 0, None)))
     return _PROGRAMS[key]
+
+
+def _without_accuracies(point: dict) -> dict:
+    """The self-check's point without its accuracies: counts of argmaxes, which round-off
+    flips at an input on a decision boundary (one training image of 1,438 flipped between
+    XLA's fused and one-by-one operations after two steps: 5.5e-3 of the accuracy)."""
+    for cell in point["cells"]:
+        cell.pop("test_accuracy")
+        cell.pop("train_accuracy")
+    return point
 
 
 def _row(cfg, spec, data, d_in, classes, master):
