@@ -738,9 +738,11 @@ def _apply(eqn, values) -> list:
             out = out if eqn.primitive.multiple_results else [out]
             return [np.asarray(o, dtype=v.aval.dtype) for o, v in zip(out, eqn.outvars,
                                                                        strict=True)]  # fmt: skip
-    if any(isinstance(p, core.Jaxpr | core.ClosedJaxpr) for p in params.values()):
-        # JAX would compile it whole, the check sharing the compiler with what it checks
-        raise NotImplementedError(f"the traced route cannot evaluate {name} op by op")
+    if any(isinstance(p, core.Jaxpr | core.ClosedJaxpr) for p in jax.tree.leaves(params)):
+        raise RuntimeError(
+            f"self-check: the traced route cannot evaluate {name} op by op (JAX would "
+            "compile it whole, the check sharing the compiler it checks)"
+        )
     _counts[("jax", name)] += 1
     inputs = [_to_jax(x, v.aval) for x, v in zip(values, eqn.invars, strict=True)]
     with eqn.ctx.manager:

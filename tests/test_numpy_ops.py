@@ -430,3 +430,16 @@ def test_a_traced_program_evaluated_equation_by_equation_equals_the_compiled_one
     assert {name for route, name in calls if route == "jax"} <= {"random_bits", "random_split"}
     with pytest.raises(RuntimeError, match="inside op_by_op"):
         traced_op_by_op(jax.jit(_program), x, key)
+
+
+def test_the_traced_route_refuses_a_call_it_would_compile_whole():
+    """A primitive holding jaxprs the evaluator has no rule for (a custom linear solve):
+    refused in one line, never bound — JAX would compile it whole, the check sharing the
+    compiler it checks."""
+    from meanfield._eager import traced_op_by_op
+
+    def solve(b):
+        return lax.custom_linear_solve(lambda x: 2.0 * x, b, lambda mv, r: r / 2.0)
+
+    with op_by_op(), pytest.raises(RuntimeError, match="cannot evaluate custom_linear_solve"):
+        traced_op_by_op(jax.jit(solve), jnp.ones(3))
