@@ -34,6 +34,7 @@ against β).
 
 from pathlib import Path
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
@@ -324,22 +325,20 @@ def _row(cfg, spec, data, d_in, classes, master):
     law = _law(init, hurst, cfg["d"])
     row_key = jr.fold_in(master, INITS.index(init) * 1000 + round(1000 * (hurst or 0)))
     models, keys, labels = [], [], []
+    # the same initial weights for every β of a row (seed s), drawn once (an fBm path of
+    # L·d² coordinates is most of a row's time op by op), the scale L^-β set per β; the
+    # minibatch order and validation split differ between cells (the key folds in β's index)
+    drawn = [
+        res1.Res1Classifier.sample(
+            jr.fold_in(row_key, s), law, L=cfg["L"], d_in=d_in, classes=classes,
+            beta=cfg["betas"][0], activation=cfg["activation"],
+        )
+        for s in range(cfg["seeds"])
+    ]  # fmt: skip
     for i, beta in enumerate(cfg["betas"]):
         for s in range(cfg["seeds"]):
-            # the same initial weights for every β of a row (seed s); the minibatch order
-            # and validation split differ between cells (the key folds in the β index)
-            k_model = jr.fold_in(row_key, s)
-            models.append(
-                res1.Res1Classifier.sample(
-                    k_model,
-                    law,
-                    L=cfg["L"],
-                    d_in=d_in,
-                    classes=classes,
-                    beta=beta,
-                    activation=cfg["activation"],
-                )  # fmt: skip
-            )
+            scale = jnp.asarray(float(cfg["L"]) ** -beta, drawn[s].V.dtype)
+            models.append(eqx.tree_at(lambda m: m.scale, drawn[s], scale))
             keys.append(jr.fold_in(jr.fold_in(row_key, 10**6 + s), i))
             labels.append((beta, s))
     stacked = jax.tree.map(lambda *a: jnp.stack(a), *models)
