@@ -1,6 +1,7 @@
 """One writer per study folder: an OS-level lock held for the whole run, a second run
 refused at once naming the holder's pid, and no stale lock after a kill -9."""
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -89,6 +90,31 @@ def test_the_lock_is_held_until_finish_and_records_the_pid(tmp_path):
     StudyRunner("toy", out, {"a": 1}, resume=True, progress=False).open().close()
 
 
+def test_a_finished_folder_holds_no_lock_file_and_a_waiting_run_locks_a_new_one(tmp_path):
+    """`finish` removes the lock file; a run that opened the old file before it went takes
+    the lock on a file no longer at the path, sees so, and locks a new one."""
+    out = tmp_path / "study"
+    first = StudyRunner("toy", out, {"a": 1}, progress=False).open()
+    stale = os.open(out / LOCK_NAME, os.O_RDWR)  # a second run's open, before the unlink
+    first.finish({"points": []})
+    assert not (out / LOCK_NAME).exists()
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".meanfield-manifest.jsonl",
+        "config.json",
+        "points",
+        "results.json",
+    ]
+    fcntl.flock(stale, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the old file's lock: free
+    second = StudyRunner("toy", out, {"a": 1}, resume=True, progress=False).open()
+    assert (out / LOCK_NAME).read_text().split() == [str(os.getpid())]
+    assert os.stat(out / LOCK_NAME).st_ino != os.fstat(stale).st_ino
+    with pytest.raises(StudyInputError, match="in use"):  # the new file's lock is held
+        StudyRunner("toy", out, {"a": 1}, resume=True, progress=False).open()
+    os.close(stale)
+    second.close()
+    assert not (out / LOCK_NAME).exists()
+
+
 def test_the_lock_comes_before_anything_is_written(tmp_path):
     """A refused run finds the folder as the holder left it, and a fresh folder it made
     for nothing is not left behind either."""
@@ -138,5 +164,5 @@ def test_two_runs_started_at_once_on_a_fresh_folder_leave_the_winner_alone(tmp_p
     assert refusal and "in use by another meanfield run" in refusal[0]
     winner.run_points([{"L": 4}], lambda spec: {"value": 1.0})
     winner.finish({"points": []})
-    assert (out / "results.json").exists() and (out / LOCK_NAME).exists()
+    assert (out / "results.json").exists() and not (out / LOCK_NAME).exists()
     assert (out / "points" / "L4.json").exists()

@@ -2,8 +2,9 @@
 
 * **one writer per folder**: `open` takes an OS-level lock (`fcntl.flock` on
   `DIR/.meanfield-lock`, which holds the holder's pid) before it writes anything, and
-  holds it until `finish` (or `close`, or the process's end: the kernel releases the
-  lock of a killed process, so a stale lock never blocks a later `--resume`); a second
+  holds it until `finish` (or `close`, which removes the file: a finished folder holds
+  none; or the process's end: the kernel releases the lock of a killed process, so a
+  stale lock file never blocks a later `--resume`); a second
   run on the same folder is refused at once, naming the folder and the holder's pid;
 * **ownership**: every file the study writes is recorded in `DIR/.meanfield-manifest.jsonl`
   (a header line naming the study, then one line per file, appended as they are
@@ -39,6 +40,7 @@ step of `open` and are tested together (tests/test_folder_lock.py, test_overwrit
 test_point_validation.py).
 """
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -397,10 +399,17 @@ class StudyFolder:
         _OPEN_RUNNERS.add(self)
 
     def close(self) -> None:
-        """Release the folder's lock (idempotent; `finish` calls it)."""
+        """Release the folder's lock and remove its file, so that a finished folder holds
+        only the study's own files (idempotent; `finish` calls it). A run that opened the
+        file before it went takes the lock, finds the path gone or another file there and
+        takes the lock again on a new file (`_lock`)."""
         fd, self._lock_fd = self._lock_fd, None
         if fd is not None:
             try:
+                path = self.out / LOCK_NAME
+                with contextlib.suppress(OSError):  # ours, still at the path: it goes
+                    if os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+                        path.unlink()
                 fcntl.flock(fd, fcntl.LOCK_UN)
             finally:
                 os.close(fd)
