@@ -98,7 +98,7 @@ DEFAULT_TARGETS = TARGETS[:5]
 SPIRAL_TURNS = 1.5
 PRESETS = {
     # quick: budget 2048 (~490 s) and the exercise's 8 × 300 steps (~220 s) made 15 minutes
-    # on a 2-core CPU; without them, 4 × 100 steps, 3.5 minutes (the verdicts unchanged:
+    # on a 2-core CPU; without them, 4 × 100 steps, 4.5 minutes cold (the verdicts unchanged:
     # one hidden layer lower or not resolved, shallow-wide lower on the digits)
     "quick": {
         "budgets": [32, 128, 512],

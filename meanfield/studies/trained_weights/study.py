@@ -325,9 +325,9 @@ def _row(cfg, spec, data, d_in, classes, master):
     law = _law(init, hurst, cfg["d"])
     row_key = jr.fold_in(master, INITS.index(init) * 1000 + round(1000 * (hurst or 0)))
     models, keys, labels = [], [], []
-    # the same initial weights for every β of a row (seed s), drawn once (an fBm path of
-    # L·d² coordinates is most of a row's time op by op), the scale L^-β set per β; the
-    # minibatch order and validation split differ between cells (the key folds in β's index)
+    # the same initial weights for every β of a row (seed s), drawn once (each draw an fBm
+    # path of L·d² coordinates), the scale L^-β set per β; the minibatch order and
+    # validation split differ between cells (the key folds in β's index)
     drawn = [
         res1.Res1Classifier.sample(
             jr.fold_in(row_key, s), law, L=cfg["L"], d_in=d_in, classes=classes,
