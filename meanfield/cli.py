@@ -17,11 +17,12 @@ import platform
 import re
 import sys
 from collections import deque
+from collections.abc import Iterable
 from importlib import metadata
 
 from .harness.args import int_list
 from .harness.options import add_common_arguments, add_release_override
-from .studies import STUDIES, SelfCheckError, StudyInputError
+from .studies import STUDIES, SelfCheckError, StudyInputError, help_line, study_options
 
 
 class _Parser(argparse.ArgumentParser):
@@ -145,7 +146,23 @@ def canary_command(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def named_study(argv: list[str]) -> str | None:
+    """The study a command line `meanfield [--compile-cache DIR] study NAME ...` names, or
+    None (another command, no name, an unknown one)."""
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        i += 2 if argv[i] == "--compile-cache" else 1
+    if i >= len(argv) or argv[i] != "study":
+        return None
+    name = next((t for t in argv[i + 1 :] if not t.startswith("-")), None)
+    return name if name in STUDIES else None
+
+
+def build_parser(studies: Iterable[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: every study's line, and the options of the studies
+    `studies` (default: every study; `main` asks for the one its command line names).
+    Both are read without JAX (each study's package front and its `options.py`), so that
+    `--help` and a refusal of the command line answer at once."""
     parser = _Parser(
         prog="meanfield",
         description="Deep ResNets and their large-depth limits: studies and utilities.",
@@ -183,12 +200,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plot.add_argument("dir", metavar="DIR", help="a study's output folder")
     study = sub.add_parser("study", help="run a study; writes DIR/results.json and figures")
-    studies = study.add_subparsers(dest="study", metavar="NAME")
-    studies.required = True
-    for name, module in STUDIES.items():
-        p = studies.add_parser(name, help=module.HELP, description=module.HELP)
-        add_common_arguments(p, module, name)
-        module.add_arguments(p)
+    names = study.add_subparsers(dest="study", metavar="NAME")
+    names.required = True
+    wanted = set(STUDIES if studies is None else studies)
+    for name in STUDIES:
+        line = help_line(name)
+        p = names.add_parser(name, help=line, description=line)
+        if name in wanted:
+            options = study_options(name)
+            add_common_arguments(p, options, name)
+            options.add_arguments(p)
     return parser
 
 
@@ -210,8 +231,9 @@ def join_negative_lists(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     given = sys.argv[1:] if argv is None else list(argv)
+    named = named_study(given)
+    parser = build_parser([named] if named else [])
     args = parser.parse_args(join_negative_lists(given))
     if args.command in ("info", "study"):
         from .runtime.releases import KnownBadReleaseError, check_release

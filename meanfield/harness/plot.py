@@ -7,7 +7,6 @@ from pathlib import Path
 
 from ..runtime.errors import StudyInputError
 from .folder import probe_lock
-from .runner import study_precision
 
 
 def redraw(folder: Path, plot, results: dict) -> list[Path]:
@@ -30,6 +29,7 @@ def redraw(folder: Path, plot, results: dict) -> list[Path]:
             f"DIR: cannot write the figures into {folder}: {os.strerror(errno.EACCES)}"
         )
     from ..io.plotting import use_agg
+    from .runner import study_precision  # (JAX: imported once the folder is accepted)
 
     use_agg()
     import matplotlib.pyplot as plt

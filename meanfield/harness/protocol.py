@@ -3,7 +3,11 @@
 A study is a module (`meanfield/studies/NAME/study.py`) registered under its command-line
 name in `meanfield.studies.MODULES`. The harness does the rest: the common options, the
 folder (lock, manifest, resume), the grid of points with its self-check, the launcher,
-`meanfield plot`. How to add one: docs/adding-a-study.md.
+`meanfield plot`. Its `HELP` may live in its package's `__init__.py` and its options
+(`PRESETS`, `DEFAULT_X64`, `add_arguments`, `default_out`) in the package's `options.py`,
+re-exported by `study.py`: the command line reads them there, without JAX
+(`meanfield.studies.help_line`, `study_options`). How to add one:
+docs/adding-a-study.md.
 """
 
 import argparse

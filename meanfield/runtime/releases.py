@@ -50,11 +50,17 @@ class KnownBadReleaseError(RuntimeError):
 
 
 def installed() -> dict[str, str]:
-    """The installed versions of jax and jaxlib."""
-    import jax
-    import jaxlib
+    """The installed versions of jax and jaxlib (their distributions' metadata: read
+    without importing JAX, at `import meanfield`)."""
+    from importlib import metadata
 
-    return {"jax": jax.__version__, "jaxlib": getattr(jaxlib, "__version__", "unknown")}
+    def version(package: str) -> str:
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return "unknown"
+
+    return {"jax": version("jax"), "jaxlib": version("jaxlib")}
 
 
 def known_bad(versions: dict[str, str] | None = None) -> KnownBadRelease | None:

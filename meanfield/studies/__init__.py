@@ -13,11 +13,12 @@ a study: docs/adding-a-study.md.
 import importlib
 
 from ..harness.options import distributed_settings as distributed_settings
-from ..harness.runner import SelfCheckError as SelfCheckError
-from ..harness.runner import StudyRunner as StudyRunner
+from ..harness.self_check import SelfCheckError as SelfCheckError
 from ..runtime.errors import StudyInputError as StudyInputError
 
-# command-line name -> module (imported lazily so `meanfield info` stays fast)
+# command-line name -> module (imported lazily: `meanfield --help`, `meanfield study
+# --help` and a refusal of the command line read each study's package front and its
+# `options.py` alone, without JAX)
 MODULES: dict[str, str] = {
     "mean-ode": "meanfield.studies.mean_ode.study",
     "sde": "meanfield.studies.sde.study",
@@ -51,6 +52,39 @@ class _Lazy:
 
 
 STUDIES = {name: _Lazy(mod) for name, mod in MODULES.items()}
+
+
+def help_line(name: str) -> str:
+    """The study's one line (its `HELP`), read from its package's front without importing
+    the study itself (a study registered otherwise: its module's)."""
+    if name in MODULES:
+        front = importlib.import_module(MODULES[name].rsplit(".", 1)[0])
+        if hasattr(front, "HELP"):
+            return front.HELP
+    return STUDIES[name].HELP
+
+
+def study_options(name: str):
+    """The study's command-line options (`add_arguments`, `PRESETS`, `DEFAULT_X64`, and
+    `default_out` where it has one): its package's `options.py`, read without JAX, which
+    the study's module re-exports; for a study without one, its module."""
+    if name in MODULES:
+        options = MODULES[name].rsplit(".", 1)[0] + ".options"
+        try:
+            return importlib.import_module(options)
+        except ModuleNotFoundError as err:
+            if err.name != options:
+                raise
+    return STUDIES[name]
+
+
+def __getattr__(name: str):
+    """`StudyRunner`, imported at its first use (the runner needs JAX)."""
+    if name == "StudyRunner":
+        from ..harness.runner import StudyRunner
+
+        return StudyRunner
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def run_study(name: str, *, out: str, **options) -> dict:

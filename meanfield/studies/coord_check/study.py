@@ -58,7 +58,6 @@ import numpy as np
 
 from ...diagnostics import coord_check as coord_check_diagnostics
 from ...diagnostics import unit_coord_check
-from ...harness.args import int_list, positive_float, positive_int
 from ...harness.runner import start_study
 from ...io.text import batches
 from ...parametrisation import Parametrisation, from_table, resnet_from_table
@@ -67,7 +66,6 @@ from ...training.transformer import optimizer, train
 from ..shared.transformer_options import (
     MODEL_OPTIONS,
     DrawnAndTrained,
-    add_model_arguments,
     check_model_options,
     corpus,
     data_record,
@@ -79,87 +77,30 @@ from ..shared.transformer_options import (
     tables,
     training_cost,
 )
+from . import HELP as HELP  # its line in `meanfield study --help` (the package's)
 from . import resnet as coord_check_resnet
+from .options import (
+    DEFAULT_X64 as DEFAULT_X64,
+)
+from .options import (
+    MODELS as MODELS,
+)
+from .options import (
+    PRESETS as PRESETS,
+)
+from .options import (  # the command line's (read without JAX: options.py)
+    add_arguments as add_arguments,
+)
 from .schema import SCHEMA as SCHEMA  # what its figures read (the protocol)
 
-HELP = (
-    "coordinate check of a Transformer's parametrisations, or of a ResNet of your own unit "
-    "block, across width and depth"
-)
-DEFAULT_X64 = False
-PRESETS = {
-    "quick": {
-        "parametrisations": ["standard", "mup", "depth-mup", "completep"],
-        "widths": [32, 64, 128, 256],
-        "depth": 2,
-        "depths": [2, 4, 8, 16, 32],
-        "width": 32,
-        "steps": 4,
-        "seeds": 4,
-        "lr": 3e-3,
-        "batch": 8,
-        "context": 32,
-        "heads": 2,
-        "base_width": 32,
-        "base_depth": 2,
-    },
-    "paper": {
-        "parametrisations": ["standard", "mup", "depth-mup", "completep"],
-        "widths": [64, 128, 256, 512, 1024],
-        "depth": 2,
-        "depths": [2, 4, 8, 16, 32, 64, 128],
-        "width": 64,
-        "steps": 4,
-        "seeds": 8,
-        "lr": 3e-3,
-        "batch": 16,
-        "context": 64,
-        "heads": 4,
-        "base_width": 64,
-        "base_depth": 2,
-    },
-}
 SELF_CHECK_STEPS = 2  # the self-check trains its point this many steps (compiled and op by op)
 EVAL_BATCH = 8  # sequences of the held-out batch the coordinates are measured on
 OFF = 0.4  # a quantity this far or more from flat is reported as off
-MODELS = ("transformer", "resnet")
 SHARED = ("widths", "depth", "depths", "width", "steps", "seeds", "lr")
 TRANSFORMER_ONLY = {**{o: "--" + o.replace("_", "-") for o in MODEL_OPTIONS},
                     "init_std": "--init-std", "data": "--data", "eps": "--eps",
                     "weight_decay": "--weight-decay"}  # fmt: skip
 RESNET_ONLY = {"block": "--block", "law": "--law", "d": "--d", "inputs": "--inputs"}
-
-
-def add_arguments(parser):
-    parser.add_argument("--parametrisations", help="tables, comma list: standard, mup, "
-                        "depth-mup, completep, or MODULE:NAME / FILE.py:NAME of a "
-                        "meanfield.parametrisation.Parametrisation")  # fmt: skip
-    parser.add_argument("--widths", type=int_list, help="widths N of the width line")
-    parser.add_argument("--depth", type=positive_int, help="depth L of the width line")
-    parser.add_argument("--depths", type=int_list, help="depths L of the depth line")
-    parser.add_argument("--width", type=positive_int, help="width N of the depth line")
-    parser.add_argument("--steps", type=positive_int, help="optimiser steps")
-    parser.add_argument("--seeds", type=positive_int, help="independent draws per size")
-    parser.add_argument("--lr", type=positive_float, help="base learning rate")
-    parser.add_argument(
-        "--model",
-        choices=MODELS,
-        help="the network checked: a Transformer "
-        "(default) or a ResNet of unit blocks (implied by --block/--law)",
-    )
-    add_model_arguments(parser)
-    parser.add_argument(
-        "--block",
-        help="your unit block φ, FILE.py:NAME or MODULE:NAME (a "
-        "ResNet of your units; default: the 2LP v tanh(uᵀh))",
-    )
-    parser.add_argument(
-        "--law",
-        help="the law of your units' parameters, FILE.py:NAME "
-        "(default: u ~ N(0, I/d), v ~ N(0, I))",
-    )
-    parser.add_argument("--d", type=positive_int, help="the ResNet's state dimension d")
-    parser.add_argument("--inputs", type=positive_int, help="the ResNet's training inputs")
 
 
 def _model(args) -> str:

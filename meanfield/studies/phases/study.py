@@ -49,7 +49,6 @@ import numpy as np
 from ..._eager import traced_op_by_op
 from ...diagnostics.phases import (
     GRADIENT_BOUNDS,
-    LOSSES,
     SLOPE_TOL,
     critical_beta,
     exponential_growth,
@@ -61,10 +60,6 @@ from ...diagnostics.phases import (
 from ...harness.args import (
     PYTHON_STEP,
     Cost,
-    float_list,
-    int_list,
-    positive_float,
-    positive_int,
     preset_config,
 )
 from ...harness.runner import start_study
@@ -72,33 +67,32 @@ from ...laws.depth import FractionalBrownianLaw, IIDGaussianLaw, IIDRademacherLa
 from ...runtime.errors import StudyInputError
 from ...runtime.sharding import disable_jit_active, shard_seeds
 from ...stats.fits import judge_theory, summarize
+from . import HELP as HELP  # its line in `meanfield study --help` (the package's)
+from .options import (
+    BETAS as BETAS,
+)
+from .options import (
+    DEFAULT_X64 as DEFAULT_X64,
+)
+from .options import (
+    PRESETS as PRESETS,
+)
+from .options import (
+    WEIGHTS as WEIGHTS,
+)
+from .options import (  # the command line's (read without JAX: options.py)
+    add_arguments as add_arguments,
+)
+from .options import (
+    default_out as default_out,
+)
 from .schema import SCHEMA as SCHEMA  # what its figures read (the protocol)
 
-HELP = "identity / stability / explosion of ResNets at initialisation vs β; critical β"
-DEFAULT_X64 = True
-WEIGHTS = ("iid", "rademacher", "smooth", "fbm")
 IID = ("iid", "rademacher")  # uncoupled laws: β_c = 1/2 and the β = 1/2 bounds
 RATIOS = ("forward", "gradient", "forward_max")
-BETAS = [0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.125, 1.25, 1.5]
 MAX_BETA = 8.0  # 2^-8 at L = 2 already: far in the stable phase of every law here
 MAX_SLOPE_TOL = 1.0
 
-PRESETS = {
-    "quick": {
-        "L": [16, 32, 64, 128, 256, 512],
-        "beta": BETAS,
-        "seeds": 64,
-        "d": 32,
-        "heatmap_hurst": [0.3, 0.5, 0.7, 0.9],
-    },
-    "paper": {
-        "L": [16, 32, 64, 128, 256, 512, 1024, 2048],
-        "beta": [0.0] + [0.25 + 0.0625 * i for i in range(21)],  # β = 0: no scaling
-        "seeds": 512,
-        "d": 64,
-        "heatmap_hurst": [0.1, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95],
-    },
-}
 DEFAULTS = {
     "hurst": None,
     "length_scale": 0.2,
@@ -108,41 +102,6 @@ DEFAULTS = {
     "bootstrap": 500,
     "deltas": [0.05, 0.1, 0.25, 0.5],
 }
-
-
-def default_out(args) -> str:
-    """Each depth law gets its own default folder."""
-    return f"results/phases-{args.weights}"
-
-
-def add_arguments(parser):
-    parser.add_argument("--weights", choices=WEIGHTS, default="iid", help="depth law of V and W")
-    parser.add_argument("--hurst", type=float, help="Hurst index H ∈ (0, 1) for --weights fbm")
-    parser.add_argument("--beta", type=float_list, help="scaling exponents β, increasing")
-    parser.add_argument("--L", type=int_list, help="depths, increasing (e.g. 16,32,64)")
-    parser.add_argument("--seeds", type=positive_int, help="draws per (β, L)")
-    parser.add_argument("--d", type=positive_int, help="state dimension (V, W are d×d)")
-    parser.add_argument(
-        "--length-scale", type=positive_float, help="ℓ of the smooth weights (default 0.2)"
-    )
-    parser.add_argument(
-        "--heatmap-hurst",
-        type=float_list,
-        help="Hurst indices of the Hurst × β heatmap (--weights fbm)",
-    )
-    parser.add_argument("--no-heatmap", action="store_true", help="skip the fBm heatmap")
-    parser.add_argument(
-        "--loss",
-        choices=LOSSES,
-        default="squared",
-        help="squared: ½‖h_L − y‖² (p_L = h_L − y); readout: ⟨B, h_L⟩ with a fixed random "
-        "B (p_L = B, the theorem's convention) (default: squared)",
-    )
-    parser.add_argument(
-        "--slope-tol", type=positive_float, help="|slope| below which a β is 'stability'"
-    )
-    parser.add_argument("--batch", type=positive_int, help="draws per vectorised batch")
-    parser.add_argument("--bootstrap", type=positive_int, help="bootstrap replicates")
 
 
 def _check_hurst(value, flag):

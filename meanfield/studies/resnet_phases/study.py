@@ -28,41 +28,25 @@ import equinox as eqx
 import jax
 
 from ...diagnostics.criteria import deep_criteria_rates
-from ...harness.args import positive_int
 from ...harness.runner import start_study
 from ...models.deep_embedded import DeepEmbeddedResNet
 from ...training.deep_embedded import train_with_final
 from ..shared.two_layer_inputs import batch_size
 from ..two_layer_phases import study as two_layer_phases
+from . import HELP as HELP  # its line in `meanfield study --help` (the package's)
+from .options import (
+    DEFAULT_X64 as DEFAULT_X64,
+)
+from .options import (
+    PRESETS as PRESETS,
+)
+from .options import (  # the command line's (read without JAX: options.py)
+    add_arguments as add_arguments,
+)
 from .schema import SCHEMA as SCHEMA  # what its figures read (the protocol)
 
-HELP = "the deep ResNet's phase diagram over (sigma_v, D): criteria 1, 3, 5 and the MLU point"
-DEFAULT_X64 = True
-PRESETS = {
-    # quick: D = 1024 (~6 s a draw of 20 GD steps on 8M weights) was 95% of a 20-minute
-    # run on a 2-core CPU; D = 16, 64, 256 keep the factor-4 spacing in ~1.5 minutes
-    "quick": {
-        "D": [16, 64, 256],
-        "s_v_sweep": [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0],
-        "L": 8,
-        "M": 1024,
-        "seeds": 6,
-    },
-    "paper": {
-        "D": [64, 256, 1024, 4096],
-        "s_v_sweep": [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0],
-        "L": 16,
-        "M": 2048,
-        "seeds": 16,
-    },
-}
 DEFAULTS = two_layer_phases.DEFAULTS
 OPTIONS = ("D", "s_v_sweep", "L", "M", "seeds", *DEFAULTS)
-
-
-def add_arguments(parser):
-    two_layer_phases.add_arguments(parser)
-    parser.add_argument("--L", type=positive_int, help="depth (residual layers)")
 
 
 def configure(args) -> dict:

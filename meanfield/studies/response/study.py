@@ -21,15 +21,11 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
-from ...diagnostics.signal_propagation import METHODS, simulate_response
+from ...diagnostics.signal_propagation import simulate_response
 from ...harness.args import (
     check_activation,
     check_scale,
     check_size,
-    float_list,
-    int_list,
-    positive_float,
-    positive_int,
 )
 from ...harness.runner import start_study
 from ...runtime.errors import StudyInputError
@@ -43,15 +39,19 @@ from ...stats.fits import (
 from ...theory.alpha_star import optimal_scaling, saturation_asymptotic, saturation_formula
 from ...theory.gaussian import DEFAULT_ORDER, K_ACCURATE
 from ...theory.response import FIG2, FIG5_SIGMA_B2, FIG5_SIGMA_W2, output_response_curve, response
+from . import HELP as HELP  # its line in `meanfield study --help` (the package's)
 from . import paper as response_paper
+from .options import (
+    DEFAULT_X64 as DEFAULT_X64,
+)
+from .options import (
+    PRESETS as PRESETS,
+)
+from .options import (  # the command line's (read without JAX: options.py)
+    add_arguments as add_arguments,
+)
 from .schema import SCHEMA as SCHEMA  # what its figures read (the protocol)
 
-HELP = "response function and optimal residual scaling α* at initialisation"
-DEFAULT_X64 = True
-PRESETS = {
-    "quick": {"inits": 1000, "alpha_star_inits": 300},
-    "paper": {"inits": 1000, "alpha_star_inits": 1000},
-}
 ALPHA_GRID = np.geomspace(0.01, 1.5, 400)
 # the deepest network taken: the theory's curves run every depth up to 2·L_max, at
 # about THEORY_SECONDS_PER_DEPTH each on a 2-core CPU (L_max = 480: 44 s), so 1000
@@ -62,36 +62,6 @@ MAX_ALPHA = 10.0  # the residual scale α: the sources' α* lie below 1
 MAX_VARIANCE = 1e6
 THEORY_SECONDS_PER_DEPTH = 0.05
 FIG4C_K0 = (0.02, 0.05, 0.1, 0.2)  # input kernels of the simulated α* of Figure 4(c)
-
-
-def add_arguments(parser):
-    parser.add_argument("--sigma-w2", type=positive_float, default=1.25, help="σ_w² (1.25)")
-    parser.add_argument("--sigma-b2", type=float, default=0.05, help="σ_b² (0.05)")
-    parser.add_argument("--K0", type=positive_float, default=0.05, help="input kernel K^0 (0.05)")
-    parser.add_argument(
-        "--depths",
-        type=int_list,
-        default=[2, 5, 10, 20, 30],
-        help="depths L, increasing (2,5,10,20,30)",
-    )
-    parser.add_argument("--width", type=positive_int, help="simulated width N (500)")
-    parser.add_argument("--d-out", type=positive_int, help="outputs d_out (100)")
-    parser.add_argument("--inits", type=positive_int, help="initialisations per simulated α")
-    parser.add_argument(
-        "--alpha-star-inits", type=positive_int, help="initialisations per α when simulating α*"
-    )
-    parser.add_argument(
-        "--alphas",
-        type=float_list,
-        help="α values simulated layer by layer (default: 0.1, α*(L_max), 0.5)",
-    )
-    parser.add_argument("--activation", default="erf", help="φ (erf)")
-    parser.add_argument(
-        "--method",
-        choices=list(METHODS),
-        help="finite-width sampler (default gaussian-identity; 'full' draws every weight matrix)",
-    )
-    parser.add_argument("--no-simulate", action="store_true", help="theory only")
 
 
 # options of the simulation only (refused with --no-simulate) and their defaults

@@ -37,15 +37,11 @@ import jax.random as jr
 import numpy as np
 
 from ..._eager import traced_op_by_op
-from ...blocks.activations import ACTIVATIONS
 from ...coupling.neural_sde import strong_errors
 from ...harness.args import (
     PYTHON_STEP,
     Cost,
     check_activation,
-    int_list,
-    positive_float,
-    positive_int,
     preset_config,
 )
 from ...harness.runner import start_study
@@ -55,16 +51,24 @@ from ...runtime.errors import StudyInputError
 from ...runtime.sharding import disable_jit_active, shard_seeds
 from ...stats.depth_law import fit_paired_depth_law
 from ...stats.fits import excluded_warning, exploded_draws, fit_points, summarize
+from . import HELP as HELP  # its line in `meanfield study --help` (the package's)
+from .options import (
+    DEFAULT_X64 as DEFAULT_X64,
+)
+from .options import (
+    PRESETS as PRESETS,
+)
+from .options import (
+    WEIGHTS as WEIGHTS,
+)
+from .options import (  # the command line's (read without JAX: options.py)
+    add_arguments as add_arguments,
+)
+from .options import (
+    default_out as default_out,
+)
 from .schema import SCHEMA as SCHEMA  # what its figures read (the protocol)
 
-HELP = "strong error of ResNets with Brownian, fBm or smooth weights vs their SDE/Young/ODE limit"
-DEFAULT_X64 = True
-WEIGHTS = ("brownian", "fbm", "smooth")
-
-PRESETS = {
-    "quick": {"L": [8, 16, 32, 64, 128, 256], "seeds": 128, "n_fine": 2**15},
-    "paper": {"L": [8, 16, 32, 64, 128, 256, 512, 1024], "seeds": 1024, "n_fine": 2**18},
-}
 DEFAULTS = {
     "d": 4,
     "activation": "tanh",
@@ -77,26 +81,6 @@ DEFAULTS = {
 QUANTITIES = ("error_final", "error_sup")
 # how far above the reference's own error a point must lie to enter a fit
 REFERENCE_MARGIN = 10.0
-
-
-def add_arguments(parser):
-    parser.add_argument("--weights", choices=WEIGHTS, default="brownian", help="depth law")
-    parser.add_argument("--hurst", type=float, help="Hurst index H for --weights fbm (1/2 < H < 1)")
-    parser.add_argument("--L", type=int_list, help="depths, increasing (e.g. 8,16,32)")
-    parser.add_argument("--seeds", type=positive_int, help="paths (finite networks per depth)")
-    parser.add_argument("--d", type=positive_int, help="state dimension (default 4)")
-    parser.add_argument("--n-fine", type=positive_int, help="steps of the fine grid of the path")
-    parser.add_argument("--activation", help=f"σ, one of {', '.join(ACTIVATIONS)} (default tanh)")
-    parser.add_argument(
-        "--length-scale", type=positive_float, help="ℓ of the smooth weights (default 0.2)"
-    )
-    parser.add_argument("--rtol", type=positive_float, help="ODE reference tolerance (smooth)")
-    parser.add_argument(
-        "--young-solver",
-        choices=["heun", "midpoint", "euler"],
-        help="fBm reference solver on the fine grid (default heun)",
-    )
-    parser.add_argument("--batch", type=positive_int, help="seeds per vectorised batch")
 
 
 def configure(args) -> dict:
@@ -507,11 +491,6 @@ def plot(out, results) -> None:
         results["reference"],
         results.get("rates") or [],
     )
-
-
-def default_out(args) -> str:
-    """Each depth law gets its own default folder."""
-    return f"results/sde-{args.weights}"
 
 
 def _usable(points, q, estimates) -> list[dict]:

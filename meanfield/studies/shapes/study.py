@@ -40,12 +40,8 @@ from ...coupling import deep_embedded as deep_embedded_coupling
 from ...coupling.design import program_boxes
 from ...harness.args import (
     Limit,
-    add_pad_argument,
     check_activation,
-    int_list,
     pad_budget,
-    positive_float,
-    positive_int,
 )
 from ...harness.runner import start_study
 from ...harness.self_check import of_terms
@@ -56,8 +52,18 @@ from ...runtime.errors import StudyInputError
 from ...stats.fits import fit_loglog, fit_values, summarize
 from ...stats.rate_law import RATE_THEORIES, fit_rate_law, optimal_shape
 from ...training import deep_embedded as deep_embedded_training
-from ..shared.embedded_options import add_model_arguments, config_data, load_data, model_config
+from ..shared.embedded_options import config_data, load_data, model_config
 from ..two_layer.study import MAX_RATE, check_scales
+from . import HELP as HELP  # its line in `meanfield study --help` (the package's)
+from .options import (
+    DEFAULT_X64 as DEFAULT_X64,
+)
+from .options import (
+    PRESETS as PRESETS,
+)
+from .options import (  # the command line's (read without JAX: options.py)
+    add_arguments as add_arguments,
+)
 from .plot import (
     ERRORS,
     QUANTITIES,
@@ -70,17 +76,6 @@ from .plot import (
 )
 from .schema import SCHEMA as SCHEMA  # what its figures read (the protocol)
 
-HELP = "the joint limit in depth L, width M and dimension D: rates, rate law, optimal shape"
-DEFAULT_X64 = True
-PRESETS = {
-    "quick": {"L": [4, 8, 16, 32, 64], "M": [4, 16, 64], "D": [8, 32, 128], "seeds": 12},
-    "paper": {
-        "L": [8, 16, 32, 64, 128, 256, 512],
-        "M": [8, 32, 128, 512],
-        "D": [16, 64, 256, 512],
-        "seeds": 16,
-    },
-}
 # the built-in data set: two scalar inputs, one output (d_in = d_out = 1, so that the
 # limit's Gaussian expectation for a nonlinear ρ is a 4-dimensional quadrature)
 DATA_X = [[1.0], [-0.6]]
@@ -88,21 +83,6 @@ DATA_Y = [[1.0], [-0.3]]
 JUDGE = 10.0  # a point enters fits only if its error is JUDGE x the reference's own error
 MEMORY_BYTES = 4 * 2**30  # the draws of a point run in batches within this much memory
 DOMINANT = 0.6  # a line is fitted against X where the term of X is this share of the law
-
-
-def add_arguments(parser):
-    add_model_arguments(parser, activation="identity", lr=0.1, steps=3)
-    parser.add_argument("--L", type=int_list, help="depths (comma list)")
-    parser.add_argument("--M", type=int_list, help="widths (comma list)")
-    parser.add_argument("--D", type=int_list, help="embedding dimensions (comma list)")
-    parser.add_argument("--seeds", type=positive_int, help="independent draws per point")
-    parser.add_argument(
-        "--lr-in", type=positive_float, help="η_in: train W_in at η_in·D·∇ (default: frozen)"
-    )
-    parser.add_argument(
-        "--lr-out", type=positive_float, help="η_out: train W_out at η_out·D·∇ (default: frozen)"
-    )
-    add_pad_argument(parser, "L*M*D")
 
 
 # temporaries of a point's compiled program per draw (float64; XLA's memory analysis on

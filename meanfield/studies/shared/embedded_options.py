@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ...harness.args import positive_float, positive_int
 from ...limits import perceptron as perceptron_limits
 from ...runtime.errors import StudyInputError
 
@@ -17,21 +16,6 @@ DATA_X = [[1.0, 0.0, 0.0], [0.6, 0.8, 0.0]]
 
 
 DATA_Y = [[1.0], [-0.5]]
-
-
-def add_model_arguments(parser, *, activation: str, lr: float, steps: int) -> None:
-    """The options of Chaintron's models, shared with `meanfield study shapes`."""
-    parser.add_argument("--activation", default=activation, help=f"ρ (default: {activation})")
-    parser.add_argument(
-        "--data", help="FILE.npz with arrays x (n, d_in) and y (n, d_out) (default: built-in)"
-    )
-    parser.add_argument("--sigma-in", type=positive_float, default=1.0, help="σ_in (1)")
-    parser.add_argument("--sigma-out", type=positive_float, default=1.0, help="σ_out (1)")
-    parser.add_argument("--s-u", type=positive_float, default=1.0, help="u ~ N(0, s_u² D) (1)")
-    parser.add_argument("--s-v", type=positive_float, default=1.0, help="v ~ N(0, s_v² D) (1)")
-    parser.add_argument("--lr-u", type=positive_float, default=lr, help=f"η_u ({lr:g})")
-    parser.add_argument("--lr-v", type=positive_float, default=lr, help=f"η_v ({lr:g})")
-    parser.add_argument("--steps", type=positive_int, default=steps, help=f"GD steps K ({steps})")
 
 
 def model_config(args, x, y) -> dict:

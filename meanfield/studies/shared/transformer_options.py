@@ -16,8 +16,7 @@ import jax
 import numpy as np
 
 from ..._eager import traced_op_by_op
-from ...harness.args import nonnegative_float, positive_float, positive_int
-from ...io.text import DOCS, STDLIB, TEXTS, load_text
+from ...io.text import DOCS, STDLIB, load_text
 from ...models.transformer import Transformer
 from ...parametrisation import PARAMETRISATIONS, Parametrisation, from_table
 from ...runtime.errors import StudyInputError
@@ -36,29 +35,6 @@ TEXT_NAMES = {
     STDLIB: "the Python standard library's source (a hash-ordered sample of its files)",
     DOCS: "the help topics of Python's documentation (pydoc_data/topics.py)",
 }
-
-
-def add_model_arguments(parser) -> None:
-    """The options of the model, its optimiser and its data: `--batch`, `--context`,
-    `--heads`, `--base-width`, `--base-depth`, `--init-std`, `--eps`, `--weight-decay`,
-    `--text`, `--data`."""
-    parser.add_argument("--batch", type=positive_int, help="sequences per step")
-    parser.add_argument("--context", type=positive_int, help="tokens per sequence")
-    parser.add_argument("--heads", type=positive_int, help="attention heads")
-    parser.add_argument("--base-width", type=positive_int, help="the base model's width")
-    parser.add_argument("--base-depth", type=positive_int, help="the base model's depth")
-    parser.add_argument(
-        "--init-std", type=positive_float, help="base std of the drawn matrices (0.02)"
-    )
-    parser.add_argument("--eps", type=positive_float, help="Adam's base ε (1e-8)")
-    parser.add_argument(
-        "--weight-decay", type=nonnegative_float, help="the base weight decay (0), coupled to lr"
-    )
-    parser.add_argument(
-        "--text", choices=TEXTS, help="the built-in text: stdlib, the standard library's "
-        "source (default), or docs, the English help topics of Python's documentation",
-    )  # fmt: skip
-    parser.add_argument("--data", help="a UTF-8 text FILE (instead of a built-in --text)")
 
 
 def check_model_options(cfg, args, widths, sizes) -> None:

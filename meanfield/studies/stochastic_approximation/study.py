@@ -41,9 +41,6 @@ from ..._eager import traced_op_by_op
 from ...harness.args import (
     PYTHON_STEP,
     Cost,
-    float_list,
-    int_list,
-    positive_int,
     preset_config,
 )
 from ...harness.runner import start_study
@@ -53,26 +50,21 @@ from ...runtime.sharding import disable_jit_active
 from ...stats.compare import mean_interval
 from ...stats.fits import fit_loglog, fit_values, summarize
 from ...theory import stochastic_approximation as stochastic_approximation_theory
+from . import HELP as HELP  # its line in `meanfield study --help` (the package's)
+from .options import (
+    DEFAULT_X64 as DEFAULT_X64,
+)
+from .options import (
+    PRESETS as PRESETS,
+)
+from .options import (  # the command line's (read without JAX: options.py)
+    add_arguments as add_arguments,
+)
 from .schema import SCHEMA as SCHEMA  # what its figures read (the protocol)
 
-HELP = "the epsilon terms of the stochastic-approximation proposition for mean ODEs"
-DEFAULT_X64 = True
-PRESETS = {
-    "quick": {"L": [16, 64, 256], "M": [16, 64, 256], "sizes": [0.01, 0.1], "seeds": 32},
-    "paper": {"L": [16, 64, 256, 1024], "M": [16, 64, 256, 1024], "sizes": [0.003, 0.03, 0.3],
-              "seeds": 128},
-}  # fmt: skip
 DEFAULTS = {"d": 4}
 OPTIONS = ("L", "M", "sizes", "seeds", "d")
 FLAT = 0.05  # a slope is flat when its 95% interval lies in [-FLAT, FLAT]
-
-
-def add_arguments(parser):
-    parser.add_argument("--L", type=int_list, help="depths (layers of the scheme)")
-    parser.add_argument("--M", type=int_list, help="samples per layer")
-    parser.add_argument("--sizes", type=float_list, help="sizes e of the ε terms")
-    parser.add_argument("--seeds", type=positive_int, help="independent draws per point")
-    parser.add_argument("--d", type=positive_int, help="dimension of the state (default: 4)")
 
 
 def configure(args) -> dict:

@@ -14,7 +14,7 @@ import jax.random as jr
 import numpy as np
 
 from ...blocks.two_layer import TwoLayerBlock
-from ...harness.args import UNIT_OPTIONS, add_unit_arguments, check_unit_arguments, positive_int
+from ...harness.args import UNIT_OPTIONS, check_unit_arguments
 from ...harness.runner import start_study
 from ...io.plotting import loglog_series, save_figure, series_by, use_agg
 from ...laws.unit import TwoLayerGaussianLaw
@@ -22,16 +22,17 @@ from ...models.resnet import ResNet
 from ...runtime.errors import StudyInputError
 from ...stats.fits import fit_points, summarize
 from ...theory.tangent import relative_difference
+from . import HELP as HELP  # its line in `meanfield study --help` (the package's)
+from .options import (
+    DEFAULT_X64 as DEFAULT_X64,
+)
+from .options import (
+    PRESETS as PRESETS,
+)
+from .options import (  # the command line's (read without JAX: options.py)
+    add_arguments as add_arguments,
+)
 from .schema import SCHEMA as SCHEMA  # what its figures read (the protocol)
-
-HELP = "tangent kernel of finite ResNets vs the shallow M·L-unit kernel (docs: Mathematics §5.1)"
-DEFAULT_X64 = True
-PRESETS = {"quick": {"nets": 32}, "paper": {"nets": 256}}
-
-
-def add_arguments(parser):
-    add_unit_arguments(parser, gammas=[0.5, 0.75, 1.0], d=3, activation="tanh")
-    parser.add_argument("--nets", type=positive_int, help="random networks per point")
 
 
 def configure(args) -> dict:

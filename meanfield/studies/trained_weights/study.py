@@ -41,7 +41,7 @@ import jax.random as jr
 import numpy as np
 
 from ...diagnostics.regularity import estimate_hurst
-from ...harness.args import check_activation, float_list, override, positive_float, positive_int
+from ...harness.args import check_activation, override
 from ...harness.runner import start_study
 from ...harness.self_check import of_terms
 from ...laws.depth import FractionalBrownianLaw, IIDGaussianLaw, SmoothGPLaw
@@ -49,60 +49,24 @@ from ...models import res1
 from ...runtime.errors import StudyInputError
 from ...stats.fits import line_fit, summarize
 from ...training import res1 as res1_training
+from . import HELP as HELP  # its line in `meanfield study --help` (the package's)
+from .options import (
+    DEFAULT_X64 as DEFAULT_X64,
+)
+from .options import (
+    INITS as INITS,
+)
+from .options import (
+    PRESETS as PRESETS,
+)
+from .options import (  # the command line's (read without JAX: options.py)
+    add_arguments as add_arguments,
+)
 from .plot import draw_figures, format_cell
 from .schema import SCHEMA as SCHEMA  # what its figures read (the protocol)
 
-HELP = "trained weights along depth: regularity before/after and test accuracy over (β, H)"
 SELF_CHECK_STEPS = 2  # the self-check's training (module docstring of runner.run_points)
-DEFAULT_X64 = False  # training in float32: the accuracies and the regularity (a log-log
-# slope over lags of variograms of O(1/d) increments) are far above its round-off
-INITS = ("iid", "smooth", "fbm")
-PRESETS = {
-    "quick": {
-        "L": 64,
-        "d": 32,
-        "betas": [0.0, 0.25, 0.5, 0.75, 1.0],
-        "hursts": [0.1, 0.3, 0.5, 0.7, 0.9],
-        "inits": list(INITS),
-        "steps": 400,
-        "batch_size": 128,
-        "lr": 3e-3,
-        "seeds": 2,
-    },
-    "paper": {
-        "L": 256,
-        "d": 64,
-        "betas": [0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0],
-        "hursts": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
-        "inits": list(INITS),
-        "steps": 3000,
-        "batch_size": 128,
-        "lr": 1e-3,
-        "seeds": 3,
-    },
-}
 LENGTH_SCALE = 0.2  # the smooth law's (SmoothGPLaw's default)
-
-
-def add_arguments(parser):
-    parser.add_argument(
-        "--data",
-        help="MNIST / CIFAR-10 files (an .npz, a folder of idx files, CIFAR-10's python "
-        "version); default: scikit-learn's digits, offline",
-    )
-    parser.add_argument("--L", type=positive_int, help="depth")
-    parser.add_argument("--d", type=positive_int, help="width of the residual stream")
-    parser.add_argument("--betas", type=float_list, help="scales β of L^-β (comma list)")
-    parser.add_argument("--hursts", type=float_list, help="Hurst indices of the fBm init")
-    parser.add_argument("--inits", help=f"comma list among {', '.join(INITS)} (default: all)")
-    parser.add_argument("--steps", type=positive_int, help="optimiser updates")
-    parser.add_argument("--batch-size", type=positive_int, help="examples per update")
-    parser.add_argument("--lr", type=positive_float, help="learning rate")
-    parser.add_argument(
-        "--optimizer", choices=res1_training.OPTIMIZERS, default="adam", help="(default: adam)"
-    )
-    parser.add_argument("--seeds", type=positive_int, help="independent networks per cell")
-    parser.add_argument("--activation", default="relu", help="σ (default: relu)")
 
 
 def configure(args) -> dict:

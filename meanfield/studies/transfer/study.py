@@ -48,7 +48,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...diagnostics.laziness import nonlinear_fractions
-from ...harness.args import float_list, int_list, positive_int
 from ...harness.runner import start_study
 from ...io.text import batches
 from ...parametrisation import Parametrisation, from_table
@@ -59,7 +58,6 @@ from ...training.transformer import optimizer, train
 from ..shared.transformer_options import (
     MODEL_OPTIONS,
     DrawnAndTrained,
-    add_model_arguments,
     check_model_options,
     corpus,
     data_record,
@@ -72,70 +70,24 @@ from ..shared.transformer_options import (
     tables,
     training_cost,
 )
+from . import HELP as HELP  # its line in `meanfield study --help` (the package's)
+from .options import (
+    DEFAULT_X64 as DEFAULT_X64,
+)
+from .options import (
+    PRESETS as PRESETS,
+)
+from .options import (  # the command line's (read without JAX: options.py)
+    add_arguments as add_arguments,
+)
 from .schema import SCHEMA as SCHEMA  # what its figures read (the protocol)
 
-HELP = "learning-rate transfer of a Transformer across depth and width, per parametrisation"
-DEFAULT_X64 = False
-PRESETS = {
-    "quick": {
-        "parametrisations": ["standard", "mup", "depth-mup", "completep"],
-        "width_parametrisations": ["standard", "mup"],
-        "depths": [2, 4, 8, 16],
-        "width": 16,
-        "widths": [16, 32, 64],
-        "depth": 2,
-        # 1e-3 … 4.5e-2: lr* after the shorter budgets (larger) stays inside the grid
-        "lrs": [1e-3 * 2.0 ** (k / 2) for k in range(0, 12)],
-        "steps": 100,
-        "seeds": 8,
-        "batch": 8,
-        "context": 16,
-        "heads": 2,
-        "base_width": 16,
-        "base_depth": 2,
-    },
-    "paper": {
-        "parametrisations": ["standard", "mup", "depth-mup", "completep"],
-        "width_parametrisations": ["standard", "mup"],
-        "depths": [2, 4, 8, 16, 32],
-        "width": 64,
-        "widths": [32, 64, 128, 256],
-        "depth": 4,
-        "lrs": [1e-3 * 2.0 ** (k / 2) for k in range(-4, 11)],
-        "steps": 250,
-        "seeds": 6,
-        "batch": 16,
-        "context": 32,
-        "heads": 2,
-        "base_width": 32,
-        "base_depth": 2,
-    },
-}
 # held-out batches (of `batch` sequences) each final loss is measured on: 32 × 8 × 16 =
 # 4096 bytes at the quick preset, a standard error of about 0.02 nats (512 bytes gave
 # 0.1, the size of the differences between neighbouring learning rates near lr*)
 EVAL_BATCHES = 32
 EXPLODED_FACTOR = 2.0  # a final loss beyond this times the initial one counts as exploded
 SELF_CHECK_STEPS = 3
-
-
-def add_arguments(parser):
-    parser.add_argument("--parametrisations", help="tables of the depth line (comma list)")
-    parser.add_argument("--width-parametrisations", help="tables of the width line")
-    parser.add_argument("--depths", type=int_list, help="depths L of the depth line")
-    parser.add_argument("--width", type=positive_int, help="width N of the depth line")
-    parser.add_argument("--widths", type=int_list, help="widths N of the width line")
-    parser.add_argument("--depth", type=positive_int, help="depth L of the width line")
-    parser.add_argument("--lrs", type=float_list, help="base learning rates (increasing)")
-    parser.add_argument("--steps", type=positive_int, help="optimiser steps per run")
-    parser.add_argument("--seeds", type=positive_int, help="networks per size")
-    parser.add_argument(
-        "--budgets", type=int_list,
-        help="shorter trainings, in steps, whose held-out loss is measured on the way: lr* "
-        "and its drift at each (does training longer change the drift?); default: a "
-        "quarter and a half of --steps",
-    )  # fmt: skip
-    add_model_arguments(parser)
 
 
 def configure(args) -> dict:

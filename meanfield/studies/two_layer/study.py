@@ -44,13 +44,9 @@ from ...coupling.design import program_boxes
 from ...harness.args import (
     PYTHON_STEP,
     Cost,
-    add_pad_argument,
     check_activation,
-    float_list,
-    int_list,
     override,
     pad_budget,
-    positive_int,
 )
 from ...harness.runner import start_study
 from ...harness.self_check import of_terms
@@ -62,7 +58,17 @@ from ...runtime.errors import StudyInputError
 from ...stats.fits import fit_loglog, fit_values, summarize
 from ...training import perceptron as perceptron_training
 from ..shared import two_layer_inputs
-from ..shared.embedded_options import add_model_arguments, config_data, load_data, model_config
+from ..shared.embedded_options import config_data, load_data, model_config
+from . import HELP as HELP  # its line in `meanfield study --help` (the package's)
+from .options import (
+    DEFAULT_X64 as DEFAULT_X64,
+)
+from .options import (
+    PRESETS as PRESETS,
+)
+from .options import (  # the command line's (read without JAX: options.py)
+    add_arguments as add_arguments,
+)
 from .plot import (
     CRITERIA_THEORY,
     criteria_figure,
@@ -73,55 +79,9 @@ from .plot import (
 )
 from .schema import SCHEMA as SCHEMA  # what its figures read (the protocol)
 
-HELP = "the high-dimensional two-layer perceptron: width, dimension, scaling criteria, lazy regime"
-DEFAULT_X64 = True
-PRESETS = {
-    "quick": {
-        "M": [128, 512, 2048, 8192],
-        "D": [8, 32, 128],
-        "D_limit": [16, 64, 256, 1024, 4096],
-        "s_v_sweep": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0],
-        "sweep_M": [512, 4096],
-        "sweep_D": 64,
-        "seeds": 16,
-        "n_sweep": [2, 8, 32, 128],
-        "input_draws": 400,
-        "input_M": 512,
-        "input_D": 256,
-    },
-    "paper": {
-        "M": [256, 1024, 4096, 16384, 65536],
-        "D": [16, 64, 256, 1024],
-        "D_limit": [16, 64, 256, 1024, 4096, 16384, 65536],
-        "s_v_sweep": [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0],
-        "sweep_M": [1024, 16384],
-        "sweep_D": 256,
-        "seeds": 32,
-        "n_sweep": [2, 8, 32, 128, 512],
-        "input_draws": 2000,
-        "input_M": 4096,
-        "input_D": 1024,
-    },
-}
 MIN_INPUT_DRAWS = 50  # part (e)'s quantiles at δ = 0.02 rest on at least one draw above
 S_V_FIT = 2.0  # the criteria's slopes against s_v are fitted over s_v >= S_V_FIT
 JUDGE = 10.0  # a point is fitted only if its error is JUDGE x its reference's own error
-
-
-def add_arguments(parser):
-    add_model_arguments(parser, activation="tanh", lr=0.5, steps=5)
-    parser.add_argument("--M", type=int_list, help="widths of part (a)")
-    parser.add_argument("--D", type=int_list, help="embedding dimensions of part (a)")
-    parser.add_argument("--D-limit", type=int_list, help="dimensions of part (b)")
-    parser.add_argument("--s-v-sweep", type=float_list, help="s_v values of parts (c), (d)")
-    parser.add_argument("--sweep-M", type=int_list, help="widths of parts (c), (d)")
-    parser.add_argument("--sweep-D", type=positive_int, help="embedding dimension of (c), (d)")
-    parser.add_argument("--seeds", type=positive_int, help="independent draws per point")
-    parser.add_argument("--n-sweep", type=int_list, help="numbers of inputs n of part (e)")
-    parser.add_argument("--input-draws", type=positive_int, help="draws per point of part (e)")
-    parser.add_argument("--input-M", type=positive_int, help="width of part (e)")
-    parser.add_argument("--input-D", type=positive_int, help="embedding dimension of part (e)")
-    add_pad_argument(parser, "units x D, part (a)")
 
 
 # the largest scales and rates taken: beyond them the first GD step overflows float64

@@ -48,10 +48,6 @@ from ...harness.args import (
     PYTHON_STEP,
     Cost,
     check_activation,
-    float_list,
-    int_list,
-    positive_float,
-    positive_int,
     preset_config,
 )
 from ...harness.runner import start_study
@@ -63,37 +59,22 @@ from ...training import perceptron as perceptron_training
 from ..shared.embedded_options import config_data, load_data, refuse_duplicated_inputs
 from ..shared.two_layer_inputs import batch_size
 from ..two_layer.study import MAX_RATE, MAX_SCALE, OPS_PER_UNIT_STEP
+from . import HELP as HELP  # its line in `meanfield study --help` (the package's)
 from .cells import PAST_BOUNDARY, fit_cells, large_cells
+from .options import (
+    DEFAULT_X64 as DEFAULT_X64,
+)
+from .options import (
+    DEFAULTS as DEFAULTS,
+)
+from .options import (
+    PRESETS as PRESETS,
+)
+from .options import (  # the command line's (read without JAX: options.py)
+    add_arguments as add_arguments,
+)
 from .schema import SCHEMA as SCHEMA  # what its figures read (the protocol)
 
-HELP = (
-    "the two-layer perceptron's phase diagram over (sigma_v, D): criteria 1, 3, 5 and the MLU point"
-)
-DEFAULT_X64 = True
-PRESETS = {
-    "quick": {
-        "D": [64, 256, 1024, 2048],
-        "s_v_sweep": [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0],
-        "M": 1024,
-        "seeds": 8,
-    },
-    "paper": {
-        "D": [64, 256, 1024, 4096],
-        "s_v_sweep": [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0],
-        "M": 16384,
-        "seeds": 16,
-    },
-}
-DEFAULTS = {
-    "activation": "tanh",
-    "sigma_in": 1.0,
-    "sigma_out": 1.0,
-    "s_u": 1.0,
-    "lr_u": 1.0,
-    "lr_v": 1.0,
-    "time": 1.0,
-    "dt": 0.05,
-}
 OPTIONS = ("D", "s_v_sweep", "M", "seeds", *DEFAULTS)
 # why the diagram needs distinct inputs (`--data` with duplicated rows is refused)
 DISTINCT = "their Gram is singular at every D, and criterion 1's ‖h‖_D then misses its law"
@@ -125,33 +106,6 @@ ASYMPTOTIC = {
     "decay_u_unscaled": "at t = 0 exactly, up to the outputs' growth f_0 ~ s_v / sqrt(M) "
     "in the loss gradient",
 }
-
-
-def add_arguments(parser):
-    d = DEFAULTS
-    parser.add_argument("--D", type=int_list, help="embedding dimensions")
-    parser.add_argument(
-        "--s-v-sweep", type=float_list, help="output scales s_v = σ_v / sqrt(D) at every D"
-    )
-    parser.add_argument("--M", type=positive_int, help="width (units)")
-    parser.add_argument("--seeds", type=positive_int, help="independent draws per point")
-    parser.add_argument("--activation", help=f"ρ (default: {d['activation']})")
-    parser.add_argument(
-        "--data",
-        help="FILE.npz with arrays x (n, d_in), distinct inputs, and y (n, d_out) (default: "
-        "built-in)",
-    )
-    for name, what in (
-        ("sigma_in", "σ_in"),
-        ("sigma_out", "σ_out"),
-        ("s_u", "u ~ N(0, s_u² D)"),
-        ("lr_u", "η_u before scaling"),
-        ("lr_v", "η_v"),
-        ("time", "training time t of the flow"),
-        ("dt", "the flow's Euler step"),
-    ):
-        flag = "--" + name.replace("_", "-")
-        parser.add_argument(flag, type=positive_float, help=f"{what} (default: {d[name]:g})")
 
 
 def cost_parts(args, cfg) -> list:

@@ -24,12 +24,8 @@ from ...harness.args import (
     PYTHON_STEP,
     UNIT_OPTIONS,
     Cost,
-    add_unit_arguments,
     check_scale,
     check_unit_arguments,
-    float_list,
-    positive_float,
-    positive_int,
 )
 from ...harness.runner import start_study, study_precision
 from ...harness.self_check import of_terms
@@ -42,12 +38,19 @@ from ...theory.variance import (
     sampled_deviation,
     variance_law,
 )
+from . import HELP as HELP  # its line in `meanfield study --help` (the package's)
+from .options import (
+    DEFAULT_X64 as DEFAULT_X64,
+)
+from .options import (
+    PRESETS as PRESETS,
+)
+from .options import (  # the command line's (read without JAX: options.py)
+    add_arguments as add_arguments,
+)
 from .plot import lm_figure, variance_figure
 from .schema import SCHEMA as SCHEMA  # what its figures read (the protocol)
 
-HELP = "variance of the first forward pass: Chizat's Prop. 2.1 and its three regimes"
-DEFAULT_X64 = True
-PRESETS = {"quick": {"nets": 4000}, "paper": {"nets": 100_000}}
 BACKWARD_NETS = 1000  # networks of the backward-pass measurement per point (at most)
 
 
@@ -56,30 +59,6 @@ def near_identity(gamma: float, slope: float | None) -> bool:
     is the theory's limit (γ > 1/2, where `M L α² = L^{1−2γ}` falls with L) and the
     deviation's measured slope against L is negative (it falls as L grows)."""
     return bool(gamma > 0.5 and slope is not None and slope < 0)
-
-
-def add_arguments(parser):
-    add_unit_arguments(parser, gammas=[0.25, 0.5, 0.75], d=4, activation="relu")
-    parser.add_argument("--sigma-v", type=positive_float, default=1.0, help="σ_v (1); σ_u=1/√d")
-    parser.add_argument("--nets", type=positive_int, help="random networks per point")
-    parser.add_argument(
-        "--block",
-        help="your own unit block, MODULE:NAME or FILE.py:NAME (class or instance), with --law "
-        "(e.g. meanfield.blocks.attention:AttentionHead); default: the 2LP",
-    )
-    parser.add_argument("--law", help="the law of your block's parameters (with --block)")
-    parser.add_argument(
-        "--sigma-vs",
-        type=float_list,
-        help="Chaintron's scaling instead of --gammas: α = 1/(LM) and these values of σ_v "
-        "(e.g. 0.5,2,8,32; the built-in 2LP only)",
-    )
-    parser.add_argument(
-        "--c-samples",
-        type=positive_int,
-        default=200_000,
-        help="Monte-Carlo draws per direction for c (200000)",
-    )
 
 
 # networks computed at once by `theory.variance.sampled_deviation` (`map_batched`)
