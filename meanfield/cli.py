@@ -16,6 +16,7 @@ import os
 import platform
 import re
 import sys
+import time
 from collections import deque
 from collections.abc import Iterable
 from importlib import metadata
@@ -119,12 +120,21 @@ def canary_command(args) -> int:
     print(f"meanfield canary: jax {v['jax']}, jaxlib {v['jaxlib']}, "
           f"{jax.default_backend()}, {'float32' if args.float32 else 'float64'}")  # fmt: skip
 
-    def report(r):
-        mark = "ok  " if r.ok else "FAIL"
-        print(f"  {mark} {r.probe:<58} width {r.size:>5}: compiled vs op by op "
-              f"{r.difference:.1e} (round-off bound {r.tolerance:g})", flush=True)  # fmt: skip
+    sizes = args.sizes or canary.SIZES
+    total, done, start = len(probes) * len(sizes), [], time.perf_counter()
+    print(f"meanfield canary: {total} comparisons ({len(probes)} probes × {len(sizes)} "
+          "widths)", flush=True)  # fmt: skip
 
-    results = canary.run_canary(args.sizes or canary.SIZES, probes=probes, report=report)
+    def report(r):
+        done.append(r)
+        mark = "ok  " if r.ok else "FAIL"
+        spent = time.perf_counter() - start
+        left = spent / len(done) * (total - len(done))
+        print(f"  [{len(done):>{len(str(total))}}/{total}] {mark} {r.probe:<58} width "
+              f"{r.size:>5}: compiled vs op by op {r.difference:.1e} (round-off bound "
+              f"{r.tolerance:g}); {spent:.0f} s, about {left:.0f} s left", flush=True)  # fmt: skip
+
+    results = canary.run_canary(sizes, probes=probes, report=report)
     failed = [r for r in results if not r.ok]
     if args.json:
         rows = [
@@ -235,6 +245,10 @@ def main(argv: list[str] | None = None) -> int:
     named = named_study(given)
     parser = build_parser([named] if named else [])
     args = parser.parse_args(join_negative_lists(given))
+    if argv is None and args.command in ("study", "canary"):  # the program, not a caller's
+        from .runtime.log_filter import filter_stderr
+
+        filter_stderr()  # XLA's logs that tell a user nothing (`runtime.log_filter`)
     if args.command in ("info", "study"):
         from .runtime.releases import KnownBadReleaseError, check_release
 
@@ -362,7 +376,6 @@ def _relay_stderr(fd: int) -> tuple[int, bool]:
     held back that belong to it are dropped. Returns (the points it computed, whether the
     report came)."""
     import select
-    import time
 
     from .runtime.distribution import COMPUTED_MARK, FATAL_MARKERS
 

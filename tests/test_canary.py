@@ -8,6 +8,7 @@ On jaxlib 0.10.2 the canary fails (its first probe is that release's miscompiled
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -90,6 +91,13 @@ def test_every_hot_path_agrees_with_op_by_op_at_large_widths(tmp_path, group):
             capture_output=True, text=True, timeout=HANG_GUARD_S, env=_users_environment(),
         )  # fmt: skip
         assert proc.returncode == 0, proc.stdout + proc.stderr
+        # its total said first, then each comparison counted with the time left
+        total = int(re.search(r"canary: (\d+) comparisons", proc.stdout).group(1))
+        counted = re.findall(r"\[ *(\d+)/(\d+)\] ok .*about (\d+) s left", proc.stdout)
+        assert [(int(k), int(n)) for k, n, _ in counted] == [
+            (k, total) for k in range(1, total + 1)
+        ]
+        assert counted[-1][2] == "0"
 
 
 def test_the_probe_groups_cover_every_probe():

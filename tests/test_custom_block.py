@@ -65,6 +65,27 @@ def test_batch_means_estimate_the_true_error_of_a_monte_carlo_reference():
     assert 1.5 < np.mean(estimates) / cref.reference_errors(big)["delta_h"] < 5.0
 
 
+def test_each_reference_solve_is_counted_once_it_is_computed():
+    """The progress of a reference (`progress()`, the runner's bar): one call per solve,
+    `reference_solves` of them, each once its solve is done (its flags readable), and the
+    same numbers as without it."""
+    law = mf.SamplerLaw(lambda k: 0.3 * jr.normal(k, (2, 2)))
+    xs = jnp.array([[1.0, 0.0], [0.6, 0.8]])
+    kwargs = dict(learning_rate=0.1, steps=1, rtol=1e-8, depths=[4],
+                  probes=law.sample(jr.key(9))[None])  # fmt: skip
+    p = mf.monte_carlo_particles(law, 2**8, key=jr.key(0))
+    seen = []
+    counted = cref.solve_reference_replicas(Linear(), p, xs, xs, replicas=4,
+                                            progress=lambda: seen.append(1), **kwargs)  # fmt: skip
+    assert len(seen) == cref.reference_solves(None, 4) == 5
+    plain = cref.solve_reference_replicas(Linear(), p, xs, xs, replicas=4, **kwargs)
+    np.testing.assert_array_equal(counted["h_L4"], plain["h_L4"])
+    seen.clear()
+    check = mf.monte_carlo_particles(law, 2**6, key=jr.key(1))
+    cref.solve_reference(Linear(), p, check, xs, xs, progress=lambda: seen.append(1), **kwargs)
+    assert len(seen) == cref.reference_solves(check, 4) == 3
+
+
 def test_refinement_stops_at_the_target_and_at_the_budget():
     """`refine_reference` against a solve whose error is exactly c/sqrt(N)."""
     calls = []

@@ -443,3 +443,29 @@ def test_the_traced_route_refuses_a_call_it_would_compile_whole():
 
     with op_by_op(), pytest.raises(RuntimeError, match="cannot evaluate custom_linear_solve"):
         traced_op_by_op(jax.jit(solve), jnp.ones(3))
+
+
+def test_overflow_and_invalid_values_are_silent_as_in_xla():
+    """An overflow (inf) and 0/0 (nan) come out as the compiled program gives them, with
+    no NumPy warning reaching the terminal (the self-check of a run with an exploded
+    draw printed three), on both op-by-op routes; outside them NumPy warns as before."""
+    import warnings
+
+    from meanfield._eager import traced_op_by_op
+
+    def f(x):
+        y = x * x * x  # overflows for x = 1e200
+        return y, (x - x) / (x - x), jnp.where(x > 0, x, jnp.exp(-x))
+
+    x = jnp.array([1e200, 1.0, -800.0])
+    compiled = jax.jit(f)(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with op_by_op():
+            eager = f(x)
+            traced = traced_op_by_op(jax.jit(f), x)
+    for a, b, c in zip(compiled, eager, traced, strict=True):
+        np.testing.assert_array_equal(np.asarray(b), np.asarray(a))
+        np.testing.assert_array_equal(np.asarray(c), np.asarray(a))
+    with pytest.warns(RuntimeWarning):
+        np.asarray([1e200]) ** 3

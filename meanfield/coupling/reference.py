@@ -76,6 +76,21 @@ def solve_limit(
     return solve_mean_ode(model, steps, rtol=tol, atol=tol)
 
 
+def reference_solves(check: Particles | None, replicas: int) -> int:
+    """How many limits a reference solves: `main`, `check` and `main` at half the
+    tolerance (`solve_reference`), or `replicas` batches and one at half the tolerance
+    (`solve_reference_replicas`, `check` None)."""
+    return 3 if check is not None else replicas + 1
+
+
+def _solved(sol: MeanODESolution, progress: Callable[[], None] | None) -> MeanODESolution:
+    """`sol`, with `progress()` called once it is computed (where there is a progress)."""
+    if progress is not None:
+        sol.ok  # noqa: B018 - reads the solves' flags: waits for them (JAX runs them async)
+        progress()
+    return sol
+
+
 def _fields_on(sol, grids: Sequence[np.ndarray]) -> tuple[list[Array], list[Array]]:
     """`(hs, bs)`: every step's mean fields at each of `grids` (arrays of depths s), in one
     compiled call on the grids joined."""
@@ -108,9 +123,11 @@ def solve_reference(
     rtol: float,
     depths: Sequence[int],
     probes: PyTree,
+    progress: Callable[[], None] | None = None,
 ) -> dict[str, np.ndarray]:
     """Solve the limit with `main`; return its mean fields on the grids s = l/L of every
-    depth in `depths` and its error estimate.
+    depth in `depths` and its error estimate. `progress()` is called as each of its
+    `reference_solves(check)` solves finishes (a progress bar's step).
 
     The error is measured against two other solves: with the coarser `check`
     particles (padded to the size of `main`, `Particles.padded`, so that the three
@@ -125,12 +142,15 @@ def solve_reference(
     t0 = time.perf_counter()
     check = check.padded(main.count)
 
-    def solve(particles, tol):
-        return solve_limit(
-            block, particles, xs, ys, learning_rate=learning_rate, steps=steps, tol=tol
-        )
+    def solve(particles, tol, progress):
+        return _solved(
+            solve_limit(block, particles, xs, ys, learning_rate=learning_rate, steps=steps,
+                        tol=tol),
+            progress,
+        )  # fmt: skip
 
-    sol, sol_q, sol_t = (solve(main, rtol), solve(check, rtol), solve(main, rtol / 2))
+    sol, sol_q, sol_t = (solve(main, rtol, progress), solve(check, rtol, progress),
+                         solve(main, rtol / 2, progress))  # fmt: skip
     out = {}
     # every solution at the fine check grid and at every study depth, in one call each
     depths = sorted(set(depths))
@@ -247,6 +267,7 @@ def solve_reference_replicas(
     depths: Sequence[int],
     probes: PyTree,
     replicas: int = 8,
+    progress: Callable[[], None] | None = None,
 ) -> dict[str, np.ndarray]:
     """`solve_reference` for i.i.d. (Monte-Carlo) particles, whose error is a random
     O(N^{-1/2}) bias: estimated by batch means, not by a coarser set.
@@ -264,7 +285,8 @@ def solve_reference_replicas(
     `rtol / 2`. Tested against the exact error of a limit in closed form.
 
     **Returns:** as `solve_reference`, with `err_particles` (`[h, b]`) in place of
-    `err_quadrature`, `err_particles_spread` and `replicas`.
+    `err_quadrature`, `err_particles_spread` and `replicas`. `progress()`: as in
+    `solve_reference`, after each of the `replicas + 1` solves.
     """
     t0 = time.perf_counter()
     N = particles.count
@@ -278,7 +300,8 @@ def solve_reference_replicas(
         return Particles(z=z, weights=w / jnp.sum(w))
 
     def solve(p, tol):
-        return solve_limit(block, p, xs, ys, learning_rate=learning_rate, steps=steps, tol=tol)
+        sol = solve_limit(block, p, xs, ys, learning_rate=learning_rate, steps=steps, tol=tol)
+        return _solved(sol, progress)
 
     parts = [solve(batch(r), rtol) for r in range(replicas)]
     sol_t = solve(batch(0), rtol / 2)

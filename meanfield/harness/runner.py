@@ -36,6 +36,7 @@ from .self_check import (
     SelfCheckError,
     compare_points,
     depth_cost,
+    operations_progress,
     primitive_routes,
     self_check_index,
     split_terms,
@@ -98,9 +99,11 @@ class StudyRunner(StudyFolder):
         variant: Callable[[dict], dict] | None = None,
         precision: str | None = None,
         spread: str = "points",
+        unit: str = "pt",
     ) -> list[dict]:
         """Compute (or, on resume, load) one result per grid point, in order, then check
-        one of them by an independent route.
+        one of them by an independent route. The progress bar counts them in `unit`s (a
+        grid point; a study whose points are chunks of seeds says "chunk").
 
         `compute(spec)` returns a JSON-able dict; it must depend only on the spec
         and the study configuration. Each result is written as soon as it is done,
@@ -162,7 +165,9 @@ class StudyRunner(StudyFolder):
                 self.seconds[name] = stored[name]["seconds"]
                 self.placement[name] = {**(stored[name]["placement"] or {}), "loaded": True}
         todo = [i for i, name in enumerate(names) if name not in stored]
-        self._compute_points(specs, names, results, todo, compute, describe, procs, call, spread)
+        self._compute_points(
+            specs, names, results, todo, compute, describe, procs, call, spread, unit
+        )
         if check is not False and specs and self.self_check and self.writer:
             recompute = compute if check is True else check
             if route is None:
@@ -198,7 +203,7 @@ class StudyRunner(StudyFolder):
 
     def _compute_points(
         self, specs, names, results: list, todo: list[int], compute, describe, procs,
-        call: int, spread: str,
+        call: int, spread: str, unit: str,
     ) -> None:  # fmt: skip
         """Compute this process's share of the points `todo` into `results` (writing each
         as it is done), and receive the other processes' share, under the progress bar
@@ -209,7 +214,7 @@ class StudyRunner(StudyFolder):
         others = sorted(set(todo) - set(mine))
         devices = distribution.point_devices() or jax.local_devices()
         rank = procs.index if procs is not None else 0
-        bar = tqdm(total=len(specs), desc=self.study, disable=not self.progress, unit="pt")
+        bar = tqdm(total=len(specs), desc=self.study, disable=not self.progress, unit=unit)
         bar.update(len(specs) - len(todo))
 
         def done(i: int, point: dict, seconds: float, placement: dict) -> None:
@@ -276,7 +281,8 @@ class StudyRunner(StudyFolder):
             point, scales = split_terms(variant(spec))
             reference = to_json({**spec, **point})
             recompute = variant
-        with op_by_op(numpy=numpy) if eager else contextlib.nullcontext() as calls:
+        watching = operations_progress(f"self-check: {name}", self.progress)
+        with op_by_op(numpy=numpy) if eager else contextlib.nullcontext() as calls, watching:
             point, fresh_scales = split_terms(recompute(spec))
         fresh = to_json({**spec, **point})
         for path, scale in fresh_scales.items():  # the larger of the two routes' scales
@@ -314,6 +320,17 @@ class StudyRunner(StudyFolder):
                 "results.json is written; try another jax release (`meanfield canary` names "
                 "the paths it gets wrong)"
             )
+
+    @contextlib.contextmanager
+    def stage_progress(self, label: str, total: int, unit: str):
+        """Within: a progress bar of a long stage before the points (a reference limit's
+        `total` solves), unless `progress` is off. Yields the function that counts one
+        `unit` done."""
+        from tqdm.auto import tqdm
+
+        desc = f"{self.study}: {label}"
+        with tqdm(total=total, desc=desc, unit=unit, disable=not self.progress) as bar:
+            yield lambda: bar.update(1)
 
     def say(self, text: str) -> None:
         """One line of progress (a long stage starting or ending), unless `progress` is off."""

@@ -25,6 +25,7 @@ The bound itself, `SELF_CHECK_RTOL` times that scale, is 10¹⁰ ulps in float64
 any round-off, far below what a miscompile does (jaxlib 0.10.2's was ~100%).
 """
 
+import contextlib
 import dataclasses
 import math
 import zlib
@@ -202,3 +203,44 @@ def compare_points(
             worst = max(worst, found, key=lambda t: t[0])
         return worst
     return (0.0, label) if stored == fresh else (math.inf, label)
+
+
+@contextlib.contextmanager
+def operations_progress(label: str, enabled: bool):
+    """Within: a line that counts the operations the self-check's op-by-op route has
+    evaluated so far and the time spent (refreshed each second by a thread; no total: the
+    operations a point takes are known only once it is done), unless not `enabled`."""
+    if not enabled:
+        yield
+        return
+    import threading
+
+    from tqdm.auto import tqdm
+
+    from .._numpy_ops import counts
+
+    def evaluated() -> int:
+        for _ in range(3):  # (the counter may grow a key while it is read)
+            try:
+                return sum(counts().values())
+            except RuntimeError:
+                continue
+        return 0
+
+    before, stop = evaluated(), threading.Event()
+    with tqdm(desc=label, unit=" op", unit_scale=True, miniters=0) as bar:
+
+        def watch() -> None:
+            while not stop.wait(1.0):
+                bar.n = evaluated() - before
+                bar.refresh()
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            watcher.join()
+            bar.n = evaluated() - before
+            bar.refresh()

@@ -105,7 +105,18 @@ def _pilot_reference(runner, cfg, block, law, xs, ys, probes, budget):
         main0, check0 = monte_carlo(cfg, law, budget["pilot_particles"]), None
     pilot_ref = runner.artifact(
         "pilot_reference",
-        lambda: reference_on_grids(cfg, block, main0, check0, xs, ys, probes, depths),
+        lambda: reference_on_grids(
+            runner,
+            "design: the pilot's reference",
+            cfg,
+            block,
+            main0,
+            check0,
+            xs,
+            ys,
+            probes,
+            depths,
+        ),  # fmt: skip
         describe=f"design: the pilot's reference limit ({main0.count} particles)",
     )
     return main0, pilot_ref

@@ -8,7 +8,12 @@ import math
 
 import jax.random as jr
 
-from ...coupling.reference import reference_particles, solve_reference, solve_reference_replicas
+from ...coupling.reference import (
+    reference_particles,
+    reference_solves,
+    solve_reference,
+    solve_reference_replicas,
+)
 from ...harness.args import Cost
 from ...limits.particles import (
     MAX_HERMITE_ORDER,
@@ -108,12 +113,20 @@ def reference_particles_info(cfg) -> dict:
     return {"method": "gauss-hermite", "order": cfg.get("order")}
 
 
-def reference_on_grids(cfg, block, main, check, xs, ys, probes, depths):
+def reference_on_grids(runner, label, cfg, block, main, check, xs, ys, probes, depths):
     """The reference limit on every grid of `depths`, with its error estimate: a coarser
-    quadrature rule (`check`), or batch means of Monte-Carlo particles (`check` None)."""
+    quadrature rule (`check`), or batch means of Monte-Carlo particles (`check` None);
+    its solves counted on a progress bar (`label`, the runner's `stage_progress`)."""
+    solves = reference_solves(check, REPLICAS)
+    with runner.stage_progress(f"{label} ({main.count} particles)", solves, "solve") as step:
+        return _reference_on_grids(cfg, block, main, check, xs, ys, probes, depths, step)
+
+
+def _reference_on_grids(cfg, block, main, check, xs, ys, probes, depths, progress):
     kwargs = dict(
-        learning_rate=cfg["lr"], steps=cfg["steps"], rtol=cfg["rtol"], depths=depths, probes=probes
-    )
+        learning_rate=cfg["lr"], steps=cfg["steps"], rtol=cfg["rtol"], depths=depths,
+        probes=probes, progress=progress,
+    )  # fmt: skip
     if check is None:
         return solve_reference_replicas(block, main, xs, ys, replicas=REPLICAS, **kwargs)
     return solve_reference(block, main, check, xs, ys, **kwargs)

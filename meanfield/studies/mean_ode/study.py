@@ -648,8 +648,9 @@ class _MeanODERun:
         elif self.reuse is not None:
             out = dict(self.reuse)
         else:
-            out = reference_on_grids(cfg, self.block, self.main, self.check, self.xs, self.ys,
-                                     self.ref_probes, all_depths(cfg))  # fmt: skip
+            out = reference_on_grids(self.runner, "the reference limit", cfg, self.block,
+                                     self.main, self.check, self.xs, self.ys, self.ref_probes,
+                                     all_depths(cfg))  # fmt: skip
         if self.euler_own:  # the Euler part's own limit, with its subset of the particles
             model = MeanODE(self.block, self.euler_set, self.xs, self.ys, self.lr)
             sol = solve_mean_ode(model, self.steps, rtol=cfg["rtol"], atol=cfg["rtol"])
@@ -659,10 +660,10 @@ class _MeanODERun:
 
     def _monte_carlo_reference(self, N: int) -> dict:
         """The reference with `N` Monte-Carlo particles (one try of `refine_reference`)."""
-        self.runner.say(f"reference: the limit with {N} particles ...")
         return reference_on_grids(
-            self.cfg, self.block, monte_carlo(self.cfg, self.law, N), None, self.xs, self.ys,
-            self.ref_probes, all_depths(self.cfg),
+            self.runner, "reference: the limit", self.cfg, self.block,
+            monte_carlo(self.cfg, self.law, N), None, self.xs, self.ys, self.ref_probes,
+            all_depths(self.cfg),
         )  # fmt: skip
 
     @property

@@ -409,6 +409,7 @@ def _run_chunks(runner, cfg, law, x) -> dict:
             compute,
             variant=variant,
             spread="seeds",
+            unit="chunk",
             route=f"one path of the chunk{grid} at depth {small['L'][0]}, compiled and op by "
             "op (its traced program, equation by equation)",
             describe=lambda s: (
