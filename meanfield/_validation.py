@@ -5,6 +5,7 @@ import numbers
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.core import Tracer
 
@@ -196,3 +197,21 @@ def check_callable(value, name: str, form: str = "") -> None:
     if not callable(value):
         what = f" {form}" if form else ""
         raise ValueError(f"{name} must be callable{what}, got {type(value).__name__}")
+
+
+def check_key(key, name: str = "key") -> None:
+    """A one-line `ValueError` naming `name` unless `key` is a JAX random key: a typed key
+    (`jax.random.key(0)`) or a raw one (`jax.random.PRNGKey(0)`, uint32 of last axis 2),
+    traced or not. An integer is refused with the call that makes it a key: the library
+    never turns a seed into a key silently (two calls with `key=0` would draw the same)."""
+    dtype = getattr(key, "dtype", None)
+    if dtype is not None:
+        if jnp.issubdtype(dtype, jax.dtypes.prng_key):
+            return
+        if dtype == np.uint32 and tuple(getattr(key, "shape", ()))[-1:] == (2,):
+            return
+    if isinstance(key, numbers.Integral) and not isinstance(key, bool):
+        raise ValueError(f"{name}: a JAX random key, got the integer {key!r}: pass "
+                         f"jax.random.key({key!r})")  # fmt: skip
+    shown = f"{type(key).__name__} of dtype {dtype}" if dtype is not None else type(key).__name__
+    raise ValueError(f"{name}: a JAX random key (jax.random.key(0)), got {shown}")

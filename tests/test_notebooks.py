@@ -151,6 +151,25 @@ def test_readme_custom_block_snippet_runs(tmp_path, monkeypatch, capsys):
     assert any("fewer than three depths" in w for w in results["warnings"])
 
 
+def test_readme_pieces_from_python_print_what_the_readme_says(tmp_path):
+    """The README's "The pieces, from Python" runs as written, in a fresh process, and
+    prints exactly the line its prose says it prints (the fitted rate against L, its
+    interval holding the theorem's -1)."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## The pieces, from Python\n", 1)[1].split("\n## ", 1)[0]
+    (said,) = re.findall(r"This prints `(.*?)`", section.replace("\n", " "))
+    (code,) = _python_blocks(section)
+    assert len(code.strip().splitlines()) <= 26
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+        timeout=HANG_GUARD_S, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == said
+    slope, lo, hi = map(float, re.findall(r"-?\d+\.\d+", said))
+    assert lo <= -1.0 <= hi and lo <= slope <= hi
+
+
 def test_show_saves_where_a_script_cannot_show(tmp_path, monkeypatch, capsys):
     """`plotting.show` with a file backend: the figure goes to MEANFIELD_FIGURES (else
     `figures/<script>`), the path is printed; a name with a folder in it is refused."""

@@ -75,3 +75,70 @@ def test_summary_printed_on_success(tmp_path, capsys):
     assert text.rstrip().splitlines()[-1] == (
         f"  wrote {out / 'results.json'} and 1 figure(s): strong_error.png"
     )
+
+
+def test_the_headline_is_what_the_command_line_printed(tmp_path, capsys):
+    out = tmp_path / "h"
+    assert main(["study", "sde", "--weights", "smooth", "--out", str(out), *SMALL_SDE]) == 0
+    printed = capsys.readouterr().out.rstrip("\n").splitlines()
+    assert mf.load_results(out).headline() == printed[:-1]  # all but where it wrote
+    assert printed[-1].startswith("  wrote ")
+
+
+def _results(tmp_path, fits, rates=None):
+    body = {"study": "mean-ode", "config": {}, "fits": fits}
+    if rates is not None:
+        body["rates"] = rates
+    (tmp_path / "results.json").write_text(json.dumps(body))
+    return mf.load_results(tmp_path)
+
+
+def test_a_fit_is_read_at_the_headlines_step_unless_asked(tmp_path):
+    """Fits at steps 0 and 1 (the step-0 one first, as results.json lists them): `fit`
+    returns the step-1 one (the headline's) with its step on top; `step=0` the other;
+    a study without steps: the first, step None; `steps=` as a fixed size still works."""
+    at = lambda k, slope: {"quantity": "delta_h", "against": "M", "slope": slope,  # noqa: E731
+                           "fixed": {"L": 8, "steps": k}}  # fmt: skip
+    r = _results(tmp_path, [at(0, -0.515), at(1, -0.498)],
+                 rates=[{"quantity": "delta_h", "q": 0.4, "fixed": {"steps": 0}},
+                        {"quantity": "delta_h", "q": 0.5, "fixed": {"steps": 1}}])  # fmt: skip
+    assert r.step == 1
+    assert (r.fit("delta_h", "M")["slope"], r.fit("delta_h", "M")["step"]) == (-0.498, 1)
+    assert r.fit("delta_h", "M", step=0)["slope"] == -0.515
+    assert r.fit("delta_h", "M", steps=0)["slope"] == -0.515
+    assert r.fit("delta_h", "M", step=None)["slope"] == -0.515  # any step: the first
+    assert r.fit("delta_h", "L") is None and r.fit("delta_h", "M", step=2) is None
+    assert r.rate("delta_h")["q"] == 0.5 and r.rate("delta_h", step=0)["q"] == 0.4
+    plain = _results(tmp_path, [{"quantity": "e", "against": "L", "slope": -1.0}])
+    assert plain.step is None and plain.fit("e", "L")["step"] is None
+    with pytest.raises(ValueError, match="^headline: .* before the printed summary"):
+        plain.headline()
+
+
+def test_the_tables_hold_every_fit_and_point(tmp_path):
+    r = _results(
+        tmp_path,
+        [{"quantity": "delta_h", "against": "M", "slope": -0.5, "ci95": [-0.6, -0.4],
+          "theory": -0.5, "theory_inside": True, "fixed": {"L": 8, "steps": 1}}],
+        rates=[{"quantity": "delta_h", "p": 1.0, "q": 0.5, "fixed": {"steps": 1}}],
+    )  # fmt: skip
+    table = r.fits_table()
+    assert [row["table"] for row in table.rows] == ["fits", "rates"]
+    text = table.to_csv(tmp_path / "fits.csv")
+    assert (tmp_path / "fits.csv").read_text() == text
+    lines = text.splitlines()
+    assert lines[0].startswith("table,quantity,against,step,slope,theory,theory_inside,p,q,")
+    assert lines[1].startswith("fits,delta_h,M,1,-0.5,-0.5,True,,,-0.6,-0.4,")
+    assert lines[2].startswith("rates,delta_h,,1,,,,1.0,0.5,")
+    body = json.loads((tmp_path / "results.json").read_text())
+    body["points"] = [{"L": 8, "M": 4, "delta_h": {"mean": 0.1, "draws": [1, 2, 3]}}]
+    (tmp_path / "results.json").write_text(json.dumps(body))
+    points = mf.load_results(tmp_path).points_table()
+    assert points.columns == ["L", "M", "delta_h.mean"] and points.rows[0]["delta_h.mean"] == 0.1
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="^to_pandas: pandas is not installed"):
+            points.to_pandas()
+    else:
+        assert list(points.to_pandas().columns) == points.columns

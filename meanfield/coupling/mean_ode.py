@@ -26,9 +26,9 @@ import jax.random as jr
 import optax
 from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
-from .._validation import as_number, check_finite_array, check_positive_int
+from .._validation import as_number, check_finite_array, check_key, check_positive_int
 from ..blocks.base import AbstractUnitBlock, WeightedUnits
-from ..laws.unit import AbstractGaussianLaw, AbstractLaw
+from ..laws.unit import AbstractGaussianLaw, AbstractLaw, as_law
 from ..limits.mean_ode import MeanODESolution
 from ..limits.particles import Particles, particle_gradients
 from ..models.resnet import ResNet
@@ -62,7 +62,12 @@ class LimitOnGrid(eqx.Module):
 
 
 def limit_on_grid(solution: MeanODESolution, L: int) -> LimitOnGrid:
-    """Evaluate a solved limit at s = l/L for every step (one compiled call per L)."""
+    """Evaluate a solved limit at s = l/L, l = 0..L, for every step (one compiled call
+    per L): what `coupled_errors` compares a depth-L network with.
+
+        limit = solve_mean_ode(MeanODE(block, particles, xs, ys, learning_rate), steps)
+        grid = limit_on_grid(limit, L)           # grid.h, grid.b: (steps + 1, L + 1, n, d)
+    """
     check_positive_int(L, "L")
     h, b = solution.fields(jnp.arange(L + 1) / L)
     model = solution.model
@@ -261,11 +266,11 @@ def draw_units(law: AbstractLaw, key: PRNGKeyArray, L: int, M: int) -> PyTree:
     change with the array's shape. Any other law samples unit (l, j) from the key
     `fold_in(fold_in(key, l), j)`.
     """
+    check_key(key)
+    law = as_law(law)
     if isinstance(law, AbstractGaussianLaw):
         g = jax.vmap(lambda l: jr.normal(jr.fold_in(key, l), (M, law.gaussian_dim)))(jnp.arange(L))
         return jax.vmap(jax.vmap(law.transform))(g)
-    if not isinstance(law, AbstractLaw):
-        raise ValueError(f"law must be an AbstractLaw, got {type(law).__name__}")
 
     def layer(l):
         keys = jax.vmap(lambda j: jr.fold_in(jr.fold_in(key, l), j))(jnp.arange(M))

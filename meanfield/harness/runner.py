@@ -323,13 +323,12 @@ class StudyRunner(StudyFolder):
 
     @contextlib.contextmanager
     def stage_progress(self, label: str, total: int, unit: str):
-        """Within: a progress bar of a long stage before the points (a reference limit's
-        `total` solves), unless `progress` is off. Yields the function that counts one
-        `unit` done."""
+        """Within: a bar of a long stage's `total` `unit`s; yields the function counting one."""
         from tqdm.auto import tqdm
 
-        desc = f"{self.study}: {label}"
-        with tqdm(total=total, desc=desc, unit=unit, disable=not self.progress) as bar:
+        with tqdm(
+            total=total, desc=f"{self.study}: {label}", unit=unit, disable=not self.progress
+        ) as bar:
             yield lambda: bar.update(1)
 
     def say(self, text: str) -> None:
@@ -468,8 +467,11 @@ class StudyRunner(StudyFolder):
                 continue
             if self._before.get(rel) != mtime:
                 self._own(self.out / rel)
+        printed = summary(body, self.out)  # kept for `StudyResults.headline()`, but where
+        body["summary"] = printed.splitlines()[:-1]  # it wrote (the folder's own path)
+        write_json_atomic(path, body)
         self.close()
-        print(summary(body, self.out), flush=True)  # the result, with or without progress
+        print(printed, flush=True)  # the result, with or without progress
         if procs is not None:
             procs.finished()
         return path

@@ -6,6 +6,7 @@ names the points whose draws exploded."""
 import math
 from pathlib import Path
 
+from ..io.results import headline_fits
 from ..stats.fits import fixed_text, theory_inside
 
 
@@ -163,17 +164,6 @@ def _verdict_lines(results: dict) -> list[str]:
         verdict = {True: "holds", False: "FAILS", None: "not judged"}.get(identity["holds"])
         lines.append(f"gradient-flow identity: {verdict}")
     return lines
-
-
-def headline_fits(fits: list) -> list[dict]:
-    """The fits a study's figure shows: where fits carry a GD step, those at the last one
-    (the figure's), every quantity; otherwise all of them."""
-    fits = [f for f in fits if isinstance(f, dict) and f.get("slope") is not None]
-    steps = [f["fixed"]["steps"] for f in fits if "steps" in (f.get("fixed") or {})]
-    if not steps:
-        return fits
-    last = max(steps)
-    return [f for f in fits if (f.get("fixed") or {}).get("steps", last) == last]
 
 
 def summary(results: dict, out: Path, limit: int = 8) -> str:

@@ -19,11 +19,42 @@ from ..blocks.two_layer import TwoLayerParams
 
 
 class AbstractLaw(eqx.Module):
-    """A law μ_0 on the parameters of one unit (or one layer)."""
+    """A law μ_0 on the parameters of one unit (or one layer).
+
+    Where the library takes a law (`ResNet.sample`, `monte_carlo_particles`,
+    `gauss_hermite_particles`, `mean_ode_study`, `--law`) it also takes a function of no
+    arguments returning one (`as_law`).
+    """
 
     @abc.abstractmethod
     def sample(self, key: PRNGKeyArray) -> PyTree:
         """One draw z ~ μ_0."""
+
+
+def as_law(law, name: str = "law") -> AbstractLaw:
+    """`law` as an `AbstractLaw`: itself, or what a function of no arguments returns (a
+    law's factory, as the command line's `--law` takes); a one-line `ValueError` naming
+    `name` otherwise."""
+    if isinstance(law, AbstractLaw):
+        return law
+    if callable(law):  # (a law's class with defaults for every field too)
+        try:
+            made = law()
+        except TypeError as err:
+            raise ValueError(
+                f"{name}: an AbstractLaw or a function of no arguments returning one; "
+                f"calling {getattr(law, '__name__', 'it')}() failed ({err})"
+            ) from None
+        if isinstance(made, AbstractLaw):
+            return made
+        raise ValueError(
+            f"{name}: {getattr(law, '__name__', 'the function')}() gives a "
+            f"{type(made).__name__}, not an AbstractLaw"
+        )
+    raise ValueError(
+        f"{name}: an AbstractLaw or a function of no arguments returning one, got "
+        f"{type(law).__name__}"
+    )
 
 
 class AbstractGaussianLaw(AbstractLaw):

@@ -197,14 +197,18 @@ class MeanODESolution(eqx.Module):
 
     @property
     def steps(self) -> int:
+        """k, the GD steps solved (the fields exist for steps 0..k)."""
         return len(self.forward) - 1
 
     @property
     def ok(self) -> bool:
+        """Whether every forward and adjoint solve succeeded."""
         return bool(all(bool(s.ok) for s in self.forward + self.backward))
 
     @property
     def num_steps(self) -> list[int]:
+        """The solver steps each solve accepted: the k + 1 forward ones, then the k + 1
+        adjoint ones."""
         return [int(s.num_steps) for s in self.forward + self.backward]
 
     def _at(self, sols, step, s):
@@ -215,9 +219,14 @@ class MeanODESolution(eqx.Module):
         return evaluate_many(sols[step], s)
 
     def h(self, step: int, s) -> Array:
+        """The mean field `h_step(s)` of the forward pass after `step` GD steps (0..k), at
+        depth `s` in [0, 1]: `(n, d)` for a number `s`, `(len(s), n, d)` for a 1-D array
+        (one row per input of the data set)."""
         return self._at(self.forward, step, s)
 
     def b(self, step: int, s) -> Array:
+        """The adjoint `b_step(s)` (the loss's gradient with respect to `h_step(s)`, solved
+        backward from s = 1), with the shapes of `h`."""
         return self._at(self.backward, step, s)
 
     def fields(self, s) -> tuple[Array, Array]:
@@ -233,6 +242,8 @@ class MeanODESolution(eqx.Module):
         return _fields(self.forward, self.backward, s)
 
     def params(self, z0: PyTree, step: int, s) -> PyTree:
+        """`Z_step(s)`: the units drawn as `z0` (leaves with a leading axis of draws)
+        after `step` GD steps of the limit at depth `s`, leaves shaped as `z0`'s."""
         check_finite_array(z0, "z0")
         check_finite_array(s, "s")
         history = tuple(zip(self.forward[:step], self.backward[:step], strict=True))
@@ -240,6 +251,8 @@ class MeanODESolution(eqx.Module):
         return _evolve(self.model, z0, jnp.asarray(s, dtype=float), history)
 
     def loss(self, step: int) -> Array:
+        """The limit's loss after `step` GD steps (a scalar): the mean over the data set of
+        `loss(y, h_step(1))`."""
         return self.model.loss_value(self.h(step, 1.0))
 
 

@@ -23,9 +23,9 @@ import jax.random as jr
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
-from .._validation import check_positive_int
+from .._validation import check_key, check_positive_int
 from ..blocks.base import AbstractUnitBlock
-from ..laws.unit import AbstractGaussianLaw, AbstractLaw
+from ..laws.unit import AbstractGaussianLaw, AbstractLaw, as_law
 
 MAX_QUADRATURE_NODES = 2**22
 # Golub–Welsch's weights here cost order² operations (4096: about a quarter of a second)
@@ -66,10 +66,11 @@ class Particles(eqx.Module):
 
 
 def monte_carlo_particles(law: AbstractLaw, count: int, *, key: PRNGKeyArray) -> Particles:
-    """`count` i.i.d. draws from `law`, each of weight 1/count."""
+    """`count` i.i.d. draws from `law` (or a function of no arguments returning it),
+    each of weight 1/count."""
     check_positive_int(count, "count")
-    if not isinstance(law, AbstractLaw):
-        raise ValueError(f"law must be an AbstractLaw, got {type(law).__name__}")
+    check_key(key)
+    law = as_law(law)
     z = jax.vmap(law.sample)(jr.split(key, count))
     return Particles(z=z, weights=jnp.full((count,), 1.0 / count))
 
@@ -103,8 +104,10 @@ def hermite_rule(order: int) -> tuple[np.ndarray, np.ndarray]:
     return nodes[keep], weights[keep] / weights[keep].sum()
 
 
-def gauss_hermite_particles(law: AbstractGaussianLaw, order: int) -> Particles:
-    """The tensor Gauss–Hermite rule of `order` nodes per Gaussian coordinate of `law`."""
+def gauss_hermite_particles(law: AbstractLaw, order: int) -> Particles:
+    """The tensor Gauss–Hermite rule of `order` nodes per Gaussian coordinate of `law` (or
+    of what a function of no arguments returns)."""
+    law = as_law(law)  # (a law that is not Gaussian is refused next)
     if not isinstance(law, AbstractGaussianLaw):
         raise ValueError(
             f"law must be an AbstractGaussianLaw for Gauss-Hermite quadrature, "

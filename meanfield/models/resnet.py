@@ -8,11 +8,11 @@ import jax.numpy as jnp
 import jax.random as jr
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
-from .._validation import check_finite_array, check_positive_int
+from .._validation import check_finite_array, check_key, check_positive_int
 from ..blocks.base import AbstractBlock, AbstractUnitBlock
 from ..engine import AbstractDepthLoop, Adjoint, AutoLoop
 from ..engine.base import Final
-from ..laws.unit import AbstractGaussianLaw, AbstractLaw
+from ..laws.unit import AbstractGaussianLaw, AbstractLaw, as_law
 from ..scaling import AbstractScaling, resolve_alpha
 
 
@@ -136,11 +136,14 @@ class ResNet(eqx.Module):
         **Arguments:**
 
         - `block`, `embedding`, `readout`, `loop`: as in `ResNet`.
-        - `law`: the initial law μ_0 of one unit's (or one layer's) parameters.
+        - `law`: the initial law μ_0 of one unit's (or one layer's) parameters (or a
+          function of no arguments returning it, `laws.unit.as_law`).
         - `L`: depth (>= 1). `M`: units per layer (>= 1), for unit blocks only.
         - `scaling`: an `AbstractScaling` evaluated at `(L, M)`, or a number.
-        - `key`: a `jax.random` key.
+        - `key`: a `jax.random` key (`jax.random.key(0)`; an integer is refused).
         """
+        check_key(key)
+        law = as_law(law)
         if isinstance(L, bool) or not isinstance(L, int) or L < 1:
             raise ValueError(f"L must be an integer >= 1, got {L!r}")
         check_positive_int(L, "L")  # and at most 2^31 - 1
@@ -152,8 +155,6 @@ class ResNet(eqx.Module):
         elif M not in (None, 1):
             raise ValueError(f"M must be None (or 1) for a layer block, got {M!r}")
         width = M if unit and M is not None else 1
-        if not isinstance(law, AbstractLaw):
-            raise ValueError(f"law must be an AbstractLaw, got {type(law).__name__}")
         alpha = resolve_alpha(scaling, L, width)
         shape = (L, width) if unit else (L,)
         if isinstance(law, AbstractGaussianLaw):
