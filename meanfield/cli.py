@@ -168,6 +168,34 @@ def named_study(argv: list[str]) -> str | None:
     return name if name in STUDIES else None
 
 
+def formats_list(text: str) -> tuple[str, ...]:
+    """`--format`: comma-separated figure formats, each one `figure_export` writes."""
+    from .io.plotting import EXPORT_FORMATS  # (matplotlib is not imported here)
+
+    words = tuple(w.strip().lower().lstrip(".") for w in text.split(",") if w.strip())
+    bad = [w for w in words if w not in EXPORT_FORMATS]
+    if not words or bad:
+        raise argparse.ArgumentTypeError(
+            f"one or more of {', '.join(EXPORT_FORMATS)}, got {text!r}"
+        )
+    return words
+
+
+def bounded(kind, low, high):
+    """An argument type: a `kind` number in [low, high]."""
+
+    def read(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"a number in [{low}, {high}], got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"a number in [{low}, {high}], got {text!r}")
+        return value
+
+    return read
+
+
 def build_parser(studies: Iterable[str] | None = None) -> argparse.ArgumentParser:
     """The command line's parser: every study's line, and the options of the studies
     `studies` (default: every study; `main` asks for the one its command line names).
@@ -209,6 +237,14 @@ def build_parser(studies: Iterable[str] | None = None) -> argparse.ArgumentParse
         "plot", help="redraw every figure of a study folder from its results.json alone"
     )
     plot.add_argument("dir", metavar="DIR", help="a study's output folder")
+    plot.add_argument(
+        "--format", type=formats_list, default=(), metavar="FORMATS",
+        help="also write each figure as these, comma-separated: pdf, svg, eps (the PNG "
+        "always); PDF and EPS keep their text as text",
+    )  # fmt: skip
+    plot.add_argument(
+        "--dpi", type=bounded(int, 50, 1200), help="dots per inch (default: each figure's own)"
+    )
     study = sub.add_parser("study", help="run a study; writes DIR/results.json and figures")
     names = study.add_subparsers(dest="study", metavar="NAME")
     names.required = True
@@ -266,8 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "plot":
         from .studies import replot
 
+        export = {"formats": args.format, "dpi": args.dpi}
         try:
-            written = replot(args.dir)
+            written = replot(args.dir, export)
         except StudyInputError as err:
             print(f"meanfield plot: error: {err}", file=sys.stderr)
             return 2

@@ -154,13 +154,14 @@ for a, (sizes, summ, fit, name, fixed) in zip(ax, panels, strict=True):
     mf_plot.loglog_series(a, sizes, [s["mean"] for s in summ], [s["std"] for s in summ],
                           fit=fit, theory=fit["theory"], label=fixed)  # fmt: skip
     lo, hi = fit["ci95"] or (float("nan"), float("nan"))
-    title = f"Δ^h, {fixed}: slope {fit['slope']:.2f} [{lo:.2f}, {hi:.2f}], theory {fit['theory']:g}"
+    title = (f"$\\Delta^h$, {fixed}: slope {fit['slope']:.2f} [{lo:.2f}, {hi:.2f}], "
+             f"theory {fit['theory']:g}")  # fmt: skip
     if not lo <= fit["theory"] <= hi:  # a small run: say so on the figure
         title += f"\n(too few seeds and sizes at SIZE={SIZE!r} to resolve it)"
     a.set(xlabel=name, title=title)
     a.title.set_fontsize(8)
     a.legend(fontsize=6)
-ax[0].set_ylabel(f"Δ^h after {steps} GD step (mean over seeds)")
+ax[0].set_ylabel(f"$\\Delta^h$ after {steps} GD step (mean over seeds)")
 fig.suptitle("bars: ×/÷ the seeds' geometric spread; dashed: fit; dotted: theory", fontsize=8)
 fig.tight_layout()
 show("convergence")

@@ -114,9 +114,9 @@ for D in S["dims"]:
         hid_err.append(np.mean(h))
     axes[0].loglog(S["widths"], out_err, "o-", label=f"D={D}")
     axes[1].loglog([D / M for M in S["widths"]], hid_err, "o-", label=f"D={D}")
-axes[0].set(xlabel="width M", ylabel="max_i |f̂_5 − f_5| (mean over draws)",
+axes[0].set(xlabel="width M", ylabel=r"$\max_i |\hat f_5 - f_5|$ (mean over draws)",
             title="outputs (theory: ~ 1/sqrt(M), the same for every D)")  # fmt: skip
-axes[1].set(xlabel="D/M", ylabel="max_i ‖ĥ_5 − h_5‖_D (mean over draws)",
+axes[1].set(xlabel="D/M", ylabel=r"$\max_i \|\hat h_5 - h_5\|_D$ (mean over draws)",
             title="hidden field (theory: ~ sqrt(D/M), the curves collapse)")  # fmt: skip
 size_ticks(axes[0], S["widths"])
 size_ticks(axes[1], [D / M for D in S["dims"] for M in S["widths"]])
@@ -144,6 +144,6 @@ print(f"slope of the output error against D: {slope:.2f} (theory −1/2)")
 fig, ax = plt.subplots(figsize=(5, 3.5))
 ax.loglog(S["big_dims"], errs, "o-", label=f"fixed-D − D→∞ limit, slope {slope:.2f}")
 ax.axhline(inf.error_outputs, color="gray", linestyle="--", label="limit's own error")
-ax.set(xlabel="D", ylabel="max_i |f_5^(D) − f_5^(∞)|")
+ax.set(xlabel="D", ylabel=r"$\max_i |f_5^{(D)} - f_5^{(\infty)}|$")
 ax.legend(fontsize=8)
 show("embedding_limit")

@@ -257,6 +257,8 @@ def test_depth_axis_is_labelled_at_the_grid_depths_only():
     assert list(ax.get_yticks()) == list(range(1, 20, 3))
     size_ticks(ax, [1024, 1048576, 0.5])
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0.5", "1024", "1048576"]
+    size_ticks(ax, [1 / 64, 1 / 16, 0.25])  # three significant digits, not 0.015625
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0.0156", "0.0625", "0.25"]
     plt.close(fig)
     with pytest.raises(ValueError, match="^axis: 'x' or 'y', not 'z'$"):
         size_ticks(ax, Ls, axis="z")

@@ -136,3 +136,37 @@ def test_layout_at_the_saved_dpi_places_the_panels_as_at_the_default():
     at_default, at_saved = panels(None), panels(120)
     # figure fractions; a pixel of the saved 9 x 5 inch image at 120 dpi is 1/1080 x 1/600
     np.testing.assert_allclose(at_saved, at_default, atol=1 / 600)
+
+
+def _saved_tick_labels(tmp_path, xlim, *, size_ticks_at=None):
+    import matplotlib.pyplot as plt
+
+    from meanfield.io.plotting import save_figure, size_ticks
+
+    fig, ax = plt.subplots()
+    ax.loglog([xlim[0], xlim[1]], [1.0, 2.0], "o")
+    ax.set_xlim(*xlim)
+    if size_ticks_at:
+        size_ticks(ax, size_ticks_at)
+    save_figure(fig, tmp_path / "f.png", dpi=60)
+    major = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    lo, hi = ax.get_xlim()
+    shown = [t.get_text() for t in ax.get_xticklabels()
+             if t.get_text() and lo <= t.get_position()[0] <= hi]  # fmt: skip
+    minor = [t.get_text() for t in ax.get_xticklabels(minor=True) if t.get_text()]
+    return major, shown, minor
+
+
+def test_a_short_log_axis_is_labelled_in_plain_numbers_at_three_ticks_or_more(tmp_path):
+    """Over less than two decades matplotlib's default labels collide ("3×10¹4×10¹"):
+    the saved figure shows plain numbers, at least three inside the axis, no minor
+    labels; a longer axis and an axis a figure ticked itself keep their labels."""
+    for xlim in [(3.5, 18.0), (8.0, 64.0), (30.0, 45.0), (0.02, 0.9)]:
+        major, shown, minor = _saved_tick_labels(tmp_path, xlim)
+        assert len(shown) >= 3 and not minor, (xlim, major, minor)
+        assert all("10^" not in t and "times" not in t for t in major), (xlim, major)
+        assert all(xlim[0] <= float(t) <= xlim[1] for t in shown)  # plain numbers
+    major, _, _ = _saved_tick_labels(tmp_path, (1.0, 1e4))
+    assert any("10^" in t for t in major), major  # matplotlib's own, four decades
+    major, _, _ = _saved_tick_labels(tmp_path, (4.0, 16.0), size_ticks_at=[4, 8, 16])
+    assert major == ["4", "8", "16"]

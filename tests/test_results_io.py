@@ -142,3 +142,23 @@ def test_the_tables_hold_every_fit_and_point(tmp_path):
             points.to_pandas()
     else:
         assert list(points.to_pandas().columns) == points.columns
+
+
+def test_plot_exports_formats_at_a_resolution_and_refuses_others(sde_folder, capsys):
+    import matplotlib.image as mpimg
+
+    assert main(["plot", str(sde_folder), "--format", "pdf,svg", "--dpi", "150"]) == 0
+    said = capsys.readouterr().out
+    assert "strong_error.pdf" in said and "strong_error.svg" in said
+    assert (sde_folder / "strong_error.pdf").read_bytes().startswith(b"%PDF")
+    assert b"<svg" in (sde_folder / "strong_error.svg").read_bytes()[:1000]
+    height, width = mpimg.imread(sde_folder / "strong_error.png").shape[:2]
+    assert width % 150 == 0 or abs(width / 150 - round(width / 150, 1)) < 0.01  # inches × dpi
+    assert main(["plot", str(sde_folder)]) == 0  # back at its own resolution
+    for argv, line in (
+        (["--format", "jpg"], "--format: one or more of png, pdf, svg, eps, got 'jpg'"),
+        (["--dpi", "10"], "--dpi: a number in [50, 1200], got '10'"),
+    ):
+        with pytest.raises(SystemExit):
+            main(["plot", str(sde_folder), *argv])
+        assert capsys.readouterr().err.strip().endswith(line)

@@ -9,16 +9,20 @@ from ..runtime.errors import StudyInputError
 from .folder import probe_lock
 
 
-def redraw(folder: Path, plot, results: dict) -> list[Path]:
+def redraw(folder: Path, plot, results: dict, export: dict | None = None) -> list[Path]:
     """Draw the figures of the study folder `folder` by the study's `plot(folder,
     results)` from its `results.json` (`results`, already checked against the study's
     schema). **Returns:** the figures written. Refused in one line while a run holds the
     folder, where a figure is a symbolic link, where the folder cannot be written, or
-    where the plot still cannot draw the values (`UNDRAWABLE`)."""
+    where the plot still cannot draw the values (`UNDRAWABLE`). `export`: the arguments
+    of `io.plotting.figure_export` (formats, dpi), where given."""
     probe_lock(folder)
+    export = export or {}
     # the figures are written in place: never through a link, never half into a folder
     # that cannot take them
-    for figure in sorted(folder.glob("*.png")):
+    for figure in sorted(
+        p for f in {"png", *export.get("formats", ())} for p in folder.glob(f"*.{f}")
+    ):
         if figure.is_symlink():
             raise StudyInputError(
                 f"DIR: {figure} is a symbolic link; meanfield plot never writes a figure "
@@ -28,7 +32,7 @@ def redraw(folder: Path, plot, results: dict) -> list[Path]:
         raise StudyInputError(
             f"DIR: cannot write the figures into {folder}: {os.strerror(errno.EACCES)}"
         )
-    from ..io.plotting import use_agg
+    from ..io.plotting import figure_export, use_agg
     from .runner import study_precision  # (JAX: imported once the folder is accepted)
 
     use_agg()
@@ -39,7 +43,7 @@ def redraw(folder: Path, plot, results: dict) -> list[Path]:
     drawn = False
     try:
         # the figures' few computations at the study's precision
-        with study_precision(bool(results["config"].get("x64", False))):
+        with study_precision(bool(results["config"].get("x64", False))), figure_export(**export):
             plot(folder, results)
         drawn = True
     except StudyInputError:
@@ -59,7 +63,11 @@ def redraw(folder: Path, plot, results: dict) -> list[Path]:
         if not drawn:  # the figures a failure left open
             for num in set(plt.get_fignums()) - open_before:
                 plt.close(num)
-    return sorted(p for p in folder.glob("*.png") if before.get(p) != p.stat().st_mtime_ns)
+    written = [p for p in folder.glob("*.png") if before.get(p) != p.stat().st_mtime_ns]
+    for fmt in export.get("formats") or ():  # each PNG's other formats
+        written += [p.with_suffix(f".{fmt}") for p in written if p.suffix == ".png"
+                    and p.with_suffix(f".{fmt}").exists() and fmt != "png"]  # fmt: skip
+    return sorted(set(written))
 
 
 # what a plot raises on values of the right kinds it still cannot draw (caught by `redraw`)

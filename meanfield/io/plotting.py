@@ -1,6 +1,9 @@
 """Plot helpers: log-log convergence plots with fitted and theoretical slopes (fit →
-plot), ticks at a grid's sizes, and cell edges for heat maps."""
+plot), ticks at a grid's sizes, and cell edges for heat maps; every study's figure is
+written by `save_figure`, whose formats and resolution `figure_export` sets
+(`meanfield plot DIR --format pdf,svg --dpi 300`)."""
 
+import contextlib
 import math
 import os
 import sys
@@ -33,6 +36,10 @@ def show(name: str, fig=None, *, folder: str | os.PathLike | None = None) -> Pat
 
     if not name or any(c in name for c in "/\\"):
         raise ValueError(f"name: a file name without folders, not {name!r}")
+    figure = fig if fig is not None else plt.gcf()
+    for ax in figure.axes:  # the house's ticks (`plain_log_ticks`), shown or saved
+        for axis in ("x", "y"):
+            plain_log_ticks(ax, axis)
     if matplotlib.get_backend().lower() not in FILE_BACKENDS:
         plt.show()
         return None
@@ -49,7 +56,7 @@ def show(name: str, fig=None, *, folder: str | os.PathLike | None = None) -> Pat
         raise ValueError(
             f"{where}: cannot make the figures folder {str(folder)!r}: {reason}"
         ) from None
-    (fig if fig is not None else plt.gcf()).savefig(path, dpi=110, bbox_inches="tight")
+    figure.savefig(path, dpi=110, bbox_inches="tight")
     print(f"figure saved: {path}")
     return path
 
@@ -92,7 +99,8 @@ def size_ticks(ax, values, *, axis: str = "x", most: int = 8) -> None:
         raise ValueError(f"axis: 'x' or 'y', not {axis!r}")
     vals = sorted({float(v) for v in values})
     vals = vals[:: math.ceil(len(vals) / most)] if vals else vals
-    labels = [str(int(v)) if v.is_integer() else f"{v:g}" for v in vals]  # 16384, not 1.6e+04
+    # 16384, not 1.6e+04; 0.0156, not 0.015625
+    labels = [str(int(v)) if v.is_integer() else f"{v:.3g}" for v in vals]
     getattr(ax, f"set_{axis}ticks")(vals, labels)
     getattr(ax, f"{axis}axis").set_minor_formatter(NullFormatter())
 
@@ -226,21 +234,77 @@ def layout(fig, *, dpi: float | None = None, **kwargs) -> None:
             "missing or exploded)", transform=ax.transAxes, ha="center", va="center",
             fontsize=8, color="0.35",
         )  # fmt: skip
+    for ax in fig.axes:
+        for a in ("x", "y"):
+            plain_log_ticks(ax, a)
     fig.tight_layout(**kwargs)
+
+
+def plain_log_ticks(ax, axis: str) -> None:
+    """A log axis spanning less than two decades with matplotlib's default labels (whose
+    minor labels run into each other: "3×10¹4×10¹") gets plain numbers at 1, 2 and 5
+    times the powers of ten, or finer steps where those give fewer than three labels
+    (5, 7, 10, 15 over 3.5..18), and no minor labels; an axis whose ticks a figure set
+    itself (`size_ticks`) is left alone."""
+    from matplotlib import ticker
+
+    axes = getattr(ax, f"{axis}axis")
+    if getattr(ax, f"get_{axis}scale")() != "log":
+        return
+    if type(axes.get_major_formatter()) is not ticker.LogFormatterSciNotation:
+        return
+    lo, hi = sorted(getattr(ax, f"get_{axis}lim")())
+    if not (lo > 0 and math.isfinite(hi)) or hi / lo >= 100:
+        return
+    for subs in ((1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0), (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)):
+        powers = 10.0 ** np.arange(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+        if sum(lo <= p * m <= hi for p in powers for m in subs) >= 3:
+            break
+    axes.set_major_locator(ticker.LogLocator(base=10, subs=subs))
+    axes.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    axes.set_minor_formatter(ticker.NullFormatter())
+
+
+# `figure_export`'s settings: more formats beside the PNG, a resolution
+_EXPORT: dict = {"formats": (), "dpi": None}
+EXPORT_FORMATS = ("png", "pdf", "svg", "eps")
+
+
+@contextlib.contextmanager
+def figure_export(formats=(), dpi: int | None = None):
+    """Within: every figure `save_figure` writes is also written in each of `formats`
+    (of `EXPORT_FORMATS`; the PNG always), at `dpi` dots per inch (default: the
+    figure's own). PDF and EPS keep their text as text (TrueType fonts embedded). (A
+    width of one's choosing waits for figures that lay themselves out at any width.)"""
+    bad = [f for f in formats if f not in EXPORT_FORMATS]
+    if bad:
+        raise ValueError(f"formats: one of {', '.join(EXPORT_FORMATS)}, got {bad[0]!r}")
+    previous = dict(_EXPORT)
+    _EXPORT.update(formats=tuple(f for f in formats if f != "png"), dpi=dpi)
+    try:
+        import matplotlib
+
+        with matplotlib.rc_context({"pdf.fonttype": 42, "ps.fonttype": 42}):
+            yield
+    finally:
+        _EXPORT.update(previous)
 
 
 def save_figure(
     fig, path, *, dpi: int, title: str | None = None, fontsize: float = 10, **layout_kwargs
 ):
     """Finish a figure: its `title` (a suptitle of font size `fontsize`), `layout` at `dpi`
-    (with `layout_kwargs`, e.g. `rect`), then written to `path` at `dpi` and closed.
-    **Returns:** `path`."""
+    (with `layout_kwargs`, e.g. `rect`), then written to `path` at `dpi` (and in the
+    formats and resolution `figure_export` sets) and closed. **Returns:** `path`."""
     import matplotlib.pyplot as plt
 
     if title is not None:
         fig.suptitle(title, fontsize=fontsize)
+    dpi = _EXPORT["dpi"] or dpi
     layout(fig, dpi=dpi, **layout_kwargs)
     fig.savefig(path, dpi=dpi)
+    for fmt in _EXPORT["formats"]:
+        fig.savefig(Path(path).with_suffix(f".{fmt}"), dpi=dpi)
     plt.close(fig)
     return path
 

@@ -112,14 +112,15 @@ def resolve_out(args) -> None:
     resolve(args, STUDIES[args.study])
 
 
-def replot(out) -> list:
+def replot(out, export: dict | None = None) -> list:
     """Redraw every figure of the study folder `out` from its `results.json` alone (no
     network is run): the study's own `plot(out, results)`. **Returns:** the figures'
     paths. A one-line `StudyInputError` for a folder without a readable results.json or
     of a study without figures; for a results.json that does not hold what the study's
     figures read (`schema.validate`: the JSON path and the problem), or that its plot
     still cannot draw; for a folder the figures cannot be written into, or a figure that
-    is a symbolic link (never written through); refused while a run holds the folder."""
+    is a symbolic link (never written through); refused while a run holds the folder.
+    `export`: `io.plotting.figure_export`'s arguments (`formats`, `dpi`)."""
     from pathlib import Path
 
     from ..harness.plot import redraw
@@ -137,7 +138,7 @@ def replot(out) -> list:
     if plot is None:
         raise StudyInputError(f"DIR: the study {name!r} draws no figures")
     validate(results)
-    return redraw(folder, plot, results)
+    return redraw(folder, plot, results, export)
 
 
 def mean_ode_study(block, law, *, out: str, **options) -> dict:
