@@ -98,3 +98,17 @@ def test_descriptor_2_goes_through_the_filter_to_the_last_byte():
 def test_the_raw_stream_on_request():
     proc = _filtered(f"os.write(2, {AOT!r})", MEANFIELD_RAW_STDERR="1")
     assert proc.stdout.startswith(b"ON False") and proc.stderr == AOT
+
+
+def test_a_normal_exit_waits_for_the_filter_to_write_everything():
+    """The last lines reach stderr before the process has ended (its exit waits for the
+    filter), so nothing is printed after the shell's prompt comes back."""
+    proc = _filtered("""
+        import atexit
+        from meanfield.runtime import log_filter
+        sys.stderr.write("x" * 200000 + "\\nend\\n")
+        atexit._run_exitfuncs()  # what a normal exit runs
+        print("FILTER", log_filter.FILTER.poll(), flush=True)
+    """)
+    assert proc.returncode == 0 and b"FILTER 0" in proc.stdout
+    assert proc.stderr.endswith(b"\nend\n") and len(proc.stderr) == 200005

@@ -21,6 +21,7 @@ closes. `MEANFIELD_RAW_STDERR=1` turns it off. A library user's own process is n
 touched.
 """
 
+import atexit
 import os
 import re
 import subprocess
@@ -112,7 +113,27 @@ def filter_stderr() -> bool:
     assert child.stdin is not None
     os.dup2(child.stdin.fileno(), 2)
     child.stdin.close()  # (descriptor 2 holds the pipe now)
+    global FILTER
+    FILTER = child
+    atexit.register(_drain, child)
     return True
+
+
+FILTER: subprocess.Popen | None = None  # the filter process, once started
+
+
+def _drain(child: subprocess.Popen) -> None:
+    """At a normal exit: close this process's end of the pipe and let the filter write
+    what it holds before the shell's prompt comes back (at most 2 s: a child process that
+    inherited descriptor 2 may hold the pipe open longer)."""
+    try:
+        sys.stderr.flush()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
+        child.wait(timeout=2.0)
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        pass
 
 
 def _run() -> None:
