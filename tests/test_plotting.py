@@ -170,3 +170,17 @@ def test_a_short_log_axis_is_labelled_in_plain_numbers_at_three_ticks_or_more(tm
     assert any("10^" in t for t in major), major  # matplotlib's own, four decades
     major, _, _ = _saved_tick_labels(tmp_path, (4.0, 16.0), size_ticks_at=[4, 8, 16])
     assert major == ["4", "8", "16"]
+
+
+def test_an_interval_is_never_printed_collapsed():
+    """`interval_text`: two decimals where they tell the numbers apart; more (up to six)
+    where they would print a tight interval's ends, or its value and an end, alike."""
+    from meanfield.stats.fits import interval_text
+
+    assert interval_text(-0.95, [-1.05, -0.84]) == "-0.95 [-1.05, -0.84]"
+    assert interval_text(-1.0, [-1.003, -0.998]) == "-1.000 [-1.003, -0.998]"
+    assert interval_text(-0.9981, [-0.9984, -0.9979]) == "-0.9981 [-0.9984, -0.9979]"
+    assert interval_text(None, [0.5012, 0.5041]) == "[0.501, 0.504]"
+    assert interval_text(0.5, [0.5, 0.5]) == "0.50 [0.50, 0.50]"  # equal numbers: alike
+    assert interval_text(1.0, [float("nan"), float("nan")]) == "1.00 [nan, nan]"
+    assert interval_text(1.0, [1.0 - 1e-9, 1.0 + 1e-9]).count("0") >= 18  # six decimals

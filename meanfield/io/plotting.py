@@ -132,9 +132,11 @@ def loglog_series(
         return
     text = label
     if fit is not None and fit.get("slope") is not None:
-        text = f"{label}: slope {fit['slope']:.2f}"
-        if fit.get("ci95"):
-            text += f" [{fit['ci95'][0]:.2f}, {fit['ci95'][1]:.2f}]"
+        from ..stats.fits import interval_text
+
+        text = f"{label}: slope " + (
+            interval_text(fit["slope"], fit["ci95"]) if fit.get("ci95") else f"{fit['slope']:.2f}"
+        )
         if fit.get("theory_inside") is False:  # a departure the study measured, flagged
             text += f"\n  ≠ theory {fit['theory']:g}"
             if str(fit.get("theory_note", "")).startswith("pre-asymptotic"):

@@ -17,6 +17,7 @@ from .fits import theory_inside as theory_inside
 from .fits import parabola_argmax as parabola_argmax
 from .fits import parabola_argmax_interval as parabola_argmax_interval
 from .fits import fixed_text as fixed_text
+from .fits import interval_text as interval_text
 from .fits import excluded_warning as excluded_warning
 from . import rate_law as rate_law
 from .rate_law import fit_rate_sum as fit_rate_sum

@@ -378,6 +378,24 @@ def parabola_argmax_interval(x, curves, *, n_boot: int = 400, seed: int = 0) -> 
     }
 
 
+def interval_text(value, ci, digits: int = 2) -> str:
+    """`value [low, high]` (`[low, high]` where `value` is None) with `digits` decimals,
+    or more (up to 6) where `digits` would print two different numbers alike: a tight
+    interval never reads `[-1.00, -1.00]`, nor its value as one of its ends."""
+    lo, hi = (float(c) for c in ci)
+    numbers = [lo, hi] + ([float(value)] if value is not None else [])
+    shown = [f"{v:.{digits}f}" for v in numbers]
+    for d in range(digits, 7):
+        shown = [f"{v:.{d}f}" for v in numbers]
+        alike = any(shown[i] == shown[j] and numbers[i] != numbers[j]
+                    and math.isfinite(numbers[i]) and math.isfinite(numbers[j])
+                    for i in range(len(numbers)) for j in range(i))  # fmt: skip
+        if not alike:
+            break
+    head = f"{shown[2]} " if value is not None else ""
+    return f"{head}[{shown[0]}, {shown[1]}]"
+
+
 def fixed_text(fit: dict) -> str:
     """A fit's fixed sizes as printed: "M=64, steps=1"."""
     return ", ".join(f"{k}={v}" for k, v in (fit.get("fixed") or {}).items())

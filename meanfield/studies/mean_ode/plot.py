@@ -13,6 +13,7 @@ from ...io.plotting import (
     size_ticks,
     use_agg,
 )
+from ...stats.fits import interval_text
 from ...stats.joint_law import law_value
 
 LABELS = {"delta_h": r"$\Delta^h$", "delta_b": r"$\Delta^b$", "delta_z": r"$\Delta^Z$"}
@@ -64,7 +65,7 @@ def _law_title(q, law):
 
     def one(k):
         ci = law.get(f"{k}_ci95")
-        return f"{k} = {law[k]:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+        return f"{k} = " + (interval_text(law[k], ci) if ci else f"{law[k]:.2f}")
 
     names = [k for k in ("p", "q") if law.get(k) is not None]
     return f"{LABELS[q]} law: " + ", ".join(one(k) for k in names)

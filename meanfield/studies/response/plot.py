@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 
 from ...io.plotting import save_figure, use_agg
+from ...stats.fits import interval_text
 from ...theory.response import FIG2, FIG5_SIGMA_B2, FIG5_SIGMA_W2
 
 
@@ -307,7 +308,7 @@ def _figure6(ax, cfg, f6) -> None:
         ref = _arr(eta["sim_mean"])[int(tail[0])]
         ax.plot(tail, ref * (tail / tail[0]) ** -fitp["power_exponent"], "r--",
                 label=f"power law l^-{fitp['power_exponent']:.2f} "
-                + (f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+                + (interval_text(None, ci) if ci else "")
                 + (f"; theory's {f6['theory_power_exponent_same_estimator']:.2f}"
                    if f6.get("theory_power_exponent_same_estimator") is not None
                    else ""))  # fmt: skip

@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 
 from ...io.plotting import loglog_series, reference_floor, save_figure, use_agg
+from ...stats.fits import interval_text
 
 LABELS = {"error_final": r"$E\|H_1 - h_L\|$", "error_sup": r"$E\max_k\|H_{k/L} - h_k\|$"}
 TITLES = {
@@ -51,7 +52,7 @@ def _law_label(law) -> str:
     theory = law["theory"]["p"]
     inside = "inside" if theory["inside_ci95"] else "OUTSIDE"
     return (
-        f"its law a L^-p (1 + c' L^-p): p = {law['p']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}] "
+        f"its law a L^-p (1 + c' L^-p): p = {interval_text(law['p'], ci)} "
         f"(theory {theory['value']:.2f}: {inside})"
     )
 

@@ -49,7 +49,7 @@ from ...limits import deep_embedded as deep_embedded_limits
 from ...models import deep_embedded
 from ...models.embedding import Embedding
 from ...runtime.errors import StudyInputError
-from ...stats.fits import fit_loglog, fit_values, summarize
+from ...stats.fits import fit_loglog, fit_values, interval_text, summarize
 from ...stats.rate_law import RATE_THEORIES, fit_rate_law, optimal_shape
 from ...training import deep_embedded as deep_embedded_training
 from ..shared.embedded_options import config_data, load_data, model_config
@@ -316,7 +316,7 @@ def _headline(rate_laws, shapes) -> list[str]:
         cells = []
         for name in ("q", "r", "s"):
             ci = law.get(f"{name}_ci95") or [float("nan")] * 2
-            cells.append(f"{name} = {law[name]:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]")
+            cells.append(f"{name} = {interval_text(law[name], ci)}")
         lines.append(f"{q}: D^q (LM)^-r + D^-s with {', '.join(cells)}")
         shape = shapes.get(q) or {}
         if "L" in shape:
@@ -843,7 +843,7 @@ def _verdict(law):
     # an interval wider than the theories' gap on q or r cannot tell them apart
     gap = {k: abs(RATE_THEORIES["bound"][k] - RATE_THEORIES["conjecture"][k]) for k in "qr"}
     wide = [
-        f"{k} in [{law[f'{k}_ci95'][0]:.2f}, {law[f'{k}_ci95'][1]:.2f}]"
+        f"{k} in {interval_text(None, law[f'{k}_ci95'])}"
         for k in "qr"
         if law.get(f"{k}_ci95") and law[f"{k}_ci95"][1] - law[f"{k}_ci95"][0] >= gap[k]
     ]
@@ -870,18 +870,12 @@ def _verdict(law):
     text = "neither: "
     if law["LM_part_chosen"] == "LM3":
         text += (
-            f"the errors need a second M term (LM)^-r0, r0 = {law['r0']:.2f} "
-            f"[{r0[0]:.2f}, {r0[1]:.2f}], and "
+            f"the errors need a second M term (LM)^-r0, r0 = {interval_text(law['r0'], r0)}, and "
             if r0
             else "the errors need a second M term, and "
         )
     measured = " and ".join(
-        f"{k} = {law[k]:.2f}"
-        + (
-            f" [{law[f'{k}_ci95'][0]:.2f}, {law[f'{k}_ci95'][1]:.2f}]"
-            if law.get(f"{k}_ci95")
-            else ""
-        )
+        f"{k} = " + (interval_text(law[k], law[f"{k}_ci95"]) if law.get(f"{k}_ci95") else "")
         for k in "qr"
     )
     theories = "; ".join(

@@ -36,7 +36,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from ...models import perceptron
-from ...stats.fits import summarize
+from ...stats.fits import interval_text, summarize
 
 FAMILIES = ("orthogonal", "arc")
 DELTAS = (0.5, 0.2, 0.1, 0.05, 0.02)
@@ -173,7 +173,7 @@ def factor_lines(summary) -> list[str]:
         lines.append(
             f"log(n/δ) factor, {family} inputs: quantile of max_i |f̂_0(x_i)| / independent-"
             f"Gaussian law holds 1 at {s['attained']} of {s['of']} (n, δ); at n = "
-            f"{s['largest_n']}, δ = {max(DELTAS):g}: {s['ratio_at_largest_n']:.2f} "
-            f"[{ci[0]:.2f}, {ci[1]:.2f}]"
+            f"{s['largest_n']}, δ = {max(DELTAS):g}: "
+            f"{interval_text(s['ratio_at_largest_n'], ci)}"
         )
     return lines

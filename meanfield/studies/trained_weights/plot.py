@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from ...io.plotting import save_figure, use_agg
+from ...stats.fits import interval_text
 
 
 def draw_figures(out: Path, cfg, cells):
@@ -152,4 +153,4 @@ def format_cell(r):
     if not r or r.get("hurst") is None:
         return "n/a"
     lo, hi = r["interval"]
-    return f"{r['hurst']:.2f} [{lo:.2f}, {hi:.2f}]"
+    return interval_text(r["hurst"], (lo, hi))

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ...io.plotting import loglog_series, save_figure, size_ticks
+from ...stats.fits import interval_text
 
 
 def limits_figure(out, cfg, points, by_fit, k):
@@ -118,7 +119,7 @@ def _criteria_curves(axes, points, by_fit, styles) -> None:
             fit = by_fit.get((q, "s_v", tuple(sorted({"M": M, "rule": "balanced"}.items()))))
             label = f"balanced, M={M}"
             if fit and fit.get("slope") is not None:
-                label += f": slope {fit['slope']:.2f} [{fit['ci95'][0]:.2f}, {fit['ci95'][1]:.2f}]"
+                label += f": slope {interval_text(fit['slope'], fit['ci95'])}"
             loglog_series(
                 ax, s, [r[q]["mean"] for r in rows], [r[q]["std"] for r in rows],
                 label=label, linestyle=ls, color="C2", marker=mk,

@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 
 from ...io.plotting import save_figure, use_agg
+from ...stats.fits import interval_text
 from .cells import PAST_BOUNDARY, fit_cells, large_cells
 
 COLORS = {"hidden": "C3", "decay": "C2", "local_update": "C0"}
@@ -36,7 +37,7 @@ def _fit_text(fits, q, D):
     if fit is None:
         return ""
     ci = fit.get("ci95") or [math.nan, math.nan]
-    return f": slope {fit['slope']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]"
+    return f": slope {interval_text(fit['slope'], ci)}"
 
 
 def phase_figure(out, cfg, points, fits, mlu) -> None:
