@@ -96,8 +96,17 @@ def _law_panel(ax, q, points, law, k):
     size_ticks(ax, L_all)
     ax.set_xlabel("depth L")
     ax.set_title(_law_title(q, law), fontsize=9)
+    _room_below(ax)
     ax.legend(fontsize=6, ncol=2, loc="lower left", title="lines: the fitted law",
               title_fontsize=6)  # fmt: skip
+
+
+def _room_below(ax, factor: float = 4.0) -> None:
+    """A band under the lowest data of a log panel, `factor` deep, for a legend in its
+    lower left that covers no point or line (the upper part holds the data)."""
+    lo, hi = ax.get_ylim()
+    if ax.get_yscale() == "log" and lo > 0:
+        ax.set_ylim(lo / factor, hi)
 
 
 def plot_convergence(out, cfg, points, decomposition, fits, *, steps=None, floor=None,
@@ -169,7 +178,8 @@ def _depth_panel(ax, q, cfg, points, decomposition, fits, k, floor):
         ax.set_xlim(lo, hi * 1.25)
     ax.set_xlabel("depth L")
     ax.set_title(f"{LABELS[q]} against L after k={k} GD step(s)")
-    ax.legend(fontsize=7, loc="best")
+    _room_below(ax)  # (the grey lines and their labels fill the panel's top)
+    ax.legend(fontsize=7, loc="lower left")
 
 
 def _other_widths(ax, q, cfg, points, k, M_line):
