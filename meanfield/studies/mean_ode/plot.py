@@ -1,6 +1,7 @@
 """The figure of the mean-ODE study: error against L and against M, with slopes."""
 
 import math
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -60,8 +61,10 @@ def _secondary(fit):
 
 
 def _law_title(q, law):
-    if law is None or law.get("q") is None:
-        return f"{LABELS[q]}: no law fit" + (f" ({law['reason'][:40]})" if law else "")
+    if law is None or law.get("q") is None:  # why, whole words on at most two more lines
+        reason = textwrap.shorten(str(law.get("reason") or ""), 90, placeholder=" …") if law else ""
+        lines = textwrap.wrap(f"({reason})", 56) if reason else []
+        return "\n".join([f"{LABELS[q]}: no law fit", *lines])
 
     def one(k):
         ci = law.get(f"{k}_ci95")
