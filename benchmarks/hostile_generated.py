@@ -350,6 +350,7 @@ VARIABLES = {
     "MEANFIELD_NO_SELF_CHECK": "switch",
     "MEANFIELD_ALLOW_KNOWN_BAD_JAX": "switch",
     "MEANFIELD_SUPERVISED": "switch",
+    "MEANFIELD_RAW_STDERR": "switch",
 }
 
 
