@@ -44,7 +44,8 @@ MARKER = re.compile(
 OPENING = re.compile(r"^<!-- record: ", re.MULTILINE)  # markers open a line
 SIGNIFICANT = 9  # digits kept of every number (enough that pages round as the study did)
 FIT_KEYS = ("quantity", "against", "fixed", "slope", "ci95", "theory", "theory_inside")
-FIT_EXTRA = ("ci95_fit", "secondary", "law_slope")  # where a fit has them (ci95_fit: no ci95)
+# where a fit has them (ci95_fit: no ci95)
+FIT_EXTRA = ("ci95_fit", "secondary", "law_slope", "theory_verdict", "theory_tolerance")
 RATE_KEYS = ("quantity", "part", "fixed", "model", "p", "p_ci95", "q", "q_ci95", "n_points")
 
 
@@ -161,7 +162,11 @@ def make_record(folder: Path, name: str | None = None) -> tuple[str, dict]:
             continue
         law = {k: r.get(k) for k in RATE_KEYS}
         law["theory"] = {
-            k: {"value": t.get("value"), "inside": t.get("inside_ci95")}
+            k: {
+                "value": t.get("value"),
+                "inside": t.get("inside_ci95"),
+                "verdict": t.get("verdict"),
+            }
             for k, t in (r.get("theory") or {}).items()
             if isinstance(t, dict)
         }
@@ -217,8 +222,15 @@ def _interval(x, ci) -> str:
     return _num(x) + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else " (no interval)")
 
 
-def _verdict(inside) -> str:
-    return {True: "inside", False: "**outside**"}.get(inside, "not judged")
+def _verdict(verdict: str | None, tolerance: float | None = None) -> str:
+    """A verdict as a table cell: inside; within the tolerance (missed, but by less than
+    it); **outside** (beyond it); not judged."""
+    from meanfield.stats.fits import THEORY_TOLERANCE
+
+    near = f"within ±{tolerance or THEORY_TOLERANCE:g}"
+    return {"inside": "inside", "near": near, "outside": "**outside**"}.get(
+        verdict or "", "not judged"
+    )
 
 
 def _where(fixed: dict | None) -> str:
@@ -246,6 +258,8 @@ def view_provenance(record: dict) -> str:
 
 def view_rates(record: dict) -> str:
     """The law exponents, one row per error, part and step."""
+    from meanfield.stats.fits import theory_verdict
+
     rows = [
         "| error | steps | part | p [95%] | p's theory | q [95%] | q's theory |",
         "|---|---|---|---|---|---|---|",
@@ -259,7 +273,8 @@ def view_rates(record: dict) -> str:
                 continue
             t = theory.get(k) or {}
             value = "—" if t.get("value") is None else f"{t['value']:g}"
-            cells += [_interval(r[k], r.get(f"{k}_ci95")), f"{value}: {_verdict(t.get('inside'))}"]
+            verdict = t.get("verdict") or theory_verdict(r.get(f"{k}_ci95"), t.get("value"))
+            cells += [_interval(r[k], r.get(f"{k}_ci95")), f"{value}: {_verdict(verdict)}"]
         steps = (r.get("fixed") or {}).get("steps", "—")
         rows.append(
             f"| {r.get('quantity')} | {steps} | {r.get('part')} | " + " | ".join(cells) + " |"
@@ -270,6 +285,8 @@ def view_rates(record: dict) -> str:
 def view_fits(record: dict) -> str:
     """Every fitted slope: where, slope [95%], theory, verdict (and, beside a one-term
     slope of a joint law, the law's own slope over the same points)."""
+    from meanfield.stats.fits import fit_verdict
+
     fits = record.get("fits") or []
     law = any(f.get("law_slope") is not None for f in fits)
     head = "| quantity | against | at | slope [95%] | theory | verdict |" + (
@@ -278,7 +295,9 @@ def view_fits(record: dict) -> str:
     rows = [head, "|---" * head.count(" | ") + "|---|"]
     for f in fits:
         theory = "—" if f.get("theory") is None else _num(f["theory"], 2)
-        verdict = _verdict(f.get("theory_inside")) + (" (secondary)" if f.get("secondary") else "")
+        verdict = _verdict(fit_verdict(f), f.get("theory_tolerance")) + (
+            " (secondary)" if f.get("secondary") else ""
+        )
         row = (
             f"| {f.get('quantity')} | {f.get('against')} | {_where(f.get('fixed'))} | "
             f"{_interval(f['slope'], f.get('ci95') or f.get('ci95_fit'))} | {theory} | {verdict} |"

@@ -494,3 +494,18 @@ def test_an_exploded_resnet_draw_is_reported_and_left_out():
     assert out["sizes"]["activation/state"][0] == [None] * (steps + 1)
     assert out["sizes"]["activation/state"][1] == [3.0] * (steps + 1)
     assert out["per_layer"]["update/unit"][2] == [None] * L
+
+
+def test_each_panel_states_what_the_table_predicts_for_what_it_plots():
+    """Issue 77: a panel titled "(claims flat)" showed the per-layer updates whose
+    prediction is −1. The title now says what the table predicts for the panel's own
+    quantities: flat only where it predicts 0 for every one of them."""
+    from meanfield.studies.coord_check.plot import _panel_claim
+
+    predicted = {"activation/mlp": 0.0, "activation/attention": -0.0, "update/mlp": -1.0,
+                 "update/qkv": -1.0, "change/mlp": 0.5, "change/logits": 0.0}  # fmt: skip
+    line = {"fits": {q: {"predicted": v} for q, v in predicted.items()}}
+    assert _panel_claim(line, ["activation/mlp", "activation/attention"]) == "predicted flat"
+    assert _panel_claim(line, ["update/mlp", "update/qkv"]) == "predicted slope -1"
+    assert _panel_claim(line, ["change/mlp", "change/logits"]) == "predicted slopes 0, 0.5"
+    assert _panel_claim({"fits": {}}, ["x"]) == "no prediction"

@@ -256,14 +256,14 @@ def test_a_fit_whose_interval_excludes_its_theory_says_so(tmp_path):
     assert off["theory_inside_interval"] == "ci95"
     off["theory_note"] = "pre-asymptotic: a test"
     text = summary({"study": "demo", "fits": [off, on]}, tmp_path)
-    assert "theory -1 (OUTSIDE: pre-asymptotic: a test)" in text
+    assert "theory -1 (OUTSIDE, beyond ±0.05; pre-asymptotic: a test)" in text
     assert f"theory {estimate:g} (inside)" in text
     # at GD steps: the headline is the last step's (the figure's); an earlier step's fit
     # whose interval excludes its theory is listed below it, by name
     first = {**off, "fixed": {"M": 8, "steps": 0}}
     last = {**on, "fixed": {"M": 8, "steps": 1}}
     text = summary({"study": "demo", "fits": [first, last]}, tmp_path)
-    head, rest = text.split("whose 95% interval excludes the theory:")
+    head, rest = text.split("whose 95% interval excludes the theory (beyond its tolerance):")
     assert "after 1 GD step(s)" in head and "after 0 GD step(s)" not in head
     assert "1 other fit(s)" in head and "(M=8, steps=0): " in rest and "pre-asymptotic" in rest
     many = [{**off, "fixed": {"M": m, "steps": 0}} for m in range(11)]
@@ -277,11 +277,12 @@ def test_a_fit_whose_interval_excludes_its_theory_says_so(tmp_path):
 
 def test_the_summary_states_verdicts_from_their_numbers(tmp_path):
     """Critical β, the β = 1/2 bounds and the flow identity, printed from the numbers:
-    an estimate whose interval misses the theory says OUTSIDE, a failed identity FAILS,
-    bounds count what held."""
+    an estimate whose interval lies beyond the tolerance from the theory says OUTSIDE, one
+    that misses it within the tolerance says near, a failed identity FAILS, bounds count
+    what held."""
     from meanfield.harness.summary import summary
 
-    crit = {"estimate": 0.70, "ci95": [0.68, 0.71], "theory": 0.75, "quantity": "forward ratio",
+    crit = {"estimate": 0.64, "ci95": [0.60, 0.68], "theory": 0.75, "quantity": "forward ratio",
             "from_gradient": {"estimate": 0.74, "ci95": [0.70, 0.78], "theory": 0.75,
                               "quantity": "gradient ratio"}}  # fmt: skip
     bounds = {"per_L": [
@@ -293,14 +294,17 @@ def test_the_summary_states_verdicts_from_their_numbers(tmp_path):
     results = {"study": "demo", "critical_beta": crit, "stability_bounds": bounds,
                "gradient_flow_identity": {"holds": False}}  # fmt: skip
     text = summary(results, tmp_path)
-    assert "forward ratio: 0.700 [0.680, 0.710], theory 0.75 (OUTSIDE)" in text
+    assert "forward ratio: 0.640 [0.600, 0.680], theory 0.75 (OUTSIDE, beyond ±0.05)" in text
     assert "gradient ratio: 0.740 [0.700, 0.780], theory 0.75 (inside)" in text
     assert "holds at 3 of 4 (L, δ)" in text and "at 1 of 2 depths" in text
     assert "gradient-flow identity: FAILS" in text
     results["gradient_flow_identity"]["holds"] = True
+    crit["ci95"] = [0.60, 0.71]  # misses 0.75 by 0.04: within the tolerance
+    text = summary(results, tmp_path)
+    assert "[0.600, 0.710], theory 0.75 (within ±0.05, just outside the interval)" in text
     crit["ci95"] = [0.69, 0.76]
     text = summary(results, tmp_path)
-    assert "theory 0.75 (OUTSIDE)" not in text and "identity: holds" in text
+    assert "OUTSIDE" not in text and "just outside" not in text and "identity: holds" in text
     assert text.splitlines()[-1].startswith(f"  wrote {tmp_path / 'results.json'}")
 
 

@@ -124,7 +124,7 @@ def test_the_headline_leads_with_the_exponents(tmp_path: Path):
     text = summary({"study": "mean-ode", "rates": [law], "fits": [one_term]}, tmp_path)
     lines = text.splitlines()
     assert lines[1].startswith("  rates after 1 GD step(s)")
-    assert "delta_h: p = 0.6" in lines[2] and "(theory 1: OUTSIDE)" in lines[2]
+    assert "delta_h: p = 0.6" in lines[2] and "(theory 1: OUTSIDE, beyond ±0.05)" in lines[2]
     assert "(theory 0.5: inside)" in lines[2]
     assert "OUTSIDE" not in "\n".join(lines[3:])
     assert "secondary" in text and "the fitted law's own slope there -0.910" in text

@@ -186,16 +186,19 @@ def test_misses_past_the_boundary_are_told_apart_from_misses_inside():
     ]  # the cells with ‖h^L − h^0‖_D ≥ 0.5: (256, 4), (256, 8), (64, 8)
     fits = [
         {"quantity": "local_update", "against": "s_v", "fixed": {"D": 256},
-         "sizes": [1.0, 4.0, 8.0], "theory_inside": False},
+         "sizes": [1.0, 4.0, 8.0], "theory_verdict": "outside"},
         {"quantity": "decay", "against": "D", "fixed": {"s_v": 1.0},
-         "sizes": [64, 256], "theory_inside": False},
+         "sizes": [64, 256], "theory_verdict": "outside"},
         {"quantity": "decay", "against": "D", "fixed": {"s_v": 4.0},
-         "sizes": [64, 256], "theory_inside": True},
+         "sizes": [64, 256], "theory_verdict": "inside"},
+        # missed within the tolerance: not a miss
+        {"quantity": "hidden", "against": "D", "fixed": {"s_v": 2.0},
+         "sizes": [64, 256], "theory_verdict": "near"},
     ]  # fmt: skip
     line = phases.past_boundary(fits, points)
     assert line.startswith("past criterion 1's boundary: 1 of the 2 slopes")
     assert "(3 of 6 cells)" in line and "inside it: decay vs D at s_v=1" in line
     for f in fits:
-        f["theory_inside"] = f["quantity"] == "decay"
+        f["theory_verdict"] = "inside" if f["quantity"] == "decay" else f["theory_verdict"]
     assert "1 of the 1 slopes" in phases.past_boundary(fits, points)
     assert "none misses inside it" in phases.past_boundary(fits, points)

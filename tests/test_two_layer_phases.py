@@ -156,7 +156,7 @@ def test_the_verdicts_follow_the_data():
     assert counts["mlu_point"] == {"agree": 0, "of": 3, "undecided": 0, "independent": 3}
     assert all(m["s_v"] == 2.0 for m in mlu)
     lines = study.headline(fits, mlu)
-    assert any("holds at 0 of 6 values of s_v" in line and "(not at s_v=0.25" in line
+    assert any("holds (±0.05) at 0 of 6 values of s_v" in line and "(not at s_v=0.25" in line
                for line in lines)  # fmt: skip
 
 
@@ -180,7 +180,7 @@ def test_fits_on_the_same_draws_are_one_measurement():
     text = "\n".join(study.headline(fits, study.mlu_points(CFG, pts, n_boot=100)))
     hidden_lines = [line for line in text.splitlines() if "‖h‖_D" in line]
     assert len(hidden_lines) == 1 and "check of the code" in hidden_lines[0]
-    assert "holds at" not in hidden_lines[0] and "one measurement" in hidden_lines[0]
+    assert "holds (" not in hidden_lines[0] and "one measurement" in hidden_lines[0]
     assert "1 independent measurement" in text and "(independent networks at each D)" in text
 
 

@@ -192,6 +192,7 @@ def slope_fits(
             fixed=fixed,
             theory=predicted.get(q) if as_theory else None,
             seed=seed,
+            tolerance=tol,  # excluding the theory means missing its band, as `as_predicted`
         )
         fit["predicted"] = predicted.get(q)
         fit["flat"] = band_verdict(fit.get("ci95"), 0.0, tol)

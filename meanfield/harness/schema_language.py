@@ -489,6 +489,8 @@ def _fit_holds(fit, root):
         else None,
         need(fit, "theory", NUM, "theory_inside is false") if fit.get("theory_inside") is False
         else None,
+        need(fit, "theory", NUM, "theory_verdict is set")
+        if fit.get("theory_verdict") in ("near", "outside") else None,
     )  # fmt: skip
 
 
@@ -508,6 +510,8 @@ def fit_record(theory: Spec = OPT_NUM, *, found: bool = False, **more: Spec) -> 
                 "intercept?": OPT_NUM,
                 "ci95?": Maybe(PAIR),
                 "theory_inside?": Maybe(Bool()),
+                "theory_verdict?": Maybe(Str()),
+                "theory_tolerance?": OPT_NUM,
                 **more,
             }
         ),

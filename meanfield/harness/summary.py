@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from ..io.results import headline_fits
-from ..stats.fits import fixed_text, theory_inside
+from ..stats.fits import THEORY_TOLERANCE, fit_verdict, fixed_text, theory_verdict, verdict_text
 
 
 def _left_out(fit: dict) -> str:
@@ -26,8 +26,9 @@ def _left_out(fit: dict) -> str:
 
 
 def _fit_line(f: dict) -> str:
-    """One printed fit: what against what, where, slope [interval], theory and whether the
-    interval holds it, what it left out."""
+    """One printed fit: what against what, where, slope [interval], theory and what the
+    interval says of it (inside; near, within the tolerance; OUTSIDE beyond it), what it
+    left out."""
     ci = f.get("ci95") or f.get("ci95_fit")
     fixed = dict(f.get("fixed") or {})
     where = ", ".join(f"{k}={v}" for k, v in fixed.items() if k != "steps")
@@ -41,21 +42,27 @@ def _fit_line(f: dict) -> str:
             text += " (the regression's interval: one draw per point)"
     if f.get("theory") is not None:
         text += f", theory {f['theory']:g}"
-        if f.get("theory_inside") is True:
-            text += " (inside)"
-        elif f.get("theory_inside") is False:
-            text += " (OUTSIDE" + (f": {f['theory_note']}" if f.get("theory_note") else "") + ")"
+        verdict = fit_verdict(f) if "theory_inside" in f or "theory_verdict" in f else None
+        if verdict is not None:
+            words = verdict_text(verdict, f.get("theory_tolerance") or THEORY_TOLERANCE)
+            note = f"; {f['theory_note']}" if f.get("theory_note") and verdict != "inside" else ""
+            text += f" ({words}{note})"
     return text + _left_out(f)
 
 
 def _exponent_text(law: dict, k: str) -> str:
-    """`p = 0.983 [0.951, 1.013] (theory 1: inside)` for an exponent of a law fit."""
+    """`p = 0.983 [0.951, 1.013] (theory 1: inside)` for an exponent of a law fit; a
+    missed theory within the tolerance is "near", beyond it "OUTSIDE"."""
     ci = law.get(f"{k}_ci95")
     text = f"{k} = {law[k]:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else " (no interval)")
     theory = (law.get("theory") or {}).get(k) or {}
-    inside = {True: "inside", False: "OUTSIDE", None: "not judged"}[theory.get("inside_ci95")]
+    tol = theory.get("tolerance") or THEORY_TOLERANCE
+    verdict = (
+        theory["verdict"] if "verdict" in theory else theory_verdict(ci, theory.get("value"), tol)
+    )
+    words = verdict_text(verdict, tol)
     if theory.get("value") is not None:
-        text += f" (theory {theory['value']:g}: {inside})"
+        text += f" (theory {theory['value']:g}: {words})"
     return text
 
 
@@ -107,10 +114,11 @@ def rate_lines(rates: list) -> list[str]:
         lines += [f"  {_law_line(r)}" for r in laws]
     others = [
         r for r in rates if r["fixed"]["steps"] != last
-        and any(t.get("inside_ci95") is False for t in (r.get("theory") or {}).values())
+        and any(t.get("verdict") == "outside" for t in (r.get("theory") or {}).values())
     ]  # fmt: skip
     if others:
-        lines.append("exponents at other steps whose 95% interval excludes the theory:")
+        lines.append("exponents at other steps whose 95% interval excludes the theory "
+                     "(beyond the tolerance):")  # fmt: skip
         lines += [f"  {_law_line(r)} (steps={r['fixed']['steps']}, {r['part']})" for r in others]
     return lines
 
@@ -118,7 +126,8 @@ def rate_lines(rates: list) -> list[str]:
 def _secondary_line(f: dict) -> str:
     """A one-term slope along a line of the grid, with the joint law's own slope over the
     same points (what the other term makes of a one-term slope there)."""
-    text = _fit_line({k: v for k, v in f.items() if k not in ("theory_inside", "theory_note")})
+    text = _fit_line({k: v for k, v in f.items()
+                      if k not in ("theory_inside", "theory_verdict", "theory_note")})  # fmt: skip
     if f.get("law_slope") is not None:
         text += f"; the fitted law's own slope there {f['law_slope']:.3f}"
     return text
@@ -130,7 +139,7 @@ def _estimate_text(e: dict) -> str:
     if e.get("theory") is not None:
         text += f", theory {e['theory']:g}"
         if ci:
-            text += " (inside)" if theory_inside(ci, e["theory"]) else " (OUTSIDE)"
+            text += f" ({verdict_text(theory_verdict(ci, e['theory']))})"
     return text
 
 
@@ -190,13 +199,13 @@ def summary(results: dict, out: Path, limit: int = 8) -> str:
         lines.append(f"  {line}")
     outside = [
         f for f in fits
-        if isinstance(f, dict) and f.get("theory_inside") is False and f.get("slope") is not None
+        if isinstance(f, dict) and fit_verdict(f) == "outside" and f.get("slope") is not None
         and not f.get("secondary") and not any(f is g for g in shown)
     ]  # fmt: skip
     if outside:
         more = " (other steps and lines)" if shown else ""
         lines.append(f"  {len(outside)} {'other ' if shown else ''}fit(s){more} whose 95% "
-                     "interval excludes the theory:")  # fmt: skip
+                     "interval excludes the theory (beyond its tolerance):")  # fmt: skip
     for f in outside[:limit]:
         ci = f.get(f.get("theory_inside_interval") or "ci95") or [math.nan, math.nan]
         fixed = fixed_text(f)
@@ -208,7 +217,9 @@ def summary(results: dict, out: Path, limit: int = 8) -> str:
             text += f" ({f['theory_note']})"
         lines.append(text)
     if len(outside) > limit:
-        lines.append(f"    ... and {len(outside) - limit} more (results.json: fits, theory_inside)")
+        lines.append(
+            f"    ... and {len(outside) - limit} more (results.json: fits, theory_verdict)"
+        )
     for check in results.get("self_check") or []:
         allowance = f"; solver allowance {check['atol']:g}" if check.get("atol") else ""
         lines.append(

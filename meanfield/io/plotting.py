@@ -132,15 +132,21 @@ def loglog_series(
         return
     text = label
     if fit is not None and fit.get("slope") is not None:
-        from ..stats.fits import interval_text
+        from ..stats.fits import THEORY_TOLERANCE, fit_verdict, interval_text
 
         text = f"{label}: slope " + (
             interval_text(fit["slope"], fit["ci95"]) if fit.get("ci95") else f"{fit['slope']:.2f}"
         )
-        if fit.get("theory_inside") is False:  # a departure the study measured, flagged
+        verdict = fit_verdict(fit) if "theory_inside" in fit or "theory_verdict" in fit else None
+        if verdict == "outside":  # a departure beyond the tolerance, flagged
             text += f"\n  ≠ theory {fit['theory']:g}"
-            if str(fit.get("theory_note", "")).startswith("pre-asymptotic"):
-                text += " (pre-asymptotic)"
+        elif verdict == "near":  # missed, but within the tolerance: said as such
+            tol = fit.get("theory_tolerance") or THEORY_TOLERANCE
+            text += f"\n  theory {fit['theory']:g} within ±{tol:g}"
+        if verdict in ("outside", "near") and str(fit.get("theory_note", "")).startswith(
+            "pre-asymptotic"
+        ):
+            text += " (pre-asymptotic)"
     if std is not None:
         bars = log_spread(mean, std)[:, ok]
         x, mean = x[ok], mean[ok]

@@ -14,6 +14,11 @@ from .fits import fit_loglog as fit_loglog
 from .fits import fit_points as fit_points
 from .fits import judge_theory as judge_theory
 from .fits import theory_inside as theory_inside
+from .fits import theory_verdict as theory_verdict
+from .fits import fit_verdict as fit_verdict
+from .fits import verdict_text as verdict_text
+from .fits import exponent_theory as exponent_theory
+from .fits import THEORY_TOLERANCE as THEORY_TOLERANCE
 from .fits import parabola_argmax as parabola_argmax
 from .fits import parabola_argmax_interval as parabola_argmax_interval
 from .fits import fixed_text as fixed_text

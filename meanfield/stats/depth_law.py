@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .fits import EXPLOSION_THRESHOLD
+from .fits import EXPLOSION_THRESHOLD, exponent_theory
 
 MODEL = "a L^-p + c L^-2p"
 N_BOOT = 1000
@@ -158,7 +158,7 @@ def fit_paired_depth_law(
         interval=f"the paired percentile bootstrap over the draws ({n_boot} resamples, the "
         "fit repeated on each), widened to p's move when the order after the next is "
         "fitted too, where that move stands out of its sampling spread",
-        theory={"p": {"value": float(theory), "inside_ci95": ci[0] <= theory <= ci[1]}},
+        theory={"p": exponent_theory(float(theory), ci)},
     )
     return result
 

@@ -19,6 +19,16 @@ import numpy as np
 
 EXPLOSION_THRESHOLD = 1e6
 
+THEORY_TOLERANCE = 0.05
+"""How far a fitted exponent or slope may lie from its theory and still be said to agree
+with it: a fit *excludes its theory* only where its whole 95% interval lies more than this
+from the theory. Over the one to three decades of size the studies fit, 0.05 in an
+exponent moves the error by at most 10^0.15 ≈ 1.4×, about the spread of a pre-asymptotic
+correction; the rates the theory separates (1/L against 1/sqrt(L), 1/sqrt(M) against 1/M,
+a flat coordinate against a growing one) differ by 0.25 and more. Within it the interval
+may still miss the theory (a resolved but small departure: `"near"`), and the fit says so
+in those words, never as an exclusion."""
+
 # two-sided 95% Student-t quantiles for 1..30 degrees of freedom
 _T975 = [
     12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
@@ -232,6 +242,7 @@ def fit_loglog(
     seed: int = 0,
     threshold: float = EXPLOSION_THRESHOLD,
     paired: bool = False,
+    tolerance: float = THEORY_TOLERANCE,
 ) -> dict:
     """Fit `log(mean error) = slope · log(x) + c` over grid points.
 
@@ -245,6 +256,8 @@ def fit_loglog(
     - `paired`: draw k of every point is the same independent unit (points sharing a
       draw's embedding, say): the draws are resampled jointly, not point by point
       (every point then needs the same number of draws).
+    - `tolerance`: how far from `theory` the interval may lie and the fit still agree
+      with it (`judge_theory`).
 
     **The interval** (`ci95`) is a studentized bootstrap over the independent draws: the
     slope's standard error by the delta method (cluster-robust with `paired`), and the
@@ -254,7 +267,9 @@ def fit_loglog(
 
     **Returns:** a dict with `quantity, against, fixed, slope, intercept, ci95`,
     `ci95_fit` (regression t-interval, which also sees misfit), `theory`,
-    `theory_inside` (whether `ci95` holds the theory; None without either), `interval`
+    `theory_inside` (whether `ci95` holds the theory; None without either),
+    `theory_verdict` (inside, near — within `THEORY_TOLERANCE` — or outside: see
+    `judge_theory`), `theory_tolerance`, `interval`
     (how `ci95` was formed), `n_points`, `excluded` (exploded draws left out; where:
     `excluded_at`, each `{"x", "draws"}`), `bootstrap_dropped` (bootstrap
     draws left out because a point resampled to a zero mean or no spread: seeds whose
@@ -272,6 +287,8 @@ def fit_loglog(
         "ci95": None,
         "ci95_fit": None,
         "theory_inside": None,
+        "theory_verdict": None,
+        "theory_tolerance": tolerance,
         "interval": None,
         "n_points": 0,
         "excluded": 0,
@@ -327,17 +344,24 @@ def fit_points(points: Sequence[dict], quantity: str, against: str, **kwargs) ->
     )
 
 
-def judge_theory(fit: dict) -> dict:
-    """Record in `fit` whether its interval holds its theory: `theory_inside` (None without
-    a theory or an interval) and `theory_inside_interval`, the interval judged by:
-    `ci95` (over the draws), else `ci95_fit` (the regression's, where the points are
-    deterministic). Call it again after changing either interval."""
+def judge_theory(fit: dict, tolerance: float | None = None) -> dict:
+    """Record in `fit` what its interval says of its theory: `theory_inside` (whether it
+    holds it; None without a theory or an interval), `theory_verdict` (`theory_verdict`:
+    inside, near or outside, the last alone an exclusion), `theory_tolerance` (the
+    tolerance judged with: `tolerance`, else the fit's own, else `THEORY_TOLERANCE`) and
+    `theory_inside_interval`, the interval judged by: `ci95` (over the draws), else
+    `ci95_fit` (the regression's, where the points are deterministic). Call it again after
+    changing either interval."""
+    tol = tolerance if tolerance is not None else fit.get("theory_tolerance") or THEORY_TOLERANCE
+    fit["theory_tolerance"] = tol
     for name in ("ci95", "ci95_fit"):
         if fit.get(name) is not None:
             fit["theory_inside"] = theory_inside(fit[name], fit.get("theory"))
+            fit["theory_verdict"] = theory_verdict(fit[name], fit.get("theory"), tol)
             fit["theory_inside_interval"] = name if fit.get("theory") is not None else None
             return fit
     fit["theory_inside"], fit["theory_inside_interval"] = None, None
+    fit["theory_verdict"] = None
     return fit
 
 
@@ -346,6 +370,52 @@ def theory_inside(ci, theory) -> bool | None:
     if ci is None or theory is None:
         return None
     return bool(ci[0] <= theory <= ci[1])
+
+
+def theory_verdict(ci, theory, tolerance: float = THEORY_TOLERANCE) -> str | None:
+    """What the interval `ci` says of `theory`: `"inside"` (it holds the theory), `"near"`
+    (it misses the theory but reaches within `tolerance` of it: a departure smaller than
+    the tolerance), `"outside"` (all of it further than `tolerance` from the theory: the fit
+    excludes its theory); None without either."""
+    if ci is None or theory is None:
+        return None
+    lo, hi = ci
+    if lo <= theory <= hi:
+        return "inside"
+    return "near" if lo - tolerance <= theory <= hi + tolerance else "outside"
+
+
+def verdict_text(verdict: str | None, tolerance: float = THEORY_TOLERANCE) -> str:
+    """A verdict in the words every headline and legend uses: "inside", "within ±0.05,
+    just outside the interval", "OUTSIDE, beyond ±0.05", "not judged"."""
+    return {
+        "inside": "inside",
+        "near": f"within ±{tolerance:g}, just outside the interval",
+        "outside": f"OUTSIDE, beyond ±{tolerance:g}",
+    }.get(verdict or "", "not judged")
+
+
+def fit_verdict(fit: dict) -> str | None:
+    """`fit`'s `theory_verdict`, or, for a fit stored before verdicts were (it has
+    `theory_inside` only), the verdict of the interval it was judged by."""
+    if "theory_verdict" in fit:
+        return fit["theory_verdict"]
+    ci = fit.get(fit.get("theory_inside_interval") or "ci95") or fit.get("ci95_fit")
+    if ci is None:  # no interval kept: what `theory_inside` said, with no tolerance
+        inside = fit.get("theory_inside")
+        return None if inside is None else ("inside" if inside else "outside")
+    return theory_verdict(ci, fit.get("theory"), fit.get("theory_tolerance") or THEORY_TOLERANCE)
+
+
+def exponent_theory(value: float, ci, tolerance: float = THEORY_TOLERANCE) -> dict:
+    """A law's exponent against its theory `value`: `{"value", "inside_ci95", "verdict",
+    "tolerance"}` (`theory_inside` and `theory_verdict` of its interval `ci`)."""
+    return {
+        "value": value,
+        "inside_ci95": theory_inside(ci, value),
+        "verdict": theory_verdict(ci, value, tolerance),
+        "tolerance": tolerance,
+    }
 
 
 def parabola_argmax(x, y) -> float:

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .fits import EXPLOSION_THRESHOLD, check_fit_args, split_exploded, t975
+from .fits import EXPLOSION_THRESHOLD, check_fit_args, exponent_theory, split_exploded, t975
 from .rate_law import least_squares_in_log, linearised_intervals
 
 # BFGS's gradient tolerance: tight, so that exact law values give the exponents to 1e-6
@@ -92,18 +92,9 @@ def _jitted(name: str, depth: bool = True, power: int = 1):
 
 
 def _theory(result: dict, names: Sequence[str]) -> None:
-    """`theory` per exponent: the theorem's value and whether the 95% interval holds it."""
-    result["theory"] = {
-        k: {
-            "value": THEORY[k],
-            "inside_ci95": (
-                result[f"{k}_ci95"][0] <= THEORY[k] <= result[f"{k}_ci95"][1]
-                if result.get(f"{k}_ci95")
-                else None
-            ),
-        }
-        for k in names
-    }
+    """`theory` per exponent: the theorem's value and what the 95% interval says of it
+    (`exponent_theory`: whether it holds it, and inside, near or outside)."""
+    result["theory"] = {k: exponent_theory(THEORY[k], result.get(f"{k}_ci95")) for k in names}
 
 
 def fit_depth_law(L: Sequence[int], values: Sequence[float], *, quantity: str) -> dict:

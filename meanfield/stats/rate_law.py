@@ -14,6 +14,7 @@ from .fits import (
     EXPLOSION_THRESHOLD,
     check_fit_args,
     exploded_mask,
+    exponent_theory,
     split_exploded,
     studentized_slope,
 )
@@ -377,21 +378,10 @@ def linearised_intervals(
 
 
 def _theories(result: dict, names: Sequence[str]) -> dict:
-    """Per theory of `RATE_THEORIES`, each fitted exponent's value there and whether the
-    fit's 95% interval holds it (None without an interval)."""
+    """Per theory of `RATE_THEORIES`, each fitted exponent's value there and what the
+    fit's 95% interval says of it (`exponent_theory`; None without an interval)."""
     return {
-        name: {
-            k: {
-                "value": v,
-                "inside_ci95": (
-                    result[f"{k}_ci95"][0] <= v <= result[f"{k}_ci95"][1]
-                    if f"{k}_ci95" in result
-                    else None
-                ),
-            }
-            for k, v in th.items()
-            if k in names
-        }
+        name: {k: exponent_theory(v, result.get(f"{k}_ci95")) for k, v in th.items() if k in names}
         for name, th in RATE_THEORIES.items()
     }
 

@@ -128,8 +128,7 @@ def figures(out: Path, results: dict) -> None:
                 ax.set_xticklabels([str(s) for s in sizes])
                 ax.set_xlabel(f"{against} ({width if against == 'width' else 'L'})")
                 ax.set_ylabel("size after the last step")
-                claim = "claims flat" if line["claims_flat"] else "does not claim flat"
-                ax.set_title(f"[{name}] {title} ({claim})", fontsize=9)
+                ax.set_title(f"[{name}] {title} ({_panel_claim(line, quantities)})", fontsize=9)
                 ax.legend(fontsize=6, title="slope [95% interval]", title_fontsize=6,
                           loc="upper left", bbox_to_anchor=(1.0, 1.0))  # fmt: skip
         fixed = ", ".join(f"{k} {v}" for k, v in lines[0]["fixed"].items())
@@ -147,6 +146,21 @@ def figures(out: Path, results: dict) -> None:
             fontsize=11,
         )
     _along_training(out, results)
+
+
+def _panel_claim(line: dict, quantities) -> str:
+    """What the table predicts for the quantities one panel plots, in the panel's words:
+    "predicted flat" where it predicts slope 0 for every one, else the predicted slopes
+    ("predicted slope -1"; "predicted slopes -1, 0")."""
+    preds = sorted({round(float(line["fits"][q]["predicted"]), 3) for q in quantities
+                    if line["fits"].get(q, {}).get("predicted") is not None})  # fmt: skip
+    if not preds:
+        return "no prediction"
+    if preds == [0.0]:
+        return "predicted flat"
+    return f"predicted slope{'s' if len(preds) > 1 else ''} " + ", ".join(
+        f"{p + 0.0:g}" for p in preds
+    )
 
 
 def _along_training(out: Path, results: dict) -> None:

@@ -57,7 +57,9 @@ def _secondary(fit):
     against the theory (the law in the bottom row is the verdict)."""
     if fit is None:
         return None
-    return {k: v for k, v in fit.items() if k not in ("theory_inside", "theory_note")}
+    return {
+        k: v for k, v in fit.items() if k not in ("theory_inside", "theory_verdict", "theory_note")
+    }
 
 
 def _law_title(q, law):

@@ -8,7 +8,7 @@ import numpy as np
 
 from ...diagnostics.phases import SLOPE_TOL
 from ...io.plotting import cell_edges, save_figure, size_ticks, use_agg
-from ...stats.fits import theory_inside
+from ...stats.fits import THEORY_TOLERANCE, theory_verdict
 
 # the ratios of each (β, L) point, with the titles of their panels in `phases.png`
 RATIO_PANELS = {
@@ -239,11 +239,12 @@ def _heatmap_figure(out, betas, heat) -> Path:
                     label="estimated β_c, forward ratio")  # fmt: skip
         # flagged on the figure: an interval that excludes the theory max(H, 1/2)
         off = [(h, e) for h, (e, c) in zip(h_ok, pairs, strict=True)
-               if c and theory_inside(c, max(h, 0.5)) is False]  # fmt: skip
+               if c and theory_verdict(c, max(h, 0.5)) == "outside"]  # fmt: skip
         if off:
             ax.scatter([h for h, _ in off], [e for _, e in off], s=120, facecolors="none",
                        edgecolors="tab:orange", linewidths=1.8, zorder=4,
-                       label="interval excludes max(H, 1/2)")  # fmt: skip
+                       label="interval excludes max(H, 1/2)\n"
+                       f"(beyond ±{THEORY_TOLERANCE:g})")  # fmt: skip
     grid = np.linspace(hs.min(), hs.max(), 100)
     ax.plot(grid, np.maximum(grid, 0.5), "k:", lw=1.5, label="max(H, 1/2)")
     ax.set_xlabel("Hurst index H")

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 
 from ...io.plotting import loglog_series, reference_floor, save_figure, use_agg
-from ...stats.fits import interval_text
+from ...stats.fits import THEORY_TOLERANCE, interval_text, theory_verdict, verdict_text
 
 LABELS = {"error_final": r"$E\|H_1 - h_L\|$", "error_sup": r"$E\max_k\|H_{k/L} - h_k\|$"}
 TITLES = {
@@ -50,10 +50,10 @@ def fbm_note(rows, quantity, theory) -> str:
 def _law_label(law) -> str:
     ci = law.get("p_ci95") or [math.nan, math.nan]
     theory = law["theory"]["p"]
-    inside = "inside" if theory["inside_ci95"] else "OUTSIDE"
+    verdict = theory["verdict"] if "verdict" in theory else theory_verdict(ci, theory["value"])
     return (
         f"its law a L^-p (1 + c' L^-p): p = {interval_text(law['p'], ci)} "
-        f"(theory {theory['value']:.2f}: {inside})"
+        f"(theory {theory['value']:.2f}: {verdict_text(verdict)})"
     )
 
 
@@ -97,14 +97,16 @@ def plot_strong_error(out, cfg, points, fits, reference, rates=()) -> Path:
     law = next((r for r in rates if r.get("p") is not None), None)
     fit = next((f for f in fits if f.get("slope") is not None), None)
     ci = fit.get("ci95") if fit else None
-    if law is not None and law["theory"]["p"]["inside_ci95"] is False:
+    if law is not None and law["theory"]["p"].get("verdict") == "outside":
         ax.text(0.02, 0.02, f"the law's p {law['p']:.2f} misses the theory "
                 f"{law['theory']['p']['value']:.2f}: see results.json",
                 transform=ax.transAxes, fontsize=6.5, va="bottom",
                 bbox={"facecolor": "white", "alpha": 0.8, "lw": 0})  # fmt: skip
     elif law is not None and fit and ci and not ci[0] <= fit["theory"] <= ci[1]:
         ax.text(0.02, 0.02, f"one-term slope {fit['slope']:.2f} vs theory {fit['theory']:.2f}: "
-                "bent by the next order,\nwhich the law fits (its p holds the theory)",
+                "bent by the next order,\nwhich the law fits (its p "
+                + ("holds the theory)" if law["theory"]["p"].get("verdict") == "inside"
+                   else f"within ±{THEORY_TOLERANCE:g} of the theory)"),
                 transform=ax.transAxes, fontsize=6.5, va="bottom",
                 bbox={"facecolor": "white", "alpha": 0.8, "lw": 0})  # fmt: skip
     elif fit and fit.get("theory") is not None and ci and not ci[0] <= fit["theory"] <= ci[1]:

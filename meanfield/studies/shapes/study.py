@@ -49,7 +49,15 @@ from ...limits import deep_embedded as deep_embedded_limits
 from ...models import deep_embedded
 from ...models.embedding import Embedding
 from ...runtime.errors import StudyInputError
-from ...stats.fits import fit_loglog, fit_values, interval_text, summarize
+from ...stats.fits import (
+    THEORY_TOLERANCE,
+    exponent_theory,
+    fit_loglog,
+    fit_values,
+    interval_text,
+    summarize,
+    theory_verdict,
+)
 from ...stats.rate_law import RATE_THEORIES, fit_rate_law, optimal_shape
 from ...training import deep_embedded as deep_embedded_training
 from ..shared.embedded_options import config_data, load_data, model_config
@@ -718,8 +726,9 @@ def _lm_part(cfg, judged, fixed_name):
 
 
 def _add_exponents(law, lm, d_part, judged) -> None:
-    """Into `law`: the fitted exponents and prefactors with their intervals, each theory's
-    exponents inside them or not, and the L term's largest share over the judged points."""
+    """Into `law`: the fitted exponents and prefactors with their intervals, what they say
+    of each theory's exponents (`exponent_theory`: inside, near — within the tolerance —
+    or outside), and the L term's largest share over the judged points."""
     exps = {k: lm[k] for k in ("p", "q", "r", "r0") if k in lm}
     exps["s"] = -d_part["slope"]
     cis = {k: lm.get(f"{k}_ci95") for k in exps if k != "s"}
@@ -733,12 +742,8 @@ def _add_exponents(law, lm, d_part, judged) -> None:
         }
     )
 
-    def inside(k, v):
-        ci = cis.get(k)
-        return None if ci is None else bool(ci[0] <= v <= ci[1])
-
     law["theories"] = {
-        name: {k: {"value": v, "inside_ci95": inside(k, v)} for k, v in th.items()}
+        name: {k: exponent_theory(v, cis.get(k)) for k, v in th.items()}
         for name, th in RATE_THEORIES.items()
     }
     # is the L term seen at all? its largest share of the fitted law over the grid
@@ -836,7 +841,8 @@ def _fits(cfg, points, laws, reference_error, warnings):
 
 def _verdict(law):
     """Which theory the measured M terms support: the exponents (q, r) of `D^q (LM)^-r`
-    inside their intervals; where the data need a second M term `b0 (LM)^-r0` (the LM3
+    not excluded by their intervals (inside, or within `THEORY_TOLERANCE`:
+    `exponent_theory`); where the data need a second M term `b0 (LM)^-r0` (the LM3
     law chosen by AIC), only the bound has one (its log(1/δ)/sqrt(LM), r0 = 1/2)."""
     out = []
     r0 = law.get("r0_ci95")
@@ -848,9 +854,9 @@ def _verdict(law):
         if law.get(f"{k}_ci95") and law[f"{k}_ci95"][1] - law[f"{k}_ci95"][0] >= gap[k]
     ]
     for name, th in law["theories"].items():
-        ok = all(v["inside_ci95"] for k, v in th.items() if k in ("q", "r"))
+        ok = all(v["verdict"] not in ("outside", None) for k, v in th.items() if k in ("q", "r"))
         if law["LM_part_chosen"] == "LM3":
-            ok = ok and name == "bound" and r0 is not None and r0[0] <= 0.5 <= r0[1]
+            ok = ok and name == "bound" and theory_verdict(r0, 0.5) in ("inside", "near")
         if ok:
             out.append(name)
     if len(out) == 2:  # both inside every interval (so some interval is wider than the gap)
@@ -858,7 +864,8 @@ def _verdict(law):
                 "(more sizes or draws)"]  # fmt: skip
     if out and wide:  # the other theory is excluded, but not by the wide interval
         other = next(n for n in law["theories"] if n != out[0])
-        by = [k for k, v in law["theories"][other].items() if k in "qr" and not v["inside_ci95"]]
+        by = [k for k, v in law["theories"][other].items()
+              if k in "qr" and v["verdict"] == "outside"]  # fmt: skip
         why = (f"the interval of {' and '.join(by)}" if by
                else "the second M term (LM)^-r0 the data need")  # fmt: skip
         return [
@@ -882,8 +889,11 @@ def _verdict(law):
         f"the {name} has "
         + ", ".join(f"{k} = {RATE_THEORIES[name][k]:g}" for k in "qr")
         + " ("
-        + (" and ".join(k for k, v in th.items() if k in "qr" and not v["inside_ci95"]) or "none")
-        + " outside)"
+        + (
+            " and ".join(k for k, v in th.items() if k in "qr" and v["verdict"] == "outside")
+            or "none"
+        )
+        + f" beyond ±{THEORY_TOLERANCE:g})"
         for name, th in law["theories"].items()
     )
     return [f"{text}D^q (LM)^-r measured with {measured}; {theories}"]
@@ -895,7 +905,8 @@ def _shape_of(exps: dict) -> dict:
 
 def _optimal_shapes(laws):
     """The optimal shapes of the fitted laws, of the bound and of the conjecture, and which
-    the measured exponents support (each theory's exponents inside the fit's intervals)."""
+    the measured exponents support (each theory's exponents not excluded by the fit's
+    intervals)."""
     out = {
         "budget": "P = D (d_in + d_out) + 2 L M D (≈ 2LMD)",
         "bound": _shape_of(RATE_THEORIES["bound"]),

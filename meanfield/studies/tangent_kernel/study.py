@@ -20,7 +20,7 @@ from ...io.plotting import loglog_series, save_figure, series_by, use_agg
 from ...laws.unit import TwoLayerGaussianLaw
 from ...models.resnet import ResNet
 from ...runtime.errors import StudyInputError
-from ...stats.fits import fit_points, interval_text, summarize
+from ...stats.fits import fit_points, fit_verdict, interval_text, summarize
 from ...theory.tangent import relative_difference
 from . import HELP as HELP  # its line in `meanfield study --help` (the package's)
 from .options import (
@@ -154,7 +154,7 @@ def _figure(out, cfg, points, fits=()):
         if fit is not None and fit.get("against") == "L" and fit.get("slope") is not None:
             ci = fit.get("ci95") or [float("nan")] * 2
             slope = f"slope vs L {interval_text(fit['slope'], ci)}"
-            verdict = "≠ theory" if fit.get("theory_inside") is False else "theory"
+            verdict = "≠ theory" if fit_verdict(fit) == "outside" else "theory"
             label += f" (M L α² = 1: {slope}, {verdict} {fit.get('theory', 0):g})"
             fit, fit_L = None, fit
         means = [p["relative_difference"]["mean"] for p in rows]

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 
 from ...io.plotting import save_figure, use_agg
-from ...stats.fits import interval_text
+from ...stats.fits import fit_verdict, interval_text
 from .cells import PAST_BOUNDARY, fit_cells, large_cells
 
 COLORS = {"hidden": "C3", "decay": "C2", "local_update": "C0"}
@@ -184,7 +184,7 @@ def _slopes_panel(ax_e, points, fits, Ds, large, L, hidden, limit) -> None:
         sv = np.array([f["fixed"]["s_v"] for f in mine]) * offsets[q]
         slope = np.array([f["slope"] for f in mine])
         ci = np.array([f["ci95"] or [sl, sl] for f, sl in zip(mine, slope, strict=True)])
-        miss = sum(f.get("theory_inside") is False for f in mine)
+        miss = sum(fit_verdict(f) == "outside" for f in mine)
         past = np.array([L is not None and bool(fit_cells(f) & large) for f in mine])
         for sel, fill, note in ((~past, None, ""), (past, "none", "")):
             if not sel.any():

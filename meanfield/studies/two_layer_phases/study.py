@@ -54,7 +54,7 @@ from ...harness.runner import start_study
 from ...models import perceptron
 from ...runtime.errors import StudyInputError
 from ...runtime.sharding import disable_jit_active
-from ...stats.fits import fit_loglog, fit_values, summarize
+from ...stats.fits import THEORY_TOLERANCE, fit_loglog, fit_values, fit_verdict, summarize
 from ...training import perceptron as perceptron_training
 from ..shared.embedded_options import config_data, load_data, refuse_duplicated_inputs
 from ..shared.two_layer_inputs import batch_size
@@ -419,7 +419,8 @@ def mlu_points(cfg, points, n_boot: int = N_BOOT) -> list[dict]:
 
 def agreement(fits, mlu, *, deep: bool = False) -> dict:
     """The counts the study prints and the docs quote: per quantity and abscissa, the
-    slopes whose interval holds the prediction (of those fitted), and the D's whose MLU
+    slopes that agree with the prediction (of those fitted): whose interval does not
+    exclude it beyond `THEORY_TOLERANCE` (`fit_verdict`), and the D's whose MLU
     point is at the grid's nearest value to s_v = 1 (of those judged)."""
     counts = {}
     for q in QUANTITIES:
@@ -431,7 +432,8 @@ def agreement(fits, mlu, *, deep: bool = False) -> dict:
             ]
             if mine:
                 counts[f"{q}_vs_{against}"] = {
-                    "agree": sum(bool(f["theory_inside"]) for f in mine),
+                    # agree: not excluded (the interval within the tolerance of it)
+                    "agree": sum(fit_verdict(f) != "outside" for f in mine),
                     "of": len(mine),
                     # against D every s_v reuses the same networks of each D (one set of
                     # draws: the fits are correlated, one independent measurement); against
@@ -473,7 +475,7 @@ def headline(fits, mlu, *, deep: bool = False, points=()) -> list[str]:
             off = [
                 f"{other}={f['fixed'][other]:g}: {f['slope']:.2f} {_ci(f)}"
                 for f in mine
-                if f["theory_inside"] is False
+                if fit_verdict(f) == "outside"
             ]
             head = f"criterion {criterion}: {what} against {against} {where}"
             if c.get("by_construction"):
@@ -486,7 +488,8 @@ def headline(fits, mlu, *, deep: bool = False, points=()) -> list[str]:
                 )
             elif against == "D":
                 line = (
-                    f"{head}: slope {theory:g} holds at {c['agree']} of {c['of']} values of "
+                    f"{head}: slope {theory:g} holds (±{THEORY_TOLERANCE:g}) at {c['agree']} of "
+                    f"{c['of']} values of "
                     "s_v, fitted on one set of networks per D (correlated fits: 1 "
                     "independent measurement)"
                 )
@@ -494,7 +497,8 @@ def headline(fits, mlu, *, deep: bool = False, points=()) -> list[str]:
                     line += " (1/2 to first order in σ_v/√(LM), where h^L − h^0 is linear in v)"
             else:
                 line = (
-                    f"{head}: slope {theory:g} holds at {c['agree']} of {c['of']} D (independent "
+                    f"{head}: slope {theory:g} holds (±{THEORY_TOLERANCE:g}) at {c['agree']} of "
+                    f"{c['of']} D (independent "
                     "networks at each D)"
                 )
             lines.append(line + (f" (not at {'; '.join(off)})" if off else ""))
@@ -518,12 +522,13 @@ def headline(fits, mlu, *, deep: bool = False, points=()) -> list[str]:
 
 
 def past_boundary(fits, points, threshold: float = PAST_BOUNDARY) -> str:
-    """Of the slopes whose interval misses the prediction, how many are fitted over a cell
+    """Of the slopes whose interval misses the prediction beyond `THEORY_TOLERANCE`
+    (`fit_verdict` "outside"), how many are fitted over a cell
     past criterion 1's boundary (mean ‖h^L − h^0‖_D ≥ `threshold`: the residual no longer
     small beside ‖h^0‖_D ≈ 1, σ_v of order sqrt(LM)), where the slide's laws are not
     claimed; the others named (a miss inside the region where the slide's laws apply)."""
     large = large_cells(points, threshold)
-    misses = [f for f in fits if f["theory_inside"] is False]
+    misses = [f for f in fits if fit_verdict(f) == "outside"]
     inside = [f for f in misses if not fit_cells(f) & large]
     named = "; ".join(
         f"{f['quantity']} vs {f['against']} at "
@@ -532,7 +537,8 @@ def past_boundary(fits, points, threshold: float = PAST_BOUNDARY) -> str:
     )
     return (
         f"past criterion 1's boundary: {len(misses) - len(inside)} of the {len(misses)} "
-        f"slopes that miss their prediction span a cell with ‖h^L − h^0‖_D ≥ {threshold:g} "
+        f"slopes that miss their prediction (beyond ±{THEORY_TOLERANCE:g}) span a cell with "
+        f"‖h^L − h^0‖_D ≥ {threshold:g} "
         f"({len(large)} of {len(points)} cells), where the slide's laws are not claimed"
         + (f"; inside it: {named}" if inside else "; none misses inside it")
     )
