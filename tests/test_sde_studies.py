@@ -190,3 +190,41 @@ def test_sde_headline_leads_with_the_depth_law(tmp_path, capsys, monkeypatch):
     second = next(i for i, line in enumerate(printed) if "one-term slopes (secondary" in line)
     assert head < second
     assert not any("OUTSIDE" in line for line in printed[second:] if "slope" in line)
+
+
+def test_the_figure_says_only_what_it_draws(tmp_path, monkeypatch):
+    """Issue 77: the smooth-weights figure's header promised a dashed fit and a solid law,
+    but the points were joined by solid lines that hid the dashed fit, and no law was
+    drawn. The points now stand alone (the dashed fit is visible) and the header names the
+    law only where one is drawn; the depth axis is labelled at the data's depths."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from meanfield.stats.fits import exponent_theory, fit_loglog
+    from meanfield.studies.sde import plot as sde_plot
+
+    figs = []
+    monkeypatch.setattr(sde_plot, "save_figure", lambda fig, path, **kw: figs.append(fig))
+    rng = np.random.default_rng(0)
+    Ls = [4, 8, 16]
+    points = [{"L": L, **{q: {"mean": 0.9 / L * (1 + k), "std": 0.1} for k, q in
+                          enumerate(("error_final", "error_sup"))}} for L in Ls]  # fmt: skip
+    fits = [fit_loglog(Ls, [0.9 / L * rng.lognormal(0, 0.1, 8) for L in Ls], quantity=q,
+                       against="L", theory=-1.0) for q in ("error_final", "error_sup")]  # fmt: skip
+    cfg = {"d": 3, "activation": "tanh", "seeds": 8, "weights": "smooth", "length_scale": 0.2}
+    sde_plot.plot_strong_error(tmp_path, cfg, points, fits, {"error_estimate": 1e-11})
+    fig = figs.pop()
+    ax = fig.axes[0]
+    header = fig._suptitle.get_text()
+    assert "dashed: one-term slope" in header and "the law" not in header
+    marked = [ln for ln in ax.get_lines() if ln.get_marker() not in ("None", None, "")]
+    assert marked and all(ln.get_linestyle() == "None" for ln in marked)
+    assert any(ln.get_linestyle() == "--" for ln in ax.get_lines())
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["4", "8", "16"]
+    plt.close(fig)
+    law = {"quantity": "error_final", "p": 1.0, "p_ci95": [0.9, 1.1], "a": 0.9,
+           "c_over_a": 0.0, "theory": {"p": exponent_theory(1.0, [0.9, 1.1])}}  # fmt: skip
+    sde_plot.plot_strong_error(tmp_path, cfg, points, fits, {"error_estimate": 1e-11}, [law])
+    fig = figs.pop()
+    assert "solid: the law" in fig._suptitle.get_text()
+    plt.close(fig)

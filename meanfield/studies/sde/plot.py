@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...io.plotting import loglog_series, reference_floor, save_figure, use_agg
+from ...io.plotting import loglog_series, reference_floor, save_figure, size_ticks, use_agg
 from ...stats.fits import THEORY_TOLERANCE, interval_text, theory_verdict, verdict_text
 
 LABELS = {"error_final": r"$E\|H_1 - h_L\|$", "error_sup": r"$E\max_k\|H_{k/L} - h_k\|$"}
@@ -85,7 +85,8 @@ def plot_strong_error(out, cfg, points, fits, reference, rates=()) -> Path:
             label=LABELS[q] + ", one-term",
             marker=marker,
             color=color,
-            linestyle="none" if law is not None else "-",  # the law's curve through them
+            # points alone: the dashed fit (and the law's solid curve) are the lines
+            linestyle="none",
         )
         if law is not None:
             ax.plot(grid, law_mean(law, grid), "-", color=color, lw=2.2, alpha=0.45,
@@ -118,14 +119,19 @@ def plot_strong_error(out, cfg, points, fits, reference, rates=()) -> Path:
         ax.text(0.02, 0.02, f"fitted {fit['slope']:.2f} vs theory {fit['theory']:.2f}:\n{why}",
                 transform=ax.transAxes, fontsize=6.5, va="bottom",
                 bbox={"facecolor": "white", "alpha": 0.8, "lw": 0})  # fmt: skip
+    size_ticks(ax, Ls)
     ax.set_xlabel("depth L")
     ax.set_ylabel("strong error (mean over seeds)")
     ax.set_title(TITLES[cfg["weights"]].format(**cfg), fontsize=10)
     ax.legend(fontsize=7)
+    drawn = ["bars: ×/÷ the seeds' geometric spread"]
+    if any(f.get("slope") is not None for f in fits):
+        drawn.append("dashed: one-term slope")
+    if any(r.get("p") is not None for r in rates):
+        drawn.append("solid: the law")
     fig.suptitle(
         f"ResNet vs its depth limit on the same path: d={cfg['d']}, σ={cfg['activation']}, "
-        f"{cfg['seeds']} seeds; dotted: theory slope {fits[0]['theory']:.2f}\n"
-        "bars: ×/÷ the seeds' geometric spread; dashed: one-term slope; solid: the law",
+        f"{cfg['seeds']} seeds; dotted: theory slope {fits[0]['theory']:.2f}\n" + "; ".join(drawn),
         fontsize=8,
     )
     path = Path(out) / "strong_error.png"
