@@ -45,13 +45,25 @@ def site(tmp_path_factory):
 
 def test_site_builds_with_every_page(site):
     for page in ("index.html", "mathematics/index.html", "api/index.html",
-                 "studies/shapes/index.html", "notebooks/shapes/index.html"):  # fmt: skip
+                 "api/models/index.html", "studies/shapes/index.html",
+                 "notebooks/shapes/index.html"):  # fmt: skip
         assert (site / page).exists(), page
 
 
+# the API reference's pages: the top-level names on api.md, one page per layer below it
+API_LAYERS = ("blocks", "laws", "scaling", "engine", "models", "training", "limits",
+              "coupling", "diagnostics", "theory", "stats", "io", "runtime", "studies",
+              "harness", "canary", "solvers")  # fmt: skip
+
+
 def test_api_reference_covers_every_public_name(site):
-    html = (site / "api" / "index.html").read_text()
-    ids = set(re.findall(r'id="([^"]+)"', html))
+    """Every top-level name has its entry in the API reference (read over all its pages),
+    and every layer of the package its own page, which documents that layer."""
+    pages = [site / "api" / "index.html", *(site / "api" / n / "index.html" for n in API_LAYERS)]
+    assert all(page.exists() for page in pages), [str(p) for p in pages if not p.exists()]
+    ids = set().union(*(re.findall(r'id="([^"]+)"', page.read_text()) for page in pages))
+    for layer, page in zip(API_LAYERS, pages[1:], strict=True):
+        assert f'id="meanfield.{layer}' in page.read_text(), layer
     names = [
         n for n in dir(meanfield)
         if not n.startswith("_") and not isinstance(getattr(meanfield, n), types.ModuleType)
