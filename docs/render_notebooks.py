@@ -30,6 +30,47 @@ def cells(text: str):
             yield "code", body.strip("\n")
 
 
+# each notebook's full-size counterpart: the command line that runs it and its page
+FULL_SIZE = {
+    "mean_ode_convergence": (["meanfield study mean-ode"], "Mean ODE",
+                             "../studies/mean-ode.md"),
+    "custom_block": (["meanfield study mean-ode --block myblocks.py:SineUnit "
+                      "--law myblocks.py:sine_law"], "Your own block", "../your-own-block.md"),
+    "neural_sde_limits": (["meanfield study sde --weights brownian", "meanfield study phases"],
+                          "Neural SDE / ODE limits", "../studies/sde.md"),
+    "optimal_residual_scaling": (["meanfield study response"], "Response and optimal scaling",
+                                 "../studies/response.md"),
+    "two_layer": (["meanfield study two-layer"], "Two-layer perceptron",
+                  "../studies/two-layer.md"),
+    "shapes": (["meanfield study shapes"], "Shapes (L, M, D)", "../studies/shapes.md"),
+    "plain_vs_residual": (["meanfield study plain-vs-residual"], "Plain vs residual",
+                          "../studies/plain-vs-residual.md"),
+    "training_regimes": (["meanfield study regimes"], "Training regimes",
+                         "../studies/regimes.md"),
+    "beyond_initialisation": (["meanfield study trained-weights"], "Trained weights",
+                              "../studies/trained-weights.md"),
+}  # fmt: skip
+
+
+def size_note(name: str, size: str) -> list[str]:
+    """The admonition on top of a page rendered at the test size: its figures are the
+    weakest results, and where the full-size ones are."""
+    if size != "test" or name not in FULL_SIZE:
+        return []
+    commands, label, page = FULL_SIZE[name]
+    run = " and ".join(f"`{command}`" for command in commands)
+    return [
+        '!!! note "Figures at the test size"',
+        "    This page was rendered at the notebook's smallest size (`test`: seconds on a",
+        "    CPU, few sizes and draws), so its figures show the weakest results: short",
+        "    ranges, noisy slopes, wide intervals. At full size the same measurement is",
+        f"    {run} (quick preset: minutes on a laptop CPU; `--preset paper` on a GPU),",
+        '    or this notebook with `SIZE = "cpu"` or `"gpu"`. Its page:',
+        f"    [{label}]({page}).",
+        "",
+    ]
+
+
 def render(path: Path) -> Path:
     import matplotlib
 
@@ -71,7 +112,7 @@ def render(path: Path) -> Path:
             f"({time.perf_counter() - t0:.0f} s on a 2-core CPU): a small run; set it to "
             "`cpu` or `gpu` for the full one.*")  # fmt: skip
     page = OUT / f"{name}.md"
-    page.write_text("\n".join([note, ""] + lines).rstrip() + "\n")
+    page.write_text("\n".join([*size_note(name, size), note, ""] + lines).rstrip() + "\n")
     return page
 
 
