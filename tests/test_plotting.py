@@ -181,6 +181,11 @@ def test_an_interval_is_never_printed_collapsed():
     assert interval_text(-1.0, [-1.003, -0.998]) == "-1.000 [-1.003, -0.998]"
     assert interval_text(-0.9981, [-0.9984, -0.9979]) == "-0.9981 [-0.9984, -0.9979]"
     assert interval_text(None, [0.5012, 0.5041]) == "[0.501, 0.504]"
-    assert interval_text(0.5, [0.5, 0.5]) == "0.50 [0.50, 0.50]"  # equal numbers: alike
+    # an interval of no width (one draw, or identical draws) is said so, never [v, v]
+    assert interval_text(0.5, [0.5, 0.5]) == "0.50 (no spread over the draws)"
+    assert interval_text(-0.8083901, [-0.80839012, -0.80839009]) == (
+        "-0.81 (no spread over the draws)"
+    )
+    assert interval_text(None, [2.0, 2.0]) == "2.00 (no spread over the draws)"
     assert interval_text(1.0, [float("nan"), float("nan")]) == "1.00 [nan, nan]"
-    assert interval_text(1.0, [1.0 - 1e-9, 1.0 + 1e-9]).count("0") >= 18  # six decimals
+    assert interval_text(1.0, [1.0 - 1e-5, 1.0 + 1e-5]) == "1.00000 [0.99999, 1.00001]"

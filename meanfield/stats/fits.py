@@ -451,8 +451,13 @@ def parabola_argmax_interval(x, curves, *, n_boot: int = 400, seed: int = 0) -> 
 def interval_text(value, ci, digits: int = 2) -> str:
     """`value [low, high]` (`[low, high]` where `value` is None) with `digits` decimals,
     or more (up to 6) where `digits` would print two different numbers alike: a tight
-    interval never reads `[-1.00, -1.00]`, nor its value as one of its ends."""
+    interval never reads `[-1.00, -1.00]`, nor its value as one of its ends. An interval
+    of no width at 6 decimals (the draws did not spread: one draw, or identical ones) is
+    said so: `-0.81 (no spread over the draws)`."""
     lo, hi = (float(c) for c in ci)
+    if math.isfinite(lo) and f"{lo:.6f}" == f"{hi:.6f}":
+        shown_value = value if value is not None else lo
+        return f"{float(shown_value):.{digits}f} (no spread over the draws)"
     numbers = [lo, hi] + ([float(value)] if value is not None else [])
     shown = [f"{v:.{digits}f}" for v in numbers]
     for d in range(digits, 7):
