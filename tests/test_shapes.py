@@ -122,15 +122,13 @@ def test_verdict_needs_intervals_that_tell_the_theories_apart():
     """A theory is supported when the intervals of q and r hold its values and exclude the
     other theory's (q, r = 1/2 for the bound, 1 for the conjecture); an interval wider than
     their gap is named; intervals that hold both say "undecided", neither "neither"."""
+    from meanfield.stats.fits import exponent_theory
     from meanfield.stats.rate_law import RATE_THEORIES
     from meanfield.studies.shapes.study import _verdict
 
     def law(q, r):
-        theories = {
-            name: {k: {"inside_ci95": q[0] <= th[k] <= q[1] if k == "q" else r[0] <= th[k] <= r[1]}
-                   for k in ("q", "r")}
-            for name, th in RATE_THEORIES.items()
-        }  # fmt: skip
+        theories = {name: {k: exponent_theory(th[k], q if k == "q" else r) for k in ("q", "r")}
+                    for name, th in RATE_THEORIES.items()}  # fmt: skip
         return {"q": sum(q) / 2, "r": sum(r) / 2, "q_ci95": list(q), "r_ci95": list(r),
                 "theories": theories, "LM_part_chosen": "LM"}  # fmt: skip
 
@@ -138,8 +136,17 @@ def test_verdict_needs_intervals_that_tell_the_theories_apart():
     assert _verdict(law((0.9, 1.1), (0.95, 1.05))) == ["conjecture"]
     neither = _verdict(law((0.1, 0.2), (0.45, 0.55)))[0]
     assert neither.startswith("neither: D^q (LM)^-r measured with q = 0.15 [0.10, 0.20] and r")
-    assert "the bound has q = 0.5, r = 0.5 (q outside)" in neither
-    assert "the conjecture has q = 1, r = 1 (q and r outside)" in neither
+    assert "the bound has q = 0.5, r = 0.5 (q beyond ±0.05)" in neither
+    assert "the conjecture has q = 1, r = 1 (q and r beyond ±0.05)" in neither
+    # an interval that misses a theory's exponent by less than the tolerance does not
+    # exclude it; by more, it does
+    assert _verdict(law((0.54, 0.58), (0.48, 0.52))) == ["bound"]
+    assert _verdict(law((0.56, 0.58), (0.48, 0.52)))[0].startswith("neither")
+    # a law stored before verdicts were: its inside_ci95 alone
+    old = law((0.45, 0.55), (0.48, 0.52))
+    old["theories"] = {n: {k: {"inside_ci95": v["inside_ci95"]} for k, v in th.items()}
+                       for n, th in old["theories"].items()}  # fmt: skip
+    assert _verdict(old) == ["bound"]
     assert _verdict(law((-5.0, 5.0), (-5.0, 5.0)))[0].startswith("undecided")
     assert _verdict(law((2.0, 30.0), (1.5, 20.0)))[0].startswith("neither")
     # a wide interval on one exponent, the other exponent excluding one theory: the survivor,
