@@ -1,8 +1,8 @@
 """Redraw the figures of finished studies and check them as the tests do (issue 47): no
-panel empty without a sentence saying why, every marker inside its panel, and every
-finished point of each folder's `results.json` drawn (`figure_check.py`,
-`figure_points.py`). For results the suite cannot afford to compute, such as every quick
-preset's:
+panel empty without a sentence saying why, every marker inside its panel, every finished
+point of each folder's `results.json` drawn (`figure_check.py`, `figure_points.py`), and
+the house rules (`figure_check.style_problems`, issue 77). For results the suite cannot
+afford to compute, such as every quick preset's:
 
     python tests/check_figures.py DIR [DIR ...]    # each a study folder, or a folder of them
 
@@ -20,7 +20,7 @@ def main(argv: list[str]) -> int:
 
     matplotlib.use("Agg")
     import matplotlib.figure
-    from figure_check import points_missing, problems
+    from figure_check import points_missing, problems, style_problems
 
     from meanfield.studies import replot
 
@@ -40,7 +40,9 @@ def main(argv: list[str]) -> int:
     def checked(fig, fname, *args, **kwargs):
         saved.append(fname)
         found.extend(f"{fname}: {p}" for p in problems(fig) + points_missing(fig, fname))
-        return save(fig, fname, *args, **kwargs)
+        result = save(fig, fname, *args, **kwargs)
+        found.extend(f"{fname}: {p}" for p in style_problems(fig))
+        return result
 
     matplotlib.figure.Figure.savefig = checked
     try:

@@ -188,16 +188,20 @@ def pytest_configure(config):
         "markers", "slow: not in the fast tier (`pytest -m 'not slow'`; tests/tiers.py)"
     )
     import matplotlib.figure
-    from figure_check import points_missing, problems
+    from figure_check import points_missing, problems, style_problems
 
     save = matplotlib.figure.Figure.savefig
 
     def checked(fig, fname, *args, **kwargs):
         caller = sys._getframe(1).f_globals.get("__name__", "")
-        if caller.startswith("meanfield"):
+        mine = caller.startswith("meanfield")
+        if mine:
             _FIGURE_PROBLEMS.extend(f"{fname}: {p}" for p in problems(fig))
             _FIGURE_PROBLEMS.extend(f"{fname}: {p}" for p in points_missing(fig, fname))
-        return save(fig, fname, *args, **kwargs)
+        saved = save(fig, fname, *args, **kwargs)
+        if mine and str(fname).endswith(".png"):  # the house rules, on what was drawn
+            _FIGURE_PROBLEMS.extend(f"{fname}: {p}" for p in style_problems(fig))
+        return saved
 
     matplotlib.figure.Figure.savefig = checked
 

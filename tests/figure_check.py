@@ -1,8 +1,14 @@
 """What a saved figure must show (issue 47): no panel empty without a sentence saying why,
-and every data point (a marker) inside its panel's limits. `conftest.py` runs it on every
-figure the package saves during the tests, at each test's own grid."""
+and every data point (a marker) inside its panel's limits; and the house rules (issue 77,
+`style_problems`): no text under 6 pt, no interval printed as [v, v], no tick labels
+running into each other, at least two labels on a labelled log axis, no legend over a
+data point. `conftest.py` runs it on every figure the package saves during the tests, at
+each test's own grid."""
+
+import re
 
 import numpy as np
+from matplotlib.text import Text
 
 
 def _has_data(ax) -> bool:
@@ -148,3 +154,60 @@ def points_missing(fig, fname) -> list[str]:
     if expected is None:
         return [f"figure {path.stem!r} of study {study!r} has no spec in tests/figure_points.py"]
     return not_drawn(fig, expected)
+
+
+# ---------------------------------------------------------------------------------------
+# the house rules (issue 77, item 1), checked on the figure as it was just saved: no text
+# below MIN_POINTS at the saved size, no collapsed interval, no colliding tick labels, a
+# labelled log axis with at least two labels, no legend covering a data point
+
+MIN_POINTS = 6.0
+_COLLAPSED = re.compile(r"\[\s*([−-]?\d+(?:\.\d+)?)\s*,\s*\1\s*\]")
+
+
+def _texts(fig):
+    for t in fig.findobj(lambda a: isinstance(a, Text)):
+        if t.get_visible() and t.get_text().strip():
+            yield t
+
+
+def _shown_tick_labels(ax, which):
+    axis = getattr(ax, f"{which}axis")
+    lo, hi = sorted(getattr(ax, f"get_{which}lim")())
+    pad = 1e-9 * max(abs(lo), abs(hi), 1e-300)
+    return [
+        label for label, loc in zip(axis.get_ticklabels(), axis.get_majorticklocs(), strict=False)
+        if label.get_visible() and label.get_text().strip() and lo - pad <= loc <= hi + pad
+    ]  # fmt: skip
+
+
+def style_problems(fig) -> list[str]:
+    """The house rules `fig` breaks, one line each; call it after the figure was drawn
+    (saved): tick labels and text extents are those of the last draw."""
+    from meanfield.io.plotting import legend_covers
+
+    out = []
+    renderer = fig.canvas.get_renderer()
+    for t in _texts(fig):
+        text = t.get_text().strip().replace("\n", " ")[:50]
+        if t.get_fontsize() < MIN_POINTS - 1e-9:
+            out.append(f"the text {text!r} is {t.get_fontsize():g} pt, under {MIN_POINTS:g}")
+        if _COLLAPSED.search(t.get_text()):
+            out.append(f"the text {text!r} prints an interval of no width as [v, v]")
+    for i, ax in enumerate(fig.axes):
+        if not ax.get_visible() or not ax.axison or ax.get_label() == "<colorbar>":
+            continue
+        name = f"panel {i} ({ax.get_title()[:50]!r})"
+        for which in ("x", "y"):
+            shown = _shown_tick_labels(ax, which)
+            boxes = sorted((lab.get_window_extent(renderer) for lab in shown),
+                           key=lambda b: b.x0 if which == "x" else b.y0)  # fmt: skip
+            if any(a.overlaps(b) for a, b in zip(boxes, boxes[1:], strict=False)):
+                out.append(f"{name}: its {which} tick labels run into each other")
+            ticks_on = getattr(ax, f"{which}axis")._major_tick_kw
+            labelled = ticks_on.get("label1On", True) or ticks_on.get("label2On", False)
+            if getattr(ax, f"get_{which}scale")() == "log" and labelled and len(shown) < 2:
+                out.append(f"{name}: its log {which} axis has {len(shown)} labelled tick(s)")
+        if legend_covers(ax, renderer):
+            out.append(f"{name}: its legend covers a data point")
+    return out

@@ -189,3 +189,84 @@ def test_an_interval_is_never_printed_collapsed():
     assert interval_text(None, [2.0, 2.0]) == "2.00 (no spread over the draws)"
     assert interval_text(1.0, [float("nan"), float("nan")]) == "1.00 [nan, nan]"
     assert interval_text(1.0, [1.0 - 1e-5, 1.0 + 1e-5]) == "1.00000 [0.99999, 1.00001]"
+
+
+def test_the_house_rules_catch_each_defect(tmp_path):
+    """`figure_check.style_problems` on figures spoiled on purpose, one defect each (saved
+    with matplotlib directly, so the suite's own check does not see them): text under 6
+    pt, an interval printed as [v, v], tick labels running into each other, a log axis
+    with one label, a legend over a point; a clean figure passes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from figure_check import style_problems
+
+    def saved(draw):
+        fig, ax = plt.subplots(figsize=(4, 3))
+        draw(ax)
+        fig.savefig(tmp_path / "f.png", dpi=80)
+        found = style_problems(fig)
+        plt.close(fig)
+        return found
+
+    def clean(ax):
+        ax.plot([1, 2, 3], [1, 4, 9], "o", label="data")
+        ax.legend(loc="upper left")
+
+    assert saved(clean) == []
+    tiny = saved(lambda ax: (clean(ax), ax.set_title("small", fontsize=5)))
+    assert any("'small' is 5 pt" in p for p in tiny)
+    collapsed = saved(lambda ax: (clean(ax), ax.set_title("slope 0.50 [0.50, 0.50]")))
+    assert any("interval of no width" in p for p in collapsed)
+
+    def crowded(ax):
+        clean(ax)
+        ax.set_xticks([1.0, 1.01, 1.02])
+        ax.set_xticklabels(["one long label", "another long label", "a third"])
+
+    assert any("x tick labels run into each other" in p for p in saved(crowded))
+
+    def one_label(ax):
+        ax.plot([2, 3, 4], [2.0, 2.5, 3.0], "o")
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(matplotlib.ticker.FixedLocator([2.5]))
+
+    assert any("log y axis has 1 labelled tick" in p for p in saved(one_label))
+
+    def covered(ax):
+        ax.plot([1, 2, 3], [9, 4, 1], "o", label="a long legend entry here")
+        ax.legend(loc="upper left")
+
+    assert any("legend covers a data point" in p for p in saved(covered))
+
+
+def test_save_figure_moves_a_legend_off_the_data(tmp_path):
+    """House rule in `layout` (every study's `save_figure`): a legend placed over a data
+    point moves to a corner where it covers none; where every place inside covers one, out
+    of the panel to its right. Without the rule both legends would cover points."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from meanfield.io.plotting import layout, legend_covers, save_figure
+
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot([1, 2, 3], [9, 4, 1], "o", label="a long legend entry here")
+    ax.legend(loc="upper left")
+    fig.canvas.draw()
+    assert legend_covers(ax)
+    layout(fig, dpi=80)
+    assert not legend_covers(ax) and ax.get_legend()._loc != 2  # no longer upper left
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(4, 3))
+    grid = np.linspace(0, 1, 25)
+    xx, yy = np.meshgrid(grid, grid)
+    ax.plot(xx.ravel(), yy.ravel(), ".", label="points everywhere, a long label")
+    ax.legend(loc="center")
+    layout(fig, dpi=80)
+    box = ax.get_legend().get_window_extent(fig.canvas.get_renderer())
+    assert box.x0 >= ax.get_window_extent().x1 - 1  # out, to the right
+    assert not legend_covers(ax)
+    save_figure(fig, tmp_path / "b.png", dpi=80)

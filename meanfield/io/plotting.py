@@ -246,14 +246,89 @@ def layout(fig, *, dpi: float | None = None, **kwargs) -> None:
         for a in ("x", "y"):
             plain_log_ticks(ax, a)
     fig.tight_layout(**kwargs)
+    for _ in range(3):  # a legend moved out of its panel: the layout makes room, and the
+        if not clear_legends(fig):  # panels it reshaped are looked at again
+            break
+        fig.tight_layout(**kwargs)
+
+
+# where a legend inside its panel may go, in order, before it leaves the panel
+_LEGEND_PLACES = ("upper right", "upper left", "lower left", "lower right", "center right",
+                  "center left", "upper center", "lower center")  # fmt: skip
+
+
+def _marked_points(ax) -> np.ndarray:
+    """The display coordinates of every data point `ax` marks (line markers, scatter
+    offsets) that lies inside the panel."""
+    pts = []
+    for line in ax.get_lines():
+        if line.get_marker() in (None, "None", "", " ") or not line.get_visible():
+            continue
+        x, y = (np.asarray(v, dtype=float) for v in line.get_data())
+        if x.size == y.size and x.size:
+            pts.append(np.c_[x, y])
+    for c in ax.collections:
+        offsets = np.asarray(c.get_offsets(), dtype=float)
+        if c.get_visible() and offsets.ndim == 2 and offsets.shape[0] and offsets.shape[1] == 2:
+            if c.get_offset_transform() == ax.transData:
+                pts.append(offsets)
+    if not pts:
+        return np.empty((0, 2))
+    xy = np.concatenate(pts)
+    xy = xy[np.isfinite(xy).all(axis=1)]
+    for i, scale in enumerate((ax.get_xscale(), ax.get_yscale())):
+        if scale == "log":
+            xy = xy[xy[:, i] > 0]
+    if not xy.size:
+        return np.empty((0, 2))
+    shown = ax.transData.transform(xy)
+    box = ax.get_window_extent()
+    inside = ((shown[:, 0] >= box.x0) & (shown[:, 0] <= box.x1)
+              & (shown[:, 1] >= box.y0) & (shown[:, 1] <= box.y1))  # fmt: skip
+    return shown[inside]
+
+
+def legend_covers(ax, renderer=None) -> bool:
+    """Whether `ax`'s legend, inside its panel, covers one of the panel's data points."""
+    leg = ax.get_legend()
+    if leg is None or not leg.get_visible():
+        return False
+    box = leg.get_window_extent(renderer)
+    if not box.overlaps(ax.get_window_extent()):
+        return False
+    pts = _marked_points(ax)
+    return bool(((pts[:, 0] > box.x0) & (pts[:, 0] < box.x1)
+                 & (pts[:, 1] > box.y0) & (pts[:, 1] < box.y1)).any())  # fmt: skip
+
+
+def clear_legends(fig) -> bool:
+    """House rule: a legend never covers data. A legend inside its panel that covers a
+    data point moves to the first corner or side of the panel where it covers none, else
+    out of the panel, to its right. **Returns:** whether any legend left its panel."""
+    renderer = fig.canvas.get_renderer()
+    moved_out = False
+    for ax in fig.axes:
+        if not legend_covers(ax, renderer):
+            continue
+        leg = ax.get_legend()
+        for place in _LEGEND_PLACES:
+            leg.set_loc(place)
+            if not legend_covers(ax, renderer):
+                break
+        else:
+            leg.set_bbox_to_anchor((1.01, 1.0), transform=ax.transAxes)
+            leg.set_loc("upper left")
+            moved_out = True
+    return moved_out
 
 
 def plain_log_ticks(ax, axis: str) -> None:
     """A log axis spanning less than two decades with matplotlib's default labels (whose
     minor labels run into each other: "3×10¹4×10¹") gets plain numbers at 1, 2 and 5
     times the powers of ten, or finer steps where those give fewer than three labels
-    (5, 7, 10, 15 over 3.5..18), and no minor labels; an axis whose ticks a figure set
-    itself (`size_ticks`) is left alone."""
+    (5, 7, 10, 15 over 3.5..18), evenly spaced numbers over a span too narrow for two of
+    those (0.97, 0.98, 0.99, 1 over 0.965..1.005), and no minor labels; an axis whose
+    ticks a figure set itself (`size_ticks`) is left alone."""
     from matplotlib import ticker
 
     axes = getattr(ax, f"{axis}axis")
@@ -264,11 +339,15 @@ def plain_log_ticks(ax, axis: str) -> None:
     lo, hi = sorted(getattr(ax, f"get_{axis}lim")())
     if not (lo > 0 and math.isfinite(hi)) or hi / lo >= 100:
         return
+    powers = 10.0 ** np.arange(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
     for subs in ((1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0), (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)):
-        powers = 10.0 ** np.arange(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
-        if sum(lo <= p * m <= hi for p in powers for m in subs) >= 3:
+        count = sum(lo <= p * m <= hi for p in powers for m in subs)
+        if count >= 3:
             break
-    axes.set_major_locator(ticker.LogLocator(base=10, subs=subs))
+    if count >= 2:
+        axes.set_major_locator(ticker.LogLocator(base=10, subs=subs))
+    else:  # a narrow span (0.97..1.0, say): evenly spaced plain numbers
+        axes.set_major_locator(ticker.MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]))
     axes.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     axes.set_minor_formatter(ticker.NullFormatter())
 

@@ -5,6 +5,7 @@ the size, in the style of the μP package's coordinate check; and the sizes alon
 training at the largest and smallest size."""
 
 import math
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -58,13 +59,15 @@ def _mean_and_half(values: np.ndarray) -> tuple[float, float]:
     )
 
 
-def _slope_text(fit) -> str:
+def _slope_text(fit, same_prediction: bool = False) -> str:
+    """`+0.02 [-0.01, +0.05]`, and `, predicted +0.50` unless every curve of the panel has
+    the same prediction (its title says it)."""
     if fit.get("slope") is None:
         return "no slope"
     ci = fit.get("ci95")
     ci_text = f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else ""
     pred = fit.get("predicted")
-    pred_text = f", predicted {pred:+.2f}" if pred is not None else ""
+    pred_text = f", predicted {pred:+.2f}" if pred is not None and not same_prediction else ""
     return f"{fit['slope']:+.2f}{ci_text}{pred_text}"
 
 
@@ -89,7 +92,9 @@ def figures(out: Path, results: dict) -> None:
         if not lines:
             continue
         rows = len(lines)
-        fig, axes = plt.subplots(rows, 3, figsize=(21, 3.4 * rows), squeeze=False)
+        # three panels a row at 4 in each, each legend under its panel (in two columns):
+        # legible on a page, never over the curves
+        fig, axes = plt.subplots(rows, 3, figsize=(12, 4.6 * rows), squeeze=False)
         for r, line in enumerate(lines):
             name = line["parametrisation"]
             at = {
@@ -105,6 +110,7 @@ def figures(out: Path, results: dict) -> None:
             for c, (title, quantities) in enumerate(kinds):
                 ax = axes[r, c]
                 drawn = []
+                same = "slopes" not in _panel_claim(line, quantities)
                 for q in quantities:
                     stats_ = [_mean_and_half(_last(at[k]["sizes"][q])) for k in keys]
                     mean = np.array([m for m, _ in stats_])
@@ -120,7 +126,7 @@ def figures(out: Path, results: dict) -> None:
                     drawn += [*mean[good], *hi[np.isfinite(hi)], *lo[np.isfinite(lo) & (lo > 0)]]
                     ax.errorbar(np.array(sizes)[good], mean[good], yerr=half[good], marker="o",
                                 ms=3, capsize=2, lw=1.2, color=color,
-                                label=f"{site}: {_slope_text(fit)}")  # fmt: skip
+                                label=f"{site}: {_slope_text(fit, same)}")  # fmt: skip
                 ax.set_xscale("log", base=2)
                 ax.set_yscale("log")
                 _at_least_a_factor_4(ax, drawn)
@@ -128,9 +134,11 @@ def figures(out: Path, results: dict) -> None:
                 ax.set_xticklabels([str(s) for s in sizes])
                 ax.set_xlabel(f"{against} ({width if against == 'width' else 'L'})")
                 ax.set_ylabel("size after the last step")
-                ax.set_title(f"[{name}] {title} ({_panel_claim(line, quantities)})", fontsize=9)
-                ax.legend(fontsize=6, title="slope [95% interval]", title_fontsize=6,
-                          loc="upper left", bbox_to_anchor=(1.0, 1.0))  # fmt: skip
+                head = f"[{name}] {title} ({_panel_claim(line, quantities)})"
+                ax.set_title("\n".join(textwrap.wrap(head, 50)), fontsize=9)
+                ax.legend(fontsize=6.5, title="slope [95% interval]", title_fontsize=6.5,
+                          loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2,
+                          frameon=False)  # fmt: skip
         fixed = ", ".join(f"{k} {v}" for k, v in lines[0]["fixed"].items())
         save_figure(
             fig,
@@ -139,11 +147,11 @@ def figures(out: Path, results: dict) -> None:
             title=(
                 f"Coordinate check against {against} ({fixed}): sizes after {cfg['steps']} "
                 f"{optimisers(cfg)} steps at base lr {cfg['lr']:g}, mean of {cfg['seeds']} "
-                "draws with 95% "
-                "intervals; a correct parametrisation keeps every curve flat in the "
-                "dimension it scales"
+                "draws with 95% intervals;\na correct parametrisation keeps every curve "
+                "flat in the dimension it scales (each panel's title: what its table "
+                "predicts for it)"
             ),
-            fontsize=11,
+            fontsize=10,
         )
     _along_training(out, results)
 
