@@ -245,6 +245,11 @@ def build_parser(studies: Iterable[str] | None = None) -> argparse.ArgumentParse
     plot.add_argument(
         "--dpi", type=bounded(int, 50, 1200), help="dots per inch (default: each figure's own)"
     )
+    plot.add_argument(
+        "--panel", metavar="TEXT",
+        help="also write alone, as FIGURE_panelK.png (and in --format), each panel whose "
+        "title holds TEXT (any case), or panel number TEXT (1 the first)",
+    )  # fmt: skip
     study = sub.add_parser("study", help="run a study; writes DIR/results.json and figures")
     names = study.add_subparsers(dest="study", metavar="NAME")
     names.required = True
@@ -302,11 +307,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "plot":
         from .studies import replot
 
-        export = {"formats": args.format, "dpi": args.dpi}
+        export = {"formats": args.format, "dpi": args.dpi, "panel": args.panel}
+        if args.panel is not None and not args.panel.strip():
+            print("meanfield plot: error: --panel: a panel's title (or part of it), or its "
+                  "number; got ''", file=sys.stderr)  # fmt: skip
+            return 2
+        seen: list = []
         try:
-            written = replot(args.dir, export)
+            written = replot(args.dir, export, seen=seen)
         except StudyInputError as err:
             print(f"meanfield plot: error: {err}", file=sys.stderr)
+            return 2
+        if args.panel is not None and not any("_panel" in p.stem for p in written):
+            print(f"meanfield plot: error: --panel: no panel's title holds {args.panel!r} "
+                  "(nor is it a panel's number); the panels:\n  " + "\n  ".join(seen),
+                  file=sys.stderr)  # fmt: skip
             return 2
         print(f"meanfield plot: redrew {len(written)} figure(s) in {args.dir}: "
               + ", ".join(p.name for p in written))  # fmt: skip

@@ -38,6 +38,8 @@ def main(argv: list[str]) -> int:
     save = matplotlib.figure.Figure.savefig
 
     def checked(fig, fname, *args, **kwargs):
+        if str(fname).rsplit(".", 1)[0].split("_")[-1].startswith("panel"):  # a crop
+            return save(fig, fname, *args, **kwargs)
         saved.append(fname)
         found.extend(f"{fname}: {p}" for p in problems(fig) + points_missing(fig, fname))
         result = save(fig, fname, *args, **kwargs)

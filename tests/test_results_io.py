@@ -162,3 +162,34 @@ def test_plot_exports_formats_at_a_resolution_and_refuses_others(sde_folder, cap
         with pytest.raises(SystemExit):
             main(["plot", str(sde_folder), *argv])
         assert capsys.readouterr().err.strip().endswith(line)
+
+
+def test_plot_writes_one_panel_alone_by_title_or_number(tmp_path, capsys):
+    """`meanfield plot DIR --panel TEXT`: every panel whose title holds TEXT (or panel
+    number TEXT) written alone beside its figure, smaller than the figure, in each
+    `--format` too; a TEXT no panel holds is refused in one line listing the panels."""
+    import gzip
+    from pathlib import Path
+
+    import matplotlib.image as mpimg
+
+    runs = Path(__file__).with_name("data") / "tiny_results"
+    (tmp_path / "results.json").write_bytes(
+        gzip.decompress((runs / "mean-ode.json.gz").read_bytes())
+    )
+    assert main(["plot", str(tmp_path), "--panel", "against L", "--format", "pdf"]) == 0
+    said = capsys.readouterr().out
+    alone = sorted(tmp_path.glob("convergence_panel*.png"))
+    assert alone and all(p.name in said for p in alone)
+    assert all(p.with_suffix(".pdf").read_bytes().startswith(b"%PDF") for p in alone)
+    whole = mpimg.imread(tmp_path / "convergence.png").shape
+    for p in alone:
+        h, w = mpimg.imread(p).shape[:2]
+        assert w < whole[1] / 2 and h < whole[0] / 2
+    assert main(["plot", str(tmp_path), "--panel", "2"]) == 0
+    assert (tmp_path / "convergence_panel2.png").exists()
+    assert main(["plot", str(tmp_path), "--panel", "no such panel"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("meanfield plot: error: --panel: no panel's title holds 'no such panel'")
+    assert "convergence.png 1: " in err
+    assert main(["plot", str(tmp_path), "--panel", " "]) == 2

@@ -9,13 +9,16 @@ from ..runtime.errors import StudyInputError
 from .folder import probe_lock
 
 
-def redraw(folder: Path, plot, results: dict, export: dict | None = None) -> list[Path]:
+def redraw(
+    folder: Path, plot, results: dict, export: dict | None = None, seen: list | None = None
+) -> list[Path]:
     """Draw the figures of the study folder `folder` by the study's `plot(folder,
     results)` from its `results.json` (`results`, already checked against the study's
     schema). **Returns:** the figures written. Refused in one line while a run holds the
     folder, where a figure is a symbolic link, where the folder cannot be written, or
     where the plot still cannot draw the values (`UNDRAWABLE`). `export`: the arguments
-    of `io.plotting.figure_export` (formats, dpi), where given."""
+    of `io.plotting.figure_export` (formats, dpi, panel), where given; `seen`: a list
+    that receives the titles of the panels drawn (`exported_panels`)."""
     probe_lock(folder)
     export = export or {}
     # the figures are written in place: never through a link, never half into a folder
@@ -32,7 +35,7 @@ def redraw(folder: Path, plot, results: dict, export: dict | None = None) -> lis
         raise StudyInputError(
             f"DIR: cannot write the figures into {folder}: {os.strerror(errno.EACCES)}"
         )
-    from ..io.plotting import figure_export, use_agg
+    from ..io.plotting import exported_panels, figure_export, use_agg
     from .runner import study_precision  # (JAX: imported once the folder is accepted)
 
     use_agg()
@@ -45,6 +48,8 @@ def redraw(folder: Path, plot, results: dict, export: dict | None = None) -> lis
         # the figures' few computations at the study's precision
         with study_precision(bool(results["config"].get("x64", False))), figure_export(**export):
             plot(folder, results)
+            if seen is not None:
+                seen.extend(exported_panels()[1])
         drawn = True
     except StudyInputError:
         raise

@@ -352,22 +352,30 @@ def plain_log_ticks(ax, axis: str) -> None:
     axes.set_minor_formatter(ticker.NullFormatter())
 
 
-# `figure_export`'s settings: more formats beside the PNG, a resolution
-_EXPORT: dict = {"formats": (), "dpi": None}
+# `figure_export`'s settings: more formats beside the PNG, a resolution, panels alone
+# (and, for the caller, the panels seen and written)
+_EXPORT: dict = {"formats": (), "dpi": None, "panel": None, "seen": [], "panels": []}
 EXPORT_FORMATS = ("png", "pdf", "svg", "eps")
 
 
 @contextlib.contextmanager
-def figure_export(formats=(), dpi: int | None = None):
+def figure_export(formats=(), dpi: int | None = None, panel: str | None = None):
     """Within: every figure `save_figure` writes is also written in each of `formats`
     (of `EXPORT_FORMATS`; the PNG always), at `dpi` dots per inch (default: the
-    figure's own). PDF and EPS keep their text as text (TrueType fonts embedded). (A
-    width of one's choosing waits for figures that lay themselves out at any width.)"""
+    figure's own). PDF and EPS keep their text as text (TrueType fonts embedded).
+    `panel`: each panel whose title holds this text (any case), or the panel of that
+    number (1 the first), is also written alone, with its axes, labels and legend, as
+    `FIGURE_panelK.png` (and in `formats`); the panels written and the titles of those
+    seen are in `exported_panels()`. (A width of one's choosing waits for figures that
+    lay themselves out at any width.)"""
     bad = [f for f in formats if f not in EXPORT_FORMATS]
     if bad:
         raise ValueError(f"formats: one of {', '.join(EXPORT_FORMATS)}, got {bad[0]!r}")
+    if panel is not None and not str(panel).strip():
+        raise ValueError("panel: a panel's title (or part of it), or its number; got ''")
     previous = dict(_EXPORT)
-    _EXPORT.update(formats=tuple(f for f in formats if f != "png"), dpi=dpi)
+    _EXPORT.update(formats=tuple(f for f in formats if f != "png"), dpi=dpi, panel=panel,
+                   seen=[], panels=[])  # fmt: skip
     try:
         import matplotlib
 
@@ -392,8 +400,34 @@ def save_figure(
     fig.savefig(path, dpi=dpi)
     for fmt in _EXPORT["formats"]:
         fig.savefig(Path(path).with_suffix(f".{fmt}"), dpi=dpi)
+    if _EXPORT["panel"] is not None:
+        _save_panels(fig, Path(path), dpi)
     plt.close(fig)
     return path
+
+
+def exported_panels() -> tuple[list, list]:
+    """Within `figure_export(panel=...)`: the panels written alone so far (paths) and the
+    titles of every panel seen (to tell a user what there is to choose from)."""
+    return list(_EXPORT["panels"]), list(_EXPORT["seen"])
+
+
+def _save_panels(fig, path: Path, dpi: int) -> None:
+    """The panels of `fig` that `figure_export`'s `panel` names, each written alone: the
+    figure cropped to the panel with its labels, title and legend."""
+    want = str(_EXPORT["panel"]).strip()
+    renderer = fig.canvas.get_renderer()
+    panels = [ax for ax in fig.axes if ax.axison and ax.get_label() != "<colorbar>"]
+    for k, ax in enumerate(panels, start=1):
+        title = " ".join(ax.get_title().split())
+        _EXPORT["seen"].append(f"{path.name} {k}: {title or '(no title)'}")
+        if not (want == str(k) or (not want.isdigit() and want.lower() in title.lower())):
+            continue
+        box = ax.get_tightbbox(renderer).padded(4).transformed(fig.dpi_scale_trans.inverted())
+        for fmt in ("png", *_EXPORT["formats"]):
+            alone = path.with_name(f"{path.stem}_panel{k}.{fmt}")
+            fig.savefig(alone, dpi=dpi, bbox_inches=box)
+            _EXPORT["panels"].append(alone)
 
 
 def mark_exploded(ax, rows, name, x) -> None:

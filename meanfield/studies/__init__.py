@@ -112,7 +112,7 @@ def resolve_out(args) -> None:
     resolve(args, STUDIES[args.study])
 
 
-def replot(out, export: dict | None = None) -> list:
+def replot(out, export: dict | None = None, seen: list | None = None) -> list:
     """Redraw every figure of the study folder `out` from its `results.json` alone (no
     network is run): the study's own `plot(out, results)`. **Returns:** the figures'
     paths. A one-line `StudyInputError` for a folder without a readable results.json or
@@ -120,7 +120,8 @@ def replot(out, export: dict | None = None) -> list:
     figures read (`schema.validate`: the JSON path and the problem), or that its plot
     still cannot draw; for a folder the figures cannot be written into, or a figure that
     is a symbolic link (never written through); refused while a run holds the folder.
-    `export`: `io.plotting.figure_export`'s arguments (`formats`, `dpi`)."""
+    `export`: `io.plotting.figure_export`'s arguments (`formats`, `dpi`, `panel`);
+    `seen`, where given, receives the titles of the panels drawn (with `panel`)."""
     from pathlib import Path
 
     from ..harness.plot import redraw
@@ -138,7 +139,7 @@ def replot(out, export: dict | None = None) -> list:
     if plot is None:
         raise StudyInputError(f"DIR: the study {name!r} draws no figures")
     validate(results)
-    return redraw(folder, plot, results, export)
+    return redraw(folder, plot, results, export, seen)
 
 
 def mean_ode_study(block, law, *, out: str, **options) -> dict:
