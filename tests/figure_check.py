@@ -2,7 +2,8 @@
 and every data point (a marker) inside its panel's limits; and the house rules (issue 77,
 `style_problems`): no text under 6 pt, no interval printed as [v, v], no tick labels
 running into each other, at least two labels on a labelled log axis, no legend over a
-data point. `conftest.py` runs it on every figure the package saves during the tests, at
+data point, no titles, axis labels or legends overlapping one another. `conftest.py` runs
+it on every figure the package saves during the tests, at
 each test's own grid."""
 
 import re
@@ -210,4 +211,31 @@ def style_problems(fig) -> list[str]:
                 out.append(f"{name}: its log {which} axis has {len(shown)} labelled tick(s)")
         if legend_covers(ax, renderer):
             out.append(f"{name}: its legend covers a data point")
+    out += _overlapping_blocks(fig, renderer)
+    return out
+
+
+def _overlapping_blocks(fig, renderer) -> list[str]:
+    """The figure's blocks of text — its title, each panel's title, axis labels and
+    legend — that overlap one another (a title over another panel's, a legend under its
+    panel running into the next one's)."""
+    blocks = []
+    if fig._suptitle is not None and fig._suptitle.get_text().strip():
+        blocks.append(("the figure's title", fig._suptitle))
+    for i, ax in enumerate(fig.axes):
+        if not ax.get_visible():
+            continue
+        for what, artist in (("title", ax.title), ("x label", ax.xaxis.label),
+                             ("y label", ax.yaxis.label), ("legend", ax.get_legend())):  # fmt: skip
+            if artist is None or not artist.get_visible():
+                continue
+            if hasattr(artist, "get_text") and not artist.get_text().strip():
+                continue
+            blocks.append((f"panel {i}'s {what}", artist))
+    boxes = [(name, artist.get_window_extent(renderer)) for name, artist in blocks]
+    out = []
+    for k, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[k + 1 :]:
+            if box_a.overlaps(box_b) and box_a.width > 0 and box_b.width > 0:
+                out.append(f"{a} and {b} overlap")
     return out

@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+from matplotlib import transforms
 
 from ...diagnostics import coord_check as coord_check_diagnostics
 from ...diagnostics import unit_coord_check
@@ -67,7 +68,7 @@ def _slope_text(fit, same_prediction: bool = False) -> str:
     ci = fit.get("ci95")
     ci_text = f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else ""
     pred = fit.get("predicted")
-    pred_text = f", predicted {pred:+.2f}" if pred is not None and not same_prediction else ""
+    pred_text = f", pred. {pred:+.2f}" if pred is not None and not same_prediction else ""
     return f"{fit['slope']:+.2f}{ci_text}{pred_text}"
 
 
@@ -136,9 +137,11 @@ def figures(out: Path, results: dict) -> None:
                 ax.set_ylabel("size after the last step")
                 head = f"[{name}] {title} ({_panel_claim(line, quantities)})"
                 ax.set_title("\n".join(textwrap.wrap(head, 50)), fontsize=9)
+                # under the panel, below its tick labels and axis label (36 pt down)
+                under = transforms.offset_copy(ax.transAxes, fig=fig, y=-36, units="points")
                 ax.legend(fontsize=6.5, title="slope [95% interval]", title_fontsize=6.5,
-                          loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2,
-                          frameon=False)  # fmt: skip
+                          loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=under,
+                          ncol=2 if same else 1, frameon=False)  # fmt: skip
         fixed = ", ".join(f"{k} {v}" for k, v in lines[0]["fixed"].items())
         save_figure(
             fig,
@@ -152,6 +155,7 @@ def figures(out: Path, results: dict) -> None:
                 "predicts for it)"
             ),
             fontsize=10,
+            rect=(0, 0, 1, 1 - 0.55 / fig.get_size_inches()[1]),  # room for the title
         )
     _along_training(out, results)
 
