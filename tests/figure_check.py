@@ -1,7 +1,8 @@
 """What a saved figure must show (issue 47): no panel empty without a sentence saying why,
 and every data point (a marker) inside its panel's limits; and the house rules (issue 77,
 `style_problems`): no text under 6 pt, no interval printed as [v, v], no tick labels
-running into each other, at least two labels on a labelled log axis, no legend over a
+running into each other, at least two labels on a labelled log axis (where its points
+take two places or more), no legend over a
 data point, no titles, axis labels or legends overlapping one another. `conftest.py` runs
 it on every figure the package saves during the tests, at
 each test's own grid."""
@@ -182,6 +183,19 @@ def _shown_tick_labels(ax, which):
     ]  # fmt: skip
 
 
+def _data_places(ax, which: str) -> int:
+    """How many distinct positive values the panel's marked points take along `which`
+    (a grid of one size has one place to label)."""
+    k = 0 if which == "x" else 1
+    values = set()
+    for line in ax.get_lines():
+        if line.get_marker() in (None, "None", "", " ") or not line.get_visible():
+            continue
+        data = np.asarray(line.get_data()[k], dtype=float)
+        values.update(np.round(data[np.isfinite(data) & (data > 0)], 12).tolist())
+    return len(values) if values else 2
+
+
 def style_problems(fig) -> list[str]:
     """The house rules `fig` breaks, one line each; call it after the figure was drawn
     (saved): tick labels and text extents are those of the last draw."""
@@ -207,7 +221,9 @@ def style_problems(fig) -> list[str]:
                 out.append(f"{name}: its {which} tick labels run into each other")
             ticks_on = getattr(ax, f"{which}axis")._major_tick_kw
             labelled = ticks_on.get("label1On", True) or ticks_on.get("label2On", False)
-            if getattr(ax, f"get_{which}scale")() == "log" and labelled and len(shown) < 2:
+            places = _data_places(ax, which)
+            if (getattr(ax, f"get_{which}scale")() == "log" and labelled
+                    and len(shown) < min(2, places)):  # fmt: skip
                 out.append(f"{name}: its log {which} axis has {len(shown)} labelled tick(s)")
         if legend_covers(ax, renderer):
             out.append(f"{name}: its legend covers a data point")

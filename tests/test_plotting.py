@@ -243,8 +243,9 @@ def test_the_house_rules_catch_each_defect(tmp_path):
 
 def test_save_figure_moves_a_legend_off_the_data(tmp_path):
     """House rule in `layout` (every study's `save_figure`): a legend placed over a data
-    point moves to a corner where it covers none; where every place inside covers one, out
-    of the panel to its right. Without the rule both legends would cover points."""
+    point moves to a corner where it covers none; where every place inside covers one, the
+    range grows upwards and the legend sits above the data; a legend too tall for that
+    goes under the panel. Without the rule every legend here would cover points."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -266,7 +267,16 @@ def test_save_figure_moves_a_legend_off_the_data(tmp_path):
     ax.plot(xx.ravel(), yy.ravel(), ".", label="points everywhere, a long label")
     ax.legend(loc="center")
     layout(fig, dpi=80)
+    # no clear corner: the range grows upwards and the legend sits above the data
+    assert ax.get_ylim()[1] > 1.1 and not legend_covers(ax)
     box = ax.get_legend().get_window_extent(fig.canvas.get_renderer())
-    assert box.x0 >= ax.get_window_extent().x1 - 1  # out, to the right
-    assert not legend_covers(ax)
+    assert box.y0 > ax.transData.transform((0, 1.0))[1]
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(4, 3))
+    for k in range(14):  # a legend taller than the panel's 60%: under the panel
+        ax.plot(xx.ravel(), yy.ravel() + k * 1e-3, ".", label=f"series {k}")
+    ax.legend(loc="center")
+    layout(fig, dpi=80)
+    box = ax.get_legend().get_window_extent(fig.canvas.get_renderer())
+    assert box.y1 <= ax.get_window_extent().y0 and not legend_covers(ax)
     save_figure(fig, tmp_path / "b.png", dpi=80)

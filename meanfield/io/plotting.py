@@ -303,8 +303,11 @@ def legend_covers(ax, renderer=None) -> bool:
 
 def clear_legends(fig) -> bool:
     """House rule: a legend never covers data. A legend inside its panel that covers a
-    data point moves to the first corner or side of the panel where it covers none, else
-    out of the panel, to its right. **Returns:** whether any legend left its panel."""
+    data point moves to the first corner or side of the panel where it covers none; else
+    the panel's vertical range grows upwards until the data leave the legend's height free
+    at the top, and the legend goes there; a legend taller than 60% of its panel goes
+    under the panel. **Returns:** whether any legend left its panel (the layout then
+    makes room for it)."""
     renderer = fig.canvas.get_renderer()
     moved_out = False
     for ax in fig.axes:
@@ -316,10 +319,41 @@ def clear_legends(fig) -> bool:
             if not legend_covers(ax, renderer):
                 break
         else:
-            leg.set_bbox_to_anchor((1.01, 1.0), transform=ax.transAxes)
-            leg.set_loc("upper left")
+            share = leg.get_window_extent(renderer).height / ax.get_window_extent().height
+            if share < 0.6 and _headroom(ax, share + 0.04):
+                leg.set_loc("upper right")
+                if not legend_covers(ax, renderer):
+                    continue
+                leg.set_loc("upper left")
+                if not legend_covers(ax, renderer):
+                    continue
+            # under the panel, below its tick labels and axis label
+            from matplotlib import transforms
+
+            under = transforms.offset_copy(ax.transAxes, fig=fig, y=-36, units="points")
+            leg.set_bbox_to_anchor((0.5, 0.0), transform=under)
+            leg.set_loc("upper center")
             moved_out = True
     return moved_out
+
+
+def _headroom(ax, share: float) -> bool:
+    """Grow `ax`'s vertical range upwards so that its data fill the lower `1 - share` of
+    the panel (on a log axis, in decades). **Returns:** False where it cannot (an
+    inverted or degenerate range)."""
+    lo, hi = ax.get_ylim()
+    if not hi > lo:
+        return False
+    if ax.get_yscale() == "log":
+        if lo <= 0:
+            return False
+        top = math.log10(lo) + (math.log10(hi) - math.log10(lo)) / (1 - share)
+        ax.set_ylim(lo, 10.0**top)
+    elif ax.get_yscale() == "linear":
+        ax.set_ylim(lo, lo + (hi - lo) / (1 - share))
+    else:
+        return False
+    return True
 
 
 def plain_log_ticks(ax, axis: str) -> None:
