@@ -161,7 +161,8 @@ def points_missing(fig, fname) -> list[str]:
 # ---------------------------------------------------------------------------------------
 # the house rules (issue 77, item 1), checked on the figure as it was just saved: no text
 # below MIN_POINTS at the saved size, no collapsed interval, no colliding tick labels, a
-# labelled log axis with at least two labels, no legend covering a data point
+# labelled log axis with at least two labels (where its points take two places), no
+# legend covering a data point, no titles, axis labels or legends overlapping
 
 MIN_POINTS = 6.0
 _COLLAPSED = re.compile(r"\[\s*([−-]?\d+(?:\.\d+)?)\s*,\s*\1\s*\]")
