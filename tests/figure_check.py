@@ -122,12 +122,15 @@ def not_drawn(fig, expected, *, rtol: float = 1e-6) -> list[str]:
     abscissa, NaN for a heat map's value; a point counts when a marker, bar or heat-map
     cell within `rtol` of it lies inside the panel's limits."""
     axes = [a for a in fig.axes if a.get_label() != "<colorbar>" and a.axison]
-    shown = [(ax.get_title(), np.asarray(drawn(ax), dtype=float).reshape(-1, 2)) for ax in axes]
+    # titles compared with their line breaks as spaces (`layout` wraps a long title)
+    shown = [(" ".join(ax.get_title().split()), np.asarray(drawn(ax), dtype=float).reshape(-1, 2))
+             for ax in axes]  # fmt: skip
     out = []
     for what, panel, x, y in expected:
         if y is None or not np.isfinite(y):
             continue  # an exploded or missing value: the figure says so in words
-        where = [p for t, p in shown if panel is None or panel in t]
+        words = None if panel is None else " ".join(panel.split())
+        where = [p for t, p in shown if words is None or words in t]
         if not where:
             out.append(f"{what}: no panel titled {panel!r} (titles: {[t for t, _ in shown]})")
         elif not any(_match(p, x, y, rtol) for p in where):

@@ -7,6 +7,7 @@ import contextlib
 import math
 import os
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,8 @@ def show(name: str, fig=None, *, folder: str | os.PathLike | None = None) -> Pat
     for ax in figure.axes:  # the house's ticks (`plain_log_ticks`), shown or saved
         for axis in ("x", "y"):
             plain_log_ticks(ax, axis)
+    with contextlib.suppress(AttributeError):  # a canvas that measures no text
+        clear_legends(figure)  # and its legends off the data
     if matplotlib.get_backend().lower() not in FILE_BACKENDS:
         plt.show()
         return None
@@ -245,11 +248,30 @@ def layout(fig, *, dpi: float | None = None, **kwargs) -> None:
     for ax in fig.axes:
         for a in ("x", "y"):
             plain_log_ticks(ax, a)
+    wrap_titles(fig)
     fig.tight_layout(**kwargs)
     for _ in range(3):  # a legend moved out of its panel: the layout makes room, and the
         if not clear_legends(fig):  # panels it reshaped are looked at again
             break
         fig.tight_layout(**kwargs)
+
+
+def wrap_titles(fig) -> None:
+    """House rule: a panel's title no wider than its panel (it ran into the next panel's):
+    a wider one is wrapped onto more lines at the panel's width. A title holding
+    mathtext (`$...$`) is left whole (a line break inside it would not render)."""
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        title = ax.title
+        text = title.get_text()
+        if not text.strip() or "$" in text or not title.get_visible():
+            continue
+        width, room = title.get_window_extent(renderer).width, ax.get_window_extent().width
+        if width <= 1.02 * room or room <= 0:
+            continue
+        longest = max(len(line) for line in text.split("\n"))
+        chars = max(16, int(longest * room / width * 0.95))
+        title.set_text("\n".join(textwrap.fill(line, chars) for line in text.split("\n")))
 
 
 # where a legend inside its panel may go, in order, before it leaves the panel

@@ -281,7 +281,10 @@ def _trained(out, results):
                     label=f"slope −2/d = {rate:.2f} (the construction)")  # fmt: skip
         ax.set_xscale("log")
         ax.set_yscale("log")
-        size_ticks(ax, [p["budget"] for p in pts])
+        budgets = sorted({p["budget"] for p in pts})
+        # one budget: its arms' own parameter counts, so the axis has more than one label
+        size_ticks(ax, budgets if len(budgets) > 1 else
+                   sorted({a["parameters"] for p in pts for a in p["arms"]}))  # fmt: skip
         _plain_log_ticks(ax)
         largest = pts[-1]["budget"] if pts else None
         verdict = verdicts.get((target, largest), {}).get("lower", "no interval")
