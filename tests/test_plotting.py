@@ -280,3 +280,38 @@ def test_save_figure_moves_a_legend_off_the_data(tmp_path):
     box = ax.get_legend().get_window_extent(fig.canvas.get_renderer())
     assert box.y1 <= ax.get_window_extent().y0 and not legend_covers(ax)
     save_figure(fig, tmp_path / "b.png", dpi=80)
+
+
+def test_layout_wraps_a_title_wider_than_its_panel(tmp_path):
+    """House rule: two panels side by side with titles far wider than a panel ran into
+    each other; `layout` wraps each onto lines no wider than its panel (the words kept),
+    and leaves a mathtext title whole."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from figure_check import style_problems
+
+    from meanfield.io.plotting import layout
+
+    fig, axes = plt.subplots(1, 2, figsize=(6, 3))
+    long = "a title that says a great deal about what this panel shows, at some length"
+    for ax in axes:
+        ax.plot([1, 2], [1, 2], "o")
+        ax.set_title(long, fontsize=9)
+    axes[1].set_title(r"$\Delta^h$ " + long, fontsize=9)
+    layout(fig, dpi=80)
+    renderer = fig.canvas.get_renderer()
+    first = axes[0].title
+    assert "\n" in first.get_text() and " ".join(first.get_text().split()) == long
+    assert first.get_window_extent(renderer).width <= 1.05 * axes[0].get_window_extent().width
+    assert "\n" not in axes[1].title.get_text()  # mathtext: whole
+    plt.close(fig)
+    fig, axes = plt.subplots(1, 2, figsize=(6, 3))
+    for ax in axes:
+        ax.plot([1, 2], [1, 2], "o")
+        ax.set_title(long, fontsize=9)
+    layout(fig, dpi=80)
+    fig.savefig(tmp_path / "t.png", dpi=80)
+    assert not [p for p in style_problems(fig) if "overlap" in p]
+    plt.close(fig)
