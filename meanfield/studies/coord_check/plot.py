@@ -61,8 +61,8 @@ def _mean_and_half(values: np.ndarray) -> tuple[float, float]:
 
 
 def _slope_text(fit, same_prediction: bool = False) -> str:
-    """`+0.02 [-0.01, +0.05]`, and `, predicted +0.50` unless every curve of the panel has
-    the same prediction (its title says it)."""
+    """`+0.02 [-0.01, +0.05]`, and `, pred. +0.50` unless every curve of the panel has the
+    same prediction (its title says it)."""
     if fit.get("slope") is None:
         return "no slope"
     ci = fit.get("ci95")
@@ -93,8 +93,8 @@ def figures(out: Path, results: dict) -> None:
         if not lines:
             continue
         rows = len(lines)
-        # three panels a row at 4 in each, each legend under its panel (in two columns):
-        # legible on a page, never over the curves
+        # three panels a row at 4 in each, each legend under its panel (two columns, one
+        # where its entries carry their own predictions): never over the curves
         fig, axes = plt.subplots(rows, 3, figsize=(12, 4.6 * rows), squeeze=False)
         for r, line in enumerate(lines):
             name = line["parametrisation"]
