@@ -258,7 +258,7 @@ def view_provenance(record: dict) -> str:
 
 def view_rates(record: dict) -> str:
     """The law exponents, one row per error, part and step."""
-    from meanfield.stats.fits import theory_verdict
+    from meanfield.stats.fits import exponent_verdict
 
     rows = [
         "| error | steps | part | p [95%] | p's theory | q [95%] | q's theory |",
@@ -273,7 +273,7 @@ def view_rates(record: dict) -> str:
                 continue
             t = theory.get(k) or {}
             value = "—" if t.get("value") is None else f"{t['value']:g}"
-            verdict = t.get("verdict") or theory_verdict(r.get(f"{k}_ci95"), t.get("value"))
+            verdict = exponent_verdict(t, r.get(f"{k}_ci95"))
             cells += [_interval(r[k], r.get(f"{k}_ci95")), f"{value}: {_verdict(verdict)}"]
         steps = (r.get("fixed") or {}).get("steps", "—")
         rows.append(

@@ -20,7 +20,7 @@ def main(argv: list[str]) -> int:
 
     matplotlib.use("Agg")
     import matplotlib.figure
-    from figure_check import points_missing, problems, style_problems
+    from figure_check import is_panel_crop, points_missing, problems, style_problems
 
     from meanfield.studies import replot
 
@@ -38,7 +38,7 @@ def main(argv: list[str]) -> int:
     save = matplotlib.figure.Figure.savefig
 
     def checked(fig, fname, *args, **kwargs):
-        if str(fname).rsplit(".", 1)[0].split("_")[-1].startswith("panel"):  # a crop
+        if is_panel_crop(fname):
             return save(fig, fname, *args, **kwargs)
         saved.append(fname)
         found.extend(f"{fname}: {p}" for p in problems(fig) + points_missing(fig, fname))

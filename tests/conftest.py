@@ -188,15 +188,14 @@ def pytest_configure(config):
         "markers", "slow: not in the fast tier (`pytest -m 'not slow'`; tests/tiers.py)"
     )
     import matplotlib.figure
-    from figure_check import points_missing, problems, style_problems
+    from figure_check import is_panel_crop, points_missing, problems, style_problems
 
     save = matplotlib.figure.Figure.savefig
 
     def checked(fig, fname, *args, **kwargs):
         caller = sys._getframe(1).f_globals.get("__name__", "")
         # a panel written alone (`--panel`) is a crop of a figure checked as it was saved
-        crop = str(fname).rsplit(".", 1)[0].split("_")[-1].startswith("panel")
-        mine = caller.startswith("meanfield") and not crop
+        mine = caller.startswith("meanfield") and not is_panel_crop(fname)
         if mine:
             _FIGURE_PROBLEMS.extend(f"{fname}: {p}" for p in problems(fig))
             _FIGURE_PROBLEMS.extend(f"{fname}: {p}" for p in points_missing(fig, fname))

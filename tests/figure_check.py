@@ -171,6 +171,12 @@ MIN_POINTS = 6.0
 _COLLAPSED = re.compile(r"\[\s*([−-]?\d+(?:\.\d+)?)\s*,\s*\1\s*\]")
 
 
+def is_panel_crop(fname) -> bool:
+    """A panel written alone (`meanfield plot --panel`: `FIGURE_panelK.png`), a crop of a
+    figure checked as it was saved."""
+    return str(fname).rsplit(".", 1)[0].split("_")[-1].startswith("panel")
+
+
 def _texts(fig):
     for t in fig.findobj(lambda a: isinstance(a, Text)):
         if t.get_visible() and t.get_text().strip():

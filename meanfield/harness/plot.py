@@ -49,7 +49,7 @@ def redraw(
         with study_precision(bool(results["config"].get("x64", False))), figure_export(**export):
             plot(folder, results)
             if seen is not None:
-                seen.extend(exported_panels()[1])
+                seen.extend(exported_panels())
         drawn = True
     except StudyInputError:
         raise

@@ -7,7 +7,14 @@ import math
 from pathlib import Path
 
 from ..io.results import headline_fits
-from ..stats.fits import THEORY_TOLERANCE, fit_verdict, fixed_text, theory_verdict, verdict_text
+from ..stats.fits import (
+    THEORY_TOLERANCE,
+    exponent_verdict,
+    fit_verdict,
+    fixed_text,
+    theory_verdict,
+    verdict_text,
+)
 
 
 def _left_out(fit: dict) -> str:
@@ -57,9 +64,7 @@ def _exponent_text(law: dict, k: str) -> str:
     text = f"{k} = {law[k]:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else " (no interval)")
     theory = (law.get("theory") or {}).get(k) or {}
     tol = theory.get("tolerance") or THEORY_TOLERANCE
-    verdict = (
-        theory["verdict"] if "verdict" in theory else theory_verdict(ci, theory.get("value"), tol)
-    )
+    verdict = exponent_verdict(theory, ci)
     words = verdict_text(verdict, tol)
     if theory.get("value") is not None:
         text += f" (theory {theory['value']:g}: {words})"

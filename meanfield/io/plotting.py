@@ -409,8 +409,8 @@ def plain_log_ticks(ax, axis: str) -> None:
 
 
 # `figure_export`'s settings: more formats beside the PNG, a resolution, panels alone
-# (and, for the caller, the panels seen and written)
-_EXPORT: dict = {"formats": (), "dpi": None, "panel": None, "seen": [], "panels": []}
+# (and, for the caller, the titles of the panels seen)
+_EXPORT: dict = {"formats": (), "dpi": None, "panel": None, "seen": []}
 EXPORT_FORMATS = ("png", "pdf", "svg", "eps")
 
 
@@ -421,8 +421,8 @@ def figure_export(formats=(), dpi: int | None = None, panel: str | None = None):
     figure's own). PDF and EPS keep their text as text (TrueType fonts embedded).
     `panel`: each panel whose title holds this text (any case), or the panel of that
     number (1 the first), is also written alone, with its axes, labels and legend, as
-    `FIGURE_panelK.png` (and in `formats`); the panels written and the titles of those
-    seen are in `exported_panels()`. (A width of one's choosing waits for figures that
+    `FIGURE_panelK.png` (and in `formats`); the titles of the panels seen are in
+    `exported_panels()`. (A width of one's choosing waits for figures that
     lay themselves out at any width.)"""
     bad = [f for f in formats if f not in EXPORT_FORMATS]
     if bad:
@@ -431,7 +431,7 @@ def figure_export(formats=(), dpi: int | None = None, panel: str | None = None):
         raise ValueError("panel: a panel's title (or part of it), or its number; got ''")
     previous = dict(_EXPORT)
     _EXPORT.update(formats=tuple(f for f in formats if f != "png"), dpi=dpi, panel=panel,
-                   seen=[], panels=[])  # fmt: skip
+                   seen=[])  # fmt: skip
     try:
         import matplotlib
 
@@ -462,10 +462,10 @@ def save_figure(
     return path
 
 
-def exported_panels() -> tuple[list, list]:
-    """Within `figure_export(panel=...)`: the panels written alone so far (paths) and the
-    titles of every panel seen (to tell a user what there is to choose from)."""
-    return list(_EXPORT["panels"]), list(_EXPORT["seen"])
+def exported_panels() -> list:
+    """Within `figure_export(panel=...)`: the titles of every panel seen, "FIGURE K:
+    TITLE" (to tell a user what there is to choose from; the panels written are files)."""
+    return list(_EXPORT["seen"])
 
 
 def _save_panels(fig, path: Path, dpi: int) -> None:
@@ -483,7 +483,6 @@ def _save_panels(fig, path: Path, dpi: int) -> None:
         for fmt in ("png", *_EXPORT["formats"]):
             alone = path.with_name(f"{path.stem}_panel{k}.{fmt}")
             fig.savefig(alone, dpi=dpi, bbox_inches=box)
-            _EXPORT["panels"].append(alone)
 
 
 def mark_exploded(ax, rows, name, x) -> None:

@@ -18,6 +18,7 @@ from .fits import theory_verdict as theory_verdict
 from .fits import fit_verdict as fit_verdict
 from .fits import verdict_text as verdict_text
 from .fits import exponent_theory as exponent_theory
+from .fits import exponent_verdict as exponent_verdict
 from .fits import THEORY_TOLERANCE as THEORY_TOLERANCE
 from .fits import parabola_argmax as parabola_argmax
 from .fits import parabola_argmax_interval as parabola_argmax_interval

@@ -407,6 +407,18 @@ def fit_verdict(fit: dict) -> str | None:
     return theory_verdict(ci, fit.get("theory"), fit.get("theory_tolerance") or THEORY_TOLERANCE)
 
 
+def exponent_verdict(theory: dict, ci=None) -> str | None:
+    """A law exponent's verdict against one theory (an `exponent_theory` dict): its
+    `verdict`; for a law stored before verdicts were, that of the interval `ci` where
+    given, else what its `inside_ci95` said (no tolerance)."""
+    if "verdict" in theory:
+        return theory["verdict"]
+    if ci is not None:
+        return theory_verdict(ci, theory.get("value"), theory.get("tolerance") or THEORY_TOLERANCE)
+    inside = theory.get("inside_ci95")
+    return None if inside is None else ("inside" if inside else "outside")
+
+
 def exponent_theory(value: float, ci, tolerance: float = THEORY_TOLERANCE) -> dict:
     """A law's exponent against its theory `value`: `{"value", "inside_ci95", "verdict",
     "tolerance"}` (`theory_inside` and `theory_verdict` of its interval `ci`)."""

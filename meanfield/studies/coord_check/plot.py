@@ -5,7 +5,6 @@ the size, in the style of the μP package's coordinate check; and the sizes alon
 training at the largest and smallest size."""
 
 import math
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -135,8 +134,8 @@ def figures(out: Path, results: dict) -> None:
                 ax.set_xticklabels([str(s) for s in sizes])
                 ax.set_xlabel(f"{against} ({width if against == 'width' else 'L'})")
                 ax.set_ylabel("size after the last step")
-                head = f"[{name}] {title} ({_panel_claim(line, quantities)})"
-                ax.set_title("\n".join(textwrap.wrap(head, 50)), fontsize=9)
+                # (wrapped at the panel's width by `layout`, as every title)
+                ax.set_title(f"[{name}] {title} ({_panel_claim(line, quantities)})", fontsize=9)
                 # under the panel, below its tick labels and axis label (36 pt down)
                 under = transforms.offset_copy(ax.transAxes, fig=fig, y=-36, units="points")
                 ax.legend(fontsize=6.5, title="slope [95% interval]", title_fontsize=6.5,

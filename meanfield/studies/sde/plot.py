@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 
 from ...io.plotting import loglog_series, reference_floor, save_figure, size_ticks, use_agg
-from ...stats.fits import THEORY_TOLERANCE, interval_text, theory_verdict, verdict_text
+from ...stats.fits import THEORY_TOLERANCE, exponent_verdict, interval_text, verdict_text
 
 LABELS = {"error_final": r"$E\|H_1 - h_L\|$", "error_sup": r"$E\max_k\|H_{k/L} - h_k\|$"}
 TITLES = {
@@ -50,7 +50,7 @@ def fbm_note(rows, quantity, theory) -> str:
 def _law_label(law) -> str:
     ci = law.get("p_ci95") or [math.nan, math.nan]
     theory = law["theory"]["p"]
-    verdict = theory["verdict"] if "verdict" in theory else theory_verdict(ci, theory["value"])
+    verdict = exponent_verdict(theory, ci)
     return (
         f"its law a L^-p (1 + c' L^-p): p = {interval_text(law['p'], ci)} "
         f"(theory {theory['value']:.2f}: {verdict_text(verdict)})"

@@ -52,6 +52,7 @@ from ...runtime.errors import StudyInputError
 from ...stats.fits import (
     THEORY_TOLERANCE,
     exponent_theory,
+    exponent_verdict,
     fit_loglog,
     fit_values,
     interval_text,
@@ -839,15 +840,6 @@ def _fits(cfg, points, laws, reference_error, warnings):
     return fits
 
 
-def _said(theory: dict) -> str | None:
-    """An exponent's verdict against a theory (`exponent_theory`), or, for a law stored
-    before verdicts were, what its `inside_ci95` said."""
-    if "verdict" in theory:
-        return theory["verdict"]
-    inside = theory.get("inside_ci95")
-    return None if inside is None else ("inside" if inside else "outside")
-
-
 def _verdict(law):
     """Which theory the measured M terms support: the exponents (q, r) of `D^q (LM)^-r`
     not excluded by their intervals (inside, or within `THEORY_TOLERANCE`:
@@ -863,7 +855,9 @@ def _verdict(law):
         if law.get(f"{k}_ci95") and law[f"{k}_ci95"][1] - law[f"{k}_ci95"][0] >= gap[k]
     ]
     for name, th in law["theories"].items():
-        ok = all(_said(v) not in ("outside", None) for k, v in th.items() if k in ("q", "r"))
+        ok = all(
+            exponent_verdict(v) not in ("outside", None) for k, v in th.items() if k in ("q", "r")
+        )
         if law["LM_part_chosen"] == "LM3":
             ok = ok and name == "bound" and theory_verdict(r0, 0.5) in ("inside", "near")
         if ok:
@@ -874,7 +868,7 @@ def _verdict(law):
     if out and wide:  # the other theory is excluded, but not by the wide interval
         other = next(n for n in law["theories"] if n != out[0])
         by = [k for k, v in law["theories"][other].items()
-              if k in "qr" and _said(v) == "outside"]  # fmt: skip
+              if k in "qr" and exponent_verdict(v) == "outside"]  # fmt: skip
         why = (f"the interval of {' and '.join(by)}" if by
                else "the second M term (LM)^-r0 the data need")  # fmt: skip
         return [
