@@ -243,8 +243,15 @@ def build_parser(studies: Iterable[str] | None = None) -> argparse.ArgumentParse
         "always); PDF and EPS keep their text as text",
     )  # fmt: skip
     plot.add_argument(
-        "--dpi", type=bounded(int, 50, 1200), help="dots per inch (default: each figure's own)"
+        "--dpi",
+        type=bounded(int, 50, 1200),
+        help="dots per inch (default: 150, or a figure's own where higher)",
     )
+    plot.add_argument(
+        "--width-in", type=bounded(float, 2.0, 40.0), metavar="W",
+        help="no figure wider than W inches, its panels re-flowed into more rows and its "
+        "text kept at its size (default 7, a page's text width)",
+    )  # fmt: skip
     plot.add_argument(
         "--panel", metavar="TEXT",
         help="also write alone, as FIGURE_panelK.png (and in --format), each panel whose "
@@ -307,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "plot":
         from .studies import replot
 
-        export = {"formats": args.format, "dpi": args.dpi, "panel": args.panel}
+        export = {"formats": args.format, "dpi": args.dpi, "panel": args.panel,
+                  "width_in": args.width_in}  # fmt: skip
         if args.panel is not None and not args.panel.strip():
             print("meanfield plot: error: --panel: a panel's title (or part of it), or its "
                   "number; got ''", file=sys.stderr)  # fmt: skip

@@ -122,9 +122,10 @@ def not_drawn(fig, expected, *, rtol: float = 1e-6) -> list[str]:
     abscissa, NaN for a heat map's value; a point counts when a marker, bar or heat-map
     cell within `rtol` of it lies inside the panel's limits."""
     axes = [a for a in fig.axes if a.get_label() != "<colorbar>" and a.axison]
-    # titles compared with their line breaks as spaces (`layout` wraps a long title)
-    shown = [(" ".join(ax.get_title().split()), np.asarray(drawn(ax), dtype=float).reshape(-1, 2))
-             for ax in axes]  # fmt: skip
+    # titles compared with their line breaks as spaces (`layout` wraps a long title) and
+    # their sub- and superscripts as typed (`layout` typesets them)
+    shown = [(as_typed(" ".join(ax.get_title().split())),
+              np.asarray(drawn(ax), dtype=float).reshape(-1, 2)) for ax in axes]  # fmt: skip
     out = []
     for what, panel, x, y in expected:
         if y is None or not np.isfinite(y):
@@ -168,7 +169,27 @@ def points_missing(fig, fname) -> list[str]:
 # legend covering a data point, no titles, axis labels or legends overlapping
 
 MIN_POINTS = 6.0
-_COLLAPSED = re.compile(r"\[\s*([−-]?\d+(?:\.\d+)?)\s*,\s*\1\s*\]")
+_COLLAPSED = re.compile(r"\[\s*([−+-]?\d+(?:\.\d+)?)\s*,\s*\1\s*\]")
+
+
+# a superscript or subscript written as in LaTeX outside mathtext: h^l, V_j, f_5^(D), 2^k
+_RAW_MATH = re.compile(
+    r"[\w)\]}|‖]\^[\w({\-]|(?<![\w.])[A-Za-zα-ωΑ-Ω]_(?:\w|\{[^}]*\}|\([^)]*\))(?![^\W¹²³⁴⁵⁶⁷⁸⁹⁰])"
+)
+
+
+def as_typed(text: str) -> str:
+    """`text` with the sub- and superscripts `layout` typeset (`h$^{\\mathregular{l}}$`)
+    as they were typed (`h^l`)."""
+    return re.sub(r"\$([\^_])\{\\mathregular\{(.*?)\}\}\$", r"\1\2", text)
+
+
+def raw_math(text: str) -> str:
+    """The first superscript or subscript `text` prints raw (`h^l`, `V_j`), outside
+    mathtext's `$...$`; '' where none."""
+    outside = "".join(part for i, part in enumerate(text.split("$")) if i % 2 == 0)
+    found = _RAW_MATH.search(outside)
+    return found.group(0) if found else ""
 
 
 def is_panel_crop(fname) -> bool:
@@ -219,6 +240,8 @@ def style_problems(fig) -> list[str]:
             out.append(f"the text {text!r} is {t.get_fontsize():g} pt, under {MIN_POINTS:g}")
         if _COLLAPSED.search(t.get_text()):
             out.append(f"the text {text!r} prints an interval of no width as [v, v]")
+        if raw_math(t.get_text()):
+            out.append(f"the text {text!r} prints mathematics raw ({raw_math(t.get_text())!r})")
     for i, ax in enumerate(fig.axes):
         if not ax.get_visible() or not ax.axison or ax.get_label() == "<colorbar>":
             continue
@@ -237,6 +260,15 @@ def style_problems(fig) -> list[str]:
                 out.append(f"{name}: its log {which} axis has {len(shown)} labelled tick(s)")
         if legend_covers(ax, renderer):
             out.append(f"{name}: its legend covers a data point")
+        leg = ax.get_legend()
+        if leg is not None and leg.get_visible():
+            box = leg.get_window_extent(renderer)
+            for j, other in enumerate(fig.axes):
+                labels = [*_shown_tick_labels(other, "x"), *_shown_tick_labels(other, "y")]
+                if other.get_visible() and any(
+                    box.overlaps(t.get_window_extent(renderer)) for t in labels
+                ):
+                    out.append(f"{name}: its legend covers panel {j}'s tick labels")
     out += _overlapping_blocks(fig, renderer)
     return out
 

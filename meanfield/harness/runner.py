@@ -25,6 +25,7 @@ from typing import Any, Self
 import jax
 import numpy as np
 
+from ..io.plotting import figure_export
 from ..runtime import distribution
 from ..runtime.compilation import CompileCounter
 from . import cache
@@ -68,9 +69,8 @@ class StudyRunner(StudyFolder):
     call); `open` takes the folder's lock and `finish` or `close` releases it.
     """
 
-    # whether `artifact` keeps its arrays in the artifact cache by default: a study sets
-    # it where its configuration names everything they depend on (the user's code too)
-    share_artifacts = False
+    share_artifacts = False  # `artifact` caches its arrays: set where a study's config
+    # names everything they depend on (the user's code too)
 
     def __init__(self, *args, progress: bool = True, self_check: bool = True, **kwargs):
         super().__init__(*args, **kwargs)  # study, out, config, resume, overwrite
@@ -401,15 +401,14 @@ class StudyRunner(StudyFolder):
         """Write `DIR/results.json`; `results` holds `points`, `fits`, `reference`, ...
 
         `timing` (extra seconds to record) is merged into the `timing` entry with the
-        total time, the device, the per-point seconds and the points recomputed
-        because their files did not match (`recomputed`: how many,
-        `recomputed_points`: which and why). `versions` records the package versions, the
-        device and the float precision. `plot(out, results)`, if given, then draws the
-        study's figures from the written `results.json` itself (so `meanfield plot DIR`
-        redraws the same figures). The files written since `open` (figures) are recorded
-        in the manifest, the folder's lock is released, and a summary (where, and the
-        headline fits) is printed.
-        """
+        total time, the device, the per-point seconds and the points recomputed because
+        their files did not match (`recomputed`: how many, `recomputed_points`: which and
+        why). `versions` records the package versions, the device and the float
+        precision. `plot(out, results)`, if given, then draws the study's figures (in the
+        house style, `figure_export`) from the written `results.json` itself (so
+        `meanfield plot DIR` redraws the same figures). The files written since `open`
+        (figures) are recorded in the manifest, the folder's lock is released, and a
+        summary (where, and the headline fits) is printed."""
         if not self._opened:
             self.open()
         body = {"study": self.study, "config": self.config}
@@ -458,7 +457,8 @@ class StudyRunner(StudyFolder):
         write_json_atomic(path, body)
         if plot is not None:
             t0 = time.perf_counter()
-            plot(self.out, json.loads(path.read_text()))
+            with figure_export():
+                plot(self.out, json.loads(path.read_text()))
             body["timing"]["plot_seconds"] = time.perf_counter() - t0
             write_json_atomic(path, body)
         # the figures and other files the study wrote into the folder since `open`

@@ -18,6 +18,7 @@ from .text import TextCorpus as TextCorpus
 from .text import load_text as load_text
 from .text import batches as batches
 from . import plotting as plotting
+from . import style as style
 from .plotting import show as show
 from .plotting import cell_edges as cell_edges
 from .plotting import series_by as series_by

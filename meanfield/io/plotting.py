@@ -7,10 +7,20 @@ import contextlib
 import math
 import os
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
+
+from .style import (  # noqa: F401  (the house rules, where they were)
+    DPI,
+    WIDTH_IN,
+    fit_width,
+    house_style,
+    thin_tick_labels,
+    typeset,
+    typeset_math,
+    wrap_titles,
+)
 
 # backends that draw to files only: a script run without a display
 FILE_BACKENDS = {"agg", "cairo", "pdf", "pgf", "ps", "svg", "template"}
@@ -196,10 +206,10 @@ def reference_floor(ax, value, means) -> None:
             color="tab:red",
             linestyle="--",
             linewidth=0.8,
-            label=f"reference error {value:.1e} (shaded: < 10x it, not fitted)",
+            label=f"reference error {value:.1e}\n(shaded: under 10x it, not fitted)",
         )
     else:
-        ax.plot([], [], " ", label=f"reference error {value:.1e} (below the axis)")
+        ax.plot([], [], " ", label=f"reference error {value:.1e}\n(below the axis)")
 
 
 def _positive_data(ax, axis: str) -> bool:
@@ -248,30 +258,27 @@ def layout(fig, *, dpi: float | None = None, **kwargs) -> None:
     for ax in fig.axes:
         for a in ("x", "y"):
             plain_log_ticks(ax, a)
+    typeset_math(fig)
     wrap_titles(fig)
+    title = getattr(fig, "_suptitle", None)
+    if title is not None and title.get_visible() and title.get_text().strip():
+        # tight_layout leaves the figure's title its height, however many lines it
+        # wrapped to, when given no `rect` (with one it counts no title) and the title
+        # hangs from the figure's top edge (matplotlib puts it 2% of the height down:
+        # 0.35 in on a tall figure, over the first panels)
+        title.set_y(1 - 0.04 / fig.get_size_inches()[1])
+        title.set_verticalalignment("top")
+        x0, y0, x1, _ = kwargs.get("rect") or (0, 0, 1, 1)
+        kwargs["rect"] = (x0, y0, x1, 1)
     fig.tight_layout(**kwargs)
+    if wrap_titles(fig):  # the panels as laid out are narrower than at first
+        fig.tight_layout(**kwargs)
     for _ in range(3):  # a legend moved out of its panel: the layout makes room, and the
         if not clear_legends(fig):  # panels it reshaped are looked at again
             break
         fig.tight_layout(**kwargs)
-
-
-def wrap_titles(fig) -> None:
-    """House rule: a panel's title no wider than its panel (it ran into the next panel's):
-    a wider one is wrapped onto more lines at the panel's width. A title holding
-    mathtext (`$...$`) is left whole (a line break inside it would not render)."""
-    renderer = fig.canvas.get_renderer()
-    for ax in fig.axes:
-        title = ax.title
-        text = title.get_text()
-        if not text.strip() or "$" in text or not title.get_visible():
-            continue
-        width, room = title.get_window_extent(renderer).width, ax.get_window_extent().width
-        if width <= 1.02 * room or room <= 0:
-            continue
-        longest = max(len(line) for line in text.split("\n"))
-        chars = max(16, int(longest * room / width * 0.95))
-        title.set_text("\n".join(textwrap.fill(line, chars) for line in text.split("\n")))
+    if thin_tick_labels(fig):  # fewer labels: the room they took is given back
+        fig.tight_layout(**kwargs)
 
 
 # where a legend inside its panel may go, in order, before it leaves the panel
@@ -324,23 +331,30 @@ def legend_covers(ax, renderer=None) -> bool:
 
 
 def clear_legends(fig) -> bool:
-    """House rule: a legend never covers data. A legend inside its panel that covers a
-    data point moves to the first corner or side of the panel where it covers none; else
+    """House rule: a legend never covers data, nor stands beside its panel (where the
+    next panel is). A legend inside its panel that covers a data point, or one beside
+    its panel, moves to the first corner or side of the panel where it covers none; else
     the panel's vertical range grows upwards until the data leave the legend's height free
     at the top, and the legend goes there; a legend taller than 60% of its panel goes
-    under the panel. **Returns:** whether any legend left its panel (the layout then
-    makes room for it)."""
+    under the panel, and the figure grows by its height (the tallest of each row's).
+    **Returns:** whether any legend left its panel (the layout then makes room for it)."""
     renderer = fig.canvas.get_renderer()
-    moved_out = False
+    moved_out, grow = False, {}
     for ax in fig.axes:
-        if not legend_covers(ax, renderer):
+        if _sticks_out(ax, renderer):  # beside its panel, over the next one: back inside
+            ax.get_legend().set_bbox_to_anchor(None)
+        elif not (legend_covers(ax, renderer) or _wider_than_panel(ax, renderer)):
             continue
         leg = ax.get_legend()
-        for place in _LEGEND_PLACES:
-            leg.set_loc(place)
+        if not _inside(ax, leg, renderer):
+            continue
+        if not _wider_than_panel(ax, renderer):
+            for place in _LEGEND_PLACES:
+                leg.set_loc(place)
+                if not legend_covers(ax, renderer):
+                    break
             if not legend_covers(ax, renderer):
-                break
-        else:
+                continue
             share = leg.get_window_extent(renderer).height / ax.get_window_extent().height
             if share < 0.6 and _headroom(ax, share + 0.04):
                 leg.set_loc("upper right")
@@ -349,14 +363,48 @@ def clear_legends(fig) -> bool:
                 leg.set_loc("upper left")
                 if not legend_covers(ax, renderer):
                     continue
-            # under the panel, below its tick labels and axis label
-            from matplotlib import transforms
+        # under the panel, below its tick labels and axis label
+        from matplotlib import transforms
 
-            under = transforms.offset_copy(ax.transAxes, fig=fig, y=-36, units="points")
-            leg.set_bbox_to_anchor((0.5, 0.0), transform=under)
-            leg.set_loc("upper center")
-            moved_out = True
+        under = transforms.offset_copy(ax.transAxes, fig=fig, y=-36, units="points")
+        leg.set_bbox_to_anchor((0.5, 0.0), transform=under)
+        leg.set_loc("upper center")
+        leg.meanfield_under = True
+        moved_out = True
+        spec = ax.get_subplotspec()
+        row = spec.get_topmost_subplotspec().rowspan.start if spec else id(ax)
+        grow[row] = max(grow.get(row, 0.0), leg.get_window_extent(renderer).height)
+    if grow:  # the figure grows by what the legends now under their panels take
+        w, h = fig.get_size_inches()
+        fig.set_size_inches(w, h + sum(grow.values()) / fig.dpi)
     return moved_out
+
+
+def _inside(ax, leg, renderer) -> bool:
+    """Whether the legend `leg` lies (mostly) over its panel `ax`."""
+    box, panel = leg.get_window_extent(renderer), ax.get_window_extent()
+    return box.overlaps(panel) and box.y1 > panel.y0 + 0.5 * box.height
+
+
+def _wider_than_panel(ax, renderer) -> bool:
+    """Whether `ax`'s legend, over its panel, is wider than the panel (it runs over the
+    tick labels and into the next panel)."""
+    leg = ax.get_legend()
+    if leg is None or not leg.get_visible() or getattr(leg, "meanfield_under", False):
+        return False
+    box, panel = leg.get_window_extent(renderer), ax.get_window_extent()
+    return _inside(ax, leg, renderer) and box.width > panel.width + 2 * ax.figure.dpi / 72
+
+
+def _sticks_out(ax, renderer) -> bool:
+    """Whether `ax`'s legend stands beside its panel (left or right of it, where the next
+    panel is), unless the house rule put it there."""
+    leg = ax.get_legend()
+    if leg is None or not leg.get_visible() or getattr(leg, "meanfield_under", False):
+        return False
+    box, panel = leg.get_window_extent(renderer), ax.get_window_extent()
+    pad = 3 * ax.figure.dpi / 72
+    return box.x0 > panel.x1 - pad or box.x1 < panel.x0 + pad
 
 
 def _headroom(ax, share: float) -> bool:
@@ -410,32 +458,37 @@ def plain_log_ticks(ax, axis: str) -> None:
 
 # `figure_export`'s settings: more formats beside the PNG, a resolution, panels alone
 # (and, for the caller, the titles of the panels seen)
-_EXPORT: dict = {"formats": (), "dpi": None, "panel": None, "seen": []}
+_EXPORT: dict = {"formats": (), "dpi": None, "panel": None, "seen": [], "width_in": None}
 EXPORT_FORMATS = ("png", "pdf", "svg", "eps")
 
 
 @contextlib.contextmanager
-def figure_export(formats=(), dpi: int | None = None, panel: str | None = None):
-    """Within: every figure `save_figure` writes is also written in each of `formats`
-    (of `EXPORT_FORMATS`; the PNG always), at `dpi` dots per inch (default: the
-    figure's own). PDF and EPS keep their text as text (TrueType fonts embedded).
+def figure_export(
+    formats=(), dpi: int | None = None, panel: str | None = None,
+    width_in: float | None = None,
+):  # fmt: skip
+    """Within: figures are drawn in the house style (`style.house_style`), and every
+    figure `save_figure` writes is also written in each of `formats` (of
+    `EXPORT_FORMATS`; the PNG always), at `dpi` dots per inch (default: the figure's
+    own, at least `style.DPI`), at most `width_in` inches wide (default
+    `style.WIDTH_IN`, a page's text width: wider figures re-flow their panels,
+    `style.fit_width`). PDF and EPS keep their text as text (TrueType fonts embedded).
     `panel`: each panel whose title holds this text (any case), or the panel of that
     number (1 the first), is also written alone, with its axes, labels and legend, as
     `FIGURE_panelK.png` (and in `formats`); the titles of the panels seen are in
-    `exported_panels()`. (A width of one's choosing waits for figures that
-    lay themselves out at any width.)"""
+    `exported_panels()`."""
     bad = [f for f in formats if f not in EXPORT_FORMATS]
     if bad:
         raise ValueError(f"formats: one of {', '.join(EXPORT_FORMATS)}, got {bad[0]!r}")
     if panel is not None and not str(panel).strip():
         raise ValueError("panel: a panel's title (or part of it), or its number; got ''")
+    if width_in is not None and not (isinstance(width_in, int | float) and width_in >= 2):
+        raise ValueError(f"width_in: a width in inches of at least 2, got {width_in!r}")
     previous = dict(_EXPORT)
     _EXPORT.update(formats=tuple(f for f in formats if f != "png"), dpi=dpi, panel=panel,
-                   seen=[])  # fmt: skip
+                   seen=[], width_in=width_in)  # fmt: skip
     try:
-        import matplotlib
-
-        with matplotlib.rc_context({"pdf.fonttype": 42, "ps.fonttype": 42}):
+        with house_style():
             yield
     finally:
         _EXPORT.update(previous)
@@ -444,14 +497,17 @@ def figure_export(formats=(), dpi: int | None = None, panel: str | None = None):
 def save_figure(
     fig, path, *, dpi: int, title: str | None = None, fontsize: float = 10, **layout_kwargs
 ):
-    """Finish a figure: its `title` (a suptitle of font size `fontsize`), `layout` at `dpi`
-    (with `layout_kwargs`, e.g. `rect`), then written to `path` at `dpi` (and in the
-    formats and resolution `figure_export` sets) and closed. **Returns:** `path`."""
+    """Finish a figure: its `title` (a suptitle of font size `fontsize`), no wider than
+    a page (`style.fit_width`, or the width `figure_export` sets), `layout` at `dpi`
+    (with `layout_kwargs`, e.g. `rect`), then written to `path` at `dpi` (at least
+    `style.DPI`, or the resolution `figure_export` sets; and in the formats it sets)
+    and closed. **Returns:** `path`."""
     import matplotlib.pyplot as plt
 
     if title is not None:
         fig.suptitle(title, fontsize=fontsize)
-    dpi = _EXPORT["dpi"] or dpi
+    dpi = _EXPORT["dpi"] or max(dpi, DPI)
+    fit_width(fig, _EXPORT["width_in"] or WIDTH_IN)
     layout(fig, dpi=dpi, **layout_kwargs)
     fig.savefig(path, dpi=dpi)
     for fmt in _EXPORT["formats"]:
@@ -500,6 +556,6 @@ def mark_exploded(ax, rows, name, x) -> None:
         ax.plot([x(r)], [r[name]["mean"]], "o", ms=9, mfc="none", mec="tab:red", mew=1.2)
         ax.annotate(text, (x(r), r[name]["mean"]), xytext=(6, 5 if i % 2 else -10),
                     textcoords="offset points", fontsize=6, color="tab:red")  # fmt: skip
-    label = "red ring: networks exploded"
+    label = "exploded"
     if hit and label not in [line.get_label() for line in ax.get_lines()]:
         ax.plot([], [], "o", ms=7, mfc="none", mec="tab:red", label=label)
