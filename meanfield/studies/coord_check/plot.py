@@ -13,6 +13,7 @@ from matplotlib import transforms
 from ...diagnostics import coord_check as coord_check_diagnostics
 from ...diagnostics import unit_coord_check
 from ...io.plotting import save_figure, use_agg
+from ...stats import interval_text
 
 # one colour per site of the stream in every panel (activations and their changes)
 SITE_COLORS = {"embedding": "C0", "attention": "C1", "mlp": "C2", "logits": "C3",
@@ -60,15 +61,15 @@ def _mean_and_half(values: np.ndarray) -> tuple[float, float]:
 
 
 def _slope_text(fit, same_prediction: bool = False) -> str:
-    """`+0.02 [-0.01, +0.05]`, and `, pred. +0.50` unless every curve of the panel has the
-    same prediction (its title says it)."""
+    """`0.02 [-0.01, 0.05]`, and the predicted slope ` (0.5)` unless every curve of the
+    panel has the same prediction (its title says it)."""
     if fit.get("slope") is None:
         return "no slope"
     ci = fit.get("ci95")
-    ci_text = f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else ""
+    text = interval_text(fit["slope"], ci) if ci else f"{fit['slope']:.2f}"
     pred = fit.get("predicted")
-    pred_text = f", pred. {pred:+.2f}" if pred is not None and not same_prediction else ""
-    return f"{fit['slope']:+.2f}{ci_text}{pred_text}"
+    pred_text = f" ({pred:g})" if pred is not None and not same_prediction else ""
+    return f"{text}{pred_text}"
 
 
 def _at_least_a_factor_4(ax, drawn) -> None:
@@ -92,9 +93,9 @@ def figures(out: Path, results: dict) -> None:
         if not lines:
             continue
         rows = len(lines)
-        # three panels a row at 4 in each, each legend under its panel (two columns, one
-        # where its entries carry their own predictions): never over the curves
-        fig, axes = plt.subplots(rows, 3, figsize=(12, 4.6 * rows), squeeze=False)
+        # three panels a row (at a page's width, 7 in), each legend under its panel: never
+        # over the curves
+        fig, axes = plt.subplots(rows, 3, figsize=(7, 4.4 * rows), squeeze=False)
         for r, line in enumerate(lines):
             name = line["parametrisation"]
             at = {
@@ -126,7 +127,7 @@ def figures(out: Path, results: dict) -> None:
                     drawn += [*mean[good], *hi[np.isfinite(hi)], *lo[np.isfinite(lo) & (lo > 0)]]
                     ax.errorbar(np.array(sizes)[good], mean[good], yerr=half[good], marker="o",
                                 ms=3, capsize=2, lw=1.2, color=color,
-                                label=f"{site}: {_slope_text(fit, same)}")  # fmt: skip
+                                label=f"{site} {_slope_text(fit, same)}")  # fmt: skip
                 ax.set_xscale("log", base=2)
                 ax.set_yscale("log")
                 _at_least_a_factor_4(ax, drawn)
@@ -138,9 +139,10 @@ def figures(out: Path, results: dict) -> None:
                 ax.set_title(f"[{name}] {title} ({_panel_claim(line, quantities)})", fontsize=9)
                 # under the panel, below its tick labels and axis label (36 pt down)
                 under = transforms.offset_copy(ax.transAxes, fig=fig, y=-36, units="points")
-                ax.legend(fontsize=6.5, title="slope [95% interval]", title_fontsize=6.5,
+                legend_title = "slope [95% interval]" + ("" if same else "\n(predicted)")
+                ax.legend(fontsize=6.5, title=legend_title, title_fontsize=6.5,
                           loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=under,
-                          ncol=2 if same else 1, frameon=False)  # fmt: skip
+                          frameon=False)  # fmt: skip
         fixed = ", ".join(f"{k} {v}" for k, v in lines[0]["fixed"].items())
         save_figure(
             fig,

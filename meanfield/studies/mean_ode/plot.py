@@ -184,7 +184,7 @@ def _depth_panel(ax, q, cfg, points, decomposition, fits, k, floor):
     ax.set_xlabel("depth L")
     ax.set_title(f"{LABELS[q]} against L after k={k} GD step(s)")
     _room_below(ax)  # (the grey lines and their labels fill the panel's top)
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(fontsize=6, loc="lower left")
 
 
 def _other_widths(ax, q, cfg, points, k, M_line):
@@ -228,7 +228,7 @@ def _width_panel(ax, q, cfg, points, fits, k, floor):
         size_ticks(ax, [p["M"] for p in colm])
     ax.set_xlabel("units per layer M")
     ax.set_title(f"{LABELS[q]} against M at L={L_M}, k={k}")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=6)
 
 
 def _suptitle(cfg, rates) -> str:

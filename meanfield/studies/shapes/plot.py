@@ -6,7 +6,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ...io.plotting import loglog_series, mark_exploded, save_figure, size_ticks, use_agg
+from ...io.plotting import (
+    loglog_series,
+    mark_exploded,
+    save_figure,
+    size_ticks,
+    typeset,
+    use_agg,
+)
 
 
 def draw_figures(out, cfg, points, fits, laws, shapes):
@@ -83,7 +90,9 @@ def draw_figures(out, cfg, points, fits, laws, shapes):
         s = shapes[name]
         label = name if name in ("bound", "conjecture") else f"fitted law of {name}"
         ax.bar(np.arange(3) + i * width, [s["L"], s["M"], s["D"]], width, label=label)
-    ax.set_xticks(np.arange(3) + 0.4 - width / 2, ["L ~ P^λ", "M ~ P^μ", "D ~ P^δ"])
+    ax.set_xticks(
+        np.arange(3) + 0.4 - width / 2, [typeset(t) for t in ("L ~ P^λ", "M ~ P^μ", "D ~ P^δ")]
+    )
     ax.set(ylabel="exponent of the budget P", title="optimal shape at a fixed budget P ≈ 2LMD")
     ax.legend(fontsize=7)
     save_figure(fig, Path(out) / "shapes_grid.png", dpi=110)
@@ -203,12 +212,13 @@ def trajectory_figure(out, cfg, points, traj):
     trained = "trainable embedding" if cfg.get("lr_in") or cfg.get("lr_out") else "frozen embedding"
     for ax, name, label in ((axes[0], "h", "h^l"), (axes[1], "b", "b^l = n D ∂L/∂h^l")):
         for i, (fin, lim) in enumerate(zip(traj[name], traj[name + "_limit"], strict=True)):
-            ax.plot(s, fin, "o", color=f"C{i}", ms=2.5, label=f"coordinate {i}, network")
-            ax.plot(s, lim, "-", color=f"C{i}", lw=1, label=f"coordinate {i}, fixed-D limit")
+            ax.plot(s, fin, "o", color=f"C{i}", ms=2.5, label=f"coordinate {i}")
+            ax.plot(s, lim, "-", color=f"C{i}", lw=1)
         ax.set(xlabel="depth s = l/L", ylabel=f"{label} (input 0)")
         ax.set_title(f"({'ab'[name == 'b']}) coordinates of {label} after {K} steps\n(L = {L}, "
                      f"M = {M}, D = {D}, {trained})", fontsize=9)  # fmt: skip
-        ax.legend(fontsize=6, ncol=2)
+        ax.legend(fontsize=6, ncol=2, title="dots: the network; lines: its fixed-D limit",
+                  title_fontsize=6)  # fmt: skip
     for ax, name, label, tag in ((axes[2], "h_last", "h^L", "d"), (axes[3], "b_first", "b^0", "e")):
         fin, lim = np.asarray(traj[name]), np.asarray(traj[name + "_limit"])
         bins = np.linspace(min(fin.min(), lim.min()), max(fin.max(), lim.max()), 30)

@@ -4,7 +4,6 @@ parametrisation (the style of CompleteP's transfer figure), with lr* and its dri
 the nonlinear fraction of the layers against depth."""
 
 import math
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -32,10 +31,10 @@ def figures(out: Path, results: dict) -> None:
         if not lines:
             continue
         # the tables' loss curves two to a row, lr* against the size in a row of its own
-        # beneath them (legible at a page's width, not a strip of five panels)
+        # beneath them (at a page's width, 7 in, not a strip of five panels)
         cols = 2 if len(lines) > 1 else 1
         rows = -(-len(lines) // cols)
-        fig = plt.figure(figsize=(5.2 * cols, 3.6 * (rows + 1)))
+        fig = plt.figure(figsize=(3.5 * cols, 3.0 * (rows + 1)))
         grid = fig.add_gridspec(rows + 1, cols)
         panels = [fig.add_subplot(grid[i // cols, i % cols]) for i in range(len(lines))]
         cmap = plt.get_cmap("viridis")
@@ -53,21 +52,20 @@ def figures(out: Path, results: dict) -> None:
                     ax.axvline(star, color=color, lw=1.0, ls=":")
             ax.set_xscale("log")
             ax.set_xlabel("base learning rate")
-            ax.set_ylabel("held-out loss (geometric mean)")
+            ax.set_ylabel("held-out loss")
             ax.set_title(f"[{ln['parametrisation']}] {_drift_text(ln)}", fontsize=8)
-            ax.legend(fontsize=7, title="dotted: lr*; band: ±1 s.e. over networks",
-                      title_fontsize=6)  # fmt: skip
+            ax.legend(fontsize=6.5)
         _optimum_panel(fig.add_subplot(grid[rows, :]), lines, which, symbol)
         fixed = f"width {cfg['width']}" if which == "depth" else f"depth {cfg['depth']}"
         title = (
             f"Learning-rate transfer against {which} ({fixed}; {cfg['steps']} "
             f"{optimisers(cfg)} steps, "
             f"{cfg['seeds']} networks per size, held-out text); a table transfers when lr* "
-            "stays put"
+            "stays put. Loss: the geometric mean over the networks, band ±1 s.e.; dotted: "
+            "lr* at each size"
         )
-        # wrapped to the figure's width (one table makes a narrow figure)
-        title = textwrap.fill(title, int(fig.get_size_inches()[0] * 11))
-        save_figure(fig, out / f"transfer_{which}.png", dpi=90, title=title, fontsize=10)
+        # (wrapped to the figure's width by `layout`)
+        save_figure(fig, out / f"transfer_{which}.png", dpi=90, title=title, fontsize=9)
     _laziness(out, results)
     _budgets(out, results)
 
@@ -160,9 +158,9 @@ def _optimum_panel(ax, lines, which: str, symbol: str) -> None:
     ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
     ax.minorticks_off()
     ax.set_xlabel(f"{which} ({symbol})")
-    ax.set_ylabel(f"lr* / lr* at the first {symbol} (95% bootstrap intervals)")
-    ax.set_title(f"[lr*] against {which}", fontsize=9)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    ax.set_ylabel(f"lr* / lr* at the first {symbol}")
+    ax.set_title(f"[lr*] against {which} (95% bootstrap intervals)", fontsize=9)
+    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     if not drawn:
         ax.text(0.5, 0.5, "lr* at a grid edge everywhere", ha="center", transform=ax.transAxes)
 

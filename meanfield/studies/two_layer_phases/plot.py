@@ -11,9 +11,9 @@ from .cells import PAST_BOUNDARY, fit_cells, large_cells
 
 COLORS = {"hidden": "C3", "decay": "C2", "local_update": "C0"}
 LABELS = {
-    "hidden": "‖h‖_D at t = 0 (crit. 1; predicted 1/2)",
-    "decay": "loss decay at t, balanced η_u (crit. 3; predicted 0)",
-    "local_update": "local update |Ṗ| at t, balanced η_u (crit. 5; predicted 0)",
+    "hidden": "‖h‖_D at t = 0\n(crit. 1; predicted 1/2)",
+    "decay": "loss decay at t, balanced η_u\n(crit. 3; predicted 0)",
+    "local_update": "local update |Ṗ| at t, balanced η_u\n(crit. 5; predicted 0)",
 }
 
 
@@ -113,15 +113,15 @@ def _plane_lines(ax, cfg, Ds, mlu, hidden) -> None:
         np.sqrt(grid),
         "k-",
         lw=1.5,
-        label="σ_v = √D, the MLU boundary (predicted): below, η_u = η_v = 1 and the\n"
-        "local update is Θ(1); above, η_u = D/σ_v² and it falls as √D/σ_v",
+        label="σ_v = √D, the MLU boundary (predicted):\nbelow, η_u = η_v = 1 and the local "
+        "update\nis Θ(1); above, η_u = D/σ_v² and it falls\nas √D/σ_v",
     )
     ax.axhline(
         math.sqrt(LM),
         color="C3",
         ls="--",
         lw=1.2,
-        label=f"σ_v = √{lm} = {math.sqrt(LM):.3g}: {hidden} ~ σ_v/√{lm} is of order 1",
+        label=f"σ_v = √{lm} = {math.sqrt(LM):.3g}:\n{hidden} ~ σ_v/√{lm} is of order 1",
     )
     found = [m for m in mlu if m.get("s_v") is not None and m.get("sigma_v") is not None]
     if found:
@@ -133,7 +133,7 @@ def _plane_lines(ax, cfg, Ds, mlu, hidden) -> None:
             mec="k",
             ms=16,
             zorder=5,
-            label="measured MLU point (largest local update)",
+            label="measured MLU point\n(largest local update)",
         )
 
 
@@ -159,7 +159,7 @@ def _plane_axes(fig, ax, sc, cfg, Ds, ys) -> None:
         "measured, mean over draws; lines: Chaintron's criteria 1 and 5)",
         fontsize=9,
     )
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=6.5, loc="upper left")
 
 
 def _slopes_panel(ax_e, points, fits, Ds, large, L, hidden, limit) -> None:
@@ -201,13 +201,13 @@ def _slopes_panel(ax_e, points, fits, Ds, large, L, hidden, limit) -> None:
                 label=None
                 if fill
                 else f"{LABELS[q] if q != 'hidden' else LABELS[q].replace('‖h‖_D', hidden)}: "
-                f"{len(mine) - miss} of {len(mine)} intervals hold it{note}",
+                f"\n{len(mine) - miss} of {len(mine)} intervals hold it{note}",
             )
         if past.any():
             boundary_note = True
         ax_e.axhline(mine[0]["theory"], color=color, ls=":", lw=1.3)
     if boundary_note:
-        note = f"hollow: fitted over a cell with {hidden} ≥ {limit:g} (crossed in a)"
+        note = f"hollow: fitted over a cell with\n{hidden} ≥ {limit:g} (crossed in a)"
         ax_e.plot([], [], "o", color="0.4", mfc="none", ms=4, label=note)
     ax_e.axvline(1.0, color="0.6", lw=0.8)
     ax_e.set(
@@ -226,7 +226,7 @@ def _slopes_panel(ax_e, points, fits, Ds, large, L, hidden, limit) -> None:
         + "(95% intervals over draws; dotted: predicted)",
         fontsize=9,
     )
-    ax_e.legend(fontsize=7, loc="best")
+    ax_e.legend(fontsize=6.5, loc="best")
 
 
 def _scale_curves(ax_s, ax_d, points, fits, Ds) -> None:
@@ -235,8 +235,8 @@ def _scale_curves(ax_s, ax_d, points, fits, Ds) -> None:
     s_grid = sorted({p["s_v"] for p in points})
     curves = (  # (panel, quantity, style, label before the fitted slope)
         (ax_s, "local_update", "o-", ""),
-        (ax_d, "decay", "o-", ", balanced, at t"),
-        (ax_d, "decay_u_unscaled", "s--", ", u's share at t = 0, η_u = lr_u"),
+        (ax_d, "decay", "o-", ""),
+        (ax_d, "decay_u_unscaled", "s--", ""),
     )
     for i, D in enumerate(Ds):
         rows = sorted((p for p in points if p["D"] == D), key=lambda p: p["s_v"])
@@ -259,7 +259,7 @@ def _scale_curves(ax_s, ax_d, points, fits, Ds) -> None:
             np.nanmean(at_one) / past,
             "k:",
             lw=1.3,
-            label="∝ 1/s_v = √D/σ_v (predicted past s_v = 1)",
+            label="∝ 1/s_v = √D/σ_v\n(predicted past s_v = 1)",
         )
     unscaled_one = [_mean(p, "decay_u_unscaled") for p in points if p["s_v"] == 1.0]
     if unscaled_one and past.size:
@@ -268,7 +268,7 @@ def _scale_curves(ax_s, ax_d, points, fits, Ds) -> None:
             np.nanmean(unscaled_one) * past**2,
             "k:",
             lw=1.3,
-            label="∝ s_v² = σ_v²/D (predicted, η_u unscaled)",
+            label="∝ s_v² = σ_v²/D\n(predicted, η_u unscaled)",
         )
 
 
@@ -282,7 +282,9 @@ def _label_scale_panels(ax_s, ax_d, points, L) -> None:
         a.set(xscale="log", yscale="log", xlabel="s_v = σ_v / √D")
         a.set_xticks(s_grid, [f"{s:g}" for s in s_grid])
         a.xaxis.set_minor_locator(NullLocator())
-        a.legend(fontsize=6.5)
+    ax_s.legend(fontsize=6.5)
+    ax_d.legend(fontsize=6.5, title="solid: balanced, at t; dashed: u's\nshare at t = 0, "
+                "η_u = lr_u", title_fontsize=6.5)  # fmt: skip
     ax_s.set(
         ylabel="local update |Ṗ| at t (RMS over units"
         + (" and inputs)" if L is None else ", layers and inputs)")
