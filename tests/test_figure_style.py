@@ -219,3 +219,14 @@ def test_a_legend_wider_than_its_panel_goes_under_it(tmp_path, figure_problems):
     assert fig.get_size_inches()[1] > 2.4
     assert ax.get_legend().get_window_extent().y1 < ax.get_window_extent().y0
     assert figure_problems == []
+
+
+def test_every_explicit_colour_is_the_house_palettes():
+    """The studies name their colours from `style.COLORS` (Okabe & Ito's), never from
+    matplotlib's default tableau (`"tab:red"`, which a reader with a red-green deficiency
+    cannot tell from `"tab:green"`)."""
+    root = Path(style.__file__).resolve().parents[1]
+    found = [f"{p.relative_to(root.parent)}:{i}" for p in sorted(root.rglob("*.py"))
+             for i, line in enumerate(p.read_text().splitlines(), 1)
+             if '"tab:' in line or "'tab:" in line]  # fmt: skip
+    assert found == []

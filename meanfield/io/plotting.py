@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from .style import (  # noqa: F401  (the house rules, where they were)
+    COLORS,
     DPI,
     WIDTH_IN,
     fit_width,
@@ -200,10 +201,10 @@ def reference_floor(ax, value, means) -> None:
         return
     shown = [m for m in means if m is not None and m > 0]
     if shown and 10 * value >= min(shown) / 100:
-        ax.axhspan(value, 10 * value, color="tab:red", alpha=0.07, zorder=0)
+        ax.axhspan(value, 10 * value, color=COLORS["red"], alpha=0.07, zorder=0)
         ax.axhline(
             value,
-            color="tab:red",
+            color=COLORS["red"],
             linestyle="--",
             linewidth=0.8,
             label=f"reference error {value:.1e}\n(shaded: under 10x it, not fitted)",
@@ -337,12 +338,14 @@ def clear_legends(fig) -> bool:
     the panel's vertical range grows upwards until the data leave the legend's height free
     at the top, and the legend goes there; a legend taller than 60% of its panel goes
     under the panel, and the figure grows by its height (the tallest of each row's).
-    **Returns:** whether any legend left its panel (the layout then makes room for it)."""
+    **Returns:** whether any legend left its panel or came back into it (the layout then
+    gives the room again)."""
     renderer = fig.canvas.get_renderer()
     moved_out, grow = False, {}
     for ax in fig.axes:
         if _sticks_out(ax, renderer):  # beside its panel, over the next one: back inside
             ax.get_legend().set_bbox_to_anchor(None)
+            moved_out = True  # (the panel may now take the room it left)
         elif not (legend_covers(ax, renderer) or _wider_than_panel(ax, renderer)):
             continue
         leg = ax.get_legend()
@@ -551,11 +554,11 @@ def mark_exploded(ax, rows, name, x) -> None:
         text = f"{n}/{total} exploded"
         if r[name]["mean"] is None:
             ax.annotate(text, (x(r), 0), xycoords=("data", "axes fraction"), fontsize=6,
-                        color="tab:red", ha="center", va="bottom")  # fmt: skip
+                        color=COLORS["red"], ha="center", va="bottom")  # fmt: skip
             continue
-        ax.plot([x(r)], [r[name]["mean"]], "o", ms=9, mfc="none", mec="tab:red", mew=1.2)
+        ax.plot([x(r)], [r[name]["mean"]], "o", ms=9, mfc="none", mec=COLORS["red"], mew=1.2)
         ax.annotate(text, (x(r), r[name]["mean"]), xytext=(6, 5 if i % 2 else -10),
-                    textcoords="offset points", fontsize=6, color="tab:red")  # fmt: skip
+                    textcoords="offset points", fontsize=6, color=COLORS["red"])  # fmt: skip
     label = "exploded"
     if hit and label not in [line.get_label() for line in ax.get_lines()]:
-        ax.plot([], [], "o", ms=7, mfc="none", mec="tab:red", label=label)
+        ax.plot([], [], "o", ms=7, mfc="none", mec=COLORS["red"], label=label)

@@ -8,6 +8,7 @@ import numpy as np
 
 from ...diagnostics.phases import SLOPE_TOL
 from ...io.plotting import cell_edges, save_figure, size_ticks, use_agg
+from ...io.style import COLORS
 from ...stats.fits import THEORY_TOLERANCE, theory_verdict
 
 # the ratios of each (β, L) point, with the titles of their panels in `phases.png`
@@ -21,7 +22,11 @@ RATIO_LABELS = {
     "gradient": r"$\|p_0 - p_L\| / \|p_L\|$",
     "forward_max": r"$\max_k \|h_k - h_0\| / \|h_0\|$",
 }
-PHASE_COLOURS = {"identity": "tab:blue", "stability": "tab:green", "explosion": "tab:red"}
+PHASE_COLOURS = {
+    "identity": COLORS["blue"],
+    "stability": COLORS["green"],
+    "explosion": COLORS["red"],
+}
 TITLES = {
     "iid": "i.i.d. weights",
     "rademacher": "i.i.d. Rademacher weights",
@@ -184,7 +189,7 @@ def _critical_figure(out, cfg, critical, title) -> Path:
             if q != "forward_max":  # the max-over-depth crossing: its marker only
                 ax.axvline(e, ls="--", lw=1, color=line.get_color(), label=text)
     if critical.get("ci95"):
-        ax.axvspan(*critical["ci95"], color="tab:blue", alpha=0.12)
+        ax.axvspan(*critical["ci95"], color=COLORS["blue"], alpha=0.12)
     ax.axhline(0.0, color="0.4", lw=0.8)
     if critical.get("theory") is not None:
         ax.axvline(
@@ -242,7 +247,7 @@ def _heatmap_figure(out, betas, heat) -> Path:
                if c and theory_verdict(c, max(h, 0.5)) == "outside"]  # fmt: skip
         if off:
             ax.scatter([h for h, _ in off], [e for _, e in off], s=120, facecolors="none",
-                       edgecolors="tab:orange", linewidths=1.8, zorder=4,
+                       edgecolors=COLORS["orange"], linewidths=1.8, zorder=4,
                        label="interval excludes max(H, 1/2)\n"
                        f"(beyond ±{THEORY_TOLERANCE:g})")  # fmt: skip
     grid = np.linspace(hs.min(), hs.max(), 100)
@@ -300,7 +305,7 @@ def _stability(out, cfg, stability, samples, title) -> Path:
 
 def _forward_histogram(ax, row, r2, L) -> None:
     """The squared forward ratio's draws at depth `L` with the δ = 0.1 bounds."""
-    ax.hist(*_log_bins(r2), color="tab:green", alpha=0.7)
+    ax.hist(*_log_bins(r2), color=COLORS["green"], alpha=0.7)
     for b in row["forward_sq"]:
         if b["delta"] == 0.1:
             if b["lower"] > 0:
@@ -321,13 +326,15 @@ def _forward_histogram(ax, row, r2, L) -> None:
 
 def _gradient_histogram(ax, row, bounds, g2, L) -> None:
     """The squared gradient ratio's draws at depth `L`, their mean and the bounds on it."""
-    ax.hist(*_log_bins(g2), color="tab:purple", alpha=0.7)
+    ax.hist(*_log_bins(g2), color=COLORS["purple"], alpha=0.7)
     for j, b in enumerate(bounds):
         tag = r"bounds on the mean: $e^{1/2} - 1$, $e^4 - 1$" if j == 0 else None
         ax.axvline(b, color="k", ls="--", label=tag)
     if row["gradient_sq_mean"] is not None:
         ax.axvline(
-            row["gradient_sq_mean"], color="tab:red", label=f"mean {row['gradient_sq_mean']:.2f}"
+            row["gradient_sq_mean"],
+            color=COLORS["red"],
+            label=f"mean {row['gradient_sq_mean']:.2f}",
         )
     _median_marker(ax, g2, label="median")
     ax.set_title(f"squared gradient ratio over the draws, L = {L}", fontsize=9)
@@ -362,7 +369,7 @@ def _gradient_mean_panel(ax, rows, bounds) -> None:
     if pts:
         ax.errorbar([r["L"] for r in pts], [r["gradient_sq_mean"] for r in pts],
                     yerr=[2 * (r.get("gradient_sq_se") or 0.0) for r in pts], fmt="o-",
-                    ms=4, capsize=3, color="tab:red", label="mean ± 2 SE")  # fmt: skip
+                    ms=4, capsize=3, color=COLORS["red"], label="mean ± 2 SE")  # fmt: skip
         ax.set_yscale("log")
     else:
         ax.text(0.5, 0.5, "no finite mean: every draw exploded", transform=ax.transAxes,

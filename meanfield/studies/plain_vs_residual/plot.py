@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ...io.plotting import log_spread, save_figure, size_ticks, use_agg
+from ...io.style import COLORS
 from ...models import plain
 from .degradation import cells_of, train_architectures
 
@@ -17,7 +18,7 @@ def draw_figures(out: Path, cfg, configs, points, rates, degradation):
     """Every figure of the study: gradients through depth, the log-ratios and per-layer
     diagnostics, the measured rates against their prediction, and the training part."""
     use_agg()
-    colors = {"normal": "tab:red", "xavier": "tab:blue", "he": "tab:green"}
+    colors = {"normal": COLORS["red"], "xavier": COLORS["blue"], "he": COLORS["green"]}
     styles = {"1": "-", "1/sqrt(L)": "--"}
     deepest = max(points, key=lambda p: p["L"])
     _gradient_norms_figure(out, cfg, configs, deepest, colors, styles)

@@ -11,6 +11,7 @@ import numpy as np
 
 from ...diagnostics import regimes as regimes_diagnostics
 from ...io.plotting import save_figure, use_agg
+from ...io.style import COLORS as HOUSE
 
 
 def draw_figures(out: Path, cfg, diagram, transfer, transfer_points):
@@ -32,7 +33,7 @@ def _phase_diagram_figure(out: Path, cfg, diagram):
     g_all, l_all = cfg["gammas"], cfg["lambdas"]
     gx = np.linspace(min(g_all) - 0.1, max(g_all) + 0.1, 200)
     lo, hi = min(l_all) - 0.25, max(l_all) + 0.25
-    ax.axvspan(gx[0], 0.5, color="tab:red", alpha=0.07)
+    ax.axvspan(gx[0], 0.5, color=HOUSE["red"], alpha=0.07)
     ax.axvline(0.5, color="k", lw=1)
     right = gx[gx >= 0.5]
     ax.plot(right, 2 * right - 1, "k-", lw=1.2, label="λ = 2γ − 1 (predictor Θ(1))")
@@ -53,8 +54,8 @@ def _phase_diagram_figure(out: Path, cfg, diagram):
     ax.scatter([], [], s=80, marker="s", color="0.8", label="square: ambiguous at these L")
     ax.scatter([], [], s=80, color="0.6", alpha=0.35,
                label="faded: within the classifier's\nresolution of a boundary")  # fmt: skip
-    ax.text(gx[0] + 0.02, lo + 0.05, "explosion\n(forward pass)", fontsize=8, color="tab:red")
-    ax.text(0.52, hi - 0.05, "explosion (training)", fontsize=8, va="top", color="tab:red")
+    ax.text(gx[0] + 0.02, lo + 0.05, "explosion\n(forward pass)", fontsize=8, color=HOUSE["red"])
+    ax.text(0.52, hi - 0.05, "explosion (training)", fontsize=8, va="top", color=HOUSE["red"])
     # below both boundaries (λ < γ ≤ 2γ − 1 for γ ≥ 1), clear of the dashed line
     ax.text(gx[-1] - 0.02, gx[-1] - 0.57, "no learning", fontsize=8,
             ha="right", va="center", color="0.4")  # fmt: skip
@@ -247,12 +248,12 @@ def _on_line(cell) -> bool:
     return cell["predicted_regime"] in ("lazy-ode", "local-feature-learning")
 
 
-COLORS = {
-    "local-feature-learning": "tab:green",
-    "lazy-ode": "tab:blue",
-    "kernel": "tab:purple",
+COLORS = {  # each regime's colour (the house palette's)
+    "local-feature-learning": HOUSE["green"],
+    "lazy-ode": HOUSE["blue"],
+    "kernel": HOUSE["purple"],
     "no-learning": "0.6",
-    "explosion": "tab:red",
+    "explosion": HOUSE["red"],
     None: "k",
 }
 

@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 
 from ...io.plotting import save_figure, use_agg
+from ...io.style import COLORS
 from ...stats.fits import interval_text
 from ...theory.response import FIG2, FIG5_SIGMA_B2, FIG5_SIGMA_W2
 
@@ -34,11 +35,11 @@ def _figure2(out: Path, cfg, theory, by_part) -> None:
     L_max = max(cfg["depths"])
     fig, ax = plt.subplots(1, 2, figsize=(10, 3.8))
     layers = np.arange(L_max + 1)
-    for name, color in (("resnet", "tab:blue"), ("ffnet", "tab:green")):
+    for name, color in (("resnet", COLORS["blue"]), ("ffnet", COLORS["green"])):
         ax[0].plot(layers, theory[f"fig2_{name}_C"], color=color, label=f"{name} theory")
         ax[1].semilogy(layers, theory[f"fig2_{name}_eta"], color=color, label=f"{name} theory")
     for spec_res, name in zip(by_part.get("fig2", []), ("resnet", "ffnet"), strict=False):
-        color = "tab:blue" if name == "resnet" else "tab:green"
+        color = COLORS["blue"] if name == "resnet" else COLORS["green"]
         C = spec_res["C"]
         ax[0].errorbar(  # from the input's kernel C̄⁰ = K⁰ on
             layers,
@@ -111,9 +112,15 @@ def _figure4(out: Path, cfg, theory, stars, by_part) -> None:
     ax[0].legend(fontsize=7)
     Ls = [s["L"] for s in stars]
     for x, y, fmt, color, label in (
-        (theory["formula_L"], theory["formula_curve"], "-", "tab:orange", "saturation formula (8)"),
-        (Ls, [s["asymptotic"] for s in stars], "--", "tab:gray", "large-L form (9)"),
-        (Ls, [s["numeric"] for s in stars], "o", "tab:blue", "argmax of theory χ^out"),
+        (
+            theory["formula_L"],
+            theory["formula_curve"],
+            "-",
+            COLORS["orange"],
+            "saturation formula (8)",
+        ),
+        (Ls, [s["asymptotic"] for s in stars], "--", COLORS["gray"], "large-L form (9)"),
+        (Ls, [s["numeric"] for s in stars], "o", COLORS["blue"], "argmax of theory χ^out"),
     ):
         ax[1].plot(x, y, fmt, color=color, label=label)
     sims = [s for s in stars if s.get("simulated")]
@@ -300,7 +307,7 @@ def _figure6(ax, cfg, f6) -> None:
     layers = np.arange(len(eta["theory"]))
     ax.plot(layers[1:], _arr(eta["theory"])[1:], "k-", label="theory")
     ax.errorbar(layers[1:], _arr(eta["sim_mean"])[1:], _arr(eta["sim_se"])[1:], fmt="o", ms=3,
-                color="tab:blue", label=f"simulation (N = {cfg['width']})")  # fmt: skip
+                color=COLORS["blue"], label=f"simulation (N = {cfg['width']})")  # fmt: skip
     fitp = f6["simulation_fit"]
     tail = np.asarray(fitp["layers"])
     ci = fitp["power_exponent_ci95"]
@@ -325,7 +332,7 @@ def _signal_panel(ax, sig, shades) -> None:
     centres = np.linspace(lo, hi, nb + 1)
     centres = (centres[1:] + centres[:-1]) / 2
     hgrid = np.linspace(lo, hi, 400)
-    ax.axvspan(-1, 1, color="tab:orange", alpha=0.12, label="dynamic range of erf")
+    ax.axvspan(-1, 1, color=COLORS["orange"], alpha=0.12, label="dynamic range of erf")
     ax.plot(hgrid, special.erf(hgrid) * 0.5, "k--", lw=0.8, label="erf(h)/2")
     for row, color in zip(sig["per_alpha"], shades[::-1], strict=True):
         dens = np.exp(-(hgrid**2) / (2 * row["K_L"])) / np.sqrt(2 * np.pi * row["K_L"])
@@ -352,8 +359,8 @@ def _figure4c(fig, ax, cfg, theory, paper) -> None:
     for row in paper.get("alpha_star_over_K0", []):
         ci = row["ci95"]
         ax.errorbar(row["value"], row["K0"], xerr=[[row["value"] - ci[0]], [ci[1] - row["value"]]],
-                    fmt="o", color="tab:red", ms=4, capsize=2)  # fmt: skip
-    ax.plot([], [], "o", color="tab:red", label="α* simulated (95% CI)")
+                    fmt="o", color=COLORS["red"], ms=4, capsize=2)  # fmt: skip
+    ax.plot([], [], "o", color=COLORS["red"], label="α* simulated (95% CI)")
     ax.set(xscale="log", yscale="log", xlabel="α", ylabel="K⁰",
            title=f"Fig. 4(c): χ^out over (K⁰, α), L = {L}")  # fmt: skip
     ax.title.set_fontsize(8)
@@ -387,7 +394,7 @@ def _correlations_figure(out: Path, cfg, paper) -> None:
     corr, ent = paper.get("correlations"), paper.get("max_entropy")
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
     if corr:
-        for name, color in (("resnet", "tab:blue"), ("ffnet", "tab:green")):
+        for name, color in (("resnet", COLORS["blue"]), ("ffnet", COLORS["green"])):
             rec = corr[name]
             layers = np.arange(len(rec["theory"]))
             axes[0].plot(layers, rec["theory"], color=color, label=f"{name} recursion")
@@ -421,13 +428,15 @@ def _correlations_figure(out: Path, cfg, paper) -> None:
     if ent:
         ax = axes[2]
         ax.plot(ent["sigma2"], ent["kl"], "k-", label="D_KL(uniform | erf(h)), h ~ N(0, σ²)")
-        ax.axvline(ent["argmin_sigma2"], color="tab:red",
+        ax.axvline(ent["argmin_sigma2"], color=COLORS["red"],
                    label=f"minimum at σ² = {ent['argmin_sigma2']:.3f}")  # fmt: skip
-        ax.axvline(ent["paper_condition"], color="tab:blue", ls="--", label="the paper's σ² = 1/4")
+        ax.axvline(
+            ent["paper_condition"], color=COLORS["blue"], ls="--", label="the paper's σ² = 1/4"
+        )
         for row in ent["K_L_at_alpha_star"]:
             ax.plot(row["K_L"], np.interp(row["K_L"], ent["sigma2"], ent["kl"]), "o", ms=4,
-                    color="tab:green")  # fmt: skip
-        ax.plot([], [], "o", color="tab:green", label="K^L at the numerical α* (each L)")
+                    color=COLORS["green"])  # fmt: skip
+        ax.plot([], [], "o", color=COLORS["green"], label="K^L at the numerical α* (each L)")
         ax.set(xscale="log", xlabel="σ² (variance of the signal before the readout)",
                ylabel="KL divergence",
                title="maximum-entropy condition (Supplementary B)")  # fmt: skip

@@ -42,8 +42,8 @@ def draw_figures(out, cfg, points, fits, laws, shapes):
                 label = ", ".join(f"{k}={v}" for k, v in fixed.items())
                 if not f["dominant"]:
                     label += " (term not dominant)"
-                if f.get("theory") is not None:  # the dotted line's slope
-                    label += f", dotted {f['theory']:g}"
+                if f.get("theory") is not None:  # the dotted line's slope (a line of its
+                    label += f"\ndotted {f['theory']:g}"  # own: the panel's width)
                 loglog_series(
                     ax, [r[against] for r in rows], [r[f["quantity"]]["mean"] for r in rows],
                     [r[f["quantity"]]["std"] for r in rows], fit=f, theory=f["theory"],
