@@ -260,6 +260,16 @@ def style_problems(fig) -> list[str]:
                 out.append(f"{name}: its log {which} axis has {len(shown)} labelled tick(s)")
         if legend_covers(ax, renderer):
             out.append(f"{name}: its legend covers a data point")
+        box = ax.get_window_extent(renderer)
+        for note in ax.texts:  # a note in the panel's coordinates stays within its sides
+            if (
+                note.get_visible()
+                and note.get_text().strip()
+                and note.get_transform() == ax.transAxes
+            ):
+                b = note.get_window_extent(renderer)
+                if b.x0 < box.x0 - 3 or b.x1 > box.x1 + 3:
+                    out.append(f"{name}: its note {note.get_text()[:30]!r} runs out of the panel")
         leg = ax.get_legend()
         if leg is not None and leg.get_visible():
             box = leg.get_window_extent(renderer)

@@ -281,7 +281,7 @@ class StudyRunner(StudyFolder):
             point, scales = split_terms(variant(spec))
             reference = to_json({**spec, **point})
             recompute = variant
-        watching = operations_progress(f"self-check: {name}", self.progress)
+        watching = operations_progress(name, self.progress, self.config_hash)
         with op_by_op(numpy=numpy) if eager else contextlib.nullcontext() as calls, watching:
             point, fresh_scales = split_terms(recompute(spec))
         fresh = to_json({**spec, **point})

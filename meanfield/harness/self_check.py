@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from . import cache
+
 
 class SelfCheckError(RuntimeError):
     """A study's grid point recomputed op by op differs from its compiled result beyond
@@ -206,17 +208,14 @@ def compare_points(
 
 
 @contextlib.contextmanager
-def operations_progress(label: str, enabled: bool):
-    """Within: a line that counts the operations the self-check's op-by-op route has
-    evaluated so far and the time spent (refreshed each second by a thread; no total: the
-    operations a point takes are known only once it is done), unless not `enabled`."""
-    if not enabled:
-        yield
-        return
-    import threading
-
-    from tqdm.auto import tqdm
-
+def operations_progress(point: str, enabled: bool, config_hash: str | None = None):
+    """Within: a line "self-check: POINT" that counts the operations the self-check's
+    op-by-op route has evaluated so far and the time spent (refreshed each second by a
+    thread), unless not `enabled`. With `config_hash` (the configuration's,
+    `StudyFolder.config_hash`), the operations the last self-check of this point of this
+    configuration took (kept in the artifact cache, `harness.cache`) are the line's
+    total, with the time left; the first run has none (a point's operations are known
+    only once it is done)."""
     from .._numpy_ops import counts
 
     def evaluated() -> int:
@@ -227,8 +226,19 @@ def operations_progress(label: str, enabled: bool):
                 continue
         return 0
 
-    before, stop = evaluated(), threading.Event()
-    with tqdm(desc=label, unit=" op", unit_scale=True, miniters=0) as bar:
+    folder = cache.cache_folder() if config_hash else None
+    name, label, total = f"self-check-operations-{point}", f"self-check: {point}", None
+    if folder is not None and config_hash:
+        found, _ = cache.load(folder, name, config_hash)
+        total = int(found["operations"]) if found and found["operations"].size == 1 else None
+    before, bar, stop = evaluated(), None, None
+    if enabled:
+        import threading
+
+        from tqdm.auto import tqdm
+
+        bar = tqdm(desc=label, total=total, unit=" op", unit_scale=True, miniters=0)
+        stop = threading.Event()
 
         def watch() -> None:
             while not stop.wait(1.0):
@@ -237,10 +247,14 @@ def operations_progress(label: str, enabled: bool):
 
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
-        try:
-            yield
-        finally:
+    try:
+        yield
+    finally:
+        if bar is not None and stop is not None:
             stop.set()
             watcher.join()
             bar.n = evaluated() - before
-            bar.refresh()
+            bar.close()
+    done = evaluated() - before  # (a point that raised is not remembered)
+    if folder is not None and config_hash and done > 0 and done != total:
+        cache.store(folder, name, config_hash, {"operations": np.asarray(done)})

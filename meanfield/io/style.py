@@ -210,7 +210,8 @@ def typeset_math(fig) -> None:
 def wrap_titles(fig) -> bool:
     """House rule: a panel's title no wider than its panel (it ran into the next panel's):
     a wider one is wrapped onto more lines at the panel's width; its axis labels likewise
-    (the y label at the panel's height), the figure's title at the figure's width.
+    (the y label at the panel's height), a note placed in the panel's coordinates at the
+    room it has from where it starts, the figure's title at the figure's width.
     Mathtext (`$...$`) is never broken (a line break inside it would not render), nor
     `a = b`. **Returns:** whether any text was wrapped."""
     renderer = fig.canvas.get_renderer()
@@ -219,6 +220,11 @@ def wrap_titles(fig) -> bool:
         box = ax.get_window_extent()
         titles += [(ax.title, box.width, "width"), (ax.xaxis.label, 0.9 * box.width, "width"),
                    (ax.yaxis.label, 0.9 * box.height, "height")]  # fmt: skip
+        for note in ax.texts:  # a note placed in the panel's own coordinates: inside it
+            if note.get_transform() == ax.transAxes and note.get_rotation() == 0:
+                x = note.get_position()[0]
+                share = {"left": 1 - x, "right": x}.get(note.get_horizontalalignment(), 1.0)
+                titles.append((note, 0.96 * max(share, 0.3) * box.width, "width"))
     if getattr(fig, "_suptitle", None) is not None:  # the figure's title: at its width
         titles.append((fig._suptitle, 0.97 * fig.bbox.width, "width"))
     wrapped_any = False

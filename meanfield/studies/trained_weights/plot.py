@@ -140,7 +140,8 @@ def _regularity_figure(out: Path, cfg, cells):
                           [p[1]["interval"][1] - p[1]["hurst"] for p in pts]],
                     marker="o", ms=3, capsize=2, color=colors[name[0]], label=label,
                     alpha=0.5 if name[0] == "fbm" else 1.0)  # fmt: skip
-    ax.set(xlabel="β", ylabel="Hurst index of the update V_after − V_before along k/L",
+    update = r"$V_\mathrm{after} - V_\mathrm{before}$"
+    ax.set(xlabel="β", ylabel=f"Hurst index of the update {update} along k/L",
            title="what training adds: its regularity against β")  # fmt: skip
     ax.legend(fontsize=6, ncol=2)
     save_figure(fig, out / "regularity.png", dpi=110)
