@@ -231,7 +231,7 @@ def operations_progress(point: str, enabled: bool, config_hash: str | None = Non
     if folder is not None and config_hash:
         found, _ = cache.load(folder, name, config_hash)
         total = int(found["operations"]) if found and found["operations"].size == 1 else None
-    before, bar, stop = evaluated(), None, None
+    before, bar, stop, watcher = evaluated(), None, None, None
     if enabled:
         import threading
 
@@ -250,7 +250,7 @@ def operations_progress(point: str, enabled: bool, config_hash: str | None = Non
     try:
         yield
     finally:
-        if bar is not None and stop is not None:
+        if bar is not None and stop is not None and watcher is not None:
             stop.set()
             watcher.join()
             bar.n = evaluated() - before
