@@ -49,10 +49,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from meanfield.coupling import perceptron as shallow_coupling
-from meanfield.io.plotting import show, size_ticks
+from meanfield.io.plotting import loglog_series, show, size_ticks
 from meanfield.limits import perceptron as shallow_limits
 from meanfield.models import perceptron as shallow
 from meanfield.models.embedding import Embedding, norm_d
+from meanfield.stats import fit_loglog
 from meanfield.training import perceptron as shallow_training
 
 jax.config.update("jax_enable_x64", True)
@@ -98,7 +99,7 @@ print("max |network − reduced particles| over steps:", float(jnp.max(jnp.abs(r
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
 for D in S["dims"]:
-    out_err, hid_err = [], []
+    out_err, hid_err = [], []  # per width, the errors of every draw
     for M in S["widths"]:
         o, h = [], []
         for i in range(S["draws"]):
@@ -110,18 +111,25 @@ for D in S["dims"]:
             _, f, hid = shallow_training.train(net, X, Y, **GD)
             o.append(float(shallow_coupling.output_error(f[-1], lim.outputs[-1])))
             h.append(float(jnp.max(norm_d(hid[-1] - lim.hidden_coef[-1] @ emb.w_out.T))))
-        out_err.append(np.mean(o))
-        hid_err.append(np.mean(h))
-    axes[0].loglog(S["widths"], out_err, "o-", label=f"D={D}")
-    axes[1].loglog([D / M for M in S["widths"]], hid_err, "o-", label=f"D={D}")
+        out_err.append(o)
+        hid_err.append(h)
+    # mean over draws with bars ×/÷ their geometric spread, the fitted slope (dashed, its
+    # 95% interval over the draws) and the theory's (dotted)
+    for ax, x, errors, theory, against in (
+        (axes[0], S["widths"], out_err, -0.5, "M"),
+        (axes[1], [D / M for M in S["widths"]], hid_err, 0.5, "D/M"),
+    ):
+        fit = fit_loglog(x, errors, quantity="error", against=against, theory=theory)
+        loglog_series(ax, x, [np.mean(e) for e in errors], [np.std(e) for e in errors],
+                      fit=fit, theory=theory, label=f"D={D}")  # fmt: skip
 axes[0].set(xlabel="width M", ylabel=r"$\max_i |\hat f_5 - f_5|$ (mean over draws)",
-            title="outputs (theory: ~ 1/sqrt(M), the same for every D)")  # fmt: skip
+            title="outputs (dotted: theory ~ 1/sqrt(M), the same for every D)")  # fmt: skip
 axes[1].set(xlabel="D/M", ylabel=r"$\max_i \|\hat h_5 - h_5\|_D$ (mean over draws)",
-            title="hidden field (theory: ~ sqrt(D/M), the curves collapse)")  # fmt: skip
+            title="hidden field (dotted: theory ~ sqrt(D/M), the curves collapse)")  # fmt: skip
 size_ticks(axes[0], S["widths"])
 size_ticks(axes[1], [D / M for D in S["dims"] for M in S["widths"]])
-for ax in axes:
-    ax.legend(fontsize=8)
+axes[0].legend(fontsize=7)
+axes[1].legend(fontsize=7, loc="lower right")
 fig.tight_layout()
 show("rates")
 
@@ -131,19 +139,22 @@ show("rates")
 # %%
 inf = shallow_limits.gaussian_limit(*shallow_limits.infinite_d_grams(X, 1), Y, order=ORDER, **GD)
 print(f"D → ∞ limit: {inf.method}, own error {inf.error_outputs:.1e}")
-errs = []
+errs = []  # per D, the errors of every draw
 for D in S["big_dims"]:
     e = []
     for i in range(S["draws"]):
         emb = Embedding.sample(jr.fold_in(jr.key(2), 1000 * D + i), D, 3, 1)
         lim = shallow_limits.gaussian_limit(*emb.grams(X), Y, order=ORDER, **GD)
         e.append(float(shallow_coupling.output_error(lim.outputs[-1], inf.outputs[-1])))
-    errs.append(np.mean(e))
-slope = np.polyfit(np.log(S["big_dims"]), np.log(errs), 1)[0]
-print(f"slope of the output error against D: {slope:.2f} (theory −1/2)")
+    errs.append(e)
+fit = fit_loglog(S["big_dims"], errs, quantity="error", against="D", theory=-0.5)
+print(f"slope of the output error against D: {fit['slope']:.2f} (theory −1/2)")
 fig, ax = plt.subplots(figsize=(5, 3.5))
-ax.loglog(S["big_dims"], errs, "o-", label=f"fixed-D − D→∞ limit, slope {slope:.2f}")
+loglog_series(ax, S["big_dims"], [np.mean(x) for x in errs], [np.std(x) for x in errs],
+              fit=fit, theory=-0.5, label="fixed-D − D→∞ limit")  # fmt: skip
 ax.axhline(inf.error_outputs, color="gray", linestyle="--", label="limit's own error")
-ax.set(xlabel="D", ylabel=r"$\max_i |f_5^{(D)} - f_5^{(\infty)}|$")
-ax.legend(fontsize=8)
+ax.set(xlabel="D", ylabel=r"$\max_i |f_5^{(D)} - f_5^{(\infty)}|$ (mean over draws)",
+       title="dashed: fitted slope; dotted: theory −1/2")  # fmt: skip
+size_ticks(ax, S["big_dims"])
+ax.legend(fontsize=7)
 show("embedding_limit")

@@ -49,11 +49,12 @@ def show(name: str, fig=None, *, folder: str | os.PathLike | None = None) -> Pat
     if not name or any(c in name for c in "/\\"):
         raise ValueError(f"name: a file name without folders, not {name!r}")
     figure = fig if fig is not None else plt.gcf()
-    for ax in figure.axes:  # the house's ticks (`plain_log_ticks`), shown or saved
-        for axis in ("x", "y"):
-            plain_log_ticks(ax, axis)
-    with contextlib.suppress(AttributeError):  # a canvas that measures no text
-        clear_legends(figure)  # and its legends off the data
+    try:  # the house rules (`layout`: ticks, typeset labels, wraps, legends), shown or saved
+        layout(figure)
+    except AttributeError:  # a canvas that measures no text: its ticks at least
+        for ax in figure.axes:
+            for axis in ("x", "y"):
+                plain_log_ticks(ax, axis)
     if matplotlib.get_backend().lower() not in FILE_BACKENDS:
         plt.show()
         return None
