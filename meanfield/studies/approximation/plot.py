@@ -270,7 +270,7 @@ def _trained(out, results):
                           max(a["parameters"] for p in pts for a in p["arms"])], float)  # fmt: skip
             units = np.maximum((P - 1) / 3, 1)
             ax.plot(P, 1 / (math.sqrt(30) * units**2), "k--", lw=1,
-                    label="interpolant at even knots: 1/(√30 p²), P = 3p + 1")  # fmt: skip
+                    label="interpolant at even knots:\n1/(√30 p²), P = 3p + 1")  # fmt: skip
         rates = [r for r in results.get("trained_rates", []) if r["target"] == target]
         if rates and pts:  # the construction's rate −2/d through the shallow arm's first point
             first = next(a for a in pts[0]["arms"] if a["depth"] == 1)
