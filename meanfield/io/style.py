@@ -101,12 +101,12 @@ def fit_width(fig, width_in: float = WIDTH_IN) -> bool:
     """House rule: a figure no wider than `width_in` inches, its text kept at its size.
     A wider figure whose panels form one grid gets, in each of the grid's rows, as many
     panels a row as fit at `PANEL_MIN_IN` inches or more (and no narrower than its widest
-    legend), balanced (a row of four
-    becomes two rows of two; of five, three and two), in reading order, and grows
-    downwards; panels keep their aspect down to three quarters of their height. Tick
-    labels a shared axis hid are shown again (a panel may now head a column). Any other
-    figure is scaled down to the width, keeping its aspect. **Returns:** whether the
-    figure changed."""
+    legend and `LABELS_IN` beside it), balanced (a row of four becomes two rows of two;
+    of five, three and two), in reading order, and grows downwards; panels keep their
+    aspect down to three quarters of their height; a panel that shows nothing is
+    dropped. Tick labels a shared axis hid are shown again (a panel may now head a
+    column). Any other figure is scaled down to the width, keeping its aspect.
+    **Returns:** whether the figure changed."""
     import matplotlib.gridspec
 
     w0, h0 = fig.get_size_inches()
@@ -148,7 +148,8 @@ def fit_width(fig, width_in: float = WIDTH_IN) -> bool:
                 spec = ax.get_subplotspec()
                 if spec is top:
                     ax.set_subplotspec(place)
-                else:  # a panel and its colourbar: their shared cell moves
+                else:  # a panel and its colourbar: their shared cell moves (matplotlib
+                    # has no public setter for a nested grid's parent cell)
                     spec.get_gridspec()._subplot_spec = place
                     ax.set_subplotspec(spec)
         row += math.ceil(len(per_row[r]) / new_cols)
