@@ -384,6 +384,15 @@ def clear_legends(fig) -> bool:
     return moved_out
 
 
+def _placed_legend(ax):
+    """`ax`'s legend where it is shown and the house rule has not yet put it under the
+    panel; else None."""
+    leg = ax.get_legend()
+    if leg is None or not leg.get_visible() or getattr(leg, "meanfield_under", False):
+        return None
+    return leg
+
+
 def _inside(ax, leg, renderer) -> bool:
     """Whether the legend `leg` lies (mostly) over its panel `ax`."""
     box, panel = leg.get_window_extent(renderer), ax.get_window_extent()
@@ -393,8 +402,8 @@ def _inside(ax, leg, renderer) -> bool:
 def _wider_than_panel(ax, renderer) -> bool:
     """Whether `ax`'s legend, over its panel, is wider than the panel (it runs over the
     tick labels and into the next panel)."""
-    leg = ax.get_legend()
-    if leg is None or not leg.get_visible() or getattr(leg, "meanfield_under", False):
+    leg = _placed_legend(ax)
+    if leg is None:
         return False
     box, panel = leg.get_window_extent(renderer), ax.get_window_extent()
     return _inside(ax, leg, renderer) and box.width > panel.width + 2 * ax.figure.dpi / 72
@@ -403,8 +412,8 @@ def _wider_than_panel(ax, renderer) -> bool:
 def _sticks_out(ax, renderer) -> bool:
     """Whether `ax`'s legend stands beside its panel (left or right of it, where the next
     panel is), unless the house rule put it there."""
-    leg = ax.get_legend()
-    if leg is None or not leg.get_visible() or getattr(leg, "meanfield_under", False):
+    leg = _placed_legend(ax)
+    if leg is None:
         return False
     box, panel = leg.get_window_extent(renderer), ax.get_window_extent()
     pad = 3 * ax.figure.dpi / 72
