@@ -18,7 +18,7 @@ and compiles only the rest one by one.
 import contextlib
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import jax
 import jax.numpy as jnp
@@ -108,12 +108,14 @@ def _no_counts() -> Iterator[None]:
     yield None
 
 
-def traced_op_by_op(fn, *args):
+def traced_op_by_op(fn, *args, compiled: Iterable[str] = ()):
     """`fn(*args)` as JAX traces it to compile it (its jaxpr, traced with jit on), then
     evaluated equation by equation, inside `op_by_op`: the compiled program's own
     operations, each by NumPy where it can be (`meanfield._numpy_ops.evaluate_jaxpr`, its
     calls, branches and loops included), without running `fn`'s Python again — whose per-operation
-    overhead, in a library's solver loop (diffrax's), is 10 to 50 times the operation's."""
+    overhead, in a library's solver loop (diffrax's), is 10 to 50 times the operation's.
+    `compiled`: primitives XLA computes one by one even where NumPy could
+    (`evaluate_jaxpr`)."""
     if not _disabled():
         raise RuntimeError("traced_op_by_op runs inside op_by_op()")
     with jax.disable_jit(False):
@@ -122,5 +124,5 @@ def traced_op_by_op(fn, *args):
             closed, shape = traced.jaxpr, traced.out_info
         else:
             closed, shape = jax.make_jaxpr(fn, return_shape=True)(*args)
-    out = evaluate_jaxpr(closed, *jax.tree.leaves(args))
+    out = evaluate_jaxpr(closed, *jax.tree.leaves(args), compiled=compiled)
     return jax.tree.unflatten(jax.tree.structure(shape), out)

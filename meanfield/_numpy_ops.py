@@ -15,7 +15,8 @@ to round-off (a transcendental function may differ by an ulp; sums are added in 
 order); `tests/test_numpy_ops.py` compares every rule with JAX's own, compiled. In
 float32, through many layers and a few optimiser steps, those ulps can grow past
 float32's bound where XLA's own kernels one by one would agree exactly: a study then asks
-for those (`run_points(numpy=False)`).
+XLA for those operations alone (`evaluate_jaxpr(..., compiled=("dot_general",))`: the
+trained-weights study's matrix products) or for every one (`run_points(numpy=False)`).
 
 `evaluate_jaxpr` evaluates a traced program (a closed jaxpr) the same way, its values
 held as NumPy arrays between equations (`meanfield._eager.traced_op_by_op`): no `bind`,
@@ -29,7 +30,7 @@ import contextlib
 import functools
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import jax
@@ -575,6 +576,8 @@ _real_process_primitive = core.EvalTrace.process_primitive
 # own implementation: a primitive compiled on its own, or one on PRNG keys, which compiles
 # nothing itself)
 _counts: Counter = Counter()
+# the primitives `evaluate_jaxpr` leaves to XLA in this thread (its `compiled`)
+_route = threading.local()
 
 
 def _plain(aval) -> bool:
@@ -623,8 +626,10 @@ def _abstract_eval(primitive, avals: list, params: dict):
 
 
 def _evaluate(trace, primitive, args, params):
-    """`EvalTrace.process_primitive` by NumPy where it can (the module docstring)."""
-    rule = NUMPY_RULES.get(primitive.name)
+    """`EvalTrace.process_primitive` by NumPy where it can (the module docstring), but
+    for the primitives `evaluate_jaxpr` leaves to XLA (bound there, they arrive here)."""
+    compiled = getattr(_route, "compiled", ())
+    rule = None if primitive.name in compiled else NUMPY_RULES.get(primitive.name)
     if not _disabled() or primitive is core.stage_p:  # stage: a constant placed, no program
         return _real_process_primitive(trace, primitive, args, params)
     higher = HIGHER_ORDER.get(primitive.name)
@@ -683,16 +688,29 @@ def counts() -> Counter:
     return Counter(_counts)
 
 
-def evaluate_jaxpr(closed, *args) -> list:
+def evaluate_jaxpr(closed, *args, compiled: Iterable[str] = ()) -> list:
     """A closed jaxpr's outputs, equation by equation, its values held as NumPy arrays:
     each primitive by its rule (`NUMPY_RULES`; calls, branches and loops recursively),
     the others bound as JAX arrays (compiled one by one, under `jax.disable_jit()`); PRNG
     keys stay JAX arrays. No `bind` and no JAX array per operation: ten times cheaper per
     operation than `core.eval_jaxpr` through the hook. Outputs as JAX arrays, of the
-    jaxpr's types."""
-    with np.errstate(all="ignore"):  # as XLA: IEEE results, no warnings (numpy_primitives)
-        outs = _eval(closed.jaxpr, [_numpy_of(c) for c in closed.consts],
-                     [_numpy_of(a) for a in args])  # fmt: skip
+    jaxpr's types.
+
+    `compiled` names primitives compiled one by one by XLA even where NumPy has a rule
+    (`"dot_general"`: a float32 product whose sum NumPy's BLAS orders otherwise, where a
+    study's round-off would grow past its bound; still no fusion spanning two
+    operations)."""
+    compiled = frozenset(compiled)
+    unknown = sorted(compiled - set(NUMPY_RULES))
+    if unknown:
+        raise ValueError(f"compiled: no NumPy rule to set aside for {', '.join(unknown)}")
+    before, _route.compiled = getattr(_route, "compiled", frozenset()), compiled
+    try:
+        with np.errstate(all="ignore"):  # as XLA: IEEE results, no warnings (numpy_primitives)
+            outs = _eval(closed.jaxpr, [_numpy_of(c) for c in closed.consts],
+                         [_numpy_of(a) for a in args])  # fmt: skip
+    finally:
+        _route.compiled = before
     return [_to_jax(o, v.aval) for o, v in zip(outs, closed.jaxpr.outvars, strict=True)]
 
 
@@ -732,7 +750,7 @@ def _apply(eqn, values) -> list:
     if higher is not None:
         _counts[("numpy", name)] += 1
         return higher(values, **params)
-    rule = NUMPY_RULES.get(name)
+    rule = None if name in getattr(_route, "compiled", ()) else NUMPY_RULES.get(name)
     if rule is not None and all(isinstance(v, np.ndarray | np.generic) for v in values):
         try:
             out = rule(*values, **params)

@@ -432,6 +432,31 @@ def test_a_traced_program_evaluated_equation_by_equation_equals_the_compiled_one
         traced_op_by_op(jax.jit(_program), x, key)
 
 
+def test_the_traced_route_leaves_the_primitives_named_to_xla():
+    """`compiled=("dot_general",)`: every product, in the loop's body too, compiled one by
+    one by XLA (counted on the "jax" route, none by NumPy) and bit-equal to XLA's product
+    alone; the rest still by NumPy; a name NumPy has no rule for is refused in one line."""
+    from meanfield._eager import traced_op_by_op
+
+    def f(a, b):
+        return lax.scan(lambda c, _: (jnp.tanh(c @ b), None), a, None, length=3)[0]
+
+    a, b = jnp.ones((4, 5), jnp.float32) / 7, jnp.linspace(0.1, 1, 25, dtype=jnp.float32)
+    b = b.reshape(5, 5)
+    with op_by_op() as calls:
+        traced = traced_op_by_op(jax.jit(f), a, b, compiled=("dot_general",))
+        with pytest.raises(ValueError, match="^compiled: no NumPy rule to set aside for nope"):
+            traced_op_by_op(jax.jit(f), a, b, compiled=("nope",))
+    assert calls[("jax", "dot_general")] >= 3 and calls[("numpy", "dot_general")] == 0
+    assert calls[("numpy", "tanh")] == 3
+    with op_by_op(numpy=False):  # XLA's product and tanh, each alone
+        alone = f(a, b)
+    np.testing.assert_allclose(np.asarray(traced), np.asarray(alone), rtol=1e-6)
+    with op_by_op() as calls:  # by default NumPy's product
+        traced_op_by_op(jax.jit(f), a, b)
+    assert calls[("numpy", "dot_general")] == 3 and calls[("jax", "dot_general")] == 0
+
+
 def test_the_traced_route_refuses_a_call_it_would_compile_whole():
     """A primitive holding jaxprs the evaluator has no rule for (a custom linear solve):
     refused in one line, never bound — JAX would compile it whole, the check sharing the

@@ -345,8 +345,12 @@ WRONG_MAX = (lax.max_p, lambda x, y, **_: 1.01 * jnp.where(x > y, x, y))
          "op by op (jax.disable_jit)", WRONG_TANH),
         (["phases", "--L", "4,8", "--beta", "0.25,1", "--seeds", "4", "--d", "4", "--bootstrap",
           "20"], "its traced program, equation by equation", WRONG_MAX),
+        (["trained-weights", "--L", "32", "--d", "8", "--betas", "0.5,1", "--inits", "iid",
+          "--steps", "4", "--seeds", "2", "--activation", "tanh"], "its row's networks trained",
+         WRONG_TANH),
     ],
-    ids=["sde (its traced program)", "variance (op by op)", "phases (its traced program)"],
+    ids=["sde (its traced program)", "variance (op by op)", "phases (its traced program)",
+         "trained-weights (its traced program, XLA's products)"],
 )  # fmt: skip
 def test_a_miscompiled_operation_stops_the_study(tmp_path, capsys, monkeypatch, argv, route,
                                                  plant):  # fmt: skip
