@@ -144,3 +144,40 @@ def test_content_digests_follow_the_code_and_the_values(tmp_path):
     # a function made where its source cannot be read is not known by content
     made = eval("lambda k: 1.0")  # noqa: S307
     assert content_digest(mf.SamplerLaw(made)) is None
+
+
+VARIANCE = ["study", "variance", "--L", "2,4", "--gammas", "1", "--nets", "4", "--c-samples",
+            "500", "--no-progress", "--no-self-check"]  # fmt: skip
+
+
+def test_variances_constant_is_read_back_and_a_user_block_by_content(tmp_path, cache_dir):
+    """`study variance`: the constant c computed once per configuration and code, read by
+    a second run in another folder (same numbers); a user's block by its content: an
+    edit of its file is another configuration."""
+
+    def run(out, *extra):
+        assert main([*VARIANCE, "--out", str(out), *extra]) == 0
+        return json.loads((out / "results.json").read_text())
+
+    first, second = run(tmp_path / "a"), run(tmp_path / "b")
+    assert "c" in first["timing"]["computed"] and first["timing"]["from_artifact_cache"] == []
+    assert second["timing"]["from_artifact_cache"] == ["c"]
+    assert "c" not in second["timing"]["computed"]
+    assert first["points"] == second["points"]
+    block = tmp_path / "blocks.py"
+    block.write_text(USER_BLOCK.format(scale=0.5))
+    user = ["--block", f"{block}:Tanh", "--law", f"{block}:law", "--d", "2"]
+    mine = run(tmp_path / "c", *user)
+    assert "c" in mine["timing"]["computed"] and mine["config"]["block_sha256"]
+    assert run(tmp_path / "d", *user)["timing"]["from_artifact_cache"] == ["c"]
+    block.write_text(USER_BLOCK.format(scale=0.6))
+    assert "c" in run(tmp_path / "e", *user)["timing"]["computed"]
+
+
+def test_arrays_sent_to_other_processes_come_back_equal():
+    arrays = {"h": np.arange(6.0).reshape(2, 3), "ok": np.array(True), "n": np.int32(7)}
+    back = cache.decode_arrays(cache.encode_arrays(arrays))
+    assert back.keys() == arrays.keys()
+    for k, v in arrays.items():
+        np.testing.assert_array_equal(back[k], v)
+        assert back[k].dtype == np.asarray(v).dtype

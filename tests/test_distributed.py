@@ -88,6 +88,9 @@ def test_two_processes_of_two_devices_equal_one_device(one_device, tmp_path, nam
     for i, (stdout, _) in enumerate(outs):
         assert f"process {i} of 2, 2 device(s) here" in stdout
     assert "process 0 writes" in outs[1][0] and "wrote" not in outs[1][0]
+    # an artifact (variance's constant c) computed by process 0 alone, sent to process 1
+    assert ("point(s) here; c from process 0;" in outs[1][0]) == (name == "variance")
+    assert "c" in res["timing"]["computed"] if name == "variance" else True
     assert "wrote" in outs[0][0]
 
 

@@ -16,8 +16,13 @@ The folder: `MEANFIELD_ARTIFACT_CACHE` (default `~/.cache/meanfield/artifacts`; 
 `none`, `0`, `false` or empty turn the cache off).
 """
 
+import base64
+import io
 import os
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from .folder import read_sealed_arrays, sha256_text, write_sealed_arrays
 
@@ -77,3 +82,18 @@ def store(folder: Path, name: str, config_hash: str, arrays: dict) -> str:
     except OSError as err:
         return err.strerror or type(err).__name__
     return ""
+
+
+def encode_arrays(arrays: dict) -> str:
+    """A dict of arrays as text (an `.npz` in base64; no pickles), to send to the other
+    processes of a run (`StudyRunner.artifact`)."""
+    buffer = io.BytesIO()
+    named: dict[str, Any] = {k: np.asarray(v) for k, v in arrays.items()}
+    np.savez(buffer, allow_pickle=False, **named)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def decode_arrays(text: str) -> dict:
+    """The dict `encode_arrays` made."""
+    with np.load(io.BytesIO(base64.b64decode(text)), allow_pickle=False) as found:
+        return {k: found[k] for k in found.files}

@@ -334,6 +334,8 @@ class StudyFolder:
         self.computed: list[str] = []
         self.loaded: list[str] = []
         self.cached: list[str] = []  # artifacts read from the artifact cache
+        self.received: list[str] = []  # artifacts received from process 0 (a follower)
+        self._artifacts_called = 0  # their order, the same in every process
         self.recomputed: dict[str, str] = {}
         self.seconds: dict[str, float] = {}
         self.warnings: list[str] = []

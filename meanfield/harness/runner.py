@@ -37,8 +37,7 @@ from .self_check import (
     SelfCheckError,
     compare_points,
     depth_cost,
-    operations_progress,
-    primitive_routes,
+    recheck_point,
     self_check_index,
     split_terms,
 )
@@ -260,66 +259,10 @@ class StudyRunner(StudyFolder):
             if procs is not None:
                 receive_ready(wait=True)
 
-    def _self_check(
-        self, specs, names, results, recompute, route: str, *, eager: bool, atol: float, costs,
-        variant=None, precision=None, numpy: bool = True,
-    ) -> None:  # fmt: skip
-        """Recompute one seeded-random point by `recompute` and compare (`run_points`)."""
-        i = self_check_index(self.config.get("seed"), self.study, len(self.self_checks), costs)
-        spec, name = specs[i], names[i]
-        if precision is None:
-            precision = "float64" if jax.config.read("jax_enable_x64") else "float32"
-        rtol = SELF_CHECK_RTOL[precision]
-        if self.progress:
-            print(f"self-check: recomputing grid point {name} {route}", flush=True)
-        t0 = time.perf_counter()
-        from .._eager import op_by_op
-
-        compiled_before = self._compiles.compiles if self._compiles else 0
-        reference, scales = results[i], {}
-        if variant is not None:  # the variant compiled, against the same op by op
-            point, scales = split_terms(variant(spec))
-            reference = to_json({**spec, **point})
-            recompute = variant
-        watching = operations_progress(name, self.progress, self.config_hash)
-        with op_by_op(numpy=numpy) if eager else contextlib.nullcontext() as calls, watching:
-            point, fresh_scales = split_terms(recompute(spec))
-        fresh = to_json({**spec, **point})
-        for path, scale in fresh_scales.items():  # the larger of the two routes' scales
-            scales[path] = max(scales.get(path, 0.0), scale)
-        difference, where = compare_points(reference, fresh, atol=atol, scales=scales)
-        record = {
-            "point": name,
-            "index": i,
-            "of": len(specs),
-            "route": route,
-            "difference": difference,
-            "where": where,
-            "tolerance": rtol,
-            "atol": atol,
-            # the numbers compared relative to the scale of their terms (self_check.of_terms)
-            "scales": scales,
-            "agrees": bool(difference <= rtol),
-        }
-        if calls is not None:  # op by op: how many operations NumPy evaluated, which not
-            record["primitives"] = primitive_routes(calls)
-        self.self_checks.append(record)
-        if self._compiles:  # op by op, every operation is a program of its own
-            self._self_check_compiles += self._compiles.compiles - compiled_before
-        # its time goes with the timings (`timing.self_check_seconds`): the record itself is
-        # the same on every run of the same points
-        self.self_check_seconds.append(time.perf_counter() - t0)
-        if not record["agrees"]:
-            from ..runtime.releases import installed
-
-            v = installed()
-            raise SelfCheckError(
-                f"self-check: grid point {name} recomputed {route} differs from its compiled "
-                f"result ({where}: difference {difference:.3g} > {rtol:g} of its scale): the "
-                f"compiler (jax {v['jax']}, jaxlib {v['jaxlib']}) computed it wrong, so no "
-                "results.json is written; try another jax release (`meanfield canary` names "
-                "the paths it gets wrong)"
-            )
+    def _self_check(self, specs, names, results, recompute, route: str, **kwargs) -> None:
+        """Recompute one seeded-random point by `recompute` and compare (`run_points`;
+        `self_check.recheck_point`)."""
+        recheck_point(self, specs, names, results, recompute, route, **kwargs)
 
     @contextlib.contextmanager
     def stage_progress(self, label: str, total: int, unit: str):
@@ -353,10 +296,29 @@ class StudyRunner(StudyFolder):
         also kept in the artifact cache (`harness.cache`: by this configuration and
         code), and a run of the same configuration in another folder reads it from
         there. Its start and its time are said (`describe`, else the name): these stages
-        run before the points' progress bar.
+        run before the points' progress bar. In a multi-process run, process 0 computes
+        (or reads) it and sends it to the others, which wait for it
+        (`runtime.distribution`): every process calls `artifact` in the same order.
         """
         if not self._opened:
             self.open()
+        procs = distribution.active()
+        if procs is None or procs.count < 2:
+            return self._artifact(name, compute, describe, shared)
+        key = f"{self.study}/artifact/{self._artifacts_called}/{name}"
+        self._artifacts_called += 1
+        label = describe or name.replace("_", " ")
+        if procs.index == 0:
+            arrays = self._artifact(name, compute, describe, shared)
+            procs.send(key, cache.encode_arrays(arrays))
+            return arrays
+        self.say(f"{label}: from process 0 ...")
+        arrays = cache.decode_arrays(procs.receive(key))
+        self.received.append(name)
+        return arrays
+
+    def _artifact(self, name: str, compute, describe, shared) -> dict:
+        """`artifact` in this process: the folder's, the artifact cache's, or computed."""
         if self.resume:
             stored = self._load_artifact(name)
             if stored is not None:
@@ -488,8 +450,9 @@ class StudyRunner(StudyFolder):
 
 class FollowerRunner(StudyRunner):
     """A `StudyRunner` for every process but process 0 of a multi-process run: it computes
-    its share of the points and receives the others' (`run_points`), computes what every
-    process needs (`artifact`), and writes nothing: process 0 holds the folder."""
+    its share of the points and receives the others' (`run_points`), receives what every
+    process needs from process 0 (`artifact`), and writes nothing: process 0 holds the
+    folder."""
 
     writer = False
 
@@ -508,7 +471,7 @@ class FollowerRunner(StudyRunner):
         pass
 
     def _load_artifact(self, name: str) -> dict | None:
-        return None  # computed here: process 0's folder may be on another machine
+        return None  # process 0's folder may be on another machine: it sends what it read
 
     def finish(
         self, results: dict, timing: dict | None = None, *, plot: Callable | None = None
@@ -518,9 +481,10 @@ class FollowerRunner(StudyRunner):
         here = sum(
             p.get("process") == procs.index and not p.get("loaded") for p in self.placement.values()
         )
+        received = f"; {', '.join(self.received)} from process 0" if self.received else ""
         print(
             f"{self.study}: process {procs.index} of {procs.count}: computed {here} of "
-            f"{len(self.placement)} point(s) here; process 0 writes {self.out}",
+            f"{len(self.placement)} point(s) here{received}; process 0 writes {self.out}",
             flush=True,
         )
         procs.finished()

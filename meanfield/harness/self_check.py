@@ -28,6 +28,7 @@ any round-off, far below what a miscompile does (jaxlib 0.10.2's was ~100%).
 import contextlib
 import dataclasses
 import math
+import time
 import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -35,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from . import cache
+from .folder import to_json
 
 
 class SelfCheckError(RuntimeError):
@@ -258,3 +260,70 @@ def operations_progress(point: str, enabled: bool, config_hash: str | None = Non
     done = evaluated() - before  # (a point that raised is not remembered)
     if folder is not None and config_hash and done > 0 and done != total:
         cache.store(folder, name, config_hash, {"operations": np.asarray(done)})
+
+
+def recheck_point(
+    runner, specs, names, results, recompute, route: str, *, eager: bool, atol: float, costs,
+    variant=None, precision=None, numpy: bool = True,
+) -> None:  # fmt: skip
+    """The self-check of `StudyRunner.run_points`: one seeded-random point of `specs`
+    recomputed by `recompute` (op by op where `eager`; or `variant`, compiled and op by
+    op) and compared with `results`; its record appended to `runner.self_checks`;
+    `SelfCheckError` beyond round-off."""
+    import jax
+
+    from .._eager import op_by_op
+
+    i = self_check_index(runner.config.get("seed"), runner.study, len(runner.self_checks), costs)
+    spec, name = specs[i], names[i]
+    if precision is None:
+        precision = "float64" if jax.config.read("jax_enable_x64") else "float32"
+    rtol = SELF_CHECK_RTOL[precision]
+    if runner.progress:
+        print(f"self-check: recomputing grid point {name} {route}", flush=True)
+    t0 = time.perf_counter()
+    compiled_before = runner._compiles.compiles if runner._compiles else 0
+    reference, scales = results[i], {}
+    if variant is not None:  # the variant compiled, against the same op by op
+        point, scales = split_terms(variant(spec))
+        reference = to_json({**spec, **point})
+        recompute = variant
+    watching = operations_progress(name, runner.progress, runner.config_hash)
+    with op_by_op(numpy=numpy) if eager else contextlib.nullcontext() as calls, watching:
+        point, fresh_scales = split_terms(recompute(spec))
+    fresh = to_json({**spec, **point})
+    for path, scale in fresh_scales.items():  # the larger of the two routes' scales
+        scales[path] = max(scales.get(path, 0.0), scale)
+    difference, where = compare_points(reference, fresh, atol=atol, scales=scales)
+    record = {
+        "point": name,
+        "index": i,
+        "of": len(specs),
+        "route": route,
+        "difference": difference,
+        "where": where,
+        "tolerance": rtol,
+        "atol": atol,
+        # the numbers compared relative to the scale of their terms (self_check.of_terms)
+        "scales": scales,
+        "agrees": bool(difference <= rtol),
+    }
+    if calls is not None:  # op by op: how many operations NumPy evaluated, which not
+        record["primitives"] = primitive_routes(calls)
+    runner.self_checks.append(record)
+    if runner._compiles:  # op by op, every operation is a program of its own
+        runner._self_check_compiles += runner._compiles.compiles - compiled_before
+    # its time goes with the timings (`timing.self_check_seconds`): the record itself is
+    # the same on every run of the same points
+    runner.self_check_seconds.append(time.perf_counter() - t0)
+    if not record["agrees"]:
+        from ..runtime.releases import installed
+
+        v = installed()
+        raise SelfCheckError(
+            f"self-check: grid point {name} recomputed {route} differs from its compiled "
+            f"result ({where}: difference {difference:.3g} > {rtol:g} of its scale): the "
+            f"compiler (jax {v['jax']}, jaxlib {v['jaxlib']}) computed it wrong, so no "
+            "results.json is written; try another jax release (`meanfield canary` names "
+            "the paths it gets wrong)"
+        )

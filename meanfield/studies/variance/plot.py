@@ -2,6 +2,7 @@
 `embedding_law.png` (Chaintron's scaling α = 1/(LM), swept in σ_v)."""
 
 import math
+from pathlib import Path
 
 import numpy as np
 
@@ -90,7 +91,7 @@ def variance_figure(out, cfg, points, c):
         ylabel="E‖h^L − x‖² / ‖x‖²",
         title="forward pass against the variance law (lines)\n"
         + f"α = L^-γ/√M, M={cfg['M']}, "
-        + (f"{cfg['activation']} 2LP" if cfg["block"] is None else str(cfg["block"]))
+        + (f"{cfg['activation']} 2LP" if cfg["block"] is None else _short(cfg["block"]))
         + (f", c={c:.3f}" if math.isfinite(c) else ", c unknown (φ not finite): no law"),
     )
     ax.title.set_fontsize(9)
@@ -100,7 +101,7 @@ def variance_figure(out, cfg, points, c):
         xscale="log",
         yscale="log",
         xlabel="M L α²",
-        ylabel="E sup_l ‖b^l − b^L‖² / ‖b^L‖²",
+        ylabel="E $\\sup_l$ ‖b^l − b^L‖² / ‖b^L‖²",
         title="first backward pass: the identity as M L α² → 0 (Chizat's notes, §3.1)",
     )
     ax_b.title.set_fontsize(9)
@@ -149,3 +150,10 @@ def lm_figure(out, cfg, points, c):
     from pathlib import Path
 
     save_figure(fig, Path(out) / "embedding_law.png", dpi=120)
+
+
+def _short(spec) -> str:
+    """A user's block as a title shows it: `FILE.py:NAME` by the file's name alone (a
+    path has no place to wrap), `MODULE:NAME` as given."""
+    where, _, name = str(spec).rpartition(":")
+    return f"{Path(where).name}:{name}" if where.endswith(".py") else str(spec)

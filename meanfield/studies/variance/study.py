@@ -149,12 +149,21 @@ def configure(args) -> dict:
         "preset": args.preset,
     }
     _check_block_and_law(args, cfg)
+    if args.block is not None:  # the user's code by its content (as `study mean-ode`)
+        from ..shared.own_block import content_digest
+
+        block, law = block_and_law(cfg)
+        cfg["block_sha256"] = content_digest(block, args.block)
+        cfg["law_sha256"] = content_digest(law, args.law)
     return cfg
 
 
 def run(args, cfg):
     block, law = block_and_law(cfg)
     runner = start_study(args, cfg)
+    # c kept in the artifact cache (by configuration and code), where the configuration
+    # names all it depends on: a user's code known by its content
+    runner.share_artifacts = None not in (cfg.get("block_sha256", ""), cfg.get("law_sha256", ""))
     master = jr.key(cfg["seed"])
     # at the input's norm (‖x‖ = 1): for a non-homogeneous ρ, c depends on ‖h‖
     c_ref = runner.artifact("c", lambda: _estimate_c(block, law, cfg, key=jr.fold_in(master, 1)))
