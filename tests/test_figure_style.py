@@ -228,5 +228,10 @@ def test_every_explicit_colour_is_the_house_palettes():
     root = Path(style.__file__).resolve().parents[1]
     found = [f"{p.relative_to(root.parent)}:{i}" for p in sorted(root.rglob("*.py"))
              for i, line in enumerate(p.read_text().splitlines(), 1)
-             if '"tab:' in line or "'tab:" in line]  # fmt: skip
+             if '"tab:' in line or "'tab:" in line or "cm.tab" in line]  # fmt: skip
     assert found == []
+    # a figure's series in the house palette's order
+    from meanfield.io.plotting import series_by
+
+    points = [{"g": g, "L": 1} for g in range(10)]
+    assert [c for _, c, _ in series_by(points, "g")] == [*style.CYCLE, *style.CYCLE[:2]]

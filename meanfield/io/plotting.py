@@ -90,13 +90,13 @@ def cell_edges(v):
 def series_by(points, key: str, first=()) -> list[tuple]:
     """A figure's series: the points grouped by their value of `key`, every value with a
     point (those of `first` first, in their order, then the others as they come), as
-    `(value, color, rows)`: a tab10 color each (cycled) and the value's points sorted by
-    depth `L`."""
-    import matplotlib.pyplot as plt
+    `(value, color, rows)`: the house palette's colour each (`style.CYCLE`, cycled) and
+    the value's points sorted by depth `L`."""
+    from .style import CYCLE
 
     values = list(dict.fromkeys([*first, *(p[key] for p in points)]))
     values = [v for v in values if any(p[key] == v for p in points)]
-    colors = plt.cm.tab10(np.arange(len(values)) % 10)
+    colors = [CYCLE[i % len(CYCLE)] for i in range(len(values))]
     return [
         (v, color, sorted((p for p in points if p[key] == v), key=lambda p: p["L"]))
         for v, color in zip(values, colors, strict=True)

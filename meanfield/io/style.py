@@ -30,6 +30,9 @@ COLORS = {
     "black": "#000000",
     "gray": "#767676",
 }
+#: the order a figure's series take them (the style sheet's `axes.prop_cycle`)
+CYCLE = tuple(COLORS[n] for n in ("blue", "red", "green", "orange", "purple", "sky",
+                                  "black", "yellow"))  # fmt: skip
 
 #: the widest a study's figure is saved, in inches: a page's text width (A4 or letter
 #: with 2.5 cm margins and a little less), so that a figure put in a paper at its width

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 
 from ...io.plotting import save_figure, use_agg
-from ...io.style import COLORS
+from ...io.style import COLORS, CYCLE
 from ...stats.fits import interval_text
 from ...theory.response import FIG2, FIG5_SIGMA_B2, FIG5_SIGMA_W2
 
@@ -192,7 +192,8 @@ def _simulation_vs_theory(out: Path, cfg, theory, points) -> None:
     fig, axes = plt.subplots(2, 3, figsize=(14, 7.6))
     ax = axes.ravel()
     nonpositive = 0  # simulated η means <= 0: no place on the log axis
-    for p, c in zip(points, plt.cm.tab10(np.arange(len(points))), strict=False):
+    colors = [CYCLE[i % len(CYCLE)] for i in range(len(points))]
+    for p, c in zip(points, colors, strict=True):
         for i, q in ((0, "C"), (1, "chi"), (3, "K"), (4, "eta")):
             mean, se = _arr(p[q]["sim_mean"]), _arr(p[q]["sim_se"])
             ax[i].plot(layers, _arr(p[q]["theory"]), color=c, label=f"α={p['alpha']:.3g}")
