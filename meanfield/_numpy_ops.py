@@ -580,6 +580,11 @@ _counts: Counter = Counter()
 _route = threading.local()
 
 
+def _compiled_here() -> frozenset:
+    """The primitives `evaluate_jaxpr` leaves to XLA in this thread, now."""
+    return getattr(_route, "compiled", frozenset())
+
+
 def _plain(aval) -> bool:
     return isinstance(aval, core.ShapedArray) and not dtypes.issubdtype(aval.dtype, dtypes.extended)
 
@@ -628,8 +633,7 @@ def _abstract_eval(primitive, avals: list, params: dict):
 def _evaluate(trace, primitive, args, params):
     """`EvalTrace.process_primitive` by NumPy where it can (the module docstring), but
     for the primitives `evaluate_jaxpr` leaves to XLA (bound there, they arrive here)."""
-    compiled = getattr(_route, "compiled", ())
-    rule = None if primitive.name in compiled else NUMPY_RULES.get(primitive.name)
+    rule = None if primitive.name in _compiled_here() else NUMPY_RULES.get(primitive.name)
     if not _disabled() or primitive is core.stage_p:  # stage: a constant placed, no program
         return _real_process_primitive(trace, primitive, args, params)
     higher = HIGHER_ORDER.get(primitive.name)
@@ -690,8 +694,9 @@ def counts() -> Counter:
 
 def evaluate_jaxpr(closed, *args, compiled: Iterable[str] = ()) -> list:
     """A closed jaxpr's outputs, equation by equation, its values held as NumPy arrays:
-    each primitive by its rule (`NUMPY_RULES`; calls, branches and loops recursively),
-    the others bound as JAX arrays (compiled one by one, under `jax.disable_jit()`); PRNG
+    each primitive by its rule (`NUMPY_RULES`; calls, branches and loops recursively)
+    while `numpy_primitives` is on, the others (every one under `op_by_op(numpy=False)`)
+    bound as JAX arrays (compiled one by one, under `jax.disable_jit()`); PRNG
     keys stay JAX arrays. No `bind` and no JAX array per operation: ten times cheaper per
     operation than `core.eval_jaxpr` through the hook. Outputs as JAX arrays, of the
     jaxpr's types.
@@ -700,6 +705,8 @@ def evaluate_jaxpr(closed, *args, compiled: Iterable[str] = ()) -> list:
     (`"dot_general"`: a float32 product whose sum NumPy's BLAS orders otherwise, where a
     study's round-off would grow past its bound; still no fusion spanning two
     operations)."""
+    if isinstance(compiled, str):
+        raise ValueError(f"compiled: primitives' names, as a tuple, got the string {compiled!r}")
     compiled = frozenset(compiled)
     unknown = sorted(compiled - set(NUMPY_RULES))
     if unknown:
@@ -750,7 +757,10 @@ def _apply(eqn, values) -> list:
     if higher is not None:
         _counts[("numpy", name)] += 1
         return higher(values, **params)
-    rule = None if name in getattr(_route, "compiled", ()) else NUMPY_RULES.get(name)
+    # NumPy's rules while `numpy_primitives` is on (`op_by_op()`; `op_by_op(numpy=False)`:
+    # every operation compiled one by one), but for those named to XLA (`compiled`)
+    hooked = _active > 0
+    rule = NUMPY_RULES.get(name) if hooked and name not in _compiled_here() else None
     if rule is not None and all(isinstance(v, np.ndarray | np.generic) for v in values):
         try:
             out = rule(*values, **params)
@@ -766,7 +776,8 @@ def _apply(eqn, values) -> list:
             f"self-check: the traced route cannot evaluate {name} op by op (JAX would "
             "compile it whole, the check sharing the compiler it checks)"
         )
-    _counts[("jax", name)] += 1
+    if not hooked:  # (bound below, the hook `_evaluate` counts it)
+        _counts[("jax", name)] += 1
     inputs = [_to_jax(x, v.aval) for x, v in zip(values, eqn.invars, strict=True)]
     with eqn.ctx.manager:
         out = eqn.primitive.bind(*inputs, **eqn.primitive.get_bind_params(params))

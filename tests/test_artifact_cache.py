@@ -181,3 +181,17 @@ def test_arrays_sent_to_other_processes_come_back_equal():
     for k, v in arrays.items():
         np.testing.assert_array_equal(back[k], v)
         assert back[k].dtype == np.asarray(v).dtype
+
+
+def test_an_artifact_asked_for_inside_anothers_computation_is_refused(tmp_path):
+    """Only process 0 computes an artifact in a multi-process run: one asked for inside
+    another's `compute` would be asked for by process 0 alone (the others would wait for
+    it forever), so it is refused everywhere, naming both."""
+    runner = StudyRunner("toy", tmp_path / "a", {"x": 1.0}, progress=False).open()
+    try:
+        inner = lambda: runner.artifact("inner", lambda: {"a": np.ones(2)})  # noqa: E731
+        with pytest.raises(RuntimeError, match="artifact 'inner' asked for while 'outer'"):
+            runner.artifact("outer", lambda: {"b": inner()["a"]}, shared=False)
+        assert runner.artifact("after", lambda: {"c": np.zeros(1)}, shared=False)["c"].size == 1
+    finally:
+        runner.close()

@@ -447,11 +447,21 @@ def test_the_traced_route_leaves_the_primitives_named_to_xla():
         traced = traced_op_by_op(jax.jit(f), a, b, compiled=("dot_general",))
         with pytest.raises(ValueError, match="^compiled: no NumPy rule to set aside for nope"):
             traced_op_by_op(jax.jit(f), a, b, compiled=("nope",))
-    assert calls[("jax", "dot_general")] >= 3 and calls[("numpy", "dot_general")] == 0
-    assert calls[("numpy", "tanh")] == 3
+    assert calls[("jax", "dot_general")] == 3 and calls[("numpy", "dot_general")] == 0
+    assert calls[("numpy", "tanh")] == 3 and calls[("jax", "tanh")] == 0
+    with pytest.raises(ValueError, match="^compiled: primitives' names, as a tuple"):
+        with op_by_op():
+            traced_op_by_op(jax.jit(f), a, b, compiled="dot_general")
     with op_by_op(numpy=False):  # XLA's product and tanh, each alone
         alone = f(a, b)
     np.testing.assert_allclose(np.asarray(traced), np.asarray(alone), rtol=1e-6)
+    before = _numpy_ops.counts()
+    with op_by_op(numpy=False):  # the traced route too: every operation by XLA
+        every = traced_op_by_op(jax.jit(f), a, b)
+    ran = _numpy_ops.counts() - before
+    assert ran[("jax", "dot_general")] == ran[("jax", "tanh")] == 3
+    assert not [k for k in ran if k[0] == "numpy" and k[1] not in ("scan", "jit", "pjit")]
+    np.testing.assert_array_equal(np.asarray(every), np.asarray(alone))
     with op_by_op() as calls:  # by default NumPy's product
         traced_op_by_op(jax.jit(f), a, b)
     assert calls[("numpy", "dot_general")] == 3 and calls[("jax", "dot_general")] == 0

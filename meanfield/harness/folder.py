@@ -335,7 +335,8 @@ class StudyFolder:
         self.loaded: list[str] = []
         self.cached: list[str] = []  # artifacts read from the artifact cache
         self.received: list[str] = []  # artifacts received from process 0 (a follower)
-        self._artifacts_called = 0  # their order, the same in every process
+        self._artifacts_called: dict[str, int] = {}  # by name: the same in every process
+        self._artifact_computing: str | None = None  # the artifact `compute` is making
         self.recomputed: dict[str, str] = {}
         self.seconds: dict[str, float] = {}
         self.warnings: list[str] = []
@@ -691,7 +692,7 @@ class StudyFolder:
                 "or use another --out or --overwrite"
             )
         code = [k for k in ("block_sha256", "law_sha256") if k in diff]
-        if code:  # a user's block or law (mean-ode), known by its content
+        if code:  # a user's block or law (mean-ode, variance), known by its content
             flags = "/".join(f"--{k.partition('_')[0]}" for k in code)
             raise StudyInputError(
                 f"{flags}: the code of your {' and '.join(k.partition('_')[0] for k in code)} "

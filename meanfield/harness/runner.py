@@ -298,15 +298,21 @@ class StudyRunner(StudyFolder):
         there. Its start and its time are said (`describe`, else the name): these stages
         run before the points' progress bar. In a multi-process run, process 0 computes
         (or reads) it and sends it to the others, which wait for it
-        (`runtime.distribution`): every process calls `artifact` in the same order.
+        (`runtime.distribution`): every process asks for the same artifacts, and none is
+        asked for inside another's `compute` (refused: only process 0 computes).
         """
         if not self._opened:
             self.open()
+        if self._artifact_computing is not None:
+            raise RuntimeError(
+                f"artifact {name!r} asked for while {self._artifact_computing!r} is computed "
+                "(in a multi-process run only process 0 computes it): ask for it before"
+            )
         procs = distribution.active()
         if procs is None or procs.count < 2:
             return self._artifact(name, compute, describe, shared)
-        key = f"{self.study}/artifact/{self._artifacts_called}/{name}"
-        self._artifacts_called += 1
+        self._artifacts_called[name] = calls = self._artifacts_called.get(name, 0) + 1
+        key = f"{self.study}/artifact/{name}/{calls}"
         label = describe or name.replace("_", " ")
         if procs.index == 0:
             arrays = self._artifact(name, compute, describe, shared)
@@ -339,7 +345,11 @@ class StudyRunner(StudyFolder):
                 self._say(f"{label}: its copy in the artifact cache is not used ({why})")
         t0 = time.perf_counter()
         self.say(f"{label} ...")
-        arrays: dict[str, Any] = {k: np.asarray(v) for k, v in compute().items()}
+        self._artifact_computing = name
+        try:
+            arrays: dict[str, Any] = {k: np.asarray(v) for k, v in compute().items()}
+        finally:
+            self._artifact_computing = None
         self.say(f"{label}: done in {time.perf_counter() - t0:.0f} s")
         self._write_artifact(name, arrays)
         if folder is not None:

@@ -27,6 +27,7 @@ from ...harness.args import (
     check_scale,
     check_unit_arguments,
 )
+from ...harness.cache import cache_folder
 from ...harness.runner import start_study, study_precision
 from ...harness.self_check import of_terms
 from ...laws.unit import TwoLayerGaussianLaw
@@ -160,6 +161,7 @@ def configure(args) -> dict:
 
 def run(args, cfg):
     block, law = block_and_law(cfg)
+    cache_folder()  # an unusable MEANFIELD_ARTIFACT_CACHE refused before the folder is made
     runner = start_study(args, cfg)
     # c kept in the artifact cache (by configuration and code), where the configuration
     # names all it depends on: a user's code known by its content
