@@ -68,10 +68,11 @@ from ...stats.fits import excluded_warning
 from ..shared.own_block import (
     BUILT_IN_BLOCK,
     BUILT_IN_LAW,
-    content_digest,
     describe_user_object,
+    known_by_content,
     make_data,
     quadrature_applies,
+    record_user_code,
     study_block_law,
 )
 from . import HELP as HELP  # its line in `meanfield study --help` (the package's)
@@ -172,10 +173,7 @@ def configure(args) -> dict:
     _pad_units(args)
     # the user's code by its content: a resume or the artifact cache after an edit of
     # its file is another configuration (None: not known, the reference is not shared)
-    if block_arg is not None:
-        cfg["block_sha256"] = content_digest(block, block_arg)
-    if law_arg is not None:
-        cfg["law_sha256"] = content_digest(law, law_arg)
+    record_user_code(cfg, block, law, block_arg, law_arg)
     return cfg
 
 
@@ -507,8 +505,7 @@ class _MeanODERun:
         self.runner = start_study(args, cfg)
         # the reference and the design's pilots kept in the artifact cache, where the
         # configuration names all they depend on: the user's code known by its content
-        code = (cfg.get("block_sha256", ""), cfg.get("law_sha256", ""))
-        self.runner.share_artifacts = None not in code
+        self.runner.share_artifacts = known_by_content(cfg)
         self.block, self.law = study_block_law(args, cfg)
         self.xs, self.ys = make_data(cfg)
         self.lr, self.steps = cfg["lr"], cfg["steps"]

@@ -73,6 +73,23 @@ def content_digest(obj, spec=None) -> str | None:
     return digest.hexdigest()
 
 
+def record_user_code(cfg: dict, block, law, block_arg, law_arg) -> None:
+    """A user's block and law in the configuration by their content (`block_sha256`,
+    `law_sha256`; None where not known): a resume or the artifact cache after an edit of
+    their file is another configuration."""
+    if block_arg is not None:
+        cfg["block_sha256"] = content_digest(block, block_arg)
+    if law_arg is not None:
+        cfg["law_sha256"] = content_digest(law, law_arg)
+
+
+def known_by_content(cfg: dict) -> bool:
+    """Whether the configuration names all a study's artifacts depend on: no user's code,
+    or the user's block and law known by their content (`record_user_code`): then they
+    may be kept in the artifact cache."""
+    return None not in (cfg.get("block_sha256", ""), cfg.get("law_sha256", ""))
+
+
 def _feed(digest, obj, files: set, depth: int) -> bool:
     """`obj`'s content into `digest` and its classes' and functions' source files into
     `files`; False where some part of it is not known by content."""

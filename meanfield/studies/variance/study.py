@@ -151,11 +151,9 @@ def configure(args) -> dict:
     }
     _check_block_and_law(args, cfg)
     if args.block is not None:  # the user's code by its content (as `study mean-ode`)
-        from ..shared.own_block import content_digest
+        from ..shared.own_block import record_user_code
 
-        block, law = block_and_law(cfg)
-        cfg["block_sha256"] = content_digest(block, args.block)
-        cfg["law_sha256"] = content_digest(law, args.law)
+        record_user_code(cfg, *block_and_law(cfg), args.block, args.law)
     return cfg
 
 
@@ -165,7 +163,9 @@ def run(args, cfg):
     runner = start_study(args, cfg)
     # c kept in the artifact cache (by configuration and code), where the configuration
     # names all it depends on: a user's code known by its content
-    runner.share_artifacts = None not in (cfg.get("block_sha256", ""), cfg.get("law_sha256", ""))
+    from ..shared.own_block import known_by_content
+
+    runner.share_artifacts = known_by_content(cfg)
     master = jr.key(cfg["seed"])
     # at the input's norm (‖x‖ = 1): for a non-homogeneous ρ, c depends on ‖h‖
     c_ref = runner.artifact("c", lambda: _estimate_c(block, law, cfg, key=jr.fold_in(master, 1)))
