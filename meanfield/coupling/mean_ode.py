@@ -28,6 +28,7 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
 from .._validation import as_number, check_finite_array, check_key, check_positive_int
 from ..blocks.base import AbstractUnitBlock, WeightedUnits
+from ..engine.scan import ScanLoop
 from ..laws.unit import AbstractGaussianLaw, AbstractLaw, as_law
 from ..limits.mean_ode import MeanODESolution
 from ..limits.particles import Particles, particle_gradients
@@ -220,6 +221,7 @@ def coupled_errors(
         raise ValueError(f"net must have a unit block (the mean ODE's), got {type(block).__name__}")
     loss = _limit_loss(grid, learning_rate, loss)
     padded = depth is not None or width is not None
+    loop = net.loop if depth is None else _skipping(net, depth, xs.shape[0])
     depth = net.L if depth is None else depth
     width = net.M if width is None else width
     model, mask = net, None
@@ -228,7 +230,7 @@ def coupled_errors(
         mask = (jnp.arange(net.L)[:, None] < depth) & (jnp.arange(net.M)[None, :] < width)
         scale = jnp.asarray(net.L * net.M, dtype) / (depth * width)
         weights = jnp.where(mask, scale, 0).astype(dtype)
-        model = ResNet(WeightedUnits(block), (net.params, weights), net.alpha, loop=net.loop)
+        model = ResNet(WeightedUnits(block), (net.params, weights), net.alpha, loop=loop)
     result = train(
         model,
         xs,
@@ -251,6 +253,16 @@ def coupled_errors(
     return CoupledErrors(
         delta_h=dh, delta_b=db, delta_z=jnp.max(dz, axis=(1, 2)), loss=result.losses
     )
+
+
+def _skipping(net: ResNet, depth, n: int):
+    """The depth loop of a network padded to `depth` layers: where it runs as the scan,
+    a scan that skips the padded layers (`ScanLoop.depth`: the identity they are, at
+    no cost); any other loop as it is (it computes them, with weight 0)."""
+    loop = net.loop.resolve(net.block, net.params, n)
+    if type(loop) is ScanLoop and loop.depth is None:
+        return ScanLoop(loop.unroll, depth=depth)
+    return net.loop
 
 
 def draw_units(law: AbstractLaw, key: PRNGKeyArray, L: int, M: int) -> PyTree:
