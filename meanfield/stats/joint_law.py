@@ -91,6 +91,29 @@ def _jitted(name: str, depth: bool = True, power: int = 1):
     )
 
 
+def compile_fits(points: int, depths: int, depth_terms: Sequence[bool] = (True,)) -> None:
+    """Compile ahead the programs `fit_depth_law` and `fit_depth_width_law` (mean, with
+    each of `depth_terms`) run on `depths` depths and `points` grid points: a study calls
+    it in a thread while its networks run, and its fits then find them compiled (tracing
+    BFGS under `vmap` and compiling it took 4-5 s of the mean-ODE quick preset's end).
+    Other sizes compile when fitted, as before; nothing is computed here."""
+    import jax
+    import jax.numpy as jnp
+
+    arr = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.result_type(float))
+    if depths >= 4:  # fewer: `fit_depth_law` gives its reason, fits nothing
+        _jitted("depth").lower(arr(3, 3), arr(depths), arr(depths)).compile()
+    for depth_term in dict.fromkeys(depth_terms):
+        names = 4 if depth_term else 2
+        if points < names + 2:
+            continue
+        starts = arr(len(_law_starts(0.0, depth_term)), names)
+        # c is a Python float (weakly typed) at the fit, as here
+        _jitted("law", depth_term, 1).lower(
+            starts, arr(points), arr(points), arr(points), 0.0
+        ).compile()
+
+
 def _theory(result: dict, names: Sequence[str]) -> None:
     """`theory` per exponent: the theorem's value and what the 95% interval says of it
     (`exponent_theory`: whether it holds it, and inside, near or outside)."""

@@ -65,6 +65,7 @@ from ...limits.particles import Particles
 from ...runtime.errors import StudyInputError
 from ...runtime.sharding import gather_processes
 from ...stats.fits import excluded_warning
+from ...stats.joint_law import compile_fits
 from ..shared.own_block import (
     BUILT_IN_BLOCK,
     BUILT_IN_LAW,
@@ -428,7 +429,7 @@ class _Stopwatch:
     def __init__(self) -> None:
         self.stages: dict[str, float] = {}
         self.parts: dict[str, dict[str, float]] = {"compile": {}, "euler_compile": {}, "finite": {}}
-        self.waits: dict[str, list[float]] = {"compile": [], "euler": []}
+        self.waits: dict[str, list[float]] = {"compile": [], "euler": [], "fits": []}
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -677,6 +678,11 @@ class _MeanODERun:
             s["L"]: self.pool.submit(self.clock.timed, self._compile_euler, s["L"])
             for s in self.runner.pending(self.euler_specs)
         }
+        # and the fits' programs, at the grid's sizes (`compile_fits`)
+        depth_terms = [not self.trivial(k) for k in range(self.steps + 1)]
+        self.fits_ahead = self.pool.submit(
+            self.clock.timed, compile_fits, len(self.specs), len(self.euler_specs), depth_terms
+        )
 
     def reference_floors(self) -> None:
         """The reference's own error in the norm of each quantity (Δ^h's is
@@ -802,6 +808,10 @@ class _MeanODERun:
         **Returns:** `(points, decomposition, fits, rates)`."""
         steps, cfg = self.steps, self.cfg
         with self.clock.stage("fits"):
+            try:  # compiled ahead (or failing: then the fit itself says why)
+                _, self.fits_compile_seconds = self.clock.wait("fits", self.fits_ahead)
+            except Exception:  # noqa: BLE001
+                self.fits_compile_seconds = None
             points = [
                 {"L": p["L"], "M": p["M"], "steps": k, **p["steps"][k]}
                 for p in raw
@@ -944,6 +954,10 @@ class _MeanODERun:
             # the Euler part's own time, without its waits for programs still compiling
             "euler_seconds": clock.stages["euler"] - sum(clock.waits["euler"]),
             "fit_seconds": clock.stages["fits"],
+            # the fits' programs, compiled ahead while the networks ran (`compile_fits`),
+            # and how long the fits waited for them
+            "fit_compile_seconds": self.fits_compile_seconds,
+            "fit_compile_wait_seconds": sum(clock.waits["fits"]),
         }
 
     def finish(self, points, decomposition, fits, rates) -> None:
