@@ -221,18 +221,26 @@ def _program(
 
         final, after = train(net, p0, xs, ys, opt(lr=lr), measure=measure)
         fractions = nonlinear_fractions(net, p0, final, ex[0])
-        return held_out(p0), held_out(final), fractions, after[checkpoints]
+        return held_out(final), fractions, after[checkpoints]
+
+    def initial(numbers, p0, ex, ey):  # a network's held-out loss before training
+        net = skeleton.with_numbers(numbers)
+        return net.loss(p0, ex.reshape(-1, context), ey.reshape(-1, context))
 
     drawn = draws_program(jax.vmap(draw, in_axes=(None, 0, None, None)))
     pairs = jax.vmap(one, in_axes=(None, 0, 0, 0, 0, 0, 0))
 
     @jax.jit
     def pairs_trained(numbers, lrs, *networks):
-        # networks outer, learning rates inner: a network's draw is shared by its rates
+        # networks outer, learning rates inner: a network's draw is shared by its rates,
+        # and so is its initial loss (computed once per network, not once per rate)
         S, R = jax.tree.leaves(networks)[0].shape[0], lrs.shape[0]
+        p0, _, _, ex, ey = networks
+        before = jax.vmap(initial, in_axes=(None, 0, 0, 0))(numbers, p0, ex, ey)
         each = jax.tree.map(lambda a: jnp.repeat(a, R, axis=0), networks)
         out = pairs(numbers, jnp.tile(lrs, S), *each)
-        return jax.tree.map(lambda a: a.reshape(S, R, *a.shape[1:]), out)
+        out = jax.tree.map(lambda a: a.reshape(S, R, *a.shape[1:]), out)
+        return (jnp.broadcast_to(before[:, None], (S, R)), *out)
 
     return DrawnAndTrained(drawn, pairs_trained)
 
