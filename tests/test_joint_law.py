@@ -128,3 +128,33 @@ def test_the_headline_leads_with_the_exponents(tmp_path: Path):
     assert "(theory 0.5: inside)" in lines[2]
     assert "OUTSIDE" not in "\n".join(lines[3:])
     assert "secondary" in text and "the fitted law's own slope there -0.910" in text
+
+
+def test_the_fits_compiled_ahead_are_the_fits_programs():
+    """`compile_fits` compiles the very programs the fits then run: the same fits at
+    sizes seen nowhere else compile three programs fewer after it (the depth law, the
+    joint law with and without its depth term) than at other fresh sizes without it.
+    The rest (a log of the new shape, ...) compiles in both; what compiles once at any
+    size is compiled before."""
+    from meanfield.runtime.compilation import CompileCounter
+    from meanfield.stats.joint_law import compile_fits
+
+    rng = np.random.default_rng(3)
+    draws = _draws(rng)
+
+    def fits(points: int, depths: int) -> None:
+        L, M = zip(*GRID[:points], strict=True)
+        fit_depth_width_law(L, M, draws[:points], quantity="q", c_over_a=-1.2)
+        fit_depth_width_law(L, M, draws[:points], quantity="q", depth_term=False)
+        Ls = [2**k for k in range(2, 2 + depths)]
+        fit_depth_law(Ls, [0.5 / x - 0.3 / x**2 for x in Ls], quantity="e")
+
+    fits(19, 5)  # what compiles once whatever the sizes (the bootstrap's, ...)
+    with CompileCounter() as cold:
+        fits(21, 6)
+    with CompileCounter() as ahead:
+        compile_fits(23, 7, (True, False))
+    with CompileCounter() as warm:
+        fits(23, 7)
+    assert ahead.compiles >= 3
+    assert cold.compiles - warm.compiles == 3, (cold.compiles, warm.compiles)
