@@ -221,7 +221,7 @@ def coupled_errors(
         raise ValueError(f"net must have a unit block (the mean ODE's), got {type(block).__name__}")
     loss = _limit_loss(grid, learning_rate, loss)
     padded = depth is not None or width is not None
-    loop = net.loop if depth is None else _skipping(net, depth, xs.shape[0])
+    deeper = depth is not None  # padded in depth: its padded layers are skipped
     depth = net.L if depth is None else depth
     width = net.M if width is None else width
     model, mask = net, None
@@ -230,7 +230,9 @@ def coupled_errors(
         mask = (jnp.arange(net.L)[:, None] < depth) & (jnp.arange(net.M)[None, :] < width)
         scale = jnp.asarray(net.L * net.M, dtype) / (depth * width)
         weights = jnp.where(mask, scale, 0).astype(dtype)
-        model = ResNet(WeightedUnits(block), (net.params, weights), net.alpha, loop=loop)
+        model = ResNet(WeightedUnits(block), (net.params, weights), net.alpha, loop=net.loop)
+        if deeper:
+            model = eqx.tree_at(lambda m: m.loop, model, _skipping(model, depth, xs.shape[0]))
     result = train(
         model,
         xs,
@@ -256,9 +258,9 @@ def coupled_errors(
 
 
 def _skipping(net: ResNet, depth, n: int):
-    """The depth loop of a network padded to `depth` layers: where it runs as the scan,
-    a scan that skips the padded layers (`ScanLoop.depth`: the identity they are, at
-    no cost); any other loop as it is (it computes them, with weight 0)."""
+    """The depth loop of `net`, padded to `depth` layers, for `n` inputs: where it runs
+    as the scan, a scan that skips the padded layers (`ScanLoop.depth`: the identity they
+    are, at no cost); any other loop as it is (it computes them, with weight 0)."""
     loop = net.loop.resolve(net.block, net.params, n)
     if type(loop) is ScanLoop and loop.depth is None:
         return ScanLoop(loop.unroll, depth=depth)
