@@ -246,44 +246,6 @@ def test_adjoint_matches_jax_grad_of_a_plain_loop(key, name):
     _close_trees(jax.tree.map(lambda g: xs.shape[0] * g, own), grads)
 
 
-@pytest.mark.parametrize("unroll", [1, 3])
-def test_scan_skips_the_layers_beyond_its_depth(key, unroll):
-    """`ScanLoop(depth=k)` (traced k) on a 13-layer network is the plain loop's network
-    of its first k layers: the same h^0..h^k, then h^k repeated; b^l of that network;
-    its gradients in the first k layers and exactly 0 beyond. The layers beyond k are
-    real, nonzero ones here (not padding): were they run, every number would differ."""
-    net = _net(key, activation="gelu", inner_scale=0.3)
-    xs, k = _inputs(key), 5
-    ws = jr.normal(jr.fold_in(key, 3), xs.shape)
-    first = jax.tree.map(lambda a: a[:k], net.params)
-    short = _with(_net(key, L=k, activation="gelu", inner_scale=0.3), SCAN, first)
-    short = mf.ResNet(short.block, first, net.alpha)  # the 13-layer network's α
-
-    @jax.jit
-    def skipping(depth):
-        return _with(net, mf.ScanLoop(unroll, depth=depth)).adjoint(xs, ws)
-
-    adj = skipping(jnp.int32(k))
-    h = _plain(short, first, xs)
-    _close(adj.h[:, : k + 1], h)
-    _close(adj.h[:, k + 1 :], jnp.repeat(h[:, -1:], net.L - k, axis=1))
-    eps = jnp.zeros((7, k + 1, 3))
-    b = jax.grad(lambda e: jnp.sum(ws * _plain(short, first, xs, e)[:, -1]))(eps)
-    _close(adj.b[:, : k + 1], b)
-    beyond = np.repeat(np.asarray(ws)[:, None], net.L - k + 1, axis=1)
-    np.testing.assert_array_equal(np.asarray(adj.b[:, k:]), beyond)
-    grads = jax.grad(lambda p: jnp.sum(ws * _plain(short, p, xs)[:, -1]))(first)
-    _close_trees(jax.tree.map(lambda g: g[:k], adj.grads), grads)
-    for g in jax.tree.leaves(adj.grads):
-        np.testing.assert_array_equal(np.asarray(g[k:]), 0.0)
-    # the whole depth, traced: the scan's own numbers
-    _close_trees(skipping(jnp.int32(net.L)), _with(net, SCAN).adjoint(xs, ws))
-    states = jax.jit(lambda d: _with(net, mf.ScanLoop(unroll, depth=d)).states(xs))
-    _close(states(jnp.int32(k))[:, : k + 1], h)
-    with pytest.raises(ValueError, match="depth"):
-        mf.ScanLoop(depth=2.5)
-
-
 @pytest.mark.parametrize("name", ["unroll", "pallas"])
 def test_batch_adjoint_matches_per_input_scan(key, name):
     """The batch's adjoint against the scan's adjoint of every input alone (batches of

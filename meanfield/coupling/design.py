@@ -205,9 +205,8 @@ def program_boxes(
     that holds it with the least padding, `seeds · (L_b·M_b − L·M)` units (unit
     coordinates), if that is at most `pad_units`, else it opens its own box. A box has its
     points' own depth unless `pad_depth` (the study's default on a CPU, where a padded
-    layer costs what its units' draws and limit copies cost, its depth loop skipping it,
-    `ScanLoop.depth`; not on an accelerator, where each layer is a sequence of kernel
-    launches whatever its width). Padding changes no value: see `coupled_errors`
+    layer costs what its units cost; not on an accelerator, where each layer is a sequence
+    of kernel launches whatever its width). Padding changes no value: see `coupled_errors`
     (the padded units are inert, the padded layers the identity, and the draws of the real
     units do not depend on the box, `draw_units`; for the deep network on an embedding,
     `DeepEmbeddedResNet.hidden` with `size` and `padded_units`).

@@ -28,7 +28,6 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
 from .._validation import as_number, check_finite_array, check_key, check_positive_int
 from ..blocks.base import AbstractUnitBlock, WeightedUnits
-from ..engine.scan import ScanLoop
 from ..laws.unit import AbstractGaussianLaw, AbstractLaw, as_law
 from ..limits.mean_ode import MeanODESolution
 from ..limits.particles import Particles, particle_gradients
@@ -221,7 +220,6 @@ def coupled_errors(
         raise ValueError(f"net must have a unit block (the mean ODE's), got {type(block).__name__}")
     loss = _limit_loss(grid, learning_rate, loss)
     padded = depth is not None or width is not None
-    deeper = depth is not None  # padded in depth: its padded layers are skipped
     depth = net.L if depth is None else depth
     width = net.M if width is None else width
     model, mask = net, None
@@ -231,8 +229,6 @@ def coupled_errors(
         scale = jnp.asarray(net.L * net.M, dtype) / (depth * width)
         weights = jnp.where(mask, scale, 0).astype(dtype)
         model = ResNet(WeightedUnits(block), (net.params, weights), net.alpha, loop=net.loop)
-        if deeper:
-            model = eqx.tree_at(lambda m: m.loop, model, _skipping(model, depth, xs.shape[0]))
     result = train(
         model,
         xs,
@@ -255,16 +251,6 @@ def coupled_errors(
     return CoupledErrors(
         delta_h=dh, delta_b=db, delta_z=jnp.max(dz, axis=(1, 2)), loss=result.losses
     )
-
-
-def _skipping(net: ResNet, depth, n: int):
-    """The depth loop of `net`, padded to `depth` layers, for `n` inputs: where it runs
-    as the scan, a scan that skips the padded layers (`ScanLoop.depth`: the identity they
-    are, at no cost); any other loop as it is (it computes them, with weight 0)."""
-    loop = net.loop.resolve(net.block, net.params, n)
-    if type(loop) is ScanLoop and loop.depth is None:
-        return ScanLoop(loop.unroll, depth=depth)
-    return net.loop
 
 
 def draw_units(law: AbstractLaw, key: PRNGKeyArray, L: int, M: int) -> PyTree:

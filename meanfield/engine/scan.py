@@ -37,40 +37,12 @@ class ScanLoop(AbstractDepthLoop):
       never the values. Default 1. On a GPU, where each loop step costs kernel
       launches, 8 ran a launch-bound forward pass 2.2× faster (benchmarks/RESULTS.md)
       at a longer compile; on a CPU it gains nothing.
-    - `depth`: None (default), or the number of layers that run, a Python or traced
-      integer: layers from `depth` on are skipped (a `lax.cond` per layer), the identity
-      in (R) and (B), with zero parameter gradients. For a network padded in depth
-      whose padded layers are the identity anyway (weight 0, `coupled_errors`): it
-      then costs its own layers, not the padded array's (the mean-ODE quick preset's
-      small networks ran 1024 layers for 8).
     """
 
     unroll: int = eqx.field(static=True, default=1)
-    depth: int | Array | None = None
 
     def __check_init__(self):
         check_positive_int(self.unroll, "unroll")
-        d = self.depth
-        if d is not None and (
-            isinstance(d, bool)
-            or jnp.ndim(d) != 0
-            or not jnp.issubdtype(jnp.result_type(d), jnp.integer)
-        ):
-            raise ValueError(f"depth must be None or an integer, got {d!r}")
-
-    def _scan(self, step, skip, carry, xs, *, reverse: bool = False):
-        """`lax.scan` of `step` over layers (`xs`: leaves with a leading axis L), or with
-        `depth`, of `skip` from layer `depth` on; both map (carry, x) to (carry, y)."""
-        L = depth_of(xs)
-        unroll = min(self.unroll, L)
-        if self.depth is None:
-            return lax.scan(step, carry, xs, reverse=reverse, unroll=unroll)
-        depth = self.depth
-
-        def layer(c, lx):
-            return lax.cond(lx[0] < depth, step, skip, c, lx[1])
-
-        return lax.scan(layer, carry, (jnp.arange(L), xs), reverse=reverse, unroll=unroll)
 
     def _states(self, block: AbstractBlock, params: PyTree, alpha, h0, return_all: bool):
         """h^L, and with `return_all` the states h^1..h^L layer-major `(L, n, d)`."""
@@ -80,10 +52,7 @@ class ScanLoop(AbstractDepthLoop):
             h = h + alpha * layer(h, theta)
             return h, (h if return_all else None)
 
-        def skip(h, theta):
-            return h, (h if return_all else None)
-
-        return self._scan(step, skip, h0, params)
+        return lax.scan(step, h0, params, unroll=min(self.unroll, depth_of(params)))
 
     def forward(self, block, params, alpha, h0, *, return_all=False) -> Array:
         hL, hs = self._states(block, params, alpha, h0, return_all)
@@ -96,6 +65,7 @@ class ScanLoop(AbstractDepthLoop):
         assert hs is not None
         w = final_cotangent(final, hL)
         h = jnp.concatenate([h0[:, None], jnp.swapaxes(hs, 0, 1)], axis=1)  # (n, L+1, d)
+        unroll = min(self.unroll, depth_of(params))
 
         def one(h_i, w_i):
             """(B) for one input: its b^0..b^{L-1} and its own parameter gradients."""
@@ -107,11 +77,7 @@ class ScanLoop(AbstractDepthLoop):
                 b = b + alpha * gh
                 return b, (b, jax.tree.map(lambda g: alpha * g, gtheta))
 
-            def skip(b, inputs):  # zero gradients of the types `step` gives
-                grads = jax.eval_shape(step, b, inputs)[1][1]
-                return b, (b, jax.tree.map(lambda g: jnp.zeros(g.shape, g.dtype), grads))
-
-            _, out = self._scan(step, skip, w_i, (h_i[:-1], params), reverse=True)
+            _, out = lax.scan(step, w_i, (h_i[:-1], params), reverse=True, unroll=unroll)
             return out
 
         # every input's recursion, vmapped, and the gradients summed over the inputs after
