@@ -91,6 +91,10 @@ def _jitted(name: str, depth: bool = True, power: int = 1):
     )
 
 
+# `fit_depth_law`'s starting values of c/a (its starts: (log a, p = 1, c/a) each)
+_DEPTH_STARTS_C = (-1.0, 0.0, 1.0)
+
+
 def compile_fits(points: int, depths: int, depth_terms: Sequence[bool] = (True,)) -> None:
     """Compile ahead the programs `fit_depth_law` and `fit_depth_width_law` (mean, with
     each of `depth_terms`) run on `depths` depths and `points` grid points: a study calls
@@ -102,7 +106,7 @@ def compile_fits(points: int, depths: int, depth_terms: Sequence[bool] = (True,)
 
     arr = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.result_type(float))
     if depths >= 4:  # fewer: `fit_depth_law` gives its reason, fits nothing
-        _jitted("depth").lower(arr(3, 3), arr(depths), arr(depths)).compile()
+        _jitted("depth").lower(arr(len(_DEPTH_STARTS_C), 3), arr(depths), arr(depths)).compile()
     for depth_term in dict.fromkeys(depth_terms):
         names = 4 if depth_term else 2
         if points < names + 2:
@@ -136,7 +140,7 @@ def fit_depth_law(L: Sequence[int], values: Sequence[float], *, quantity: str) -
 
     logL = jnp.log(jnp.asarray([r[0] for r in rows]))
     logy = jnp.log(jnp.asarray([r[1] for r in rows]))
-    starts = jnp.asarray([[float(logy[0] + logL[0]), 1.0, c] for c in (-1.0, 0.0, 1.0)])
+    starts = jnp.asarray([[float(logy[0] + logL[0]), 1.0, c] for c in _DEPTH_STARTS_C])
     theta, loss, _, J = _jitted("depth")(starts, logy, logL)
     theta, J = np.asarray(theta), np.asarray(J)
     dof = len(rows) - 3

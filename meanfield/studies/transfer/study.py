@@ -205,13 +205,15 @@ def _program(
         )
         return net.init(k_init), xs, ys, ex, ey
 
+    def loss_on(numbers, p, ex, ey):  # held out: the mean over EVAL_BATCHES equal batches,
+        net = skeleton.with_numbers(numbers)  # one batch of them all
+        return net.loss(p, ex.reshape(-1, context), ey.reshape(-1, context))
+
     def one(numbers, lr, p0, xs, ys, ex, ey):
         net = skeleton.with_numbers(numbers)
         # the table's optimiser at a (traced) base learning rate
         opt = functools.partial(optimizer, net, eps=eps, weight_decay=weight_decay)
-
-        def held_out(p):  # the mean over EVAL_BATCHES equal batches: one batch of them all
-            return net.loss(p, ex.reshape(-1, context), ey.reshape(-1, context))
+        held_out = functools.partial(loss_on, numbers, ex=ex, ey=ey)
 
         checkpoints = jnp.asarray(budgets, dtype=int)
 
@@ -223,10 +225,6 @@ def _program(
         fractions = nonlinear_fractions(net, p0, final, ex[0])
         return held_out(final), fractions, after[checkpoints]
 
-    def initial(numbers, p0, ex, ey):  # a network's held-out loss before training
-        net = skeleton.with_numbers(numbers)
-        return net.loss(p0, ex.reshape(-1, context), ey.reshape(-1, context))
-
     drawn = draws_program(jax.vmap(draw, in_axes=(None, 0, None, None)))
     pairs = jax.vmap(one, in_axes=(None, 0, 0, 0, 0, 0, 0))
 
@@ -236,7 +234,7 @@ def _program(
         # and so is its initial loss (computed once per network, not once per rate)
         S, R = jax.tree.leaves(networks)[0].shape[0], lrs.shape[0]
         p0, _, _, ex, ey = networks
-        before = jax.vmap(initial, in_axes=(None, 0, 0, 0))(numbers, p0, ex, ey)
+        before = jax.vmap(loss_on, in_axes=(None, 0, 0, 0))(numbers, p0, ex, ey)
         each = jax.tree.map(lambda a: jnp.repeat(a, R, axis=0), networks)
         out = pairs(numbers, jnp.tile(lrs, S), *each)
         out = jax.tree.map(lambda a: a.reshape(S, R, *a.shape[1:]), out)
