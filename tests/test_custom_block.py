@@ -65,6 +65,82 @@ def test_batch_means_estimate_the_true_error_of_a_monte_carlo_reference():
     assert 1.5 < np.mean(estimates) / cref.reference_errors(big)["delta_h"] < 5.0
 
 
+@pytest.mark.parametrize("rtol", [1e-10, 1e-6])
+def test_the_tolerance_part_measures_a_loose_tolerance_and_batch_0_is_its_own_limit(rtol):
+    """For a limit in closed form (the particles' own: h(s) = exp(s Σ_i w_i z_i) x), batch
+    0's limit as returned (`batch0_h_L{L}`) lies within the solver's tolerance of its
+    exact limit, and the tolerance part of the error estimate measures that distance (at
+    rtol 1e-6 Dopri8 takes its fewest steps at rtol / 2 too, so the halved tolerance alone
+    measured 0). The reference is the batches' mean, not batch 0."""
+    law = mf.SamplerLaw(lambda k: jnp.array([[0.2, 0.8], [-0.8, 0.1]]) + jr.normal(k, (2, 2)))
+    xs = jnp.array([[1.0, 0.0], [0.6, 0.8]])
+    L, replicas = cref.CHECK_GRID, 8
+    p = mf.monte_carlo_particles(law, 2**10, key=jr.key(3))
+    ref = cref.solve_reference_replicas(
+        Linear(), p, xs, xs, learning_rate=0.1, steps=0, rtol=rtol, depths=[L],
+        probes=law.sample(jr.key(99))[None], replicas=replicas,
+    )  # fmt: skip
+    batch = cref.replica_batch(p, 0, replicas)
+    assert batch.count == 2**10 // replicas
+    mean = jnp.tensordot(batch.weights, batch.z, axes=1)  # Σ_i w_i z_i
+    s = jnp.arange(L + 1) / L
+    exact = jax.vmap(lambda t: jax.vmap(lambda x: jsl.expm(t * mean) @ x)(xs))(s)
+    true = float(jnp.max(jnp.linalg.norm(ref[f"batch0_h_L{L}"][0] - exact, axis=-1)))
+    measured = float(ref["err_tolerance"][0])
+    assert 0 < true < 100 * rtol, true
+    assert 0.3 < measured / true < 3, (measured, true)
+    # the reference itself is the mean of the batches, some Monte-Carlo error away
+    assert float(np.max(np.abs(ref[f"h_L{L}"] - ref[f"batch0_h_L{L}"]))) > 1e3 * true
+
+
+def test_an_euler_coefficient_from_a_solved_limit_is_the_one_it_solves():
+    """`euler_coefficient` given its particles' limit on the grids (`grids`, as the
+    pilot reference's batch 0 gives it) equals the one that solves that limit itself."""
+    law = mf.SamplerLaw(lambda k: 0.3 * jr.normal(k, (2, 2)))
+    xs = jnp.array([[1.0, 0.0], [0.6, 0.8]])
+    p = mf.monte_carlo_particles(law, 2**8, key=jr.key(0))
+    kwargs = dict(learning_rate=0.1, steps=1, depths=[4, 8], probes=law.sample(jr.key(9))[None])
+    own = design.euler_coefficient(Linear(), p, xs, xs, rtol=1e-10, **kwargs)
+    sol = cref.solve_limit(Linear(), p, xs, xs, learning_rate=0.1, steps=1, tol=1e-10)
+    given = design.euler_coefficient(Linear(), p, xs, xs, grids=cref.limit_grids(sol, [4, 8]),
+                                     **kwargs)  # fmt: skip
+    np.testing.assert_array_equal(given["L_delta_h"], own["L_delta_h"])
+    assert np.all(own["L_delta_h"][:, 1] > 0)
+
+
+def test_the_pilot_compiled_ahead_gives_the_pilot_bit_for_bit():
+    """`pilot_errors` by the programs `compile_pilot` compiled in threads: the same numbers
+    as by its own programs, and only the boxes it asks for (with `pad_depth`, one)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    law = mf.SamplerLaw(lambda k: 0.3 * jr.normal(k, (2, 2)))
+    xs = jnp.array([[1.0, 0.0], [0.6, 0.8]])
+    p = mf.monte_carlo_particles(law, 2**8, key=jr.key(0))
+    points = [(2, 1), (2, 4), (4, 1), (4, 4)]
+    sol = cref.solve_limit(Linear(), p, xs, xs, learning_rate=0.1, steps=1, tol=1e-10)
+    ref = {f"{x}_L{L}": g[i] for L, g in cref.limit_grids(sol, [2, 4]).items()
+           for i, x in enumerate("hb")}  # fmt: skip
+    kwargs = dict(learning_rate=0.1, points=points, seeds=2)
+    with ThreadPoolExecutor(2) as pool:
+        ahead = design.compile_pilot(pool, Linear(), law, xs, xs, steps=1, **kwargs)
+        compiled = design.pilot_errors(Linear(), law, xs, xs, ref, key=jr.key(5),
+                                       compiled=ahead, **kwargs)  # fmt: skip
+    assert sorted(ahead) == [(2, 4), (4, 4)]
+    plain = design.pilot_errors(Linear(), law, xs, xs, ref, key=jr.key(5), **kwargs)
+    for q in ("delta_h", "delta_b", "delta_z"):
+        np.testing.assert_array_equal(compiled[q], plain[q])
+    assert np.all(plain["delta_h"] > 0)
+    # a CPU's pilot: one program, its depths padded too; the same numbers to rounding
+    with ThreadPoolExecutor(2) as pool:
+        ahead = design.compile_pilot(pool, Linear(), law, xs, xs, steps=1, pad_depth=True,
+                                     **kwargs)  # fmt: skip
+        padded = design.pilot_errors(Linear(), law, xs, xs, ref, key=jr.key(5), compiled=ahead,
+                                     pad_depth=True, **kwargs)  # fmt: skip
+    assert sorted(ahead) == [(4, 4)]
+    for q in ("delta_h", "delta_b", "delta_z"):
+        np.testing.assert_allclose(padded[q], plain[q], rtol=1e-12)
+
+
 def test_each_reference_solve_is_counted_once_it_is_computed():
     """The progress of a reference (`progress()`, the runner's bar): one call per solve,
     `reference_solves` of them, each once its solve is done (its flags readable), and the
@@ -337,6 +413,38 @@ def ridge_law():
     return mf.SamplerLaw(draw)
 
 
+def test_the_euler_part_on_batch_0_is_judged_against_its_own_limit(tmp_path, monkeypatch):
+    """A Monte-Carlo reference too large for the Euler part at every layer: the Euler part
+    runs batch 0 of its particles, against batch 0's limit solved with the reference, which
+    equals that subset's limit solved on its own (to the solver's tolerance) and is not the
+    reference itself; the reference is solved at `MONTE_CARLO_RTOL`, its tolerance part
+    measured and far below its Monte-Carlo part."""
+    from meanfield.limits.mean_ode import MeanODE, solve_mean_ode
+    from meanfield.studies.mean_ode import study as mean_ode
+    from meanfield.studies.mean_ode.reference import MONTE_CARLO_RTOL, monte_carlo
+
+    monkeypatch.setattr(mean_ode, "EULER_UNITS", 2**12)  # 2^12 particles x 4 layers > it
+    out = tmp_path / "euler"
+    r = mf.mean_ode_study(
+        Ridge(), ridge_law, out=str(out), design="grid", reference="monte-carlo",
+        particles=2**12, L=[2, 4], M=[1, 2], L_for_M=4, fit_M_max=2, seeds=2, no_progress=True,
+    )  # fmt: skip
+    assert r["config"]["rtol"] == MONTE_CARLO_RTOL == r["reference"]["rtol"]
+    parts = r["reference"]["error_parts"]
+    assert 0 < max(parts["tolerance_h_b"]) < 1e-2 * min(parts["monte_carlo_h_b"]), parts
+    assert r["decomposition_particles"] == 2**12 // 8
+    ref = np.load(out / "points" / "reference.npz")
+    cfg = {**r["config"], "seed": r["config"]["seed"]}
+    batch = cref.replica_batch(monte_carlo(cfg, ridge_law(), 2**12), 0, 8)
+    xs, ys = cv.circle_data(cfg["inputs"], cfg["d"])
+    model = MeanODE(Ridge(), batch, xs, ys, cfg["lr"])
+    own = cref.limit_grids(solve_mean_ode(model, cfg["steps"], rtol=1e-10, atol=1e-10), [2, 4])
+    tol = max(parts["tolerance_h_b"])
+    for L in (2, 4):
+        assert float(np.max(np.abs(ref[f"euler_h_L{L}"] - own[L][0]))) < 10 * tol
+        assert float(np.max(np.abs(ref[f"euler_h_L{L}"] - ref[f"h_L{L}"]))) > 100 * tol
+
+
 SMALL = {
     "max_depth": 32, "max_width": 2**12, "units": 2**16, "pilot_seeds": 2,
     "pilot_particles": 2**12, "particles_max": 2**17,
@@ -355,6 +463,8 @@ def test_auto_design_on_a_small_budget(tmp_path, monkeypatch):
     r = mf.mean_ode_study(Ridge(), ridge_law, out=str(tmp_path / "auto"), seeds=4, no_progress=True)
     design = r["design"]
     assert r["config"]["design"] == "auto" and r["reference"]["method"] == "monte-carlo"
+    # the Euler coefficient from the pilot reference's batch 0 (its limit solved there)
+    assert design["euler_coefficient"]["particles"] == SMALL["pilot_particles"] // 8
     assert design["pilot_fit"]["a_from"] == "Euler part" and design["pilot_fit"]["b"] > 0
     assert design["lines"]["ok_L"] and design["lines"]["ok_M"], design["lines"]["reasons"]
     refinement = r["reference"]["refinement"]

@@ -7,8 +7,10 @@ grid's programs are boxed by shape and padded to share compilations (`program_bo
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor, Future
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
@@ -52,14 +54,9 @@ def first_pass_mean(
     **Returns:** `{"centred": bool, "max_abs_mean", "max_standard_error", "max_share",
     "heavy_tailed": bool, "draws"}`.
     """
-    z = jax.vmap(law.sample)(jr.split(key, draws))
-    values = jax.vmap(lambda x: jax.vmap(lambda zz: block(x, zz))(z))(xs)  # (n, draws, d)
-    mean = jnp.mean(values, axis=1)
-    se = jnp.std(values, axis=1, ddof=1) / np.sqrt(draws)
+    mean, se, share, finite = _first_pass_moments(block, law, xs, key, draws)
     centred = bool(jnp.all(jnp.abs(mean) <= 4 * se + 1e-12))
-    dev2 = (values - mean[:, None]) ** 2
-    share = float(jnp.max(jnp.max(dev2, axis=1) / jnp.maximum(jnp.sum(dev2, axis=1), 1e-300)))
-    finite = bool(jnp.all(jnp.isfinite(values)))
+    share, finite = float(share), bool(finite)
     return {
         "centred": centred and finite,
         "max_abs_mean": float(jnp.max(jnp.abs(mean))),
@@ -68,6 +65,19 @@ def first_pass_mean(
         "heavy_tailed": share > HEAVY_TAIL_SHARE or not finite,
         "draws": draws,
     }
+
+
+@eqx.filter_jit
+def _first_pass_moments(block, law, xs, key, draws: int):
+    """`first_pass_mean`'s moments of φ(x_i, Z) over `draws` draws, in one program (op by
+    op, the user's sampler and block dispatched each operation alone: 2 s on a CPU)."""
+    z = jax.vmap(law.sample)(jr.split(key, draws))
+    values = jax.vmap(lambda x: jax.vmap(lambda zz: block(x, zz))(z))(xs)  # (n, draws, d)
+    mean = jnp.mean(values, axis=1)
+    se = jnp.std(values, axis=1, ddof=1) / np.sqrt(draws)
+    dev2 = (values - mean[:, None]) ** 2
+    share = jnp.max(jnp.max(dev2, axis=1) / jnp.maximum(jnp.sum(dev2, axis=1), 1e-300))
+    return mean, se, share, jnp.all(jnp.isfinite(values))
 
 
 def _pow2_floor(x: float) -> int:
@@ -282,20 +292,26 @@ def pilot_errors(
     key: PRNGKeyArray,
     units_per_batch: int = 2**20,
     loop: AbstractDepthLoop | None = None,
+    compiled: Mapping[tuple[int, ...], Future] | None = None,
+    pad_depth: bool = False,
 ) -> dict[str, np.ndarray]:
     """Δ^h, Δ^b and Δ^Z of `seeds` networks at each `(L, M)` of `points` against
     `reference` (grids `h_L{L}`, `b_L{L}` for every depth), every GD step of the
     reference: the pilot of an automatic design. Each depth is one program, its widths
-    padded into the widest (`program_boxes`).
+    padded into the widest (`program_boxes`; with `pad_depth`, one program for all, its
+    depths padded too); `compiled`, if given, holds them compiled ahead (`compile_pilot`:
+    futures by box).
 
     **Returns:** `L`, `M` `(P,)` and `delta_h`, `delta_b`, `delta_z` `(P, seeds, steps + 1)`.
     """
-    boxes = program_boxes(points, seeds, pad_units=2**62)
+    boxes = program_boxes(points, seeds, pad_units=2**62, pad_depth=pad_depth)
     programs = {}
     out = {"delta_h": [], "delta_b": [], "delta_z": []}
     for i, (L, M) in enumerate(points):
         box = Lb, Mb = boxes[(L, M)]
-        if box not in programs:
+        if box not in programs and compiled is not None:
+            programs[box] = SeedProgram(compiled[box].result())
+        elif box not in programs:
             programs[box] = seed_program(
                 block, law, xs, ys, learning_rate, Lb, Mb, seeds, units_per_batch, loop=loop
             )
@@ -309,6 +325,37 @@ def pilot_errors(
         "M": np.array([p[1] for p in points]),
         **{q: np.stack(v) for q, v in out.items()},
     }
+
+
+def compile_pilot(
+    pool: Executor,
+    block: AbstractUnitBlock,
+    law: AbstractLaw,
+    xs: Float[Array, "n d"],
+    ys: Float[Array, "n d"],
+    *,
+    learning_rate: float,
+    steps: int,
+    points: Sequence[tuple[int, int]],
+    seeds: int,
+    units_per_batch: int = 2**20,
+    loop: AbstractDepthLoop | None = None,
+    pad_depth: bool = False,
+) -> dict[tuple[int, ...], Future]:
+    """`pilot_errors`' programs compiled in `pool`'s threads (they need only the shapes of
+    the reference's grids, `steps + 1` GD steps): futures by box, for its `compiled` (with
+    the same `pad_depth`)."""
+    boxes = sorted(set(program_boxes(points, seeds, 2**62, pad_depth=pad_depth).values()))
+    keys = jr.split(jr.key(0), seeds)  # shapes only
+
+    def compile_box(box):
+        Lb, Mb = box
+        program = seed_program(block, law, xs, ys, learning_rate, Lb, Mb, seeds, units_per_batch,
+                               loop=loop)  # fmt: skip
+        grid = jax.ShapeDtypeStruct((steps + 1, Lb + 1, *xs.shape), jnp.result_type(float))
+        return program.jitted.lower(keys, grid, grid, jnp.int32(Lb), jnp.int32(Mb)).compile()
+
+    return {box: pool.submit(compile_box, box) for box in boxes}
 
 
 def fit_pilot(
@@ -362,13 +409,19 @@ def euler_coefficient(
     depths: Sequence[int],
     probes: PyTree,
     rtol: float = 1e-10,
+    grids: dict[int, tuple[Array, Array]] | None = None,
 ) -> dict[str, np.ndarray]:
     """The 1/L coefficient `a` of Δ^h without Monte-Carlo noise: `euler_errors` of a
-    small particle set against its own limit at `depths`; `L Δ^h_euler` at every step
-    and depth (`L_delta_h`, `(len(depths), steps + 1)`), and `a` per step from the deepest.
+    small particle set against its own limit at `depths` (`grids`, `limit_grids`' `{L:
+    (h_L, b_L)}`, where it is solved already; else solved at `rtol`); `L Δ^h_euler` at
+    every step and depth (`L_delta_h`, `(len(depths), steps + 1)`), and `a` per step from
+    the deepest.
     """
-    sol = solve_limit(block, particles, xs, ys, learning_rate=learning_rate, steps=steps, tol=rtol)
-    grids = limit_grids(sol, depths)
+    if grids is None:
+        sol = solve_limit(
+            block, particles, xs, ys, learning_rate=learning_rate, steps=steps, tol=rtol
+        )
+        grids = limit_grids(sol, depths)
     rows = []
     for L in depths:
         e = euler_errors(

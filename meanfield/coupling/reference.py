@@ -22,6 +22,16 @@ from ..limits.particles import Particles, gauss_hermite_particles, monte_carlo_p
 
 # the reference's error is measured on this grid of depths (and on every study grid)
 CHECK_GRID = 1024
+# the tolerance part of a reference's error: its solve against one at half its tolerance,
+# or at this one where that is tighter. Dopri8 takes its fewest steps (3 per solve) at
+# every tolerance from 1e-4 to 5e-7 on a smooth limit, so there half the tolerance gives
+# the same solve and would measure 0 (its error against a 1e-12 solve: 5.4e-7)
+TOLERANCE_CHECK = 1e-9
+
+
+def check_tolerance(rtol: float) -> float:
+    """The tolerance of the solve that measures a reference's tolerance part."""
+    return min(rtol / 2, TOLERANCE_CHECK)
 
 
 def reference_particles(
@@ -131,7 +141,8 @@ def solve_reference(
 
     The error is measured against two other solves: with the coarser `check`
     particles (padded to the size of `main`, `Particles.padded`, so that the three
-    solves share one compiled program per GD step) and at half the tolerance; each is
+    solves share one compiled program per GD step) and at half the tolerance (at most
+    `TOLERANCE_CHECK`: `check_tolerance`); each is
     the largest distance of h and b on a fine grid of `CHECK_GRID + 1` depths, and for
     the units the largest distance of `Z_k(s)` of the `probes` draws at s = 0, 1/2, 1.
 
@@ -150,7 +161,7 @@ def solve_reference(
         )  # fmt: skip
 
     sol, sol_q, sol_t = (solve(main, rtol, progress), solve(check, rtol, progress),
-                         solve(main, rtol / 2, progress))  # fmt: skip
+                         solve(main, check_tolerance(rtol), progress))  # fmt: skip
     out = {}
     # every solution at the fine check grid and at every study depth, in one call each
     depths = sorted(set(depths))
@@ -255,6 +266,15 @@ def _replica_z_errors(parts: list, sol_t, probes: PyTree, steps: int) -> tuple[n
     return dz_r, dz_t
 
 
+def replica_batch(particles: Particles, r: int, replicas: int) -> Particles:
+    """Batch `r` of `replicas` disjoint batches of i.i.d. particles: its slice of
+    `particles.count // replicas`, its weights renormalised to sum to 1."""
+    size = particles.count // replicas
+    z = jax.tree.map(lambda a: a[r * size : (r + 1) * size], particles.z)
+    w = particles.weights[r * size : (r + 1) * size]
+    return Particles(z=z, weights=w / jnp.sum(w))
+
+
 def solve_reference_replicas(
     block: AbstractUnitBlock,
     particles: Particles,
@@ -282,29 +302,26 @@ def solve_reference_replicas(
     Δ^h is estimated as `mean_r e_r / sqrt(R − 1)`, and the estimate's spread as
     `std_r e_r / sqrt(R − 1)` (`err_particles_spread`); the same for b and, on the
     `probes`' limit copies, for Z. The tolerance part is batch 0 solved at `rtol` against
-    `rtol / 2`. Tested against the exact error of a limit in closed form.
+    `check_tolerance(rtol)`. Tested against the exact error of a limit in closed form.
 
     **Returns:** as `solve_reference`, with `err_particles` (`[h, b]`) in place of
-    `err_quadrature`, `err_particles_spread` and `replicas`. `progress()`: as in
+    `err_quadrature`, `err_particles_spread` and `replicas`; and batch 0's own limit
+    (`replica_batch(particles, 0, replicas)`) on every grid, `batch0_h_L{L}`,
+    `batch0_b_L{L}`. `progress()`: as in
     `solve_reference`, after each of the `replicas + 1` solves.
     """
     t0 = time.perf_counter()
     N = particles.count
     if replicas < 2 or N % replicas:
         raise ValueError(f"replicas must be >= 2 and divide the {N} particles, got {replicas}")
-    size = N // replicas
-
-    def batch(r):
-        z = jax.tree.map(lambda a: a[r * size : (r + 1) * size], particles.z)
-        w = particles.weights[r * size : (r + 1) * size]
-        return Particles(z=z, weights=w / jnp.sum(w))
 
     def solve(p, tol):
         sol = solve_limit(block, p, xs, ys, learning_rate=learning_rate, steps=steps, tol=tol)
         return _solved(sol, progress)
 
-    parts = [solve(batch(r), rtol) for r in range(replicas)]
-    sol_t = solve(batch(0), rtol / 2)
+    batches = [replica_batch(particles, r, replicas) for r in range(replicas)]
+    parts = [solve(p, rtol) for p in batches]
+    sol_t = solve(batches[0], check_tolerance(rtol))
     depths = sorted(set(depths))
     on_depths = [limit_grids(p, depths) for p in parts]
     grids = {
@@ -319,6 +336,7 @@ def solve_reference_replicas(
     out: dict[str, np.ndarray] = {}
     for L, (h_L, b_L) in grids.items():
         out[f"h_L{L}"], out[f"b_L{L}"] = np.asarray(h_L), np.asarray(b_L)
+        out[f"batch0_h_L{L}"], out[f"batch0_b_L{L}"] = (np.asarray(a) for a in on_depths[0][L])
     ok = sol_t.ok and all(p.ok for p in parts)
     # the reference's loss: that of the batches' mean state at s = 1, per step
     h1 = np.mean([np.asarray(p.fields(jnp.ones(1))[0][:, 0]) for p in parts], axis=0)

@@ -11,15 +11,28 @@ import jax
 import jax.random as jr
 import numpy as np
 
-from ...coupling.design import design_lines, euler_coefficient, fit_pilot, pilot_errors
-from ...coupling.reference import particles_for, reference_errors, reference_target
-from .reference import monte_carlo, particle_sets, reference_on_grids
+from ...coupling.design import (
+    compile_pilot,
+    design_lines,
+    euler_coefficient,
+    fit_pilot,
+    pilot_errors,
+)
+from ...coupling.reference import (
+    particles_for,
+    reference_errors,
+    reference_target,
+    replica_batch,
+)
+from .reference import REPLICAS, monte_carlo, particle_sets, reference_on_grids
 
 # the automatic design of a grid for a user's block (`--design auto`): the pilot grid and
 # seeds, and the budgets of the grid (largest depth and width, seeds × L·M units of the
 # largest point) and of the reference (Monte-Carlo particles: the reference's own error
 # falls as their square root)
 PILOT_POINTS = [(L, M) for L in (4, 16, 64) for M in (1, 16, 256)]
+# the depths of the Euler part's coefficient (the pilot reference solves at these too)
+EULER_DEPTHS = [16, 32, 64]
 
 
 AUTO = {
@@ -42,12 +55,27 @@ AUTO = {
 }
 
 
-def auto_design(runner, cfg, block, law, xs, ys, probes, loop, units_per_batch, first_pass):
+def auto_design(
+    runner,
+    cfg,
+    block,
+    law,
+    xs,
+    ys,
+    probes,
+    loop,
+    units_per_batch,
+    first_pass,
+    pool=None,
+    pad_depth=False,
+):
     """`--design auto`: the pilot reference, the pilot grid, its fit of a/L + b/sqrt(LM),
     the lines of the grid (`meanfield.coupling.convergence.design_lines`) and the particles of the
     final reference (Monte Carlo: as many as the lines' smallest predicted error needs,
     within the preset's budget). Each step is an artifact of the study folder (a resume
-    recomputes nothing).
+    recomputes nothing). With `pool` (threads), the pilot networks' programs compile
+    there while the pilot reference is solved (where it is solved, not read); with
+    `pad_depth` (a CPU's), the pilot's points run in one program (`pilot_errors`).
 
     **Returns:** `(record, grid, main, reuse)`: the design for the JSON, the grid's
     configuration (`L`, `M`, `L_for_M`, `fit_M_max`), the final reference's particles, and
@@ -57,9 +85,20 @@ def auto_design(runner, cfg, block, law, xs, ys, probes, loop, units_per_batch, 
     master = jr.key(cfg["seed"])
     lr, steps = cfg["lr"], cfg["steps"]
     quadrature = cfg["reference"] == "quadrature"
-    main0, pilot_ref = _pilot_reference(runner, cfg, block, law, xs, ys, probes, budget)
+    ahead: dict = {}  # the pilot networks' programs, compiled while the pilot reference is solved
+
+    def compile_ahead(main0) -> None:
+        if pool is not None:
+            ahead.update(compile_pilot(pool, block, law, xs, ys, learning_rate=lr, steps=steps,
+                                       points=PILOT_POINTS, seeds=budget["pilot_seeds"],
+                                       units_per_batch=units_per_batch, loop=loop,
+                                       pad_depth=pad_depth))  # fmt: skip
+
+    main0, pilot_ref = _pilot_reference(
+        runner, cfg, block, law, xs, ys, probes, budget, compile_ahead
+    )
     floor0 = reference_errors(pilot_ref)["delta_h"]
-    coefficient = _pilot_euler(runner, cfg, block, law, xs, ys, master)
+    coefficient = _pilot_euler(runner, cfg, block, law, xs, ys, master, main0, pilot_ref)
     centred_now = first_pass is not None and first_pass["centred"] and steps == 0
     a_euler = 0.0 if centred_now else float(coefficient["a"][-1])
     pilot = runner.artifact(
@@ -76,6 +115,8 @@ def auto_design(runner, cfg, block, law, xs, ys, probes, loop, units_per_batch, 
             key=jr.fold_in(master, 7),
             units_per_batch=units_per_batch,
             loop=loop,
+            compiled=ahead or None,
+            pad_depth=pad_depth,
         ),
         describe=f"design: the pilot networks ({len(PILOT_POINTS)} points)",
     )
@@ -92,54 +133,60 @@ def auto_design(runner, cfg, block, law, xs, ys, probes, loop, units_per_batch, 
     return _design_grid(runner, cfg, law, record, main0, pilot_ref, floor0, centred_now)
 
 
-def _pilot_reference(runner, cfg, block, law, xs, ys, probes, budget):
+def _pilot_reference(runner, cfg, block, law, xs, ys, probes, budget, before):
     """The pilot's particles (the final ones for quadrature) and its reference limit at
-    every depth the design may choose (powers of two) and the pilot's."""
+    every depth the design may choose (powers of two) and the pilot's; `before(main0)` is
+    called first where it is solved (not read)."""
     depths = sorted(
         {2**i for i in range(1, int(math.log2(budget["max_depth"])) + 1)}
         | {L for L, _ in PILOT_POINTS}
+        | set(EULER_DEPTHS)
     )
     if cfg["reference"] == "quadrature":
         main0, check0, _ = particle_sets(cfg, law)
     else:
         main0, check0 = monte_carlo(cfg, law, budget["pilot_particles"]), None
+
+    def solve() -> dict:
+        before(main0)
+        return reference_on_grids(runner, "design: the pilot's reference", cfg, block, main0,
+                                  check0, xs, ys, probes, depths)  # fmt: skip
+
     pilot_ref = runner.artifact(
         "pilot_reference",
-        lambda: reference_on_grids(
-            runner,
-            "design: the pilot's reference",
-            cfg,
-            block,
-            main0,
-            check0,
-            xs,
-            ys,
-            probes,
-            depths,
-        ),  # fmt: skip
+        solve,
         describe=f"design: the pilot's reference limit ({main0.count} particles)",
     )
     return main0, pilot_ref
 
 
-def _pilot_euler(runner, cfg, block, law, xs, ys, master) -> dict:
-    """The 1/L coefficient without Monte-Carlo noise: the Euler part of 2^10 draws of the
-    law against their own limit (none at a step where the limit is the identity)."""
+def _pilot_euler(runner, cfg, block, law, xs, ys, master, main0, pilot_ref) -> dict:
+    """The 1/L coefficient without Monte-Carlo noise: the Euler part of draws of the law
+    against their own limit (none at a step where the limit is the identity): a Monte-Carlo
+    pilot reference's batch 0, whose limit it solved (`solve_reference_replicas`), else
+    2^10 draws and their limit."""
     euler_probes = jax.vmap(law.sample)(jr.split(jr.fold_in(master, 8), 64))
+    own = [f"batch0_{x}_L{L}" for L in EULER_DEPTHS for x in "hb"]
+    if all(k in pilot_ref for k in own):
+        particles = replica_batch(main0, 0, REPLICAS)
+        grids = {
+            L: (pilot_ref[f"batch0_h_L{L}"], pilot_ref[f"batch0_b_L{L}"]) for L in EULER_DEPTHS
+        }
+    else:
+        particles, grids = monte_carlo(cfg, law, 2**10), None
+    depths = ", ".join(map(str, EULER_DEPTHS))
+
+    def coefficient() -> dict:
+        out = euler_coefficient(block, particles, xs, ys, learning_rate=cfg["lr"],
+                                steps=cfg["steps"], depths=EULER_DEPTHS, probes=euler_probes,
+                                rtol=cfg["rtol"], grids=grids)  # fmt: skip
+        return {**out, "particles": np.array(particles.count)}
+
     return runner.artifact(
         "pilot_euler",
-        lambda: euler_coefficient(
-            block,
-            monte_carlo(cfg, law, 2**10),
-            xs,
-            ys,
-            learning_rate=cfg["lr"],
-            steps=cfg["steps"],
-            depths=[16, 32, 64],
-            probes=euler_probes,
-            rtol=cfg["rtol"],
-        ),
-        describe="design: the Euler part's coefficient (2^10 particles, depths 16, 32, 64)",
+        coefficient,
+        describe=f"design: the Euler part's coefficient ({particles.count} particles, "
+        f"depths {depths})",
     )
 
 
@@ -162,7 +209,7 @@ def _pilot_record(pilot, pilot_ref, coefficient, fit, floor0, budget, steps) -> 
         "euler_coefficient": {
             "depths": coefficient["depths"].tolist(),
             "L_delta_h_euler": coefficient["L_delta_h"].tolist(),
-            "particles": 2**10,
+            "particles": int(coefficient["particles"]),
         },
         "budget": budget,
     }

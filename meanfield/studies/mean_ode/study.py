@@ -45,7 +45,12 @@ from ...coupling.convergence import (
 )
 from ...coupling.design import first_pass_mean, pad_grid, program_boxes, seed_program
 from ...coupling.mean_ode import LimitOnGrid, draw_units, euler_errors
-from ...coupling.reference import limit_grids, reference_errors, refine_reference
+from ...coupling.reference import (
+    limit_grids,
+    reference_errors,
+    refine_reference,
+    replica_batch,
+)
 from ...engine import AbstractDepthLoop, AutoLoop, FusedLoop, ScanLoop
 from ...harness.args import (
     Cost,
@@ -91,6 +96,7 @@ from .options import (  # the command line's (read without JAX: options.py)
     add_arguments as add_arguments,
 )
 from .reference import (
+    MONTE_CARLO_RTOL,
     REPLICAS,
     monte_carlo,
     particle_sets,
@@ -113,7 +119,7 @@ DEFAULTS = {
     "reference": "quadrature",
     "order": None,  # Gauss-Hermite order per coordinate; None: QUADRATURE_NODES in all
     "particles": 2**16,
-    "rtol": 1e-10,
+    "rtol": 1e-10,  # a quadrature reference's; a Monte-Carlo one's: MONTE_CARLO_RTOL
     "probes": 1024,
 }
 # seeds of one grid point run together on a device (vmapped; the seeds are split over
@@ -282,11 +288,13 @@ def _check_reference(args, cfg, law) -> None:
                 "use --reference monte-carlo"
             )
         quadrature_order(law, cfg["order"])
-    elif cfg["particles"] % REPLICAS:
+        return
+    if cfg["particles"] % REPLICAS:
         raise StudyInputError(
             f"--particles: must be a multiple of {REPLICAS} (the batches that estimate the "
             f"reference's error), got {cfg['particles']}"
         )
+    cfg["rtol"] = max(cfg["rtol"], MONTE_CARLO_RTOL)
 
 
 def grid_specs(cfg) -> list[dict]:
@@ -473,7 +481,8 @@ def run(args, cfg):
     study = _MeanODERun(args, cfg)
     if study.first_pass is not None and study.first_pass["heavy_tailed"]:
         return not_judged(args, study.runner, study.cfg, study.first_pass)
-    study.plan()
+    with _cancelled_on_error(study.pool):
+        study.plan()
     study.compile_ahead()
     with _cancelled_on_error(study.pool):
         study.reference()
@@ -499,6 +508,7 @@ class _MeanODERun:
         launcher): the folder, the block, law and data, rebuilt from it."""
         self.args = args
         self.workers = args.compile_workers or max(1, min(8, os.cpu_count() or 1))
+        self.pool = ThreadPoolExecutor(max_workers=self.workers)  # compiles ahead (threads)
         self.pad_units = _pad_units(args)
         self.units_per_batch = _units_per_batch(args)
         self.loop = depth_loop(args.depth_loop, args.unroll)
@@ -551,7 +561,7 @@ class _MeanODERun:
         if cfg["design"] == "auto":
             self.design, grid, self.main, self.reuse = auto_design(
                 self.runner, cfg, self.block, law, self.xs, self.ys, self.ref_probes, self.loop,
-                self.units_per_batch, self.first_pass,
+                self.units_per_batch, self.first_pass, self.pool, for_backend(PAD_DEPTH),
             )  # fmt: skip
             cfg = self.cfg = {**cfg, **grid}  # the designed lines (results.json keeps the given)
             self.check = None if cfg["reference"] == "monte-carlo" else particle_sets(cfg, law)[1]
@@ -570,10 +580,15 @@ class _MeanODERun:
         self.probes = jax.vmap(law.sample)(jr.split(jr.fold_in(self.master, 5), cfg["probes"]))
         # a Monte-Carlo reference too large to run at every layer: the Euler part runs a
         # subset of its particles against the limit of that subset (its own solve)
+        # (batch 0 of the reference's where that many fit: its limit is solved there)
         self.euler_set, self.euler_own = self.main, False
         if self.check is None and self.main.count * max(cfg["L"]) > EULER_UNITS:
             count = max(256, _pow2(EULER_UNITS // max(cfg["L"])))
-            self.euler_set, self.euler_own = _subset(self.main, count), True
+            self.euler_own = True
+            if count >= self.main.count // REPLICAS:
+                self.euler_set = replica_batch(self.main, 0, REPLICAS)
+            else:
+                self.euler_set = _subset(self.main, count)
 
     def _point_inputs(self, spec):
         """The program's arguments for `spec`; before the reference is solved, the
@@ -612,7 +627,6 @@ class _MeanODERun:
     def compile_ahead(self) -> None:
         """Compile ahead in threads (XLA compiles release the GIL), one program per box,
         while this thread solves the reference: the programs need only its shapes."""
-        self.pool = ThreadPoolExecutor(max_workers=self.workers)
         self.ahead: dict[tuple[int, ...], Future] = {}
         for spec in self.runner.pending(self.specs):
             box = self.boxes[(spec["L"], spec["M"])]
@@ -650,11 +664,28 @@ class _MeanODERun:
                                      self.main, self.check, self.xs, self.ys, self.ref_probes,
                                      all_depths(cfg))  # fmt: skip
         if self.euler_own:  # the Euler part's own limit, with its subset of the particles
-            model = MeanODE(self.block, self.euler_set, self.xs, self.ys, self.lr)
-            sol = solve_mean_ode(model, self.steps, rtol=cfg["rtol"], atol=cfg["rtol"])
-            for L, (h, b) in limit_grids(sol, cfg["L"]).items():
-                out[f"euler_h_L{L}"], out[f"euler_b_L{L}"] = np.asarray(h), np.asarray(b)
+            self._euler_limit(out)
         return out
+
+    def _euler_limit(self, out: dict) -> None:
+        """The Euler part's own limit on its depths, into `out`: batch 0's of the reference
+        where the Euler part runs batch 0 of these particles (solved with the reference,
+        `solve_reference_replicas`), else solved here."""
+        cfg = self.cfg
+        batch0 = [f"batch0_{x}_L{L}" for L in cfg["L"] for x in "hb"]
+        if (
+            int(out["particles"]) == self.main.count
+            and self.euler_set.count == self.main.count // REPLICAS
+            and all(k in out for k in batch0)
+        ):
+            for L in cfg["L"]:
+                for x in "hb":
+                    out[f"euler_{x}_L{L}"] = out[f"batch0_{x}_L{L}"]
+            return
+        model = MeanODE(self.block, self.euler_set, self.xs, self.ys, self.lr)
+        sol = solve_mean_ode(model, self.steps, rtol=cfg["rtol"], atol=cfg["rtol"])
+        for L, (h, b) in limit_grids(sol, cfg["L"]).items():
+            out[f"euler_h_L{L}"], out[f"euler_b_L{L}"] = np.asarray(h), np.asarray(b)
 
     def _monte_carlo_reference(self, N: int) -> dict:
         """The reference with `N` Monte-Carlo particles (one try of `refine_reference`)."""
