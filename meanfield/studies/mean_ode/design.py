@@ -87,7 +87,7 @@ def auto_design(
     quadrature = cfg["reference"] == "quadrature"
     ahead: dict = {}  # the pilot networks' programs, compiled while the pilot reference is solved
 
-    def compile_ahead(main0) -> None:
+    def compile_ahead() -> None:
         if pool is not None:
             ahead.update(compile_pilot(pool, block, law, xs, ys, learning_rate=lr, steps=steps,
                                        points=PILOT_POINTS, seeds=budget["pilot_seeds"],
@@ -135,7 +135,7 @@ def auto_design(
 
 def _pilot_reference(runner, cfg, block, law, xs, ys, probes, budget, before):
     """The pilot's particles (the final ones for quadrature) and its reference limit at
-    every depth the design may choose (powers of two) and the pilot's; `before(main0)` is
+    every depth the design may choose (powers of two) and the pilot's; `before()` is
     called first where it is solved (not read)."""
     depths = sorted(
         {2**i for i in range(1, int(math.log2(budget["max_depth"])) + 1)}
@@ -148,7 +148,7 @@ def _pilot_reference(runner, cfg, block, law, xs, ys, probes, budget, before):
         main0, check0 = monte_carlo(cfg, law, budget["pilot_particles"]), None
 
     def solve() -> dict:
-        before(main0)
+        before()
         return reference_on_grids(runner, "design: the pilot's reference", cfg, block, main0,
                                   check0, xs, ys, probes, depths)  # fmt: skip
 
