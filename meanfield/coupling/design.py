@@ -304,7 +304,7 @@ def pilot_errors(
 
     **Returns:** `L`, `M` `(P,)` and `delta_h`, `delta_b`, `delta_z` `(P, seeds, steps + 1)`.
     """
-    boxes = program_boxes(points, seeds, pad_units=2**62, pad_depth=pad_depth)
+    boxes = _pilot_boxes(points, seeds, pad_depth)
     programs = {}
     out = {"delta_h": [], "delta_b": [], "delta_z": []}
     for i, (L, M) in enumerate(points):
@@ -327,6 +327,12 @@ def pilot_errors(
     }
 
 
+def _pilot_boxes(points, seeds: int, pad_depth: bool) -> dict:
+    """The pilot's programs: every width padded into the widest (and every depth, with
+    `pad_depth`), whatever the padding costs (`program_boxes`)."""
+    return program_boxes(points, seeds, pad_units=2**62, pad_depth=pad_depth)
+
+
 def compile_pilot(
     pool: Executor,
     block: AbstractUnitBlock,
@@ -345,7 +351,7 @@ def compile_pilot(
     """`pilot_errors`' programs compiled in `pool`'s threads (they need only the shapes of
     the reference's grids, `steps + 1` GD steps): futures by box, for its `compiled` (with
     the same `pad_depth`)."""
-    boxes = sorted(set(program_boxes(points, seeds, 2**62, pad_depth=pad_depth).values()))
+    boxes = sorted(set(_pilot_boxes(points, seeds, pad_depth).values()))
     keys = jr.split(jr.key(0), seeds)  # shapes only
 
     def compile_box(box):

@@ -275,6 +275,16 @@ def replica_batch(particles: Particles, r: int, replicas: int) -> Particles:
     return Particles(z=z, weights=w / jnp.sum(w))
 
 
+def batch0_grids(reference: dict, depths: Sequence[int]) -> dict[int, tuple] | None:
+    """Batch 0's own limit on the grids of `depths` (`{L: (h_L, b_L)}`), as
+    `solve_reference_replicas` returns it; None where the reference holds it not at every
+    depth (a quadrature reference, or one read from an older folder)."""
+    keys = [f"batch0_{x}_L{L}" for L in depths for x in "hb"]
+    if not all(k in reference for k in keys):
+        return None
+    return {L: (reference[f"batch0_h_L{L}"], reference[f"batch0_b_L{L}"]) for L in depths}
+
+
 def solve_reference_replicas(
     block: AbstractUnitBlock,
     particles: Particles,

@@ -19,6 +19,7 @@ from ...coupling.design import (
     pilot_errors,
 )
 from ...coupling.reference import (
+    batch0_grids,
     particles_for,
     reference_errors,
     reference_target,
@@ -166,14 +167,11 @@ def _pilot_euler(runner, cfg, block, law, xs, ys, master, main0, pilot_ref) -> d
     pilot reference's batch 0, whose limit it solved (`solve_reference_replicas`), else
     2^10 draws and their limit."""
     euler_probes = jax.vmap(law.sample)(jr.split(jr.fold_in(master, 8), 64))
-    own = [f"batch0_{x}_L{L}" for L in EULER_DEPTHS for x in "hb"]
-    if all(k in pilot_ref for k in own):
+    grids = batch0_grids(pilot_ref, EULER_DEPTHS)
+    if grids is not None:
         particles = replica_batch(main0, 0, REPLICAS)
-        grids = {
-            L: (pilot_ref[f"batch0_h_L{L}"], pilot_ref[f"batch0_b_L{L}"]) for L in EULER_DEPTHS
-        }
     else:
-        particles, grids = monte_carlo(cfg, law, 2**10), None
+        particles = monte_carlo(cfg, law, 2**10)
     depths = ", ".join(map(str, EULER_DEPTHS))
 
     def coefficient() -> dict:

@@ -46,6 +46,7 @@ from ...coupling.convergence import (
 from ...coupling.design import first_pass_mean, pad_grid, program_boxes, seed_program
 from ...coupling.mean_ode import LimitOnGrid, draw_units, euler_errors
 from ...coupling.reference import (
+    batch0_grids,
     limit_grids,
     reference_errors,
     refine_reference,
@@ -672,19 +673,13 @@ class _MeanODERun:
         where the Euler part runs batch 0 of these particles (solved with the reference,
         `solve_reference_replicas`), else solved here."""
         cfg = self.cfg
-        batch0 = [f"batch0_{x}_L{L}" for L in cfg["L"] for x in "hb"]
-        if (
-            int(out["particles"]) == self.main.count
-            and self.euler_set.count == self.main.count // REPLICAS
-            and all(k in out for k in batch0)
-        ):
-            for L in cfg["L"]:
-                for x in "hb":
-                    out[f"euler_{x}_L{L}"] = out[f"batch0_{x}_L{L}"]
-            return
-        model = MeanODE(self.block, self.euler_set, self.xs, self.ys, self.lr)
-        sol = solve_mean_ode(model, self.steps, rtol=cfg["rtol"], atol=cfg["rtol"])
-        for L, (h, b) in limit_grids(sol, cfg["L"]).items():
+        grids = batch0_grids(out, cfg["L"])
+        same = int(out["particles"]) == self.main.count
+        if grids is None or not same or self.euler_set.count != self.main.count // REPLICAS:
+            model = MeanODE(self.block, self.euler_set, self.xs, self.ys, self.lr)
+            sol = solve_mean_ode(model, self.steps, rtol=cfg["rtol"], atol=cfg["rtol"])
+            grids = limit_grids(sol, cfg["L"])
+        for L, (h, b) in grids.items():
             out[f"euler_h_L{L}"], out[f"euler_b_L{L}"] = np.asarray(h), np.asarray(b)
 
     def _monte_carlo_reference(self, N: int) -> dict:
