@@ -31,6 +31,7 @@ from .reference import refine_reference as refine_reference
 from . import design as design
 from .design import first_pass_mean as first_pass_mean
 from .design import design_lines as design_lines
+from .design import merged_boxes as merged_boxes
 from .design import program_boxes as program_boxes
 from .design import seed_program as seed_program
 from .design import pad_grid as pad_grid

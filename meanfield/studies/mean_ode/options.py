@@ -134,7 +134,8 @@ def _add_engine_arguments(parser) -> None:
     parser.add_argument(
         "--pad-units",
         type=nonnegative_int,
-        help="run a grid point inside a larger point's compiled program (wider, or on a CPU "
-        "also deeper) when the padding adds at most this many units, seeds x (extra L*M) "
-        "(default 2^20 on CPU, 2^26 on GPU/TPU; 0: one program per (L, M))",
+        help="what one more compiled program costs in padded units, seeds x (extra L*M): "
+        "grid points share a program (the widest, or on a CPU also the deepest, of them) "
+        "while their padding together costs less (default 2^22 on CPU, 2^28 on GPU/TPU; "
+        "0: one program per (L, M))",
     )

@@ -43,7 +43,7 @@ from ...coupling.convergence import (
     law_slopes,
     summarize_steps,
 )
-from ...coupling.design import first_pass_mean, pad_grid, program_boxes, seed_program
+from ...coupling.design import first_pass_mean, merged_boxes, pad_grid, seed_program
 from ...coupling.mean_ode import LimitOnGrid, draw_units, euler_errors
 from ...coupling.reference import (
     batch0_grids,
@@ -131,10 +131,13 @@ DEFAULTS = {
 # 550 before `train` ran its last evaluation inside its loop), so 2^24 units ≈ 7 GB on
 # a GPU (the speed gain there is not yet measured; `--seed-batch-units` overrides)
 UNITS_PER_BATCH = {"cpu": 2**20, "default": 2**24}
-# a grid point runs padded inside a wider point's program when the padding adds at most
-# this many units (seeds × extra L·M): on a 2-core CPU (float64) about one second,
-# less than a compile; on an accelerator (a guess, not yet measured) far less
-PAD_UNITS = {"cpu": 2**20, "default": 2**26}
+# what one more compiled program costs, in padded units (seeds × extra L·M): grid points
+# share a program while their padding together costs less (`merged_boxes`). On a 2-core
+# CPU (float64) a finite program compiles in ~3 CPU-seconds, the work of ~2^22 units (the
+# quick preset's (1024, 64) program: 0.45 CPU-s for 10 × 2^16 units); on an accelerator
+# far more (a guess, not yet measured: the paper preset in 32 programs, where pricing
+# each point's padding alone against 2^26 units, `program_boxes`, gave 30)
+PAD_UNITS = {"cpu": 2**22, "default": 2**28}
 # ... and inside a deeper point's program too, on a CPU only: there a padded layer costs
 # what its units cost, while on an accelerator each layer is a sequence of kernel launches
 PAD_DEPTH = {"cpu": True, "default": False}
@@ -570,7 +573,7 @@ class _MeanODERun:
         else:
             self.main, self.check, self.ref_info = particle_sets(cfg, law)
         self.specs = grid_specs(cfg)
-        self.boxes = program_boxes(
+        self.boxes = merged_boxes(
             [(s["L"], s["M"]) for s in self.specs],
             cfg["seeds"],
             self.pad_units,
