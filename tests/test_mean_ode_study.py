@@ -412,11 +412,23 @@ def test_study_points_equal_a_direct_computation(tiny_run):
                                ("delta_z", errs.delta_z)):  # fmt: skip
                     want = point[step][q]["values"][s]
                     np.testing.assert_allclose(float(got[step]), want, rtol=1e-8, atol=1e-13)
-    # the decomposition's Euler part (compiled ahead by the study): the limit's own
-    # particles, with the probe units of its key scheme (`fold_in` of 5)
+    # the decomposition's Euler part (compiled ahead by the study): the nodes of the
+    # reference's check rule (order q // 2) against their own limit, with the probe units
+    # of its key scheme (`fold_in` of 5)
     probes = jax.vmap(law.sample)(jr.split(jr.fold_in(jr.key(cfg["seed"]), 5), cfg["probes"]))
+    coarse = gauss_hermite_particles(law, max(cfg["order"] // 2, 2))
+    assert r["decomposition_particles"] == coarse.count < model.particles.count
+    coarse_model = MeanODE(block, coarse, xs, ys, cfg["lr"])
+    coarse_sol = solve_mean_ode(coarse_model, cfg["steps"], rtol=cfg["rtol"], atol=cfg["rtol"])
+    err_quadrature = max(r["reference"]["error_parts"]["quadrature_h_b"])
     for L in cfg["L"]:
         e = euler_errors(
+            block, coarse, xs, ys, mf.limit_on_grid(coarse_sol, L), learning_rate=cfg["lr"],
+            probes=probes,
+        )  # fmt: skip
+        # ... and the finer rule's own Euler part, which it equals to the quadrature's
+        # error (at order 12 against 6: within a fifth of it)
+        fine = euler_errors(
             block, model.particles, xs, ys, mf.limit_on_grid(sol, L), learning_rate=cfg["lr"],
             probes=probes,
         )  # fmt: skip
@@ -425,6 +437,9 @@ def test_study_points_equal_a_direct_computation(tiny_run):
             for q, got in (("delta_h", e.delta_h), ("delta_b", e.delta_b), ("delta_z", e.delta_z)):
                 want = rows[step][f"{q}_euler"]
                 np.testing.assert_allclose(float(got[step]), want, rtol=1e-8, atol=1e-13)
+            for q in ("delta_h", "delta_b"):
+                finer = float(getattr(fine, q)[step])
+                assert abs(rows[step][f"{q}_euler"] - finer) <= err_quadrature, (L, step, q)
 
 
 def test_order_advice_is_one_that_can_be_taken():

@@ -148,7 +148,8 @@ def solve_reference(
 
     **Returns:** numpy arrays: `h_L{L}`, `b_L{L}` (`(steps + 1, L + 1, n, d)` each),
     `err_quadrature`, `err_tolerance` (`[h, b]` each), `err_z`, `ok`, `num_steps`,
-    `losses` (the limit's loss per step), `particles`, `seconds`.
+    `losses` (the limit's loss per step), `particles`, `seconds`; and the `check`
+    particles' own limit on every grid, `check_h_L{L}`, `check_b_L{L}` (`subset_grids`).
     """
     t0 = time.perf_counter()
     check = check.padded(main.count)
@@ -167,12 +168,16 @@ def solve_reference(
     depths = sorted(set(depths))
     grids = [np.arange(CHECK_GRID + 1) / CHECK_GRID] + [np.arange(L + 1) / L for L in depths]
     hs, bs = _fields_on(sol, grids)
-    errs = {}
+    errs, on_depths = {}, {}
     for name, other in (("quadrature", sol_q), ("tolerance", sol_t)):
         hs_o, bs_o = _fields_on(other, grids)
         errs[name] = _largest_distances(((hs[0], hs_o[0]), (bs[0], bs_o[0])))
-    for L, h_L, b_L in zip(depths, hs[1:], bs[1:], strict=True):
-        out[f"h_L{L}"], out[f"b_L{L}"] = np.asarray(h_L), np.asarray(b_L)
+        on_depths[name] = (hs_o[1:], bs_o[1:])
+    for i, L in enumerate(depths):
+        out[f"h_L{L}"], out[f"b_L{L}"] = np.asarray(hs[1 + i]), np.asarray(bs[1 + i])
+        # the check set's own limit (its nodes' weights; the padding's are 0)
+        h_q, b_q = on_depths["quadrature"]
+        out[f"check_h_L{L}"], out[f"check_b_L{L}"] = np.asarray(h_q[i]), np.asarray(b_q[i])
     # the limit copies' error: Z_k(s) of probe draws under both references
     dz = 0.0
     for k in range(1, steps + 1):
@@ -275,14 +280,16 @@ def replica_batch(particles: Particles, r: int, replicas: int) -> Particles:
     return Particles(z=z, weights=w / jnp.sum(w))
 
 
-def batch0_grids(reference: dict, depths: Sequence[int]) -> dict[int, tuple] | None:
-    """Batch 0's own limit on the grids of `depths` (`{L: (h_L, b_L)}`), as
-    `solve_reference_replicas` returns it; None where the reference holds it not at every
-    depth (a quadrature reference, or one read from an older folder)."""
-    keys = [f"batch0_{x}_L{L}" for L in depths for x in "hb"]
+def subset_grids(reference: dict, subset: str, depths: Sequence[int]) -> dict[int, tuple] | None:
+    """The own limit of a subset of a reference's particles on the grids of `depths`
+    (`{L: (h_L, b_L)}`): `subset` "batch0" (batch 0 of a Monte-Carlo reference's
+    particles, `solve_reference_replicas`) or "check" (a quadrature reference's coarser
+    rule, `solve_reference`); None where the reference holds it not at every depth
+    (the other kind of reference, or one read from an older folder)."""
+    keys = [f"{subset}_{x}_L{L}" for L in depths for x in "hb"]
     if not all(k in reference for k in keys):
         return None
-    return {L: (reference[f"batch0_h_L{L}"], reference[f"batch0_b_L{L}"]) for L in depths}
+    return {L: (reference[f"{subset}_h_L{L}"], reference[f"{subset}_b_L{L}"]) for L in depths}
 
 
 def solve_reference_replicas(
@@ -317,7 +324,7 @@ def solve_reference_replicas(
     **Returns:** as `solve_reference`, with `err_particles` (`[h, b]`) in place of
     `err_quadrature`, `err_particles_spread` and `replicas`; and batch 0's own limit
     (`replica_batch(particles, 0, replicas)`) on every grid, `batch0_h_L{L}`,
-    `batch0_b_L{L}`. `progress()`: as in
+    `batch0_b_L{L}` (`subset_grids`). `progress()`: as in
     `solve_reference`, after each of the `replicas + 1` solves.
     """
     t0 = time.perf_counter()

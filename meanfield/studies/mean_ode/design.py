@@ -19,11 +19,11 @@ from ...coupling.design import (
     pilot_errors,
 )
 from ...coupling.reference import (
-    batch0_grids,
     particles_for,
     reference_errors,
     reference_target,
     replica_batch,
+    subset_grids,
 )
 from .reference import REPLICAS, monte_carlo, particle_sets, reference_on_grids
 
@@ -167,7 +167,7 @@ def _pilot_euler(runner, cfg, block, law, xs, ys, master, main0, pilot_ref) -> d
     pilot reference's batch 0, whose limit it solved (`solve_reference_replicas`), else
     2^10 draws and their limit."""
     euler_probes = jax.vmap(law.sample)(jr.split(jr.fold_in(master, 8), 64))
-    grids = batch0_grids(pilot_ref, EULER_DEPTHS)
+    grids = subset_grids(pilot_ref, "batch0", EULER_DEPTHS)
     if grids is not None:
         particles = replica_batch(main0, 0, REPLICAS)
     else:

@@ -46,11 +46,11 @@ from ...coupling.convergence import (
 from ...coupling.design import first_pass_mean, merged_boxes, pad_grid, seed_program
 from ...coupling.mean_ode import LimitOnGrid, draw_units, euler_errors
 from ...coupling.reference import (
-    batch0_grids,
     limit_grids,
     reference_errors,
     refine_reference,
     replica_batch,
+    subset_grids,
 )
 from ...engine import AbstractDepthLoop, AutoLoop, FusedLoop, ScanLoop
 from ...harness.args import (
@@ -582,15 +582,21 @@ class _MeanODERun:
         # the decomposition's Euler part: one program per depth
         self.euler_specs = [{"L": L, "units": "limit-particles"} for L in cfg["L"]]
         self.probes = jax.vmap(law.sample)(jr.split(jr.fold_in(self.master, 5), cfg["probes"]))
-        # a Monte-Carlo reference too large to run at every layer: the Euler part runs a
-        # subset of its particles against the limit of that subset (its own solve)
-        # (batch 0 of the reference's where that many fit: its limit is solved there)
-        self.euler_set, self.euler_own = self.main, False
-        if self.check is None and self.main.count * max(cfg["L"]) > EULER_UNITS:
+        # the Euler part runs a subset of the reference's particles against the limit of
+        # that subset: a quadrature reference's coarser rule (its limit solved with the
+        # reference, as its error check; a quarter of the work of the finer rule, whose
+        # Euler part it equals to the quadrature's error); a Monte-Carlo reference too
+        # large to run at every layer, batch 0 of it where that many fit (its limit solved
+        # there too), else a subset of its own (its own solve)
+        self.euler_set, self.euler_own, self.euler_subset = self.main, False, None
+        if self.check is not None:
+            self.euler_set, self.euler_own, self.euler_subset = self.check, True, "check"
+        elif self.main.count * max(cfg["L"]) > EULER_UNITS:
             count = max(256, _pow2(EULER_UNITS // max(cfg["L"])))
             self.euler_own = True
             if count >= self.main.count // REPLICAS:
                 self.euler_set = replica_batch(self.main, 0, REPLICAS)
+                self.euler_subset = "batch0"
             else:
                 self.euler_set = _subset(self.main, count)
 
@@ -672,13 +678,15 @@ class _MeanODERun:
         return out
 
     def _euler_limit(self, out: dict) -> None:
-        """The Euler part's own limit on its depths, into `out`: batch 0's of the reference
-        where the Euler part runs batch 0 of these particles (solved with the reference,
-        `solve_reference_replicas`), else solved here."""
+        """The Euler part's own limit on its depths, into `out`: that of the subset of the
+        reference's particles it runs, where the reference solved it (a quadrature's check
+        set, `solve_reference`; batch 0 of Monte-Carlo particles, `solve_reference_replicas`),
+        else solved here."""
         cfg = self.cfg
-        grids = batch0_grids(out, cfg["L"])
-        same = int(out["particles"]) == self.main.count
-        if grids is None or not same or self.euler_set.count != self.main.count // REPLICAS:
+        subset = self.euler_subset
+        grids = None if subset is None else subset_grids(out, subset, cfg["L"])
+        same = int(out["particles"]) == self.main.count  # (refined: other particles)
+        if grids is None or not same:
             model = MeanODE(self.block, self.euler_set, self.xs, self.ys, self.lr)
             sol = solve_mean_ode(model, self.steps, rtol=cfg["rtol"], atol=cfg["rtol"])
             grids = limit_grids(sol, cfg["L"])
