@@ -374,6 +374,37 @@ def test_euler_errors_against_a_plain_layer_loop():
         zs, zp = gd(zs, jnp.asarray(H), jnp.asarray(B)), gd(zp, jnp.asarray(H), jnp.asarray(B))
 
 
+def test_euler_errors_padded_in_depth_equal_their_own_depth():
+    """One program for several depths (`meanfield study mean-ode` on a CPU): the Euler part
+    at depth L run inside a deeper grid (`depth=L` traced, the grid's rows beyond L
+    repeating row L, `pad_grid`) equals its own unpadded program to round-off at every
+    step, Δ^Z and the loss included; a depth beyond the grid is refused."""
+    from meanfield.coupling.design import pad_grid
+
+    model, law = _small_model(order=3)
+    block, P, xs, ys, lr = model.block, model.particles, model.xs, model.ys, 0.4
+    sol = solve_mean_ode(MeanODE(block, P, xs, ys, lr), 2, rtol=1e-11, atol=1e-11)
+    probes = jax.vmap(law.sample)(jr.split(jr.key(5), 3))
+    Lb = 8
+
+    @jax.jit  # one program for every depth up to Lb
+    def padded(grid, depth):
+        return euler_errors(block, P, xs, ys, grid, learning_rate=lr, probes=probes, depth=depth)
+
+    for L in (2, 5, 8):
+        grid = limit_on_grid(sol, L)
+        own = euler_errors(block, P, xs, ys, grid, learning_rate=lr, probes=probes)
+        deep = eqx.tree_at(lambda g: (g.h, g.b), grid, (pad_grid(grid.h, Lb), pad_grid(grid.b, Lb)))
+        got = padded(deep, jnp.int32(L))
+        for q in ("delta_h", "delta_b", "delta_z", "loss"):
+            want = np.asarray(getattr(own, q))
+            assert np.all(want[1:] > 0) if q == "delta_z" else np.all(want > 0)
+            np.testing.assert_allclose(np.asarray(getattr(got, q)), want, rtol=1e-12, err_msg=q)
+    with pytest.raises(ValueError, match="depth"):
+        euler_errors(block, P, xs, ys, limit_on_grid(sol, 4), learning_rate=lr, probes=probes,
+                     depth=5)  # fmt: skip
+
+
 def test_limit_copies_and_coupling_basics(key):
     # 4⁴ particles: the program of the padded-particles test's fine rule (nothing here
     # depends on the limit's accuracy, only on its fields)

@@ -280,15 +280,19 @@ def draw_units(law: AbstractLaw, key: PRNGKeyArray, L: int, M: int) -> PyTree:
 
 
 @eqx.filter_jit
-def _euler_errors(block, particles, xs, ys, grid, *, learning_rate, probes, loss=None):
-    """`euler_errors` compiled (its arguments, typed there): one program per depth and
-    particle count."""
+def _euler_errors(block, particles, xs, ys, grid, *, learning_rate, probes, loss=None, depth=None):
+    """`euler_errors` compiled (its arguments, typed there): one program per depth (or
+    padded depth) and particle count."""
     loss = _limit_loss(grid, learning_rate, loss)
     L = grid.L
     n_probe = jax.tree.leaves(probes)[0].shape[0]
     tile = lambda a: jnp.broadcast_to(a, (L,) + a.shape)
     z0 = jax.tree.map(lambda a, b: tile(jnp.concatenate([a, b])), particles.z, probes)
     w = tile(jnp.concatenate([particles.weights, jnp.zeros(n_probe)]))
+    layers = None
+    if depth is not None:  # layers beyond `depth` weigh 0 (the identity); α = 1/depth
+        layers = jnp.arange(L) < depth
+        w = jnp.where(layers[:, None], w * (jnp.asarray(L, w.dtype) / depth), 0).astype(w.dtype)
     # built once: in the loop only its units change (`ResNet.with_params`: the moving units are
     # not checked for NaN, a result, not an input, where `jax.disable_jit` runs the loop)
     base = ResNet(WeightedUnits(block), (z0, w), 1.0 / L)
@@ -309,8 +313,10 @@ def _euler_errors(block, particles, xs, ys, grid, *, learning_rate, probes, loss
     dh, db = _state_errors(adjoints, grid)
     probe_hist = jax.tree.map(lambda a: a[:, :, -n_probe:], history)
     copies = limit_copies(block, jax.tree.map(lambda a: a[0], probe_hist), grid, learning_rate)
-    dz = jnp.max(_tree_norm(jax.tree.map(jnp.subtract, copies, probe_hist), 3), axis=(1, 2))
-    return CoupledErrors(delta_h=dh, delta_b=db, delta_z=dz, loss=losses)
+    dz = _tree_norm(jax.tree.map(jnp.subtract, copies, probe_hist), 3)  # (k+1, L, P)
+    if layers is not None:  # the padded layers' probes are no units of the network
+        dz = jnp.where(layers[None, :, None], dz, 0)
+    return CoupledErrors(delta_h=dh, delta_b=db, delta_z=jnp.max(dz, axis=(1, 2)), loss=losses)
 
 
 def euler_errors(
@@ -323,10 +329,19 @@ def euler_errors(
     learning_rate: float,
     probes: PyTree,
     loss=None,
+    depth: int | Int[Array, ""] | None = None,
 ) -> CoupledErrors:
     """The discretisation part of the error: the finite recursion run with the limit's
     own particles at every layer (depth-constant units, α = 1/L, GD per particle in the
     mean-ODE convention) against the limit solved with the same particles.
+
+    **Padding.** With `depth` (a Python or traced integer at most `grid.L`), the
+    recursion of that depth runs inside the grid's `L` layers: the layers beyond it are
+    the identity (their particles weigh 0) and the others weigh `L/depth` (so that
+    α = 1/depth), and Δ^Z is taken over the first `depth` layers; `grid` must then have
+    its rows beyond `depth` equal to row `depth` (`design.pad_grid`). One compiled program
+    thus serves every depth up to `L` (`meanfield study mean-ode` on a CPU); the result
+    equals the unpadded one up to rounding.
 
     `probes` (leaves with a leading axis P) are extra units of weight zero: they do not
     move the network, they are trained like every unit, and Δ^Z is measured on them
@@ -347,9 +362,12 @@ def euler_errors(
         ("probes", probes),
     ):
         check_finite_array(value, name)  # concrete values; traced ones pass
+    if isinstance(depth, int) and not 1 <= depth <= grid.L:
+        raise ValueError(f"depth: must be in 1..{grid.L} (the grid's L), got {depth}")
     return _euler_errors(
-        block, particles, xs, ys, grid, learning_rate=learning_rate, probes=probes, loss=loss
-    )
+        block, particles, xs, ys, grid, learning_rate=learning_rate, probes=probes, loss=loss,
+        depth=depth,
+    )  # fmt: skip
 
 
 # compile ahead, as for the `eqx.filter_jit` function it calls (study mean-ode does)

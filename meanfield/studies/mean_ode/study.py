@@ -579,7 +579,8 @@ class _MeanODERun:
             self.pad_units,
             pad_depth=for_backend(PAD_DEPTH),
         )
-        # the decomposition's Euler part: one program per depth
+        # the decomposition's Euler part: one program per depth, or on a CPU per box of
+        # depths (padded, as the grid's), `merged_boxes` pricing a layer by its particles
         self.euler_specs = [{"L": L, "units": "limit-particles"} for L in cfg["L"]]
         self.probes = jax.vmap(law.sample)(jr.split(jr.fold_in(self.master, 5), cfg["probes"]))
         # the Euler part runs a subset of the reference's particles against the limit of
@@ -599,6 +600,11 @@ class _MeanODERun:
                 self.euler_subset = "batch0"
             else:
                 self.euler_set = _subset(self.main, count)
+        boxes = merged_boxes([(L,) for L in cfg["L"]], self.euler_set.count + cfg["probes"],
+                             self.pad_units, pad_depth=for_backend(PAD_DEPTH))  # fmt: skip
+        self.euler_boxes = {p[0]: box[0] for p, box in boxes.items()}
+        # (a box of one depth runs unpadded, as before boxes)
+        self.euler_padded = {Lb for L, Lb in self.euler_boxes.items() if Lb != L}
 
     def _point_inputs(self, spec):
         """The program's arguments for `spec`; before the reference is solved, the
@@ -623,15 +629,16 @@ class _MeanODERun:
                                cfg["seeds"], self.units_per_batch, loop=self.loop)  # fmt: skip
         return program.jitted.lower(*self._point_inputs(spec)).compile()
 
-    def _compile_euler(self, L: int):
-        """The compiled Euler part at depth `L` (in a pool thread)."""
+    def _compile_euler(self, Lb: int):
+        """The compiled Euler part of the box of depth `Lb` (in a pool thread)."""
         cfg = self.cfg
-        zeros = jnp.zeros((self.steps + 1, L + 1, cfg["inputs"], cfg["d"]))  # the limit's shape
+        zeros = jnp.zeros((self.steps + 1, Lb + 1, cfg["inputs"], cfg["d"]))  # the limit's shape
         grid = LimitOnGrid(h=zeros, b=zeros)
+        depth = jnp.int32(Lb) if Lb in self.euler_padded else None  # traced: any depth <= Lb
         # `eqx.filter_jit` gives the function a `lower` (which pyright does not see)
         return euler_errors.lower(  # pyright: ignore[reportFunctionMemberAccess]
             self.block, self.euler_set, self.xs, self.ys, grid, learning_rate=self.lr,
-            probes=self.probes,
+            probes=self.probes, depth=depth,
         ).compile()  # fmt: skip
 
     def compile_ahead(self) -> None:
@@ -712,8 +719,10 @@ class _MeanODERun:
         (where an accelerator leaves the CPU cores idle). Submitted now, not with the
         others: on a 2-core CPU they then slow the reference down more than they save."""
         self.euler_ahead = {
-            s["L"]: self.pool.submit(self.clock.timed, self._compile_euler, s["L"])
-            for s in self.runner.pending(self.euler_specs)
+            Lb: self.pool.submit(self.clock.timed, self._compile_euler, Lb)
+            for Lb in dict.fromkeys(
+                self.euler_boxes[s["L"]] for s in self.runner.pending(self.euler_specs)
+            )
         }
         # and the fits' programs, at the grid's sizes (`compile_fits`)
         depth_terms = [not self.trivial(k) for k in range(self.steps + 1)]
@@ -808,23 +817,28 @@ class _MeanODERun:
 
     def _euler_point(self, spec):
         """The Euler part at one depth, by its program compiled ahead (waited for)."""
-        L = spec["L"]
-        compiled, self.clock.parts["euler_compile"][f"L{L}"] = self.clock.wait(
-            "euler", self.euler_ahead[L]
+        L, Lb = spec["L"], self.euler_boxes[spec["L"]]
+        compiled, self.clock.parts["euler_compile"][f"L{Lb}"] = self.clock.wait(
+            "euler", self.euler_ahead[Lb]
         )
-        return self._euler_summary(L, compiled)
+        return self._euler_summary(L, compiled, pad=Lb if Lb in self.euler_padded else None)
 
     def _euler_point_uncompiled(self, spec):
         """`_euler_point` by `euler_errors` itself (the self-check runs it op by op)."""
         return self._euler_summary(spec["L"], euler_errors)
 
-    def _euler_summary(self, L, errors, particles=None):
-        """The Euler part's errors at depth `L` per step, each with its round-off's scale."""
+    def _euler_summary(self, L, errors, particles=None, pad=None):
+        """The Euler part's errors at depth `L` per step, each with its round-off's scale
+        (`pad`: run in a program of that depth)."""
         ref, tag = self.solved, "euler_" if self.euler_own else ""
         grid = LimitOnGrid(h=jnp.asarray(ref[f"{tag}h_L{L}"]), b=jnp.asarray(ref[f"{tag}b_L{L}"]))
         particles = self.euler_set if particles is None else particles
-        e = errors(self.block, particles, self.xs, self.ys, grid, learning_rate=self.lr,
-                   probes=self.probes)  # fmt: skip
+        run, depth = grid, None
+        if pad is not None:
+            run = LimitOnGrid(h=pad_grid(grid.h, pad), b=pad_grid(grid.b, pad))
+            depth = jnp.int32(L)
+        e = errors(self.block, particles, self.xs, self.ys, run, learning_rate=self.lr,
+                   probes=self.probes, depth=depth)  # fmt: skip
         # differences against the limit, as the finite part's (`_finite_summary`)
         scales = _difference_scales(grid.h, grid.b, self.probes)
         return {
