@@ -23,9 +23,11 @@ whose own error is measured. The pieces, each callable on its own:
 `meanfield study mean-ode` is these calls, its configuration, its runner and its figure.
 """
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
@@ -55,7 +57,16 @@ def circle_data(n: int, d: int) -> tuple[Float[Array, "n d"], Float[Array, "n d"
     keeps the limit (and the meaning of the errors) the same for every seed. For d = 1
     the inputs are `cos θ_i` (not of unit norm: for odd n the middle one is 0) and the
     targets equal the inputs.
+
+    Made once per `(n, d)` and precision in a process (a study asks for it at each of its
+    stages; its ten or so operations, each compiled on its first call, took 0.2 s).
     """
+    return _circle_data(int(n), int(d), bool(jax.config.read("jax_enable_x64")))
+
+
+@functools.cache
+def _circle_data(n: int, d: int, x64: bool):
+    """`circle_data` (`x64`: the precision it is made in, part of the cache's key)."""
     theta = jnp.pi * (jnp.arange(n) + 0.5) / n
     xs = jnp.sqrt(2.0 / d) * jnp.cos(theta[:, None] - jnp.pi * jnp.arange(d)[None, :] / d)
     if d == 1:
