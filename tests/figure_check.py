@@ -230,7 +230,7 @@ def _data_places(ax, which: str) -> int:
 def style_problems(fig) -> list[str]:
     """The house rules `fig` breaks, one line each; call it after the figure was drawn
     (saved): tick labels and text extents are those of the last draw."""
-    from meanfield.io.plotting import legend_covers
+    from meanfield.io.plotting import _line_samples, _marked_points, legend_covers, note_covers
 
     out = []
     renderer = fig.canvas.get_renderer()
@@ -270,6 +270,11 @@ def style_problems(fig) -> list[str]:
                 b = note.get_window_extent(renderer)
                 if b.x0 < box.x0 - 3 or b.x1 > box.x1 + 3:
                     out.append(f"{name}: its note {note.get_text()[:30]!r} runs out of the panel")
+        for note in ax.texts:  # a note beside a point ("1/10 exploded") covers no data
+            if getattr(note, "meanfield_beside", False) and note.get_visible():
+                drawn = np.concatenate([_marked_points(ax), _line_samples(ax)])
+                if note_covers(note, drawn, renderer):
+                    out.append(f"{name}: its note {note.get_text()[:30]!r} covers its data")
         leg = ax.get_legend()
         if leg is not None and leg.get_visible():
             box = leg.get_window_extent(renderer)

@@ -282,6 +282,49 @@ def test_save_figure_moves_a_legend_off_the_data(tmp_path):
     save_figure(fig, tmp_path / "b.png", dpi=80)
 
 
+def test_a_note_beside_an_exploded_point_keeps_off_the_data(tmp_path, monkeypatch):
+    """House rule in `layout`: "1/10 exploded" beside the highest, leftmost point of a
+    crowded panel (the main job's law panels) covered the next point and crossed its
+    fitted line; it moves to a free place around its point, the range growing upwards
+    where there is none. The figure check finds the note over the data without the
+    rule and nothing with it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from figure_check import style_problems
+
+    import meanfield.io.plotting as plotting
+
+    def draw(path):
+        fig, ax = plt.subplots(figsize=(3.2, 2.6))
+        L = np.array([8, 16, 32, 64, 128, 1024])
+        for a in (5.0, 2.0, 1.0, 0.5):  # four lines of points, each fitted
+            ax.plot(L, a * (8 / L) ** 0.5, "o")
+            ax.plot(L, a * (8 / L) ** 0.5, "-", color="0.5")
+        rows = [{"L": 8, "e": {"mean": 5.0, "exploded": 1, "count": 9}}]
+        plotting.mark_exploded(ax, rows, "e", lambda r: r["L"])
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        plotting.layout(fig, dpi=120)  # as `save_figure`, which then closes the figure
+        fig.savefig(path, dpi=120)
+        return fig
+
+    def notes(fig):
+        return [p for p in style_problems(fig) if "note" in p]
+
+    with monkeypatch.context() as m:
+        m.setattr(plotting, "clear_notes", lambda fig: False)
+        assert notes(draw(tmp_path / "without.png"))
+    fig = draw(tmp_path / "with.png")
+    assert not notes(fig), notes(fig)
+    ax = fig.axes[0]
+    note = next(t for t in ax.texts if getattr(t, "meanfield_beside", False))
+    panel = ax.get_window_extent(fig.canvas.get_renderer())
+    box = note.get_window_extent(fig.canvas.get_renderer())
+    assert panel.x0 <= box.x0 and box.x1 <= panel.x1 and panel.y0 <= box.y0 <= box.y1 <= panel.y1
+
+
 def test_layout_wraps_a_title_wider_than_its_panel(tmp_path):
     """House rule: two panels side by side with titles far wider than a panel ran into
     each other; `layout` wraps each onto lines no wider than its panel (the words kept),

@@ -281,6 +281,83 @@ def layout(fig, *, dpi: float | None = None, **kwargs) -> None:
         fig.tight_layout(**kwargs)
     if thin_tick_labels(fig):  # fewer labels: the room they took is given back
         fig.tight_layout(**kwargs)
+    if clear_notes(fig):  # a panel grew to make room for a note: measured again
+        fig.tight_layout(**kwargs)
+        clear_notes(fig)
+
+
+# where a note beside a data point may go (offset in points, horizontal alignment), in order
+_NOTE_PLACES = ((6, -10, "left"), (6, 5, "left"), (-6, 5, "right"), (-6, -10, "right"),
+                (0, 8, "center"), (0, -15, "center"))  # fmt: skip
+
+
+def note_covers(note, points: np.ndarray, renderer=None) -> bool:
+    """Whether the text `note` covers one of `points` (display coordinates, as
+    `_marked_points` gives them)."""
+    box = note.get_window_extent(renderer)
+    return bool(((points[:, 0] > box.x0) & (points[:, 0] < box.x1)
+                 & (points[:, 1] > box.y0) & (points[:, 1] < box.y1)).any())  # fmt: skip
+
+
+def _line_samples(ax, step: float = 2.0) -> np.ndarray:
+    """Points every `step` display units along each visible line drawn on `ax` (a fitted
+    law, a series' segments), for a note to keep off them."""
+    out = [np.empty((0, 2))]
+    for line in ax.get_lines():
+        if not line.get_visible() or line.get_linestyle() in ("None", "", " "):
+            continue
+        x, y = (np.asarray(v, dtype=float) for v in line.get_data())
+        keep = np.isfinite(x) & np.isfinite(y)
+        if ax.get_xscale() == "log":
+            keep &= x > 0
+        if ax.get_yscale() == "log":
+            keep &= y > 0
+        if keep.sum() < 2:
+            continue
+        xy = ax.transData.transform(np.c_[x[keep], y[keep]])
+        for a, b in zip(xy[:-1], xy[1:], strict=True):
+            n = max(2, int(np.hypot(*(b - a)) / step) + 1)
+            out.append(a + np.linspace(0, 1, n)[:, None] * (b - a))
+    return np.concatenate(out)
+
+
+def clear_notes(fig) -> bool:
+    """House rule: a note beside a data point ("1/10 exploded", `mark_exploded`) covers
+    none of its panel's data points and crosses none of its lines: it goes to the first
+    place around its point (`_NOTE_PLACES`) where it covers none and stays inside the
+    panel; where there is none, the panel's vertical range grows upwards (by a tenth, up
+    to three times, `_headroom`) and the places are tried again; else it goes to the
+    first place. **Returns:** whether a panel grew (the layout then measures it again)."""
+    renderer = fig.canvas.get_renderer()
+    grew = False
+    for ax in fig.axes:
+        notes = [t for t in ax.texts if getattr(t, "meanfield_beside", False) and t.get_visible()]
+        for note in notes:
+            placed = _place_note(ax, note, renderer)
+            for _ in range(3):  # at most a third more room above
+                if placed or not _headroom(ax, 0.1):
+                    break
+                grew, placed = True, _place_note(ax, note, renderer)
+            if placed:
+                continue
+            note.xyann = _NOTE_PLACES[0][:2]
+            note.set_horizontalalignment(_NOTE_PLACES[0][2])
+    return grew
+
+
+def _place_note(ax, note, renderer) -> bool:
+    """Put `note` at the first of `_NOTE_PLACES` inside `ax` covering none of its
+    marked points and lines. **Returns:** whether there was one."""
+    points = np.concatenate([_marked_points(ax), _line_samples(ax)])
+    panel = ax.get_window_extent(renderer)
+    for dx, dy, ha in _NOTE_PLACES:
+        note.xyann = (dx, dy)
+        note.set_horizontalalignment(ha)
+        box = note.get_window_extent(renderer)
+        inside = panel.x0 <= box.x0 and box.x1 <= panel.x1 and panel.y0 <= box.y0
+        if inside and box.y1 <= panel.y1 and not note_covers(note, points, renderer):
+            return True
+    return False
 
 
 # where a legend inside its panel may go, in order, before it leaves the panel
@@ -567,8 +644,9 @@ def mark_exploded(ax, rows, name, x) -> None:
                         color=COLORS["red"], ha="center", va="bottom")  # fmt: skip
             continue
         ax.plot([x(r)], [r[name]["mean"]], "o", ms=9, mfc="none", mec=COLORS["red"], mew=1.2)
-        ax.annotate(text, (x(r), r[name]["mean"]), xytext=(6, 5 if i % 2 else -10),
-                    textcoords="offset points", fontsize=6, color=COLORS["red"])  # fmt: skip
+        note = ax.annotate(text, (x(r), r[name]["mean"]), xytext=(6, 5 if i % 2 else -10),
+                           textcoords="offset points", fontsize=6, color=COLORS["red"])  # fmt: skip
+        note.meanfield_beside = True  # `layout` moves it off the panel's other points
     label = "exploded"
     if hit and label not in [line.get_label() for line in ax.get_lines()]:
         ax.plot([], [], "o", ms=7, mfc="none", mec=COLORS["red"], label=label)
