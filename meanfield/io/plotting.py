@@ -323,11 +323,12 @@ def _line_samples(ax, step: float = 2.0) -> np.ndarray:
 
 def clear_notes(fig) -> bool:
     """House rule: a note beside a data point ("1/10 exploded", `mark_exploded`) covers
-    none of its panel's data points and crosses none of its lines: it goes to the first
-    place around its point (`_NOTE_PLACES`) where it covers none and stays inside the
-    panel; where there is none, the panel's vertical range grows upwards (by a tenth, up
-    to three times, `_headroom`) and the places are tried again; else it goes to the
-    first place. **Returns:** whether a panel grew (the layout then measures it again)."""
+    none of its panel's data points and crosses none of its lines: where it does, it
+    goes to the first place around its point (`_NOTE_PLACES`) where it covers none and
+    stays inside the panel; where there is none, the panel's vertical range grows
+    upwards (by a tenth, up to three times, `_headroom`) and the places are tried again;
+    else it stays where it was put. **Returns:** whether a panel grew (the layout then
+    measures it again)."""
     renderer = fig.canvas.get_renderer()
     grew = False
     for ax in fig.axes:
@@ -338,19 +339,21 @@ def clear_notes(fig) -> bool:
                 if placed or not _headroom(ax, 0.1):
                     break
                 grew, placed = True, _place_note(ax, note, renderer)
-            if placed:
-                continue
-            note.xyann = _NOTE_PLACES[0][:2]
-            note.set_horizontalalignment(_NOTE_PLACES[0][2])
+            if not placed:
+                note.xyann, ha = note.meanfield_first
+                note.set_horizontalalignment(ha)
     return grew
 
 
 def _place_note(ax, note, renderer) -> bool:
-    """Put `note` at the first of `_NOTE_PLACES` inside `ax` covering none of its
-    marked points and lines. **Returns:** whether there was one."""
+    """Put `note` at the first place inside `ax` covering none of its marked points and
+    lines: where it was put, else one of `_NOTE_PLACES`. **Returns:** whether there was
+    one."""
+    if not hasattr(note, "meanfield_first"):  # where it was put, kept for the next pass
+        note.meanfield_first = (tuple(note.xyann), note.get_horizontalalignment())
     points = np.concatenate([_marked_points(ax), _line_samples(ax)])
     panel = ax.get_window_extent(renderer)
-    for dx, dy, ha in _NOTE_PLACES:
+    for (dx, dy), ha in [note.meanfield_first, *(((x, y), h) for x, y, h in _NOTE_PLACES)]:
         note.xyann = (dx, dy)
         note.set_horizontalalignment(ha)
         box = note.get_window_extent(renderer)
