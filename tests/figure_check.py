@@ -230,7 +230,7 @@ def _data_places(ax, which: str) -> int:
 def style_problems(fig) -> list[str]:
     """The house rules `fig` breaks, one line each; call it after the figure was drawn
     (saved): tick labels and text extents are those of the last draw."""
-    from meanfield.io.plotting import _line_samples, _marked_points, legend_covers, note_covers
+    from meanfield.io.placement import _line_samples, _marked_points, legend_covers, note_covers
 
     out = []
     renderer = fig.canvas.get_renderer()

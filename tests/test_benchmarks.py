@@ -127,7 +127,9 @@ def test_grid_benchmark_splits_the_study_and_times_the_natural_way(tmp_path, cap
     assert r["grid"]["points"] == 6 * 2  # (L, M) pairs x steps 0..1
     for key in ("compile_s", "reference_s", "finite_s", "euler_s", "euler_compile_s", "fit_s"):
         assert 0 < ours[key] < ours["wall_s"], key
-    assert ours["euler_programs"] == 2  # one per depth of the grid, compiled ahead
+    # its two depths in one program (on a CPU the Euler part's depths are padded into
+    # shared programs, as the grid's: `merged_boxes`), compiled ahead
+    assert ours["euler_programs"] == 1
     # the parts do not overlap in the main thread: with the wait for compiles they and
     # the rest ("other") make up the wall time
     assert ours["compile_wait_s"] >= 0 and ours["other_s"] >= 0
