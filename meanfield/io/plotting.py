@@ -12,9 +12,6 @@ from pathlib import Path
 import numpy as np
 
 from .placement import (  # noqa: F401  (the house rules of placement, where they were)
-    _headroom,
-    _line_samples,
-    _marked_points,
     clear_legends,
     clear_notes,
     legend_covers,
